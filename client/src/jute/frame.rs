@@ -1,0 +1,178 @@
+//! Length-prefixed frames: `int32 len | payload[len]`, sans-IO.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+/// The default cap on an inbound frame's payload: ZooKeeper's `jute.maxbuffer` default
+/// (`0xfffff`, the largest znode payload) plus room for the reply header and record fields
+/// around it.
+pub const DEFAULT_MAX_FRAME_LEN: usize = 0xfffff + 1024;
+
+/// Splits a byte stream into frames.
+///
+/// Bytes may be pushed in any chunking; [`next_frame`](Self::next_frame) hands out each whole
+/// payload (without its 4-byte length) as a zero-copy [`Bytes`]. A length that is negative or
+/// above the cap is rejected before anything is allocated for it: the stream is then corrupt
+/// and the connection must be dropped ([`clear`](Self::clear) before reusing the decoder).
+///
+/// The decoder owns its receive buffer, so a driver can read from its socket straight into
+/// [`buffer_mut`](Self::buffer_mut) and reuse the same allocation for the life of the
+/// connection.
+#[derive(Debug)]
+pub struct FrameDecoder {
+    buf: BytesMut,
+    max_frame_len: usize,
+}
+
+/// A frame length that cannot be accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// The length prefix is negative.
+    #[error("negative frame length {0}")]
+    NegativeLength(i32),
+    /// The length prefix exceeds the configured cap.
+    #[error("frame length {len} exceeds the maximum of {max} bytes")]
+    TooLong {
+        /// The length announced.
+        len: usize,
+        /// The cap in force.
+        max: usize,
+    },
+}
+
+impl FrameDecoder {
+    /// A decoder accepting payloads of up to `max_frame_len` bytes.
+    pub fn new(max_frame_len: usize) -> Self {
+        Self { buf: BytesMut::new(), max_frame_len }
+    }
+
+    /// The payload cap in force.
+    pub fn max_frame_len(&self) -> usize {
+        self.max_frame_len
+    }
+
+    /// Appends received bytes.
+    pub fn push(&mut self, data: &[u8]) {
+        self.buf.extend_from_slice(data);
+    }
+
+    /// The receive buffer, for reading from a socket into it directly.
+    pub fn buffer_mut(&mut self) -> &mut BytesMut {
+        &mut self.buf
+    }
+
+    /// Bytes received but not yet handed out as frames.
+    pub fn buffered_len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Drops any partial frame, as when a connection ends.
+    pub fn clear(&mut self) {
+        self.buf.clear();
+    }
+
+    /// The next whole frame's payload, `Ok(None)` if more bytes are needed.
+    ///
+    /// # Errors
+    /// [`FrameError`] when the next length prefix is negative or above the cap. The error
+    /// repeats until [`clear`](Self::clear) is called.
+    pub fn next_frame(&mut self) -> Result<Option<Bytes>, FrameError> {
+        let Some(len) = self.buf.get(..4) else {
+            return Ok(None);
+        };
+        let len = i32::from_be_bytes([len[0], len[1], len[2], len[3]]);
+        let len = usize::try_from(len).map_err(|_| FrameError::NegativeLength(len))?;
+        if len > self.max_frame_len {
+            return Err(FrameError::TooLong { len, max: self.max_frame_len });
+        }
+        if self.buf.len() < 4 + len {
+            // Make room for the rest of this frame in one step; the cap bounds the reservation.
+            self.buf.reserve(4 + len - self.buf.len());
+            return Ok(None);
+        }
+        self.buf.advance(4);
+        Ok(Some(self.buf.split_to(len).freeze()))
+    }
+}
+
+impl Default for FrameDecoder {
+    fn default() -> Self {
+        Self::new(DEFAULT_MAX_FRAME_LEN)
+    }
+}
+
+/// Appends one frame to `out`: a 4-byte length, then whatever `write` puts after it.
+///
+/// Returns the payload length. The caller checks it against the peer's limit; a payload over
+/// `i32::MAX` bytes gets a saturated prefix and must not be sent.
+pub fn encode_frame(out: &mut BytesMut, write: impl FnOnce(&mut BytesMut)) -> usize {
+    let start = out.len();
+    out.put_i32(0);
+    write(out);
+    let len = out.len() - start - 4;
+    let prefix = i32::try_from(len).unwrap_or(i32::MAX).to_be_bytes();
+    out[start..start + 4].copy_from_slice(&prefix);
+    len
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(decoder: &mut FrameDecoder) -> Vec<Bytes> {
+        let mut out = Vec::new();
+        while let Some(frame) = decoder.next_frame().unwrap() {
+            out.push(frame);
+        }
+        out
+    }
+
+    #[test]
+    fn read_single_frame_one_byte_at_a_time() {
+        let mut d = FrameDecoder::default();
+        for b in [0, 0, 0, 3, b'a', b'b'] {
+            d.push(&[b]);
+            assert_eq!(d.next_frame(), Ok(None));
+        }
+        d.push(b"c");
+        assert_eq!(d.next_frame(), Ok(Some(Bytes::from_static(b"abc"))));
+        assert_eq!(d.buffered_len(), 0);
+    }
+
+    #[test]
+    fn read_many_frames_from_one_chunk() {
+        let mut d = FrameDecoder::default();
+        d.push(&[0, 0, 0, 1, b'x', 0, 0, 0, 0, 0, 0, 0, 2, b'y', b'z', 0]);
+        assert_eq!(frames(&mut d), vec![&b"x"[..], b"", b"yz"]);
+        assert_eq!(d.buffered_len(), 1);
+    }
+
+    #[test]
+    fn negative_length_is_an_error() {
+        let mut d = FrameDecoder::default();
+        d.push(&[0xff, 0xff, 0xff, 0xfe]);
+        assert_eq!(d.next_frame(), Err(FrameError::NegativeLength(-2)));
+        assert_eq!(d.next_frame(), Err(FrameError::NegativeLength(-2)));
+        d.clear();
+        assert_eq!(d.next_frame(), Ok(None));
+    }
+
+    #[test]
+    fn oversized_length_is_rejected_before_buffering() {
+        let mut d = FrameDecoder::new(16);
+        d.push(&[0, 0, 0, 17]);
+        assert_eq!(d.next_frame(), Err(FrameError::TooLong { len: 17, max: 16 }));
+        let mut d = FrameDecoder::default();
+        d.push(&[0x7f, 0xff, 0xff, 0xff]);
+        assert!(matches!(d.next_frame(), Err(FrameError::TooLong { .. })));
+        assert!(d.buffer_mut().capacity() < 1024);
+    }
+
+    #[test]
+    fn encode_frame_writes_the_payload_length() {
+        let mut out = BytesMut::new();
+        let len = encode_frame(&mut out, |b| b.put_slice(&[0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 11]));
+        assert_eq!(len, 8);
+        assert_eq!(&out[..], &[0, 0, 0, 8, 0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 11]);
+    }
+}

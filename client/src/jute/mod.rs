@@ -1,0 +1,116 @@
+//! The jute binary encoding used by ZooKeeper, written by hand.
+//!
+//! Jute is ZooKeeper's record serialization: big-endian integers, length-prefixed strings and
+//! buffers (`-1` = null), count-prefixed vectors (`-1` = null) and records as their fields
+//! concatenated in declaration order, with no tags and no padding. The authoritative layouts are
+//! in ZooKeeper's `zookeeper-jute/src/main/resources/zookeeper.jute`; the Java implementation is
+//! `BinaryInputArchive`/`BinaryOutputArchive`.
+//!
+//! Decoding never trusts the wire: every read is bounds-checked against the bytes actually
+//! present, no length or count read from the wire is used to preallocate more than the bytes
+//! that back it, and every failure is a [`DecodeError`] naming the record being decoded.
+
+mod error;
+mod frame;
+mod primitives;
+mod reader;
+
+pub use error::{DecodeError, DecodeErrorKind};
+pub use frame::{encode_frame, FrameDecoder, FrameError, DEFAULT_MAX_FRAME_LEN};
+pub use primitives::{decode_lossy_string, encode_str, str_encoded_len};
+pub use reader::Reader;
+
+use bytes::{BufMut, Bytes};
+
+/// A value that can be written in jute encoding.
+pub trait Encode {
+    /// Appends the jute encoding of `self` to `buf`.
+    ///
+    /// Writes exactly [`encoded_len`](Self::encoded_len) bytes.
+    fn encode<B: BufMut>(&self, buf: &mut B);
+
+    /// The number of bytes [`encode`](Self::encode) writes.
+    fn encoded_len(&self) -> usize;
+
+    /// Encodes `self` into a fresh buffer of exactly the right size.
+    fn to_bytes(&self) -> Bytes {
+        let mut buf = Vec::with_capacity(self.encoded_len());
+        self.encode(&mut buf);
+        Bytes::from(buf)
+    }
+}
+
+/// A value that can be read from jute encoding.
+pub trait Decode: Sized {
+    /// The record name used in error messages: the jute class name, empty for primitives
+    /// (whose errors are attributed to the record holding them).
+    const NAME: &'static str;
+
+    /// The fewest bytes any encoding of this type takes.
+    ///
+    /// Vector decoding uses it to reject a count that cannot fit in the bytes left before
+    /// allocating anything for it.
+    const MIN_LEN: usize;
+
+    /// Reads one value from `r`, leaving `r` just past it.
+    ///
+    /// # Errors
+    /// A [`DecodeError`] when the bytes are truncated or malformed; `r` is then left at an
+    /// unspecified position.
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError>;
+
+    /// Decodes a value that must span all of `bytes`.
+    ///
+    /// # Errors
+    /// As [`decode`](Self::decode), plus [`DecodeErrorKind::TrailingBytes`] when bytes are left
+    /// over.
+    fn decode_exact(bytes: &Bytes) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(bytes);
+        let value = r.read::<Self>()?;
+        r.finish().map_err(|e| e.in_record(Self::NAME))?;
+        Ok(value)
+    }
+}
+
+/// Defines a jute record: a struct whose fields are encoded in declaration order.
+///
+/// Every field type must implement [`Encode`] and [`Decode`]. Field order is wire order, so the
+/// macro input doubles as the jute class definition.
+macro_rules! record {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident as $jute:literal {
+            $( $(#[$fmeta:meta])* pub $field:ident : $ty:ty, )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub struct $name {
+            $( $(#[$fmeta])* pub $field: $ty, )*
+        }
+
+        impl $crate::jute::Encode for $name {
+            fn encode<B: ::bytes::BufMut>(&self, buf: &mut B) {
+                $( $crate::jute::Encode::encode(&self.$field, buf); )*
+                let _ = buf;
+            }
+
+            fn encoded_len(&self) -> usize {
+                0 $( + $crate::jute::Encode::encoded_len(&self.$field) )*
+            }
+        }
+
+        impl $crate::jute::Decode for $name {
+            const NAME: &'static str = $jute;
+            const MIN_LEN: usize = 0 $( + <$ty as $crate::jute::Decode>::MIN_LEN )*;
+
+            fn decode(
+                r: &mut $crate::jute::Reader<'_>,
+            ) -> Result<Self, $crate::jute::DecodeError> {
+                let _ = &r;
+                Ok(Self { $( $field: r.read::<$ty>()?, )* })
+            }
+        }
+    };
+}
+pub(crate) use record;

@@ -1,0 +1,321 @@
+//! Jute primitives: `int`, `long`, `boolean`, `ustring`, `buffer` and `vector<T>`.
+//!
+//! | jute type | encoding | null |
+//! |---|---|---|
+//! | `int` / `long` | 4 / 8 bytes big-endian | – |
+//! | `boolean` | 1 byte; 0 is false, anything else true (as Java's `readBoolean`) | – |
+//! | `ustring` | `int len` + UTF-8 bytes | `len = -1` |
+//! | `buffer` | `int len` + raw bytes | `len = -1` |
+//! | `vector<T>` | `int count` + elements back to back | `count = -1` |
+//!
+//! `String` and `Bytes` fields reject null; `Option<String>` and `Option<Bytes>` fields are the
+//! nullable ones. A vector is never nullable here: no reply the server builds carries a null
+//! vector, so one is reported as malformed rather than silently read as empty.
+
+use bytes::{BufMut, Bytes};
+
+use super::{Decode, DecodeError, DecodeErrorKind, Encode, Reader};
+
+impl Encode for i32 {
+    fn encode<B: BufMut>(&self, buf: &mut B) {
+        buf.put_i32(*self);
+    }
+
+    fn encoded_len(&self) -> usize {
+        4
+    }
+}
+
+impl Decode for i32 {
+    const NAME: &'static str = "";
+    const MIN_LEN: usize = 4;
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        r.read_array().map(Self::from_be_bytes)
+    }
+}
+
+impl Encode for i64 {
+    fn encode<B: BufMut>(&self, buf: &mut B) {
+        buf.put_i64(*self);
+    }
+
+    fn encoded_len(&self) -> usize {
+        8
+    }
+}
+
+impl Decode for i64 {
+    const NAME: &'static str = "";
+    const MIN_LEN: usize = 8;
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        r.read_array().map(Self::from_be_bytes)
+    }
+}
+
+impl Encode for bool {
+    fn encode<B: BufMut>(&self, buf: &mut B) {
+        buf.put_u8(u8::from(*self));
+    }
+
+    fn encoded_len(&self) -> usize {
+        1
+    }
+}
+
+impl Decode for bool {
+    const NAME: &'static str = "";
+    const MIN_LEN: usize = 1;
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let [b] = r.read_array()?;
+        Ok(b != 0)
+    }
+}
+
+/// Writes a non-null `ustring`.
+pub fn encode_str<B: BufMut>(s: &str, buf: &mut B) {
+    put_len(s.len(), buf);
+    buf.put_slice(s.as_bytes());
+}
+
+/// The encoded length of a non-null `ustring`.
+pub fn str_encoded_len(s: &str) -> usize {
+    4 + s.len()
+}
+
+impl Encode for String {
+    fn encode<B: BufMut>(&self, buf: &mut B) {
+        encode_str(self, buf);
+    }
+
+    fn encoded_len(&self) -> usize {
+        str_encoded_len(self)
+    }
+}
+
+impl Decode for String {
+    const NAME: &'static str = "";
+    const MIN_LEN: usize = 4;
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Option::<Self>::decode(r)?.ok_or_else(|| null_error(r, "string"))
+    }
+}
+
+impl Encode for Option<String> {
+    fn encode<B: BufMut>(&self, buf: &mut B) {
+        match self {
+            Some(s) => encode_str(s, buf),
+            None => buf.put_i32(-1),
+        }
+    }
+
+    fn encoded_len(&self) -> usize {
+        self.as_deref().map_or(4, str_encoded_len)
+    }
+}
+
+impl Decode for Option<String> {
+    const NAME: &'static str = "";
+    const MIN_LEN: usize = 4;
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let Some((_, len)) = r.read_len()? else {
+            return Ok(None);
+        };
+        let offset = r.position();
+        let raw = r.take(len)?;
+        match std::str::from_utf8(raw) {
+            Ok(s) => Ok(Some(s.to_owned())),
+            Err(_) => Err(DecodeError::new(DecodeErrorKind::BadUtf8 { offset })),
+        }
+    }
+}
+
+/// Reads a non-null `ustring`, replacing invalid UTF-8 with U+FFFD instead of failing.
+///
+/// For strings the server copies from other clients rather than validates (ACL ids, auth
+/// schemes, `whoAmI` users): Java writes non-BMP characters as CESU-8, which is not UTF-8, and
+/// such a string must not cost the connection.
+///
+/// # Errors
+/// Truncation, a bad length or a null.
+pub fn decode_lossy_string(r: &mut Reader<'_>) -> Result<String, DecodeError> {
+    let Some((_, len)) = r.read_len()? else {
+        return Err(null_error(r, "string"));
+    };
+    Ok(String::from_utf8_lossy(r.take(len)?).into_owned())
+}
+
+impl Encode for Bytes {
+    fn encode<B: BufMut>(&self, buf: &mut B) {
+        put_len(self.len(), buf);
+        buf.put_slice(self);
+    }
+
+    fn encoded_len(&self) -> usize {
+        4 + self.len()
+    }
+}
+
+impl Decode for Bytes {
+    const NAME: &'static str = "";
+    const MIN_LEN: usize = 4;
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Option::<Self>::decode(r)?.ok_or_else(|| null_error(r, "buffer"))
+    }
+}
+
+impl Encode for Option<Bytes> {
+    fn encode<B: BufMut>(&self, buf: &mut B) {
+        match self {
+            Some(b) => b.encode(buf),
+            None => buf.put_i32(-1),
+        }
+    }
+
+    fn encoded_len(&self) -> usize {
+        self.as_ref().map_or(4, Encode::encoded_len)
+    }
+}
+
+impl Decode for Option<Bytes> {
+    const NAME: &'static str = "";
+    const MIN_LEN: usize = 4;
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        match r.read_len()? {
+            Some((_, len)) => r.take_bytes(len).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+impl<T: Encode> Encode for Vec<T> {
+    fn encode<B: BufMut>(&self, buf: &mut B) {
+        put_len(self.len(), buf);
+        for item in self {
+            item.encode(buf);
+        }
+    }
+
+    fn encoded_len(&self) -> usize {
+        4 + self.iter().map(Encode::encoded_len).sum::<usize>()
+    }
+}
+
+impl<T: Decode> Decode for Vec<T> {
+    const NAME: &'static str = "";
+    const MIN_LEN: usize = 4;
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let offset = r.position();
+        let count = i32::decode(r)?;
+        let available = r.remaining();
+        let bad_count = || DecodeError::new(DecodeErrorKind::BadCount { offset, count, available });
+        let n = match usize::try_from(count) {
+            Ok(n) => n,
+            Err(_) if count == -1 => {
+                return Err(DecodeError::new(DecodeErrorKind::UnexpectedNull {
+                    offset,
+                    what: "vector",
+                }))
+            }
+            Err(_) => return Err(bad_count()),
+        };
+        // Every element takes at least MIN_LEN bytes, so a count that cannot fit is rejected
+        // before anything is allocated for it: the wire count alone never sizes an allocation.
+        if n.saturating_mul(T::MIN_LEN.max(1)) > available {
+            return Err(bad_count());
+        }
+        let mut items = Self::with_capacity(n);
+        for _ in 0..n {
+            items.push(r.read::<T>()?);
+        }
+        Ok(items)
+    }
+}
+
+/// Writes a length or count prefix.
+///
+/// Lengths are bounded by the frame cap long before `i32::MAX`; one that is not would be
+/// rejected by the outbound size check, so saturating here never puts a wrong length on the
+/// wire.
+fn put_len<B: BufMut>(len: usize, buf: &mut B) {
+    buf.put_i32(i32::try_from(len).unwrap_or(i32::MAX));
+}
+
+fn null_error(r: &Reader<'_>, what: &'static str) -> DecodeError {
+    DecodeError::new(DecodeErrorKind::UnexpectedNull { offset: r.position() - 4, what })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode<T: Decode>(bytes: &[u8]) -> Result<T, DecodeError> {
+        T::decode_exact(&Bytes::copy_from_slice(bytes))
+    }
+
+    #[test]
+    fn ints_are_big_endian() {
+        assert_eq!(decode::<i32>(&[0, 0, 0x75, 0x30]), Ok(30000));
+        assert_eq!(decode::<i64>(&[0xff; 8]), Ok(-1));
+        assert_eq!(0x0102_0304_i32.to_bytes().as_ref(), &[1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn booleans_accept_any_nonzero_byte() {
+        assert_eq!(decode::<bool>(&[0]), Ok(false));
+        assert_eq!(decode::<bool>(&[1]), Ok(true));
+        assert_eq!(decode::<bool>(&[0x7f]), Ok(true));
+    }
+
+    #[test]
+    fn null_string_and_buffer() {
+        assert_eq!(decode::<Option<String>>(&[0xff; 4]), Ok(None));
+        assert_eq!(decode::<Option<Bytes>>(&[0xff; 4]), Ok(None));
+        let err = decode::<String>(&[0xff; 4]).unwrap_err();
+        assert!(matches!(err.kind(), DecodeErrorKind::UnexpectedNull { offset: 0, what: "string" }));
+        assert_eq!(None::<String>.to_bytes().as_ref(), &[0xff; 4]);
+    }
+
+    #[test]
+    fn lengths_below_minus_one_are_rejected() {
+        let err = decode::<Option<Bytes>>(&[0xff, 0xff, 0xff, 0xfe]).unwrap_err();
+        assert_eq!(err.kind(), &DecodeErrorKind::BadLength { offset: 0, len: -2 });
+    }
+
+    #[test]
+    fn huge_length_is_truncation_not_allocation() {
+        let err = decode::<String>(&[0x7f, 0xff, 0xff, 0xff, b'a']).unwrap_err();
+        assert!(matches!(err.kind(), DecodeErrorKind::UnexpectedEnd { needed: 0x7fff_ffff, .. }));
+    }
+
+    #[test]
+    fn vector_count_that_cannot_fit_is_rejected() {
+        let err = decode::<Vec<String>>(&[0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0]).unwrap_err();
+        assert!(matches!(err.kind(), DecodeErrorKind::BadCount { count: i32::MAX, .. }));
+        let err = decode::<Vec<i32>>(&[0xff; 4]).unwrap_err();
+        assert!(matches!(err.kind(), DecodeErrorKind::UnexpectedNull { what: "vector", .. }));
+    }
+
+    #[test]
+    fn invalid_utf8_is_an_error_or_lossy() {
+        let bytes = [0, 0, 0, 2, 0xc3, 0x28];
+        let err = decode::<String>(&bytes).unwrap_err();
+        assert_eq!(err.kind(), &DecodeErrorKind::BadUtf8 { offset: 4 });
+        let b = Bytes::copy_from_slice(&bytes);
+        let lossy = decode_lossy_string(&mut Reader::new(&b)).unwrap();
+        assert_eq!(lossy, "\u{fffd}(");
+    }
+
+    #[test]
+    fn trailing_bytes_are_reported() {
+        let err = decode::<i32>(&[0, 0, 0, 1, 9]).unwrap_err();
+        assert_eq!(err.kind(), &DecodeErrorKind::TrailingBytes { len: 1 });
+    }
+}

@@ -1,0 +1,148 @@
+//! Access control: `Id`, `ACL` and permissions.
+
+use std::ops::BitOr;
+
+use bytes::BufMut;
+
+use crate::jute::{decode_lossy_string, encode_str, record, str_encoded_len};
+use crate::jute::{Decode, DecodeError, Encode, Reader};
+
+/// An identity in an authentication scheme, such as `world:anyone` or `digest:user:hash`.
+///
+/// ```text
+/// class Id { ustring scheme; ustring id; }
+/// ```
+/// Both strings decode leniently (invalid UTF-8 becomes U+FFFD): servers copy them from other
+/// clients, and Java writes non-BMP characters as CESU-8.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Id {
+    /// The scheme: `world`, `auth`, `digest`, `ip`, `sasl`, `x509`, …
+    pub scheme: String,
+    /// The identity within the scheme.
+    pub id: String,
+}
+
+impl Id {
+    /// An id from its scheme and value.
+    pub fn new(scheme: impl Into<String>, id: impl Into<String>) -> Self {
+        Self { scheme: scheme.into(), id: id.into() }
+    }
+
+    /// `world:anyone`: everybody.
+    pub fn anyone() -> Self {
+        Self::new("world", "anyone")
+    }
+
+    /// `auth:`: the ids the creating session has authenticated with.
+    pub fn creator() -> Self {
+        Self::new("auth", "")
+    }
+}
+
+impl Encode for Id {
+    fn encode<B: BufMut>(&self, buf: &mut B) {
+        encode_str(&self.scheme, buf);
+        encode_str(&self.id, buf);
+    }
+
+    fn encoded_len(&self) -> usize {
+        str_encoded_len(&self.scheme) + str_encoded_len(&self.id)
+    }
+}
+
+impl Decode for Id {
+    const NAME: &'static str = "Id";
+    const MIN_LEN: usize = 8;
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Self { scheme: decode_lossy_string(r)?, id: decode_lossy_string(r)? })
+    }
+}
+
+/// A set of permissions (`ZooDefs.Perms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Perms(pub i32);
+
+impl Perms {
+    /// Read data and list children.
+    pub const READ: Self = Self(1);
+    /// Set data.
+    pub const WRITE: Self = Self(2);
+    /// Create children.
+    pub const CREATE: Self = Self(4);
+    /// Delete children.
+    pub const DELETE: Self = Self(8);
+    /// Set the ACL.
+    pub const ADMIN: Self = Self(16);
+    /// Every permission.
+    pub const ALL: Self = Self(31);
+
+    /// Whether every permission in `other` is in `self`.
+    pub const fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl BitOr for Perms {
+    type Output = Self;
+
+    fn bitor(self, rhs: Self) -> Self {
+        Self(self.0 | rhs.0)
+    }
+}
+
+impl Encode for Perms {
+    fn encode<B: BufMut>(&self, buf: &mut B) {
+        self.0.encode(buf);
+    }
+
+    fn encoded_len(&self) -> usize {
+        4
+    }
+}
+
+impl Decode for Perms {
+    const NAME: &'static str = "Perms";
+    const MIN_LEN: usize = 4;
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        i32::decode(r).map(Self)
+    }
+}
+
+record! {
+    /// One access-control entry.
+    ///
+    /// ```text
+    /// class ACL { int perms; Id id; }
+    /// ```
+    #[derive(Hash)]
+    pub struct Acl as "ACL" {
+        /// The permissions granted.
+        pub perms: Perms,
+        /// To whom.
+        pub id: Id,
+    }
+}
+
+impl Acl {
+    /// An entry granting `perms` to `id`.
+    pub fn new(perms: Perms, id: Id) -> Self {
+        Self { perms, id }
+    }
+
+    /// `OPEN_ACL_UNSAFE`: everything for everybody.
+    pub fn open_unsafe() -> Vec<Self> {
+        vec![Self::new(Perms::ALL, Id::anyone())]
+    }
+
+    /// `READ_ACL_UNSAFE`: read for everybody.
+    pub fn read_unsafe() -> Vec<Self> {
+        vec![Self::new(Perms::READ, Id::anyone())]
+    }
+
+    /// `CREATOR_ALL_ACL`: everything for the creator's authenticated ids.
+    pub fn creator_all() -> Vec<Self> {
+        vec![Self::new(Perms::ALL, Id::creator())]
+    }
+}

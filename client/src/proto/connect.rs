@@ -1,0 +1,121 @@
+//! The handshake: `ConnectRequest` and `ConnectResponse`.
+
+use bytes::{BufMut, Bytes};
+
+use crate::jute::{Decode, DecodeError, Encode, Reader};
+
+/// The first frame a client sends on a connection (no `RequestHeader`).
+///
+/// ```text
+/// class ConnectRequest {
+///     int protocolVersion; long lastZxidSeen; int timeOut; long sessionId; buffer passwd;
+/// }
+/// ```
+/// followed by a `boolean readOnly` that servers 3.4–3.8 read outside the record (3.9 made it a
+/// field). Always 45 bytes with a 16-byte password.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectRequest {
+    /// Always 0.
+    pub protocol_version: i32,
+    /// The highest zxid seen in a normal reply; a server behind it refuses the connection.
+    pub last_zxid_seen: i64,
+    /// The requested session timeout in ms.
+    pub timeout: i32,
+    /// 0 for a new session, else the session to reattach.
+    pub session_id: i64,
+    /// 16 zero bytes for a new session, else the session's password.
+    pub passwd: Bytes,
+    /// Whether a read-only server may serve this session.
+    pub read_only: bool,
+}
+
+/// The server's answer to a [`ConnectRequest`] (no `ReplyHeader`).
+///
+/// ```text
+/// class ConnectResponse { int protocolVersion; int timeOut; long sessionId; buffer passwd; }
+/// ```
+/// followed by `boolean readOnly` only if the client sent its own read-only byte, so both 36
+/// and 37 bytes are valid. `timeout <= 0` means the session is expired or invalid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectResponse {
+    /// Always 0.
+    pub protocol_version: i32,
+    /// The negotiated session timeout in ms; `<= 0` means expired.
+    pub timeout: i32,
+    /// The session id; 0 when invalid.
+    pub session_id: i64,
+    /// The session password (16 bytes).
+    pub passwd: Bytes,
+    /// Whether the server is read-only; `None` when the byte was absent.
+    pub read_only: Option<bool>,
+}
+
+impl ConnectResponse {
+    /// Whether the server refused the session as expired or invalid.
+    pub fn is_expired(&self) -> bool {
+        self.timeout <= 0 || self.session_id == 0
+    }
+}
+
+impl Encode for ConnectRequest {
+    fn encode<B: BufMut>(&self, buf: &mut B) {
+        self.protocol_version.encode(buf);
+        self.last_zxid_seen.encode(buf);
+        self.timeout.encode(buf);
+        self.session_id.encode(buf);
+        self.passwd.encode(buf);
+        self.read_only.encode(buf);
+    }
+
+    fn encoded_len(&self) -> usize {
+        4 + 8 + 4 + 8 + self.passwd.encoded_len() + 1
+    }
+}
+
+impl Decode for ConnectRequest {
+    const NAME: &'static str = "ConnectRequest";
+    const MIN_LEN: usize = 29;
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Self {
+            protocol_version: r.read()?,
+            last_zxid_seen: r.read()?,
+            timeout: r.read()?,
+            session_id: r.read()?,
+            passwd: r.read()?,
+            read_only: r.read()?,
+        })
+    }
+}
+
+impl Encode for ConnectResponse {
+    fn encode<B: BufMut>(&self, buf: &mut B) {
+        self.protocol_version.encode(buf);
+        self.timeout.encode(buf);
+        self.session_id.encode(buf);
+        self.passwd.encode(buf);
+        if let Some(read_only) = self.read_only {
+            read_only.encode(buf);
+        }
+    }
+
+    fn encoded_len(&self) -> usize {
+        4 + 4 + 8 + self.passwd.encoded_len() + usize::from(self.read_only.is_some())
+    }
+}
+
+impl Decode for ConnectResponse {
+    const NAME: &'static str = "ConnectResponse";
+    const MIN_LEN: usize = 20;
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Self {
+            protocol_version: r.read()?,
+            timeout: r.read()?,
+            session_id: r.read()?,
+            passwd: r.read()?,
+            // Java reads this byte in a try/catch; its absence is legal.
+            read_only: if r.remaining() > 0 { Some(r.read()?) } else { None },
+        })
+    }
+}

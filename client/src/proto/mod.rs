@@ -1,0 +1,39 @@
+//! Every record of the ZooKeeper client protocol (servers 3.8 and 3.9).
+//!
+//! The specification is ZooKeeper's `zookeeper.jute`; each record here quotes its jute class
+//! and keeps the fields in wire order. Frames after the handshake are a [`RequestHeader`] or
+//! [`ReplyHeader`] followed by the record the op code selects (none when a reply's `err` is not
+//! [`ErrorCode::Ok`]); the handshake frames are a bare [`ConnectRequest`] and
+//! [`ConnectResponse`].
+
+mod acl;
+mod auth;
+mod codes;
+mod connect;
+mod data;
+mod header;
+mod multi;
+mod stat;
+mod watch;
+
+pub use acl::{Acl, Id, Perms};
+pub use auth::{AuthPacket, ClientInfo, WhoAmIResponse};
+pub use codes::{AddWatchMode, CreateMode, ErrorCode, EventType, KeeperState, OpCode, WatcherType};
+pub use connect::{ConnectRequest, ConnectResponse};
+pub use data::{
+    CheckVersionRequest, Create2Response, CreateRequest, CreateResponse, CreateTtlRequest,
+    DeleteRequest, ExistsRequest, ExistsResponse, GetAclRequest, GetAclResponse,
+    GetAllChildrenNumberRequest, GetAllChildrenNumberResponse, GetChildren2Request,
+    GetChildren2Response, GetChildrenRequest, GetChildrenResponse, GetDataRequest,
+    GetDataResponse, GetEphemeralsRequest, GetEphemeralsResponse, ReconfigRequest,
+    SetAclRequest, SetAclResponse, SetDataRequest, SetDataResponse, SyncRequest, SyncResponse,
+};
+pub use header::{
+    ReplyHeader, RequestHeader, AUTH_XID, NOTIFICATION_XID, PING_XID, SET_WATCHES_XID,
+};
+pub use multi::{MultiHeader, MultiOp, MultiRequest, MultiResponse, MultiResult};
+pub use stat::Stat;
+pub use watch::{
+    AddWatchRequest, CheckWatchesRequest, ErrorResponse, RemoveWatchesRequest, SetWatches,
+    SetWatches2, WatcherEvent,
+};

@@ -1,0 +1,2 @@
+//! Test harness for zkwire.
+#![forbid(unsafe_code)]
