@@ -7,3 +7,5 @@
 
 pub mod jute;
 pub mod proto;
+pub mod connect_string;
+pub mod path;

@@ -1,0 +1,510 @@
+//! ZooKeeper connect strings: `host[:port][,host[:port]...][/chroot]`.
+//!
+//! A connect string lists the ensemble's servers and optionally a chroot,
+//! e.g. `zk1:2181,zk2:2181,[::1]:2182/app/x`. This module only parses it;
+//! host names are kept as written and resolved later, at every connection
+//! attempt, so that DNS changes (servers moved, added or removed behind a
+//! name) are picked up without restarting the client.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::path::{Chroot, InvalidPath};
+
+/// The port used for a host written without one.
+pub const DEFAULT_PORT: u16 = 2181;
+
+/// One server of a [`ConnectString`]: an unresolved host and a port.
+///
+/// The host is a DNS name or an IP address, kept as text; an IPv6 address is
+/// stored without its brackets.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HostPort {
+    host: String,
+    port: u16,
+}
+
+impl HostPort {
+    /// The host name or IP address, without brackets, e.g. `zk1`,
+    /// `127.0.0.1` or `::1`. Never empty.
+    #[must_use]
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The port, never 0.
+    #[must_use]
+    pub const fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+/// Formats as `host:port`, or `[host]:port` when the host contains a `:`
+/// (an IPv6 address), so the output parses back to the same value.
+impl fmt::Display for HostPort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// A parsed connect string: at least one server and an optional chroot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectString {
+    hosts: Vec<HostPort>,
+    chroot: Option<Chroot>,
+}
+
+impl ConnectString {
+    /// Parses `host[:port][,host[:port]...][/chroot]`.
+    ///
+    /// - Hosts are separated by `,`; whitespace around each one is ignored.
+    /// - A port is a decimal number from 1 to 65535; without one,
+    ///   [`DEFAULT_PORT`] (2181) is used.
+    /// - IPv6 addresses must be bracketed: `[::1]:2181`, or `[::1]` for the
+    ///   default port.
+    /// - The chroot is everything from the first `/` on, taken verbatim (not
+    ///   trimmed). It must be a valid path; `/` alone means no chroot.
+    ///
+    /// Host names are neither resolved nor checked beyond these rules.
+    /// Duplicate hosts are kept.
+    ///
+    /// # Errors
+    ///
+    /// - [`InvalidConnectString::NoHosts`] if nothing but whitespace precedes
+    ///   the chroot (or the whole string is blank).
+    /// - [`InvalidConnectString::EmptyHost`] if a host entry or its host name
+    ///   is empty, as in `a,,b` or `:2181`.
+    /// - [`InvalidConnectString::BadPort`] if a port is empty, not decimal,
+    ///   0, or above 65535.
+    /// - [`InvalidConnectString::UnclosedBracket`] for `[` without `]`.
+    /// - [`InvalidConnectString::BadHost`] for other malformed entries, such
+    ///   as an unbracketed IPv6 address or whitespace inside a host.
+    /// - [`InvalidConnectString::BadChroot`] if the chroot is not a valid
+    ///   path, e.g. `/app/` or `//x`.
+    ///
+    /// The first error from the left is reported.
+    pub fn parse(s: &str) -> Result<Self, InvalidConnectString> {
+        // No host syntax (names, IPv4, bracketed IPv6) contains a '/', so the
+        // first one starts the chroot.
+        let (host_list, chroot) = match s.find('/') {
+            Some(slash) => s.split_at(slash),
+            None => (s, "/"),
+        };
+        if host_list.trim().is_empty() {
+            return Err(InvalidConnectString::NoHosts);
+        }
+        let hosts = host_list
+            .split(',')
+            .enumerate()
+            .map(|(index, entry)| parse_host_port(index, entry.trim()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let chroot = Chroot::new(chroot)?;
+        Ok(Self { hosts, chroot })
+    }
+
+    /// The servers, in the order written. Never empty.
+    #[must_use]
+    pub fn hosts(&self) -> &[HostPort] {
+        &self.hosts
+    }
+
+    /// The chroot, if any (a chroot of `/` is `None`).
+    #[must_use]
+    pub fn chroot(&self) -> Option<&Chroot> {
+        self.chroot.as_ref()
+    }
+}
+
+impl FromStr for ConnectString {
+    type Err = InvalidConnectString;
+
+    /// Same as [`ConnectString::parse`].
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s)
+    }
+}
+
+/// Formats in canonical form, e.g. `a:2181,[::1]:2182/app`: every port
+/// explicit, no whitespace. The output parses back to the same value.
+impl fmt::Display for ConnectString {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, host) in self.hosts.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{host}")?;
+        }
+        if let Some(chroot) = &self.chroot {
+            write!(f, "{chroot}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a connect string could not be parsed. See [`ConnectString::parse`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidConnectString {
+    /// The connect string lists no hosts.
+    #[error("connect string has no hosts")]
+    NoHosts,
+    /// A host entry, or the host name within it, is empty.
+    #[error("host #{index} of the connect string is empty (counting from 0)")]
+    EmptyHost {
+        /// Position of the entry in the comma-separated list, from 0.
+        index: usize,
+    },
+    /// A port is not a decimal number from 1 to 65535.
+    #[error("invalid port {port:?} for host {host:?}: expected a number from 1 to 65535")]
+    BadPort {
+        /// The host the port belongs to, without brackets.
+        host: String,
+        /// The port as written (possibly empty).
+        port: String,
+    },
+    /// A host entry opens `[` but never closes it.
+    #[error("host {host:?} opens '[' without a matching ']'")]
+    UnclosedBracket {
+        /// The whole host entry as written, trimmed.
+        host: String,
+    },
+    /// A host entry is malformed in some other way.
+    #[error("host {host:?} is malformed: {reason}")]
+    BadHost {
+        /// The whole host entry as written, trimmed.
+        host: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The chroot is not a valid ZooKeeper path.
+    #[error("invalid chroot in connect string: {0}")]
+    BadChroot(#[from] InvalidPath),
+}
+
+/// Parses one trimmed host entry, the `index`th in the list.
+fn parse_host_port(index: usize, entry: &str) -> Result<HostPort, InvalidConnectString> {
+    let bad_host = |reason| InvalidConnectString::BadHost {
+        host: entry.to_owned(),
+        reason,
+    };
+    let (host, port) = if let Some(bracketed) = entry.strip_prefix('[') {
+        let Some((host, after)) = bracketed.split_once(']') else {
+            return Err(InvalidConnectString::UnclosedBracket {
+                host: entry.to_owned(),
+            });
+        };
+        let port = if after.is_empty() {
+            None
+        } else if let Some(port) = after.strip_prefix(':') {
+            Some(port)
+        } else {
+            return Err(bad_host("expected ':port' or nothing after ']'"));
+        };
+        (host, port)
+    } else {
+        match entry.split_once(':') {
+            Some((_, port)) if port.contains(':') => {
+                // Without brackets there is no telling where an IPv6 address
+                // ends and the port begins ("fe80::1:2181").
+                return Err(bad_host(
+                    "more than one ':'; write IPv6 addresses as [address]:port",
+                ));
+            }
+            Some((host, port)) => (host, Some(port)),
+            None => (entry, None),
+        }
+    };
+    if host.is_empty() {
+        return Err(InvalidConnectString::EmptyHost { index });
+    }
+    if host.contains(['[', ']']) {
+        return Err(bad_host("misplaced '[' or ']'"));
+    }
+    if host.contains(char::is_whitespace) {
+        return Err(bad_host("host name contains whitespace"));
+    }
+    let port = match port {
+        None => DEFAULT_PORT,
+        Some(port) => parse_port(port).ok_or_else(|| InvalidConnectString::BadPort {
+            host: host.to_owned(),
+            port: port.to_owned(),
+        })?,
+    };
+    Ok(HostPort {
+        host: host.to_owned(),
+        port,
+    })
+}
+
+/// A port from 1 to 65535 written in plain decimal digits.
+fn parse_port(port: &str) -> Option<u16> {
+    // `u16::from_str` would also accept a leading '+'.
+    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    port.parse().ok().filter(|&port| port != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn hp(host: &str, port: u16) -> HostPort {
+        HostPort {
+            host: host.to_owned(),
+            port,
+        }
+    }
+
+    fn chroot(prefix: &str) -> Option<Chroot> {
+        match Chroot::new(prefix) {
+            Ok(chroot) => chroot,
+            Err(err) => panic!("bad test chroot: {err}"),
+        }
+    }
+
+    fn parsed(s: &str) -> ConnectString {
+        match ConnectString::parse(s) {
+            Ok(parsed) => parsed,
+            Err(err) => panic!("{s:?} rejected: {err}"),
+        }
+    }
+
+    #[test]
+    fn valid_connect_strings() {
+        let cases: &[(&str, &[HostPort], Option<&str>)] = &[
+            ("127.0.0.1:2181", &[hp("127.0.0.1", 2181)], None),
+            ("localhost", &[hp("localhost", 2181)], None),
+            ("a,b:2182", &[hp("a", 2181), hp("b", 2182)], None),
+            (
+                "[::1]:2181,[fe80::1]",
+                &[hp("::1", 2181), hp("fe80::1", 2181)],
+                None,
+            ),
+            ("[fe80::1%eth0]:3000", &[hp("fe80::1%eth0", 3000)], None),
+            ("[localhost]:1", &[hp("localhost", 1)], None),
+            (
+                "h1:1,h2:2/app/chroot",
+                &[hp("h1", 1), hp("h2", 2)],
+                Some("/app/chroot"),
+            ),
+            ("h/", &[hp("h", 2181)], None),
+            ("h:2181/", &[hp("h", 2181)], None),
+            (" a , b ", &[hp("a", 2181), hp("b", 2181)], None),
+            ("\ta:1 ,\n b:2 /x", &[hp("a", 1), hp("b", 2)], Some("/x")),
+            ("h:65535", &[hp("h", 65535)], None),
+            ("h:00080", &[hp("h", 80)], None),
+            ("a,a", &[hp("a", 2181), hp("a", 2181)], None),
+            (
+                "zk.example.com:2181/路径",
+                &[hp("zk.example.com", 2181)],
+                Some("/路径"),
+            ),
+            ("h/a b", &[hp("h", 2181)], Some("/a b")),
+        ];
+        for &(s, hosts, expected_chroot) in cases {
+            let parsed = parsed(s);
+            assert_eq!(parsed.hosts(), hosts, "{s:?}");
+            assert_eq!(
+                parsed.chroot().map(Chroot::as_str),
+                expected_chroot,
+                "{s:?}"
+            );
+            assert_eq!(s.parse::<ConnectString>().as_ref(), Ok(&parsed), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn invalid_connect_strings() {
+        use InvalidConnectString::*;
+        let bad_port = |host: &str, port: &str| BadPort {
+            host: host.to_owned(),
+            port: port.to_owned(),
+        };
+        let bad_host = |host: &str, reason| BadHost {
+            host: host.to_owned(),
+            reason,
+        };
+        let bad_chroot = |path: &str| match Chroot::new(path) {
+            Err(err) => BadChroot(err),
+            Ok(chroot) => panic!("{path:?} is a valid chroot: {chroot:?}"),
+        };
+        let cases: Vec<(&str, InvalidConnectString)> = vec![
+            ("", NoHosts),
+            ("   ", NoHosts),
+            ("/app", NoHosts),
+            (" /app", NoHosts),
+            (",", EmptyHost { index: 0 }),
+            ("a,", EmptyHost { index: 1 }),
+            ("a,,b", EmptyHost { index: 1 }),
+            ("a, ,b", EmptyHost { index: 1 }),
+            (":2181", EmptyHost { index: 0 }),
+            ("a,[]:2181", EmptyHost { index: 1 }),
+            ("h:99999", bad_port("h", "99999")),
+            ("h:65536", bad_port("h", "65536")),
+            ("h:0", bad_port("h", "0")),
+            ("h:", bad_port("h", "")),
+            ("h:+80", bad_port("h", "+80")),
+            ("h:-1", bad_port("h", "-1")),
+            ("h:abc", bad_port("h", "abc")),
+            ("h: 80", bad_port("h", " 80")),
+            ("[::1]:", bad_port("::1", "")),
+            ("[::1]:x", bad_port("::1", "x")),
+            (
+                "[::1",
+                UnclosedBracket {
+                    host: "[::1".to_owned(),
+                },
+            ),
+            (
+                "a,[::1:2181/app",
+                UnclosedBracket {
+                    host: "[::1:2181".to_owned(),
+                },
+            ),
+            (
+                "::1",
+                bad_host(
+                    "::1",
+                    "more than one ':'; write IPv6 addresses as [address]:port",
+                ),
+            ),
+            (
+                "fe80::1:2181",
+                bad_host(
+                    "fe80::1:2181",
+                    "more than one ':'; write IPv6 addresses as [address]:port",
+                ),
+            ),
+            (
+                "[::1]2181",
+                bad_host("[::1]2181", "expected ':port' or nothing after ']'"),
+            ),
+            (
+                "[[::1]]",
+                bad_host("[[::1]]", "expected ':port' or nothing after ']'"),
+            ),
+            ("[a[b]", bad_host("[a[b]", "misplaced '[' or ']'")),
+            ("a]:1", bad_host("a]:1", "misplaced '[' or ']'")),
+            ("a b:1", bad_host("a b:1", "host name contains whitespace")),
+            ("h :1", bad_host("h :1", "host name contains whitespace")),
+            ("h//x", bad_chroot("//x")),
+            ("h/app/", bad_chroot("/app/")),
+            ("h/./x", bad_chroot("/./x")),
+            // Hosts are checked before the chroot.
+            ("h:0//x", bad_port("h", "0")),
+        ];
+        for (s, expected) in cases {
+            assert_eq!(ConnectString::parse(s), Err(expected), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn error_messages() {
+        let cases: &[(&str, &str)] = &[
+            ("", "connect string has no hosts"),
+            (
+                "a,,b",
+                "host #1 of the connect string is empty (counting from 0)",
+            ),
+            (
+                "h:99999",
+                "invalid port \"99999\" for host \"h\": expected a number from 1 to 65535",
+            ),
+            ("[::1", "host \"[::1\" opens '[' without a matching ']'"),
+            (
+                "h//x",
+                "invalid chroot in connect string: invalid path \"//x\": \
+                 path must not contain an empty segment ('//')",
+            ),
+        ];
+        for &(s, message) in cases {
+            match ConnectString::parse(s) {
+                Err(err) => assert_eq!(err.to_string(), message, "{s:?}"),
+                Ok(parsed) => panic!("{s:?} accepted: {parsed:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn trailing_whitespace_belongs_to_the_chroot() {
+        assert_eq!(parsed("h/x y").chroot(), chroot("/x y").as_ref());
+    }
+
+    #[test]
+    fn host_port_display() {
+        assert_eq!(hp("zk1", 2181).to_string(), "zk1:2181");
+        assert_eq!(hp("127.0.0.1", 1).to_string(), "127.0.0.1:1");
+        assert_eq!(hp("::1", 2181).to_string(), "[::1]:2181");
+        assert_eq!(hp("fe80::1%eth0", 3).to_string(), "[fe80::1%eth0]:3");
+    }
+
+    #[test]
+    fn connect_string_display_is_canonical() {
+        let cases: &[(&str, &str)] = &[
+            ("a", "a:2181"),
+            (" a , [::1] /app", "a:2181,[::1]:2181/app"),
+            ("h1:1,h2:2/app/chroot", "h1:1,h2:2/app/chroot"),
+            ("h:2181/", "h:2181"),
+        ];
+        for &(s, canonical) in cases {
+            assert_eq!(parsed(s).to_string(), canonical, "{s:?}");
+        }
+    }
+
+    fn host_name() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-z][a-z0-9.-]{0,12}",
+            "[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}",
+            "[0-9a-f]{0,4}:[0-9a-f:]{1,12}",
+        ]
+    }
+
+    fn chroot_path() -> impl Strategy<Value = String> {
+        proptest::collection::vec("[a-z0-9._-]{1,6}", 0..3).prop_map(|segments| {
+            segments
+                .iter()
+                .filter(|s| *s != "." && *s != "..")
+                .map(|s| format!("/{s}"))
+                .collect()
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn display_round_trips(
+            hosts in proptest::collection::vec((host_name(), 1..=u16::MAX), 1..5),
+            chroot_path in chroot_path(),
+        ) {
+            let written: Vec<String> =
+                hosts.iter().map(|(host, port)| hp(host, *port).to_string()).collect();
+            let s = format!("{}{chroot_path}", written.join(","));
+            let parsed = ConnectString::parse(&s);
+            let Ok(parsed) = parsed else {
+                return Err(TestCaseError::fail(format!("{s:?} rejected: {parsed:?}")));
+            };
+            let expected: Vec<HostPort> = hosts.iter().map(|(h, p)| hp(h, *p)).collect();
+            prop_assert_eq!(parsed.hosts(), expected.as_slice());
+            prop_assert_eq!(parsed.to_string(), s);
+            prop_assert_eq!(ConnectString::parse(&parsed.to_string()), Ok(parsed));
+        }
+
+        #[test]
+        fn parse_never_panics(s in "\\PC{0,40}") {
+            let _ = ConnectString::parse(&s);
+        }
+
+        #[test]
+        fn parse_never_panics_on_connect_string_alphabet(s in "[a-z0-9:,\\[\\]/. ]{0,30}") {
+            if let Ok(parsed) = ConnectString::parse(&s) {
+                prop_assert!(!parsed.hosts().is_empty());
+                prop_assert!(parsed.hosts().iter().all(|h| !h.host().is_empty() && h.port() != 0));
+                prop_assert_eq!(ConnectString::parse(&parsed.to_string()), Ok(parsed));
+            }
+        }
+    }
+}

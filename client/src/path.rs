@@ -1,0 +1,750 @@
+//! ZooKeeper path rules and chroot mapping.
+//!
+//! ZooKeeper names znodes with absolute, `/`-separated paths. The server and
+//! the reference Java client (`PathUtils.validatePath`) reject malformed paths;
+//! checking them here turns what would be a round trip ending in
+//! `BadArguments` (or, worse, a silently different node) into an immediate,
+//! descriptive error.
+//!
+//! A *chroot* is a path prefix taken from the connect string: every path the
+//! application uses is interpreted relative to it. [`Chroot`] converts between
+//! the application's (client) view and the server's view of a path.
+//!
+//! All functions here are pure string manipulation; none of them talks to a
+//! server.
+
+use std::fmt;
+
+/// A path that ZooKeeper would reject.
+///
+/// Returned by [`validate_path`], [`validate_sequential_path`] and
+/// [`Chroot::new`]. The [`reason`](Self::reason) is a fixed, human-readable
+/// sentence; the offending [`path`](Self::path) is kept so the message can be
+/// understood without the surrounding context.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid path {path:?}: {reason}")]
+pub struct InvalidPath {
+    path: String,
+    reason: &'static str,
+}
+
+impl InvalidPath {
+    fn new(path: &str, reason: &'static str) -> Self {
+        Self {
+            path: path.to_owned(),
+            reason,
+        }
+    }
+
+    /// The path that was rejected, exactly as it was given.
+    #[must_use]
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Why the path was rejected, e.g. `"path must not end with '/'"`.
+    #[must_use]
+    pub const fn reason(&self) -> &'static str {
+        self.reason
+    }
+}
+
+const EMPTY: &str = "path must not be empty";
+const NOT_ABSOLUTE: &str = "path must start with '/'";
+const TRAILING_SLASH: &str = "path must not end with '/'";
+const EMPTY_SEGMENT: &str = "path must not contain an empty segment ('//')";
+const RELATIVE_SEGMENT: &str = "path must not contain a relative segment '.' or '..'";
+const NUL_CHAR: &str = "path must not contain the null character U+0000";
+const CONTROL_CHAR: &str =
+    "path must not contain control characters (U+0001-U+001F, U+007F-U+009F)";
+const PRIVATE_USE_CHAR: &str = "path must not contain private-use characters (U+E000-U+F8FF)";
+const SPECIALS_CHAR: &str = "path must not contain characters U+FFF0-U+FFFF";
+const SUPPLEMENTARY_CHAR: &str =
+    "path must not contain characters above U+FFFF (ZooKeeper rejects their UTF-16 surrogates)";
+
+/// Checks that `path` is a valid ZooKeeper node path.
+///
+/// A valid path is non-empty, starts with `/`, does not end with `/` (except
+/// the root `/` itself), and has no empty segment (`//`), no segment that is
+/// exactly `.` or `..` (names such as `.a` or `a..` are fine), and no
+/// forbidden character: U+0000-U+001F, U+007F-U+009F, U+E000-U+F8FF,
+/// U+FFF0-U+FFFF, or any character above U+FFFF.
+///
+/// These are the rules of ZooKeeper's `PathUtils.validatePath`. That function
+/// inspects UTF-16 code units and rejects U+D800-U+F8FF; Rust strings cannot
+/// hold surrogates, but every character above U+FFFF is encoded in UTF-16 as
+/// a surrogate pair, so such characters are rejected here too.
+///
+/// # Errors
+///
+/// Returns [`InvalidPath`] describing the first rule the path breaks,
+/// scanning from left to right (the emptiness, leading-`/` and trailing-`/`
+/// rules are checked first).
+pub fn validate_path(path: &str) -> Result<(), InvalidPath> {
+    validate(path, false)
+}
+
+/// Checks that `path` is valid as the path of a *sequential* create.
+///
+/// The server appends a 10-digit sequence number to the path of a sequential
+/// create, so the last segment only has to be valid once that number is
+/// appended: `/locks/` (creating `/locks/0000000001`), `/` (creating
+/// `/0000000001`) and `/a/.` (creating `/a/.0000000001`) are all accepted.
+/// This mirrors the Java client, which validates `path + "1"`. Every other
+/// rule of [`validate_path`] applies unchanged.
+///
+/// # Errors
+///
+/// Returns [`InvalidPath`] describing the first rule the path breaks.
+pub fn validate_sequential_path(path: &str) -> Result<(), InvalidPath> {
+    validate(path, true)
+}
+
+fn validate(path: &str, sequential: bool) -> Result<(), InvalidPath> {
+    let fail = |reason| Err(InvalidPath::new(path, reason));
+    let Some(body) = path.strip_prefix('/') else {
+        return fail(if path.is_empty() { EMPTY } else { NOT_ABSOLUTE });
+    };
+    if body.is_empty() {
+        return Ok(()); // the root
+    }
+    if !sequential && body.ends_with('/') {
+        return fail(TRAILING_SLASH);
+    }
+    let mut segments = body.split('/').peekable();
+    while let Some(segment) = segments.next() {
+        if let Some(reason) = segment.chars().find_map(forbidden_char) {
+            return fail(reason);
+        }
+        // The server completes the last segment of a sequential path with
+        // digits, so an empty, "." or ".." last segment still names a
+        // well-formed node there.
+        let completed_by_server = sequential && segments.peek().is_none();
+        if completed_by_server {
+            continue;
+        }
+        if segment.is_empty() {
+            return fail(EMPTY_SEGMENT);
+        }
+        if segment == "." || segment == ".." {
+            return fail(RELATIVE_SEGMENT);
+        }
+    }
+    Ok(())
+}
+
+/// Why `c` may not appear in a path, if it may not.
+fn forbidden_char(c: char) -> Option<&'static str> {
+    match c {
+        '\0' => Some(NUL_CHAR),
+        '\u{1}'..='\u{1f}' | '\u{7f}'..='\u{9f}' => Some(CONTROL_CHAR),
+        // ZooKeeper forbids U+D800-U+F8FF; the surrogate half of that range
+        // cannot occur in a `str`, which leaves the private-use area.
+        '\u{e000}'..='\u{f8ff}' => Some(PRIVATE_USE_CHAR),
+        '\u{fff0}'..='\u{ffff}' => Some(SPECIALS_CHAR),
+        '\u{10000}'..=char::MAX => Some(SUPPLEMENTARY_CHAR),
+        _ => None,
+    }
+}
+
+/// A chroot: the path prefix under which all of a session's paths live.
+///
+/// Holds a validated path other than `/` (a chroot of `/` is the same as no
+/// chroot, see [`Chroot::new`]), such as `/app/x`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Chroot {
+    prefix: String,
+}
+
+impl Chroot {
+    /// Makes a chroot from `prefix`, e.g. `/app/x`.
+    ///
+    /// Returns `Ok(None)` for `/`, because rooting at the root changes
+    /// nothing and callers can then skip path translation entirely.
+    ///
+    /// # Errors
+    ///
+    /// Returns [`InvalidPath`] if `prefix` is not a valid path according to
+    /// [`validate_path`] (so, for instance, `/app/` with its trailing `/` is
+    /// rejected).
+    pub fn new(prefix: &str) -> Result<Option<Self>, InvalidPath> {
+        validate_path(prefix)?;
+        if prefix == "/" {
+            return Ok(None);
+        }
+        Ok(Some(Self {
+            prefix: prefix.to_owned(),
+        }))
+    }
+
+    /// The chroot prefix, e.g. `/app/x`. Never `/` and never ends with `/`.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Maps an application path to the path the server sees.
+    ///
+    /// `/` maps to the chroot itself and any other path is appended to it:
+    /// with chroot `/app/x`, `/` becomes `/app/x` and `/a` becomes `/app/x/a`.
+    ///
+    /// `client_path` is assumed to have passed [`validate_path`]; this
+    /// function does not check it. For the path of a *sequential* create use
+    /// [`to_server_sequential`](Self::to_server_sequential) instead, since
+    /// the special case for `/` is wrong there.
+    #[must_use]
+    pub fn to_server(&self, client_path: &str) -> String {
+        if client_path == "/" {
+            return self.prefix.clone();
+        }
+        self.to_server_sequential(client_path)
+    }
+
+    /// Maps the path of a *sequential* create to the path the server sees.
+    ///
+    /// Always concatenates: with chroot `/app/x`, `/locks/` becomes
+    /// `/app/x/locks/` and `/` becomes `/app/x/`. The latter is why this is
+    /// separate from [`to_server`](Self::to_server): mapping a sequential `/`
+    /// to the bare chroot would make the server create `/app/x0000000001`, a
+    /// sibling of the chroot that the application could not see, instead of
+    /// the child `/app/x/0000000001`.
+    ///
+    /// `client_path` is assumed to have passed [`validate_sequential_path`];
+    /// this function does not check it.
+    #[must_use]
+    pub fn to_server_sequential(&self, client_path: &str) -> String {
+        let mut server_path = String::with_capacity(self.prefix.len() + client_path.len());
+        server_path.push_str(&self.prefix);
+        server_path.push_str(client_path);
+        server_path
+    }
+
+    /// Maps a path reported by the server back to the application's view.
+    ///
+    /// With chroot `/app/x`: `/app/x` gives `Some("/")` and `/app/x/a` gives
+    /// `Some("/a")`. A path outside the chroot, such as `/zookeeper/config`
+    /// or `/app/xy` (which merely shares a textual prefix), gives `None`;
+    /// the caller decides what to do with it, e.g. pass it through unchanged
+    /// with [`strip_or_pass`].
+    #[must_use]
+    pub fn to_client<'a>(&self, server_path: &'a str) -> Option<&'a str> {
+        let rest = server_path.strip_prefix(self.prefix.as_str())?;
+        if rest.is_empty() {
+            Some("/")
+        } else if rest.starts_with('/') {
+            Some(rest)
+        } else {
+            None
+        }
+    }
+}
+
+impl fmt::Display for Chroot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.prefix)
+    }
+}
+
+/// Maps a server path to the application's view if it lies inside `chroot`,
+/// and returns it unchanged otherwise (or when there is no chroot).
+///
+/// Passing outside paths through matches the Java client, which for example
+/// reports watch events on `/zookeeper/config` verbatim even under a chroot.
+#[must_use]
+pub fn strip_or_pass<'a>(chroot: Option<&Chroot>, server_path: &'a str) -> &'a str {
+    chroot
+        .and_then(|chroot| chroot.to_client(server_path))
+        .unwrap_or(server_path)
+}
+
+/// The parent of a path: `/a/b` gives `/a`, `/a` gives `/`, and `/` gives
+/// `None` since the root has no parent.
+///
+/// `path` is assumed to be valid (see [`validate_path`]); a string without
+/// any `/` also gives `None`.
+#[must_use]
+pub fn parent(path: &str) -> Option<&str> {
+    if path == "/" {
+        return None;
+    }
+    match path.rfind('/')? {
+        0 => Some("/"),
+        end => path.get(..end),
+    }
+}
+
+/// Joins a parent path and a child name: `/` and `a` give `/a`; `/x` and `a`
+/// give `/x/a`.
+///
+/// Neither argument is checked: `parent` is assumed to be a valid path and
+/// `child` a single segment without `/`. Validate the result with
+/// [`validate_path`] if the inputs come from outside.
+#[must_use]
+pub fn join(parent: &str, child: &str) -> String {
+    let mut path = String::with_capacity(parent.len() + 1 + child.len());
+    path.push_str(parent);
+    // Only the root ends with '/' among valid paths; don't double it.
+    if !parent.ends_with('/') {
+        path.push('/');
+    }
+    path.push_str(child);
+    path
+}
+
+/// Parses exactly the sequence suffix that ZooKeeper appends to the name of
+/// a sequential node, i.e. the inverse of Java's `String.format("%010d", n)`
+/// for an `i32` `n`.
+///
+/// Accepted forms are ten digits (`0000000042` is 42), a minus sign and nine
+/// digits (`-000000042` is -42), and a minus sign and ten digits with a
+/// non-zero first digit (`-2147483648`, which is what follows
+/// `2147483647` once the parent's counter overflows). Anything else, including
+/// a leading `+`, other widths, and values outside `i32`, gives `None`.
+///
+/// Prefer this over [`sequence_suffix`] when the node name's prefix is known
+/// (strip the prefix and parse the rest), because it is never ambiguous.
+#[must_use]
+pub fn parse_sequence(suffix: &str) -> Option<i32> {
+    let digits = suffix.strip_prefix('-').unwrap_or(suffix);
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let negative = digits.len() != suffix.len();
+    let well_formed = match (negative, digits.len()) {
+        (false, 10) => true,
+        // "%010d" pads negative numbers to ten characters including the sign,
+        // so "-000000000" never occurs and eleven characters only occur when
+        // the magnitude itself has ten digits.
+        (true, 9) => digits.bytes().any(|b| b != b'0'),
+        (true, 10) => !digits.starts_with('0'),
+        _ => false,
+    };
+    if !well_formed {
+        return None;
+    }
+    suffix.parse().ok()
+}
+
+/// Extracts the sequence number at the end of a sequential node's name (or
+/// full path), without knowing the name's prefix.
+///
+/// ZooKeeper appends the parent's child-change counter (its `cversion`)
+/// formatted as `%010d`: ten zero-padded digits while it is non-negative,
+/// and after it overflows past `2147483647` a negative number such as
+/// `-2147483648` (eleven characters) or, much later, `-999999999` (ten
+/// characters).
+///
+/// The suffix is found by trying the last ten characters with
+/// [`parse_sequence`] first and the last eleven second. This is ambiguous in
+/// one case, which is resolved in favour of the non-negative reading: a name
+/// ending in `-` followed by ten digits from `1000000000` to `2147483647`,
+/// e.g. `lock-1234567890`, could be the prefix `lock-` with sequence
+/// 1234567890 or the prefix `lock` with sequence -1234567890. Non-negative
+/// values are reached first and prefixes ending in `-` are the usual
+/// convention, so this reads 1234567890. Callers that know the prefix should
+/// strip it and use [`parse_sequence`] instead.
+///
+/// Returns `None` if the name does not end with a well-formed suffix.
+#[must_use]
+pub fn sequence_suffix(name: &str) -> Option<i32> {
+    let last = |n: usize| name.get(name.len().checked_sub(n)?..);
+    last(10)
+        .and_then(parse_sequence)
+        .or_else(|| last(11).and_then(parse_sequence))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Asserts that `path` is rejected for `reason`, echoing the path back.
+    fn assert_rejected(result: Result<(), InvalidPath>, path: &str, reason: &str) {
+        match result {
+            Ok(()) => panic!("{path:?} was accepted, expected rejection: {reason}"),
+            Err(err) => {
+                assert_eq!(err.path(), path, "echoed path");
+                assert_eq!(err.reason(), reason, "reason for {path:?}");
+            }
+        }
+    }
+
+    const VALID: &[&str] = &[
+        "/",
+        "/a",
+        "/a/b/c",
+        "/zookeeper",
+        "/zookeeper/config",
+        "/.a",
+        "/a.",
+        "/a..",
+        "/..a",
+        "/...",
+        "/a/.b/c",
+        "/a b",
+        "/zkwire/ünïcödé/路径",
+        "/\u{a0}",     // just past the C1 controls
+        "/\u{d7ff}",   // just below the surrogates
+        "/\u{f900}",   // just past the private-use area
+        "/\u{ffef}",   // just below the specials
+        "/0000000001", // a sequential node's full name
+        "/a/-2147483648",
+    ];
+
+    const INVALID: &[(&str, &str)] = &[
+        ("", EMPTY),
+        ("a", NOT_ABSOLUTE),
+        ("a/b", NOT_ABSOLUTE),
+        (" /a", NOT_ABSOLUTE),
+        ("/a/", TRAILING_SLASH),
+        ("/a/b/", TRAILING_SLASH),
+        ("//", TRAILING_SLASH),
+        ("/a//b", EMPTY_SEGMENT),
+        ("//a", EMPTY_SEGMENT),
+        ("/.", RELATIVE_SEGMENT),
+        ("/..", RELATIVE_SEGMENT),
+        ("/a/./b", RELATIVE_SEGMENT),
+        ("/a/../b", RELATIVE_SEGMENT),
+        ("/a/.", RELATIVE_SEGMENT),
+        ("/a/..", RELATIVE_SEGMENT),
+        ("/a\u{0}b", NUL_CHAR),
+        ("/\u{0}", NUL_CHAR),
+        ("/a\u{1}", CONTROL_CHAR),
+        ("/a\nb", CONTROL_CHAR),
+        ("/a\tb", CONTROL_CHAR),
+        ("/\u{1f}", CONTROL_CHAR),
+        ("/\u{7f}", CONTROL_CHAR),
+        ("/\u{85}", CONTROL_CHAR),
+        ("/\u{9f}", CONTROL_CHAR),
+        ("/\u{e000}", PRIVATE_USE_CHAR),
+        ("/x\u{f8ff}", PRIVATE_USE_CHAR),
+        ("/\u{fff0}", SPECIALS_CHAR),
+        ("/\u{fff5}", SPECIALS_CHAR),
+        ("/\u{fffd}", SPECIALS_CHAR),
+        ("/\u{ffff}", SPECIALS_CHAR),
+        ("/\u{10000}", SUPPLEMENTARY_CHAR),
+        ("/emoji/😀", SUPPLEMENTARY_CHAR),
+        ("/\u{10ffff}", SUPPLEMENTARY_CHAR),
+        // The first problem from the left wins.
+        ("/\u{7f}//", TRAILING_SLASH),
+        ("/a//\u{0}", EMPTY_SEGMENT),
+        ("/\u{0}//a", NUL_CHAR),
+        ("/./\u{e000}", RELATIVE_SEGMENT),
+    ];
+
+    #[test]
+    fn valid_paths_are_accepted() {
+        for path in VALID {
+            assert_eq!(validate_path(path), Ok(()), "{path:?}");
+            assert_eq!(
+                validate_sequential_path(path),
+                Ok(()),
+                "sequential {path:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn invalid_paths_are_rejected_with_reason() {
+        for &(path, reason) in INVALID {
+            assert_rejected(validate_path(path), path, reason);
+        }
+    }
+
+    #[test]
+    fn sequential_paths_may_leave_the_last_segment_to_the_server() {
+        for path in ["/", "/locks/", "/a/b/", "/lock-", "/a/.", "/a/..", "/."] {
+            assert_eq!(validate_sequential_path(path), Ok(()), "{path:?}");
+        }
+        let invalid: &[(&str, &str)] = &[
+            ("", EMPTY),
+            ("locks/", NOT_ABSOLUTE),
+            ("//", EMPTY_SEGMENT),
+            ("/a//", EMPTY_SEGMENT),
+            ("/a//b", EMPTY_SEGMENT),
+            ("/./", RELATIVE_SEGMENT),
+            ("/../x-", RELATIVE_SEGMENT),
+            ("/a/\u{0}", NUL_CHAR),
+            ("/a\u{85}/", CONTROL_CHAR),
+            ("/\u{e000}-", PRIVATE_USE_CHAR),
+        ];
+        for &(path, reason) in invalid {
+            assert_rejected(validate_sequential_path(path), path, reason);
+        }
+    }
+
+    #[test]
+    fn error_message_names_path_and_reason() {
+        let Err(err) = validate_path("/a/") else {
+            panic!("/a/ accepted");
+        };
+        assert_eq!(
+            err.to_string(),
+            "invalid path \"/a/\": path must not end with '/'"
+        );
+    }
+
+    #[test]
+    fn chroot_of_root_is_none() {
+        assert_eq!(Chroot::new("/"), Ok(None));
+    }
+
+    #[test]
+    fn chroot_must_be_a_valid_path() {
+        for &(path, reason) in INVALID {
+            match Chroot::new(path) {
+                Err(err) => assert_eq!(err.reason(), reason, "{path:?}"),
+                Ok(chroot) => panic!("{path:?} accepted as chroot {chroot:?}"),
+            }
+        }
+    }
+
+    fn app_x() -> Chroot {
+        match Chroot::new("/app/x") {
+            Ok(Some(chroot)) => chroot,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn chroot_accessors() {
+        let chroot = app_x();
+        assert_eq!(chroot.as_str(), "/app/x");
+        assert_eq!(chroot.to_string(), "/app/x");
+    }
+
+    #[test]
+    fn chroot_maps_client_paths_to_server_paths() {
+        let chroot = app_x();
+        assert_eq!(chroot.to_server("/"), "/app/x");
+        assert_eq!(chroot.to_server("/a"), "/app/x/a");
+        assert_eq!(chroot.to_server("/a/b"), "/app/x/a/b");
+        assert_eq!(chroot.to_server("/locks/"), "/app/x/locks/");
+    }
+
+    #[test]
+    fn chroot_maps_sequential_paths_by_concatenation() {
+        let chroot = app_x();
+        assert_eq!(chroot.to_server_sequential("/"), "/app/x/");
+        assert_eq!(chroot.to_server_sequential("/locks/"), "/app/x/locks/");
+        assert_eq!(chroot.to_server_sequential("/lock-"), "/app/x/lock-");
+        // What the server then creates maps back inside the chroot.
+        assert_eq!(chroot.to_client("/app/x/0000000001"), Some("/0000000001"));
+    }
+
+    #[test]
+    fn chroot_maps_server_paths_to_client_paths() {
+        let chroot = app_x();
+        assert_eq!(chroot.to_client("/app/x"), Some("/"));
+        assert_eq!(chroot.to_client("/app/x/a"), Some("/a"));
+        assert_eq!(chroot.to_client("/app/x/a/b"), Some("/a/b"));
+        assert_eq!(chroot.to_client("/app/xy"), None);
+        assert_eq!(chroot.to_client("/app/x0000000001"), None);
+        assert_eq!(chroot.to_client("/app"), None);
+        assert_eq!(chroot.to_client("/"), None);
+        assert_eq!(chroot.to_client("/zookeeper/config"), None);
+        assert_eq!(chroot.to_client(""), None);
+    }
+
+    #[test]
+    fn strip_or_pass_strips_inside_and_passes_outside() {
+        let chroot = app_x();
+        assert_eq!(strip_or_pass(Some(&chroot), "/app/x/a"), "/a");
+        assert_eq!(strip_or_pass(Some(&chroot), "/app/x"), "/");
+        assert_eq!(
+            strip_or_pass(Some(&chroot), "/zookeeper/config"),
+            "/zookeeper/config"
+        );
+        assert_eq!(strip_or_pass(Some(&chroot), "/app/xy"), "/app/xy");
+        assert_eq!(strip_or_pass(None, "/app/x/a"), "/app/x/a");
+    }
+
+    #[test]
+    fn parent_of_paths() {
+        assert_eq!(parent("/a/b/c"), Some("/a/b"));
+        assert_eq!(parent("/a/b"), Some("/a"));
+        assert_eq!(parent("/a"), Some("/"));
+        assert_eq!(parent("/路径/ü"), Some("/路径"));
+        assert_eq!(parent("/"), None);
+        assert_eq!(parent(""), None);
+        assert_eq!(parent("a"), None);
+    }
+
+    #[test]
+    fn join_paths() {
+        assert_eq!(join("/", "a"), "/a");
+        assert_eq!(join("/x", "a"), "/x/a");
+        assert_eq!(join("/x/y", "路径"), "/x/y/路径");
+    }
+
+    #[test]
+    fn parse_sequence_accepts_exactly_java_format() {
+        let cases: &[(&str, Option<i32>)] = &[
+            ("0000000000", Some(0)),
+            ("0000000001", Some(1)),
+            ("0000000042", Some(42)),
+            ("2147483647", Some(i32::MAX)),
+            ("-2147483648", Some(i32::MIN)),
+            ("-2147483647", Some(-2_147_483_647)),
+            ("-1000000000", Some(-1_000_000_000)),
+            ("-999999999", Some(-999_999_999)),
+            ("-000000001", Some(-1)),
+            // Malformed or impossible.
+            ("2147483648", None),
+            ("-2147483649", None),
+            ("-000000000", None),
+            ("-0000000001", None),
+            ("-0999999999", None),
+            ("000000001", None),
+            ("00000000001", None),
+            ("+000000001", None),
+            ("+0000000001", None),
+            ("-00000001", None),
+            ("00000000a1", None),
+            ("", None),
+            ("-", None),
+        ];
+        for &(suffix, expected) in cases {
+            assert_eq!(parse_sequence(suffix), expected, "{suffix:?}");
+        }
+    }
+
+    #[test]
+    fn sequence_suffix_of_names() {
+        let cases: &[(&str, Option<i32>)] = &[
+            ("0000000001", Some(1)),
+            ("lock-0000000005", Some(5)),
+            ("x-72057594037927936-0000000123", Some(123)),
+            ("/locks/lock-0000000007", Some(7)),
+            ("node2147483647", Some(i32::MAX)),
+            ("node-2147483648", Some(i32::MIN)),
+            ("lock--2147483648", Some(i32::MIN)),
+            ("-2147483648", Some(i32::MIN)),
+            ("node-000000005", Some(-5)),
+            ("lock--999999999", Some(-999_999_999)),
+            // Ambiguous; read as non-negative (see the docs).
+            ("lock-1234567890", Some(1_234_567_890)),
+            ("路径0000000009", Some(9)),
+            // No suffix.
+            ("lock", None),
+            ("lock-", None),
+            ("lock-123", None),
+            ("000000001", None),
+            ("", None),
+            ("路径", None),
+            ("ü000000001", None),
+            ("node-000000000", None),
+            ("node2147483648", None),
+        ];
+        for &(name, expected) in cases {
+            assert_eq!(sequence_suffix(name), expected, "{name:?}");
+        }
+    }
+
+    /// Characters ZooKeeper accepts in a segment, '/' excluded.
+    fn allowed_char() -> impl Strategy<Value = char> {
+        // '/' (U+002F) is left out: it separates segments.
+        proptest::char::ranges(
+            vec![
+                ' '..='.',
+                '0'..='~',
+                '\u{a0}'..='\u{d7ff}',
+                '\u{f900}'..='\u{ffef}',
+            ]
+            .into(),
+        )
+    }
+
+    fn segment() -> impl Strategy<Value = String> {
+        proptest::collection::vec(allowed_char(), 1..8)
+            .prop_map(|chars| chars.into_iter().collect::<String>())
+            .prop_filter("relative", |s| s != "." && s != "..")
+    }
+
+    fn valid_path() -> impl Strategy<Value = String> {
+        proptest::collection::vec(segment(), 0..5).prop_map(|segments| {
+            if segments.is_empty() {
+                "/".to_owned()
+            } else {
+                segments.iter().map(|s| format!("/{s}")).collect()
+            }
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn generated_valid_paths_pass(path in valid_path()) {
+            prop_assert_eq!(validate_path(&path), Ok(()));
+            prop_assert_eq!(validate_sequential_path(&path), Ok(()));
+            prop_assert_eq!(validate_sequential_path(&join(&path, "")), Ok(()));
+        }
+
+        #[test]
+        fn inserting_a_forbidden_char_fails(
+            path in valid_path(),
+            bad in proptest::char::ranges(
+                vec![
+                    '\0'..='\u{1f}',
+                    '\u{7f}'..='\u{9f}',
+                    '\u{e000}'..='\u{f8ff}',
+                    '\u{fff0}'..='\u{ffff}',
+                    '\u{10000}'..=char::MAX,
+                ]
+                .into(),
+            ),
+        ) {
+            let bad_path = format!("{path}{bad}");
+            let result = validate_path(&bad_path);
+            prop_assert!(result.is_err(), "{:?} accepted", bad_path);
+        }
+
+        #[test]
+        fn chroot_round_trips(prefix in valid_path(), path in valid_path()) {
+            if let Ok(Some(chroot)) = Chroot::new(&prefix) {
+                let server = chroot.to_server(&path);
+                prop_assert_eq!(validate_path(&server), Ok(()));
+                prop_assert_eq!(chroot.to_client(&server), Some(path.as_str()));
+                prop_assert_eq!(strip_or_pass(Some(&chroot), &server), path.as_str());
+            }
+        }
+
+        #[test]
+        fn sequential_chroot_paths_stay_inside(
+            prefix in valid_path(),
+            path in valid_path(),
+            n in 0..=i32::MAX,
+        ) {
+            if let Ok(Some(chroot)) = Chroot::new(&prefix) {
+                let request = join(&path, "lock-");
+                let created = format!("{}{n:010}", chroot.to_server_sequential(&request));
+                let expected = format!("{request}{n:010}");
+                prop_assert_eq!(chroot.to_client(&created), Some(expected.as_str()));
+            }
+        }
+
+        #[test]
+        fn parent_and_join_are_inverse(path in valid_path(), child in segment()) {
+            let joined = join(&path, &child);
+            prop_assert_eq!(validate_path(&joined), Ok(()));
+            prop_assert_eq!(parent(&joined), Some(path.as_str()));
+        }
+
+        #[test]
+        fn parse_sequence_inverts_java_format(n in any::<i32>()) {
+            // Rust's "{:010}" pads like Java's "%010d": the sign counts towards the width.
+            prop_assert_eq!(parse_sequence(&format!("{n:010}")), Some(n));
+        }
+
+        #[test]
+        fn sequence_suffix_after_any_prefix(prefix in "[a-z_-]{0,6}", n in any::<i32>()) {
+            let name = format!("{prefix}{n:010}");
+            let expected = if (-2_147_483_647..=-1_000_000_000).contains(&n) {
+                // The documented ambiguity: the sign may belong to the prefix.
+                -n
+            } else {
+                n
+            };
+            prop_assert_eq!(sequence_suffix(&name), Some(expected));
+        }
+    }
+}
