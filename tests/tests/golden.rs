@@ -4,6 +4,7 @@
 //! 3.8.0 jars (CI regenerates it and fails on any difference). Every fixture is built here
 //! from the same values with zkwire's codec and must match exactly, and every fixture must
 //! decode back to the value.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::collections::BTreeMap;
 

@@ -17,7 +17,7 @@ mod reader;
 
 pub use error::{DecodeError, DecodeErrorKind};
 pub use frame::{encode_frame, FrameDecoder, FrameError, DEFAULT_MAX_FRAME_LEN};
-pub use primitives::{decode_lossy_string, encode_str, str_encoded_len};
+pub use primitives::{decode_lossy_string, encode_str, skip_lossy_string, str_encoded_len};
 pub use reader::Reader;
 
 use bytes::{BufMut, Bytes};
@@ -59,16 +59,29 @@ pub trait Decode: Sized {
     /// unspecified position.
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError>;
 
+    /// Checks one encoded value and moves `r` past it, allocating nothing.
+    ///
+    /// Must accept exactly the inputs [`decode`](Self::decode) accepts and report the same
+    /// errors. [`decode_exact`](Self::decode_exact) runs it over a whole frame first, so that
+    /// malformed input is rejected before any memory is spent on it.
+    ///
+    /// # Errors
+    /// As [`decode`](Self::decode).
+    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError>;
+
     /// Decodes a value that must span all of `bytes`.
+    ///
+    /// The bytes are validated in full (with [`skip`](Self::skip)) before decoding starts:
+    /// a truncated or malformed frame fails without allocating.
     ///
     /// # Errors
     /// As [`decode`](Self::decode), plus [`DecodeErrorKind::TrailingBytes`] when bytes are left
     /// over.
     fn decode_exact(bytes: &Bytes) -> Result<Self, DecodeError> {
-        let mut r = Reader::new(bytes);
-        let value = r.read::<Self>()?;
-        r.finish().map_err(|e| e.in_record(Self::NAME))?;
-        Ok(value)
+        let mut check = Reader::new(bytes);
+        check.skip::<Self>()?;
+        check.finish().map_err(|e| e.in_record(Self::NAME))?;
+        Reader::new(bytes).read::<Self>()
     }
 }
 
@@ -109,6 +122,12 @@ macro_rules! record {
             ) -> Result<Self, $crate::jute::DecodeError> {
                 let _ = &r;
                 Ok(Self { $( $field: r.read::<$ty>()?, )* })
+            }
+
+            fn skip(r: &mut $crate::jute::Reader<'_>) -> Result<(), $crate::jute::DecodeError> {
+                let _ = &r;
+                $( r.skip::<$ty>()?; )*
+                Ok(())
             }
         }
     };

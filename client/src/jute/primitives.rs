@@ -33,6 +33,10 @@ impl Decode for i32 {
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         r.read_array().map(Self::from_be_bytes)
     }
+
+    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        r.take(Self::MIN_LEN).map(drop)
+    }
 }
 
 impl Encode for i64 {
@@ -51,6 +55,10 @@ impl Decode for i64 {
 
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         r.read_array().map(Self::from_be_bytes)
+    }
+
+    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        r.take(Self::MIN_LEN).map(drop)
     }
 }
 
@@ -71,6 +79,10 @@ impl Decode for bool {
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let [b] = r.read_array()?;
         Ok(b != 0)
+    }
+
+    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        r.take(1).map(drop)
     }
 }
 
@@ -102,6 +114,10 @@ impl Decode for String {
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Option::<Self>::decode(r)?.ok_or_else(|| null_error(r, "string"))
     }
+
+    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        checked_str(r)?.map(drop).ok_or_else(|| null_error(r, "string"))
+    }
 }
 
 impl Encode for Option<String> {
@@ -122,15 +138,23 @@ impl Decode for Option<String> {
     const MIN_LEN: usize = 4;
 
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let Some((_, len)) = r.read_len()? else {
-            return Ok(None);
-        };
-        let offset = r.position();
-        let raw = r.take(len)?;
-        match std::str::from_utf8(raw) {
-            Ok(s) => Ok(Some(s.to_owned())),
-            Err(_) => Err(DecodeError::new(DecodeErrorKind::BadUtf8 { offset })),
-        }
+        Ok(checked_str(r)?.map(str::to_owned))
+    }
+
+    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        checked_str(r).map(drop)
+    }
+}
+
+/// Reads a nullable `ustring` as a borrowed, UTF-8-checked slice.
+fn checked_str<'a>(r: &mut Reader<'a>) -> Result<Option<&'a str>, DecodeError> {
+    let Some((_, len)) = r.read_len()? else {
+        return Ok(None);
+    };
+    let offset = r.position();
+    match std::str::from_utf8(r.take(len)?) {
+        Ok(s) => Ok(Some(s)),
+        Err(_) => Err(DecodeError::new(DecodeErrorKind::BadUtf8 { offset })),
     }
 }
 
@@ -147,6 +171,17 @@ pub fn decode_lossy_string(r: &mut Reader<'_>) -> Result<String, DecodeError> {
         return Err(null_error(r, "string"));
     };
     Ok(String::from_utf8_lossy(r.take(len)?).into_owned())
+}
+
+/// Skips what [`decode_lossy_string`] reads, allocating nothing.
+///
+/// # Errors
+/// As [`decode_lossy_string`].
+pub fn skip_lossy_string(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+    let Some((_, len)) = r.read_len()? else {
+        return Err(null_error(r, "string"));
+    };
+    r.take(len).map(drop)
 }
 
 impl Encode for Bytes {
@@ -166,6 +201,13 @@ impl Decode for Bytes {
 
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Option::<Self>::decode(r)?.ok_or_else(|| null_error(r, "buffer"))
+    }
+
+    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        match r.read_len()? {
+            Some((_, len)) => r.take(len).map(drop),
+            None => Err(null_error(r, "buffer")),
+        }
     }
 }
 
@@ -192,6 +234,13 @@ impl Decode for Option<Bytes> {
             None => Ok(None),
         }
     }
+
+    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        match r.read_len()? {
+            Some((_, len)) => r.take(len).map(drop),
+            None => Ok(()),
+        }
+    }
 }
 
 impl<T: Encode> Encode for Vec<T> {
@@ -212,30 +261,40 @@ impl<T: Decode> Decode for Vec<T> {
     const MIN_LEN: usize = 4;
 
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let offset = r.position();
-        let count = i32::decode(r)?;
-        let available = r.remaining();
-        let bad_count = || DecodeError::new(DecodeErrorKind::BadCount { offset, count, available });
-        let n = match usize::try_from(count) {
-            Ok(n) => n,
-            Err(_) if count == -1 => {
-                return Err(DecodeError::new(DecodeErrorKind::UnexpectedNull {
-                    offset,
-                    what: "vector",
-                }))
-            }
-            Err(_) => return Err(bad_count()),
-        };
-        // Every element takes at least MIN_LEN bytes, so a count that cannot fit is rejected
-        // before anything is allocated for it: the wire count alone never sizes an allocation.
-        if n.saturating_mul(T::MIN_LEN.max(1)) > available {
-            return Err(bad_count());
-        }
+        let n = read_count::<T>(r)?;
+        // The count is bounded by the bytes left (see `read_count`), so this reservation is
+        // too; `decode_exact` has also checked every element before we get here.
         let mut items = Self::with_capacity(n);
         for _ in 0..n {
             items.push(r.read::<T>()?);
         }
         Ok(items)
+    }
+
+    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        for _ in 0..read_count::<T>(r)? {
+            r.skip::<T>()?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads a non-null vector count that can fit in the bytes left.
+///
+/// Every element takes at least `T::MIN_LEN` bytes, so a count that cannot fit is rejected
+/// before anything is allocated for it: the wire count alone never sizes an allocation.
+fn read_count<T: Decode>(r: &mut Reader<'_>) -> Result<usize, DecodeError> {
+    let offset = r.position();
+    let count = i32::decode(r)?;
+    let available = r.remaining();
+    let bad_count = || DecodeError::new(DecodeErrorKind::BadCount { offset, count, available });
+    match usize::try_from(count) {
+        Ok(n) if n.saturating_mul(T::MIN_LEN.max(1)) <= available => Ok(n),
+        Ok(_) => Err(bad_count()),
+        Err(_) if count == -1 => {
+            Err(DecodeError::new(DecodeErrorKind::UnexpectedNull { offset, what: "vector" }))
+        }
+        Err(_) => Err(bad_count()),
     }
 }
 

@@ -38,6 +38,14 @@ impl<'a> Reader<'a> {
         T::decode(self).map_err(|e| e.in_record(T::NAME))
     }
 
+    /// Skips a `T` without allocating, attributing any error to `T`'s record name.
+    ///
+    /// # Errors
+    /// Whatever `T::skip` reports.
+    pub fn skip<T: Decode>(&mut self) -> Result<(), DecodeError> {
+        T::skip(self).map_err(|e| e.in_record(T::NAME))
+    }
+
     /// Succeeds only when every byte has been read.
     ///
     /// # Errors

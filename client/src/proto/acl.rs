@@ -4,7 +4,7 @@ use std::ops::BitOr;
 
 use bytes::BufMut;
 
-use crate::jute::{decode_lossy_string, encode_str, record, str_encoded_len};
+use crate::jute::{decode_lossy_string, encode_str, record, skip_lossy_string, str_encoded_len};
 use crate::jute::{Decode, DecodeError, Encode, Reader};
 
 /// An identity in an authentication scheme, such as `world:anyone` or `digest:user:hash`.
@@ -57,6 +57,11 @@ impl Decode for Id {
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(Self { scheme: decode_lossy_string(r)?, id: decode_lossy_string(r)? })
     }
+
+    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        skip_lossy_string(r)?;
+        skip_lossy_string(r)
+    }
 }
 
 /// A set of permissions (`ZooDefs.Perms`).
@@ -107,6 +112,10 @@ impl Decode for Perms {
 
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         i32::decode(r).map(Self)
+    }
+
+    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        i32::skip(r)
     }
 }
 

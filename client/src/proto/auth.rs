@@ -2,7 +2,7 @@
 
 use bytes::{BufMut, Bytes};
 
-use crate::jute::{decode_lossy_string, encode_str, record, str_encoded_len};
+use crate::jute::{decode_lossy_string, encode_str, record, skip_lossy_string, str_encoded_len};
 use crate::jute::{Decode, DecodeError, Encode, Reader};
 
 record! {
@@ -46,6 +46,11 @@ impl Decode for ClientInfo {
 
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(Self { auth_scheme: decode_lossy_string(r)?, user: decode_lossy_string(r)? })
+    }
+
+    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        skip_lossy_string(r)?;
+        skip_lossy_string(r)
     }
 }
 

@@ -66,6 +66,10 @@ macro_rules! wire_enum {
             fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
                 i32::decode(r).map(Self::from_i32)
             }
+
+            fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+                i32::skip(r)
+            }
         }
     };
 }

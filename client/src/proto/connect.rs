@@ -86,6 +86,12 @@ impl Decode for ConnectRequest {
             read_only: r.read()?,
         })
     }
+
+    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        r.take(24)?;
+        r.skip::<Bytes>()?;
+        r.skip::<bool>()
+    }
 }
 
 impl Encode for ConnectResponse {
@@ -117,5 +123,14 @@ impl Decode for ConnectResponse {
             // Java reads this byte in a try/catch; its absence is legal.
             read_only: if r.remaining() > 0 { Some(r.read()?) } else { None },
         })
+    }
+
+    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        r.take(16)?;
+        r.skip::<Bytes>()?;
+        if r.remaining() > 0 {
+            r.skip::<bool>()?;
+        }
+        Ok(())
     }
 }

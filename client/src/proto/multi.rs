@@ -132,6 +132,19 @@ impl MultiOp {
             other => return Err(unknown_op(other)),
         })
     }
+
+    fn skip_body(op: OpCode, r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        match op {
+            OpCode::Create | OpCode::Create2 | OpCode::CreateContainer => r.skip::<CreateRequest>(),
+            OpCode::CreateTtl => r.skip::<CreateTtlRequest>(),
+            OpCode::Delete => r.skip::<DeleteRequest>(),
+            OpCode::SetData => r.skip::<SetDataRequest>(),
+            OpCode::Check => r.skip::<CheckVersionRequest>(),
+            OpCode::GetChildren => r.skip::<GetChildrenRequest>(),
+            OpCode::GetData => r.skip::<GetDataRequest>(),
+            other => Err(unknown_op(other)),
+        }
+    }
 }
 
 /// The body of a `multi` or `multiRead` request (`MultiOperationRecord`).
@@ -167,6 +180,16 @@ impl Decode for MultiRequest {
                 return Ok(Self { ops });
             }
             ops.push(MultiOp::decode_body(header.op, r)?);
+        }
+    }
+
+    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        loop {
+            let header = r.read::<MultiHeader>()?;
+            if header.done {
+                return Ok(());
+            }
+            MultiOp::skip_body(header.op, r)?;
         }
     }
 }
@@ -247,6 +270,19 @@ impl MultiResult {
             other => return Err(unknown_op(other)),
         })
     }
+
+    fn skip_body(op: OpCode, r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        match op {
+            OpCode::Create => r.skip::<CreateResponse>(),
+            OpCode::Create2 => r.skip::<Create2Response>(),
+            OpCode::Delete | OpCode::Check => Ok(()),
+            OpCode::SetData => r.skip::<SetDataResponse>(),
+            OpCode::GetChildren => r.skip::<GetChildrenResponse>(),
+            OpCode::GetData => r.skip::<GetDataResponse>(),
+            OpCode::Error => r.skip::<ErrorResponse>(),
+            other => Err(unknown_op(other)),
+        }
+    }
 }
 
 /// The body of a `multi` or `multiRead` reply.
@@ -282,6 +318,16 @@ impl Decode for MultiResponse {
                 return Ok(Self { results });
             }
             results.push(MultiResult::decode_body(header.op, r)?);
+        }
+    }
+
+    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        loop {
+            let header = r.read::<MultiHeader>()?;
+            if header.done {
+                return Ok(());
+            }
+            MultiResult::skip_body(header.op, r)?;
         }
     }
 }

@@ -1,0 +1,17 @@
+# The two commands of the README: `make demo` runs the main job, `make test` the whole suite.
+# Both install ZooKeeper and a JDK first when they are missing (Debian, via apt-get).
+
+CARGO ?= cargo
+
+.PHONY: deps demo test
+
+deps:
+	@./.ci/install-deps
+
+demo: deps
+	$(CARGO) run -q -p zkwire-testing --example handshake
+
+test: deps
+	tests/golden/generate.sh --check
+	$(CARGO) clippy --workspace --all-targets -q -- -D warnings
+	$(CARGO) test --workspace
