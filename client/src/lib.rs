@@ -8,4 +8,8 @@
 pub mod jute;
 pub mod proto;
 pub mod connect_string;
+pub mod error;
 pub mod path;
+pub mod session;
+
+pub use error::Error;

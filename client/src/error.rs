@@ -1,0 +1,289 @@
+//! The one public error type.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::connect_string::InvalidConnectString;
+use crate::jute::{DecodeError, FrameError};
+use crate::path::InvalidPath;
+use crate::proto::ErrorCode;
+
+/// Everything a zkwire operation can fail with.
+///
+/// Server error codes map one to one onto variants (`KeeperException.Code`); the rest are
+/// raised by the client. [`is_retryable`](Self::is_retryable) says whether the same request
+/// may succeed if sent again, [`is_terminal`](Self::is_terminal) whether the session is over.
+/// Match on variants, never on the message: its wording may change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    // ----- server: this request -----
+    /// The node does not exist.
+    #[error("node does not exist")]
+    NoNode,
+    /// The node already exists.
+    #[error("node already exists")]
+    NodeExists,
+    /// The expected version did not match.
+    #[error("version does not match")]
+    BadVersion,
+    /// The node has children.
+    #[error("node has children")]
+    NotEmpty,
+    /// Ephemeral nodes cannot have children.
+    #[error("ephemeral nodes cannot have children")]
+    NoChildrenForEphemerals,
+    /// The node's ACL does not allow the operation for this session.
+    #[error("not authorized by the node's ACL")]
+    NoAuth,
+    /// The ACL is invalid (e.g. empty, or `auth` with no authenticated ids).
+    #[error("invalid ACL")]
+    InvalidAcl,
+    /// The server rejected the arguments (flags, TTL, path).
+    #[error("bad arguments")]
+    BadArguments,
+    /// No watch matched a removeWatches or checkWatches request.
+    #[error("no such watcher")]
+    NoWatcher,
+    /// A write was sent to a read-only server.
+    #[error("the server is read-only")]
+    NotReadOnly,
+    /// An ephemeral node cannot be created on a local session.
+    #[error("ephemeral node on a local session")]
+    EphemeralOnLocalSession,
+    /// The operation is not implemented or not enabled on the server (e.g. TTL nodes).
+    #[error("operation not implemented or not enabled on the server")]
+    Unimplemented,
+    /// The server could not decode or handle the request.
+    #[error("the server could not handle the request (marshalling error)")]
+    MarshallingError,
+    /// A multi op was rolled back because another op failed.
+    #[error("rolled back with the failed multi")]
+    RuntimeInconsistency,
+    /// The server found inconsistent data.
+    #[error("data inconsistency")]
+    DataInconsistency,
+    /// A hard quota would be exceeded.
+    #[error("quota exceeded")]
+    QuotaExceeded,
+    /// The server is overloaded; retry with backoff.
+    #[error("throttled by the server")]
+    Throttled,
+    /// Reconfiguration is disabled on the server.
+    #[error("reconfiguration is disabled")]
+    ReconfigDisabled,
+    /// Another reconfiguration is in progress.
+    #[error("reconfiguration in progress")]
+    ReconfigInProgress,
+    /// No quorum of the new configuration is connected.
+    #[error("new configuration has no quorum")]
+    NewConfigNoQuorum,
+    /// The server reported an operation timeout.
+    #[error("operation timed out on the server")]
+    OperationTimeout,
+    /// The session moved to another server.
+    #[error("session moved to another server")]
+    SessionMoved,
+    /// The server reported an unknown session.
+    #[error("unknown session")]
+    UnknownSession,
+    /// The server reported a request timeout.
+    #[error("request timed out on the server")]
+    RequestTimeout,
+    /// The session is closed because the server requires SASL authentication.
+    #[error("the server requires SASL authentication")]
+    SessionClosedRequireSaslAuth,
+    /// Another server error code (including range markers and codes newer than this client).
+    #[error("server error code {0}")]
+    Server(i32),
+
+    // ----- session -----
+    /// The connection was lost before the reply arrived: the request may or may not have been
+    /// applied. Reads can be retried; retry writes only if they are idempotent.
+    #[error("connection lost; the request may or may not have been applied")]
+    ConnectionLoss,
+    /// The session expired; it is over, and so is this client.
+    #[error("session expired")]
+    SessionExpired,
+    /// Authentication failed; the session is over.
+    #[error("authentication failed")]
+    AuthFailed,
+    /// The client was closed.
+    #[error("client closed")]
+    Closed,
+    /// The request's deadline passed before its reply arrived.
+    #[error("request deadline passed")]
+    Timeout,
+
+    // ----- the caller -----
+    /// The path is not a valid ZooKeeper path.
+    #[error(transparent)]
+    InvalidPath(#[from] InvalidPath),
+    /// The connect string cannot be parsed.
+    #[error(transparent)]
+    InvalidConnectString(#[from] InvalidConnectString),
+    /// The encoded request is larger than the server accepts (`jute.maxbuffer`); sending it
+    /// would only make the server drop the connection.
+    #[error("request of {len} bytes exceeds the {max}-byte limit")]
+    RequestTooLarge {
+        /// Encoded size of the request.
+        len: usize,
+        /// The limit in force.
+        max: usize,
+    },
+    /// The arguments are invalid before anything is sent (e.g. a TTL mode without a TTL).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(&'static str),
+
+    // ----- the server misbehaved, or the network -----
+    /// The server sent something that violates the protocol; the connection was dropped.
+    #[error("protocol violation: {0}")]
+    Protocol(ProtocolError),
+    /// An I/O error on the connection.
+    #[error("I/O error: {0}")]
+    Io(IoError),
+}
+
+impl Error {
+    /// The error for a non-zero reply code.
+    pub fn from_code(code: ErrorCode) -> Self {
+        match code {
+            ErrorCode::NoNode => Self::NoNode,
+            ErrorCode::NodeExists => Self::NodeExists,
+            ErrorCode::BadVersion => Self::BadVersion,
+            ErrorCode::NotEmpty => Self::NotEmpty,
+            ErrorCode::NoChildrenForEphemerals => Self::NoChildrenForEphemerals,
+            ErrorCode::NoAuth => Self::NoAuth,
+            ErrorCode::InvalidAcl => Self::InvalidAcl,
+            ErrorCode::BadArguments => Self::BadArguments,
+            ErrorCode::NoWatcher => Self::NoWatcher,
+            ErrorCode::NotReadOnly => Self::NotReadOnly,
+            ErrorCode::EphemeralOnLocalSession => Self::EphemeralOnLocalSession,
+            ErrorCode::Unimplemented => Self::Unimplemented,
+            ErrorCode::MarshallingError => Self::MarshallingError,
+            ErrorCode::RuntimeInconsistency => Self::RuntimeInconsistency,
+            ErrorCode::DataInconsistency => Self::DataInconsistency,
+            ErrorCode::QuotaExceeded => Self::QuotaExceeded,
+            ErrorCode::Throttled => Self::Throttled,
+            ErrorCode::ReconfigDisabled => Self::ReconfigDisabled,
+            ErrorCode::ReconfigInProgress => Self::ReconfigInProgress,
+            ErrorCode::NewConfigNoQuorum => Self::NewConfigNoQuorum,
+            ErrorCode::OperationTimeout => Self::OperationTimeout,
+            ErrorCode::SessionMoved => Self::SessionMoved,
+            ErrorCode::UnknownSession => Self::UnknownSession,
+            ErrorCode::RequestTimeout => Self::RequestTimeout,
+            ErrorCode::SessionClosedRequireSaslAuth => Self::SessionClosedRequireSaslAuth,
+            ErrorCode::ConnectionLoss => Self::ConnectionLoss,
+            ErrorCode::SessionExpired => Self::SessionExpired,
+            ErrorCode::AuthFailed => Self::AuthFailed,
+            other => Self::Server(other.as_i32()),
+        }
+    }
+
+    /// Whether sending the same request again may succeed.
+    ///
+    /// True for connection loss, throttling and timeouts. A retried write after
+    /// [`ConnectionLoss`](Self::ConnectionLoss) may find its own earlier effect (a create
+    /// then fails with `NodeExists`); only idempotent requests should be retried blindly.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Self::ConnectionLoss
+                | Self::Timeout
+                | Self::Throttled
+                | Self::OperationTimeout
+                | Self::RequestTimeout
+                | Self::ReconfigInProgress
+                | Self::Io(_)
+                | Self::Protocol(_)
+        )
+    }
+
+    /// Whether the session is over: no request on this client can succeed any more.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            Self::SessionExpired | Self::AuthFailed | Self::Closed | Self::SessionClosedRequireSaslAuth
+        )
+    }
+}
+
+/// How the server violated the protocol.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolError {
+    /// A frame or record could not be decoded.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// A frame length was negative or over the cap.
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    /// A reply's xid did not match the oldest request in flight.
+    #[error("reply xid {got} does not match the oldest request in flight (xid {expected:?})")]
+    XidMismatch {
+        /// The xid of the oldest request in flight, if any.
+        expected: Option<i32>,
+        /// The xid received.
+        got: i32,
+    },
+    /// A reply arrived for an auth packet that was never sent.
+    #[error("unexpected auth reply")]
+    UnexpectedAuthReply,
+}
+
+/// An I/O error, shareable so that one failure can be reported to many waiters.
+#[derive(Debug, Clone)]
+pub struct IoError(Arc<std::io::Error>);
+
+impl IoError {
+    /// The underlying error.
+    pub fn get_ref(&self) -> &std::io::Error {
+        &self.0
+    }
+}
+
+impl From<std::io::Error> for IoError {
+    fn from(e: std::io::Error) -> Self {
+        Self(Arc::new(e))
+    }
+}
+
+impl PartialEq for IoError {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.kind() == other.0.kind()
+    }
+}
+
+impl Eq for IoError {}
+
+impl fmt::Display for IoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Self::Io(e.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_map_to_variants_and_unknown_codes_survive() {
+        assert_eq!(Error::from_code(ErrorCode::NoNode), Error::NoNode);
+        assert_eq!(Error::from_code(ErrorCode::SessionExpired), Error::SessionExpired);
+        assert_eq!(Error::from_code(ErrorCode::from_i32(-999)), Error::Server(-999));
+    }
+
+    #[test]
+    fn classification() {
+        assert!(Error::ConnectionLoss.is_retryable());
+        assert!(!Error::NodeExists.is_retryable());
+        assert!(Error::SessionExpired.is_terminal());
+        assert!(!Error::ConnectionLoss.is_terminal());
+    }
+}

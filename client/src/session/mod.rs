@@ -1,0 +1,675 @@
+//! The sans-IO session: the ZooKeeper client protocol as a state machine.
+//!
+//! No sockets, no clock, no runtime: bytes and the current time go in, bytes to send, the
+//! next deadline and events come out. A driver (see `crate::driver`) owns one [`Session`] and
+//! one transport; tests drive it with a virtual clock and scripted server frames.
+
+mod pending;
+mod timers;
+mod types;
+mod watches;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+pub use types::{
+    DropReason, Effect, Event, Reply, Request, RequestId, SessionConfig, SessionState,
+    WatchKind, WatchedEvent, WatcherId,
+};
+pub use watches::SET_WATCHES_MAX_PATH_BYTES;
+
+use self::pending::{Pending, PendingAuth, Queued, Target, Xids};
+use self::timers::Timers;
+use self::watches::{SetWatchesBatch, Watches};
+use crate::error::{Error, ProtocolError};
+use crate::jute::{encode_frame, Decode, Encode, FrameDecoder, Reader};
+use crate::proto::{
+    ConnectRequest, ConnectResponse, ErrorCode, EventType, KeeperState, OpCode, ReplyHeader,
+    RequestHeader, WatcherEvent, AUTH_XID, NOTIFICATION_XID, PING_XID,
+};
+
+/// One ZooKeeper session, across however many connections it takes.
+///
+/// # Call order
+///
+/// Inputs are the `handle_*` methods and the commands [`submit`](Self::submit),
+/// [`cancel`](Self::cancel), [`remove_watcher`](Self::remove_watcher) and
+/// [`close`](Self::close). After any of them, the driver:
+///
+/// 1. writes [`poll_transmit`](Self::poll_transmit) to the transport (all pending frames in
+///    one buffer),
+/// 2. drains [`poll_event`](Self::poll_event) (a [`Event::DropConnection`] means: close the
+///    transport now, and do not call [`handle_disconnected`](Self::handle_disconnected) for
+///    it),
+/// 3. sleeps until [`poll_timeout`](Self::poll_timeout) and then calls
+///    [`handle_timeout`](Self::handle_timeout).
+///
+/// When [`wants_connection`](Self::wants_connection) is true the driver opens a transport
+/// (to a host of its choosing, after its own backoff) and calls
+/// [`handle_connected`](Self::handle_connected); received bytes go to
+/// [`handle_input`](Self::handle_input) (or into [`recv_buffer`](Self::recv_buffer) followed
+/// by [`handle_received`](Self::handle_received)); a transport that fails or reaches EOF is
+/// reported with [`handle_disconnected`](Self::handle_disconnected).
+///
+/// # Guarantees
+///
+/// - Every submitted request gets exactly one [`Event::Reply`], unless it is cancelled first.
+/// - Replies are matched to requests in order; a reply whose xid does not match the oldest
+///   request in flight is a protocol error: the connection is dropped and every request in
+///   flight fails with [`Error::ConnectionLoss`].
+/// - Requests not yet written stay queued across reconnects until their deadline; written
+///   requests fail with `ConnectionLoss` when the connection drops.
+/// - Expiry, auth failure and close are terminal and reported once.
+#[derive(Debug)]
+pub struct Session {
+    config: SessionConfig,
+    state: SessionState,
+    conn: Conn,
+    session_id: i64,
+    passwd: Bytes,
+    negotiated: Option<Duration>,
+    last_zxid: i64,
+    xids: Xids,
+    next_id: u64,
+    queued: VecDeque<Queued>,
+    pending: VecDeque<Pending>,
+    pending_auth: VecDeque<PendingAuth>,
+    auths: Vec<Bytes>,
+    watches: Watches,
+    decoder: FrameDecoder,
+    transmit: BytesMut,
+    events: VecDeque<Event>,
+    timers: Timers,
+    closing: Option<RequestId>,
+}
+
+/// The connection phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Conn {
+    /// No transport.
+    Idle,
+    /// ConnectRequest sent, waiting for the ConnectResponse.
+    AwaitingConnectResponse,
+    /// Handshake done.
+    Open,
+}
+
+impl Session {
+    /// A session that has not connected yet.
+    pub fn new(config: SessionConfig, now: Instant) -> Self {
+        let (session_id, passwd) = config.resume.clone().unwrap_or((0, Bytes::from_static(&[0; 16])));
+        let decoder = FrameDecoder::new(config.max_frame_len);
+        Self {
+            config,
+            state: SessionState::Connecting,
+            conn: Conn::Idle,
+            session_id,
+            passwd,
+            negotiated: None,
+            last_zxid: 0,
+            xids: Xids::default(),
+            next_id: 0,
+            queued: VecDeque::new(),
+            pending: VecDeque::new(),
+            pending_auth: VecDeque::new(),
+            auths: Vec::new(),
+            watches: Watches::default(),
+            decoder,
+            transmit: BytesMut::new(),
+            events: VecDeque::new(),
+            timers: Timers::new(now),
+            closing: None,
+        }
+    }
+
+    // ===== getters =====
+
+    /// The reported session state.
+    pub fn state(&self) -> SessionState {
+        self.state
+    }
+
+    /// The session id, 0 before the first handshake.
+    pub fn session_id(&self) -> i64 {
+        self.session_id
+    }
+
+    /// The session password (16 bytes; zeros before the first handshake).
+    pub fn passwd(&self) -> &Bytes {
+        &self.passwd
+    }
+
+    /// The negotiated session timeout, once known.
+    pub fn negotiated_timeout(&self) -> Option<Duration> {
+        self.negotiated
+    }
+
+    /// The highest zxid seen in a normal reply.
+    pub fn last_zxid(&self) -> i64 {
+        self.last_zxid
+    }
+
+    /// Whether the driver should open a transport now.
+    pub fn wants_connection(&self) -> bool {
+        self.conn == Conn::Idle && !self.state.is_terminal()
+    }
+
+    /// How long one connection attempt may take (TCP connect plus handshake).
+    pub fn connect_timeout(&self) -> Duration {
+        self.timers.connect_timeout(&self.config, self.negotiated)
+    }
+
+    /// Requests written and awaiting their reply (pings and SetWatches included).
+    pub fn in_flight(&self) -> usize {
+        self.pending.len() + self.pending_auth.len()
+    }
+
+    /// Requests submitted but not written yet.
+    pub fn queued(&self) -> usize {
+        self.queued.len()
+    }
+
+    /// Local watchers registered.
+    pub fn watch_count(&self) -> usize {
+        self.watches.len()
+    }
+
+    /// The receive buffer, for reading from the transport into it directly.
+    pub fn recv_buffer(&mut self) -> &mut BytesMut {
+        self.decoder.buffer_mut()
+    }
+
+    // ===== outputs =====
+
+    /// Everything to write to the transport, as one buffer.
+    pub fn poll_transmit(&mut self) -> Option<Bytes> {
+        (!self.transmit.is_empty()).then(|| self.transmit.split().freeze())
+    }
+
+    /// The next output event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) should next be called.
+    ///
+    /// Changes after any input; call it again after every `handle_*` or command.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let deadlines = self.queued.iter().filter_map(|q| q.request.deadline);
+        let in_flight = self.pending.iter().filter_map(Pending::deadline);
+        let timer = match self.conn {
+            Conn::Idle if self.state.is_terminal() => None,
+            Conn::Idle => self.timers.expiry_at(self.negotiated, self.session_id),
+            Conn::AwaitingConnectResponse => Some(self.timers.connect_deadline(self.connect_timeout())),
+            Conn::Open => Some(self.timers.open_deadline(self.negotiated_or_requested())),
+        };
+        deadlines.chain(in_flight).chain(timer).min()
+    }
+
+    // ===== commands =====
+
+    /// Submits a request; its reply comes later as an [`Event::Reply`] with the returned id.
+    ///
+    /// Requests are written in submission order, and only once a handshake has completed.
+    /// A request that can never be sent is answered at once (in `poll_event`): after the
+    /// session ended ([`Error::SessionExpired`], [`Error::AuthFailed`], [`Error::Closed`]),
+    /// or when larger than the server's limit ([`Error::RequestTooLarge`]).
+    pub fn submit(&mut self, now: Instant, request: Request) -> RequestId {
+        let id = self.next_request_id();
+        let len = 8 + request.body.len();
+        if let Some(err) = self.refusal() {
+            self.answer(id, Err(err));
+        } else if len > self.config.max_request_len {
+            self.answer(id, Err(Error::RequestTooLarge { len, max: self.config.max_request_len }));
+        } else if request.deadline.is_some_and(|d| d <= now) {
+            self.answer(id, Err(Error::Timeout));
+        } else {
+            self.queued.push_back(Queued { id, request });
+            self.flush(now);
+        }
+        id
+    }
+
+    /// Forgets a request whose caller stopped waiting: no reply event will come for it.
+    ///
+    /// A request not yet written is removed and never sent; one already written still gets
+    /// its reply from the server, which is then discarded. Returns whether the request was
+    /// still unanswered.
+    pub fn cancel(&mut self, id: RequestId) -> bool {
+        if let Some(at) = self.queued.iter().position(|q| q.id == id) {
+            self.queued.remove(at);
+            return true;
+        }
+        self.pending.iter_mut().any(|p| p.abandon(id))
+            || self.pending_auth.iter_mut().any(|p| p.abandon(id))
+    }
+
+    /// Drops a local watcher (its server registration stays until it fires).
+    pub fn remove_watcher(&mut self, watcher: WatcherId) -> bool {
+        self.watches.remove(watcher)
+    }
+
+    /// Closes the session: sends closeSession and ends in [`SessionState::Closed`] when the
+    /// server confirms or the connection drops. Without a connection, closes at once (the
+    /// server then expires the session after its timeout).
+    pub fn close(&mut self, now: Instant) -> RequestId {
+        let id = self.next_request_id();
+        if let Some(err) = self.refusal() {
+            self.answer(id, Err(err));
+        } else if self.conn == Conn::Open {
+            self.closing = Some(id);
+            let request = Request::new(OpCode::CloseSession, Bytes::new());
+            self.queued.push_back(Queued { id, request });
+            self.flush(now);
+        } else {
+            self.end(SessionState::Closed, Error::Closed);
+            self.answer(id, Ok(Reply { zxid: self.last_zxid, body: Bytes::new() }));
+        }
+        id
+    }
+
+    // ===== inputs =====
+
+    /// A transport is up: writes the handshake (ConnectRequest, auth replays, SetWatches).
+    ///
+    /// User requests are held until the ConnectResponse arrives, so that an "expired" reply
+    /// can never be lost behind them (protocol.md §2.3).
+    pub fn handle_connected(&mut self, now: Instant) {
+        if !self.wants_connection() {
+            return;
+        }
+        self.conn = Conn::AwaitingConnectResponse;
+        self.decoder.clear();
+        self.transmit.clear();
+        self.timers.on_connect(now);
+        self.write_connect_request();
+        for body in self.auths.clone() {
+            self.write_frame(now, AUTH_XID, OpCode::Auth, &body);
+            self.pending_auth.push_back(PendingAuth { id: None, body, replay: false });
+        }
+        for batch in self.watches.set_watches_batches(self.last_zxid) {
+            let xid = self.xids.next();
+            let (op, body) = match batch {
+                SetWatchesBatch::V1(w) => (OpCode::SetWatches, w.to_bytes()),
+                SetWatchesBatch::V2(w) => (OpCode::SetWatches2, w.to_bytes()),
+            };
+            self.write_frame(now, xid, op, &body);
+            self.pending.push_back(Pending { xid, op, target: Target::SetWatches });
+        }
+    }
+
+    /// Bytes received from the transport.
+    pub fn handle_input(&mut self, now: Instant, data: &[u8]) {
+        self.decoder.push(data);
+        self.handle_received(now);
+    }
+
+    /// Processes bytes placed in [`recv_buffer`](Self::recv_buffer).
+    pub fn handle_received(&mut self, now: Instant) {
+        if self.conn == Conn::Idle {
+            self.decoder.clear();
+            return;
+        }
+        self.timers.on_receive(now);
+        loop {
+            let frame = match self.decoder.next_frame() {
+                Ok(Some(frame)) => frame,
+                Ok(None) => return,
+                Err(e) => return self.drop_connection(now, DropReason::Protocol(e.into())),
+            };
+            if let Err(e) = self.handle_frame(now, frame) {
+                return self.drop_connection(now, DropReason::Protocol(e));
+            }
+            if self.conn == Conn::Idle {
+                return;
+            }
+        }
+    }
+
+    /// The transport closed or failed.
+    pub fn handle_disconnected(&mut self, now: Instant) {
+        self.lose_connection(now);
+    }
+
+    /// Fires due timers: request deadlines, connect and read timeouts, pings, expiry.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.expire_deadlines(now);
+        match self.conn {
+            Conn::Idle => {
+                if self.timers.expiry_at(self.negotiated, self.session_id).is_some_and(|t| t <= now)
+                    && !self.state.is_terminal()
+                {
+                    self.end(SessionState::Expired, Error::SessionExpired);
+                }
+            }
+            Conn::AwaitingConnectResponse => {
+                if self.timers.connect_deadline(self.connect_timeout()) <= now {
+                    self.drop_connection(now, DropReason::ConnectTimeout);
+                }
+            }
+            Conn::Open => self.handle_open_timers(now),
+        }
+    }
+
+    // ===== internals: frames in =====
+
+    fn handle_frame(&mut self, now: Instant, frame: Bytes) -> Result<(), ProtocolError> {
+        if self.conn == Conn::AwaitingConnectResponse {
+            let response = ConnectResponse::decode_exact(&frame)?;
+            self.handle_connect_response(now, response);
+            return Ok(());
+        }
+        let mut r = Reader::new(&frame);
+        let header = r.read::<ReplyHeader>()?;
+        let body = frame.slice(r.position()..);
+        match header.xid {
+            NOTIFICATION_XID => self.handle_notification(header, &body),
+            AUTH_XID => self.handle_auth_reply(header),
+            _ => self.handle_pipeline_reply(header, body),
+        }
+    }
+
+    fn handle_connect_response(&mut self, now: Instant, response: ConnectResponse) {
+        if response.is_expired() {
+            self.end(SessionState::Expired, Error::SessionExpired);
+            return;
+        }
+        self.session_id = response.session_id;
+        self.passwd = response.passwd;
+        self.negotiated = Some(Duration::from_millis(u64::from(response.timeout.unsigned_abs())));
+        self.conn = Conn::Open;
+        let read_only = response.read_only == Some(true);
+        self.set_state(if read_only { SessionState::ConnectedReadOnly } else { SessionState::Connected });
+        self.flush(now);
+    }
+
+    fn handle_notification(&mut self, header: ReplyHeader, body: &Bytes) -> Result<(), ProtocolError> {
+        let event = WatcherEvent::decode_exact(body)?;
+        for watcher in self.watches.fire(event.event_type, &event.path) {
+            let event = WatchedEvent {
+                event_type: event.event_type,
+                state: event.state,
+                path: event.path.clone(),
+                zxid: header.zxid,
+            };
+            self.events.push_back(Event::Watch { watcher, event });
+        }
+        Ok(())
+    }
+
+    fn handle_auth_reply(&mut self, header: ReplyHeader) -> Result<(), ProtocolError> {
+        let auth = self.pending_auth.pop_front().ok_or(ProtocolError::UnexpectedAuthReply)?;
+        if header.err == ErrorCode::AuthFailed {
+            if let Some(id) = auth.id {
+                self.answer(id, Err(Error::AuthFailed));
+            }
+            self.end(SessionState::AuthFailed, Error::AuthFailed);
+            return Ok(());
+        }
+        let result = reply_result(header, Bytes::new());
+        if result.is_ok() && auth.replay {
+            // Replayed on every reconnect, before anything else.
+            self.auths.push(auth.body);
+        }
+        if let Some(id) = auth.id {
+            self.answer(id, result);
+        }
+        Ok(())
+    }
+
+    fn handle_pipeline_reply(&mut self, header: ReplyHeader, body: Bytes) -> Result<(), ProtocolError> {
+        let expected = self.pending.front().map(|p| p.xid);
+        if expected != Some(header.xid) {
+            return Err(ProtocolError::XidMismatch { expected, got: header.xid });
+        }
+        let Some(pending) = self.pending.pop_front() else {
+            return Err(ProtocolError::XidMismatch { expected, got: header.xid });
+        };
+        if header.zxid > 0 && pending.op != OpCode::Ping {
+            self.last_zxid = self.last_zxid.max(header.zxid);
+        }
+        match pending.target {
+            Target::Ping => self.timers.on_ping_reply(),
+            Target::SetWatches => {}
+            Target::User { id, effect, abandoned, .. } => {
+                let result = reply_result(header, body);
+                if !abandoned {
+                    self.apply_effect(pending.op, &effect, &result);
+                    self.answer(id, result);
+                }
+                if pending.op == OpCode::CloseSession {
+                    self.end(SessionState::Closed, Error::Closed);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_effect(&mut self, op: OpCode, effect: &Effect, result: &Result<Reply, Error>) {
+        match (effect, result) {
+            (Effect::Watch { path, kind, watcher }, Ok(_)) => self.watches.add(path, *kind, *watcher),
+            // exists on a missing node leaves an exist watch (DataTree.statNode).
+            (Effect::Watch { path, watcher, .. }, Err(Error::NoNode)) if op == OpCode::Exists => {
+                self.watches.add(path, WatchKind::Exist, *watcher);
+            }
+            (Effect::RemoveWatches { path, watcher_type }, Ok(_)) => {
+                for (watcher, event_type) in self.watches.remove_matching(path, *watcher_type) {
+                    let event = WatchedEvent {
+                        event_type,
+                        state: KeeperState::SyncConnected,
+                        path: path.clone(),
+                        zxid: -1,
+                    };
+                    self.events.push_back(Event::Watch { watcher, event });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    // ===== internals: frames out =====
+
+    fn flush(&mut self, now: Instant) {
+        if self.conn != Conn::Open {
+            return;
+        }
+        while let Some(Queued { id, request }) = self.queued.pop_front() {
+            if request.op == OpCode::Auth {
+                self.write_frame(now, AUTH_XID, OpCode::Auth, &request.body);
+                let auth = PendingAuth { id: Some(id), body: request.body, replay: true };
+                self.pending_auth.push_back(auth);
+                continue;
+            }
+            let xid = self.xids.next();
+            self.write_frame(now, xid, request.op, &request.body);
+            let target = Target::User {
+                id,
+                effect: request.effect,
+                deadline: request.deadline,
+                abandoned: false,
+            };
+            self.pending.push_back(Pending { xid, op: request.op, target });
+        }
+    }
+
+    fn write_connect_request(&mut self) {
+        let request = ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: self.last_zxid,
+            timeout: i32::try_from(self.config.session_timeout.as_millis()).unwrap_or(i32::MAX),
+            session_id: self.session_id,
+            passwd: self.passwd.clone(),
+            read_only: self.config.read_only,
+        };
+        encode_frame(&mut self.transmit, |buf| request.encode(buf));
+    }
+
+    fn write_frame(&mut self, now: Instant, xid: i32, op: OpCode, body: &[u8]) {
+        encode_frame(&mut self.transmit, |buf| {
+            RequestHeader { xid, op }.encode(buf);
+            buf.put_slice(body);
+        });
+        self.timers.on_send(now);
+    }
+
+    fn handle_open_timers(&mut self, now: Instant) {
+        let timeout = self.negotiated_or_requested();
+        if self.timers.read_deadline(timeout) <= now {
+            self.drop_connection(now, DropReason::ReadTimeout);
+        } else if self.timers.ping_due(timeout, now) {
+            self.write_frame(now, PING_XID, OpCode::Ping, &[]);
+            self.pending.push_back(Pending { xid: PING_XID, op: OpCode::Ping, target: Target::Ping });
+            self.timers.on_ping_sent(now);
+        }
+    }
+
+    fn expire_deadlines(&mut self, now: Instant) {
+        let mut expired = Vec::new();
+        self.queued.retain(|q| {
+            let due = q.request.deadline.is_some_and(|d| d <= now);
+            if due {
+                expired.push(q.id);
+            }
+            !due
+        });
+        for pending in &mut self.pending {
+            expired.extend(pending.abandon_if_due(now));
+        }
+        for id in expired {
+            self.answer(id, Err(Error::Timeout));
+        }
+    }
+
+    // ===== internals: state =====
+
+    fn next_request_id(&mut self) -> RequestId {
+        self.next_id += 1;
+        RequestId(self.next_id)
+    }
+
+    fn negotiated_or_requested(&self) -> Duration {
+        self.negotiated.unwrap_or(self.config.session_timeout)
+    }
+
+    /// Why a new request would be refused, if it would.
+    fn refusal(&self) -> Option<Error> {
+        match self.state {
+            SessionState::Expired => Some(Error::SessionExpired),
+            SessionState::AuthFailed => Some(Error::AuthFailed),
+            SessionState::Closed => Some(Error::Closed),
+            _ if self.closing.is_some() => Some(Error::Closed),
+            _ => None,
+        }
+    }
+
+    fn answer(&mut self, id: RequestId, result: Result<Reply, Error>) {
+        self.events.push_back(Event::Reply { id, result });
+    }
+
+    fn set_state(&mut self, state: SessionState) {
+        if self.state != state {
+            self.state = state;
+            self.events.push_back(Event::State(state));
+        }
+    }
+
+    /// Drops the current connection on the session's own initiative.
+    fn drop_connection(&mut self, now: Instant, reason: DropReason) {
+        self.conn_to_idle(Some(reason));
+        self.after_connection_lost(now);
+    }
+
+    /// The transport went away under us.
+    fn lose_connection(&mut self, now: Instant) {
+        if self.conn == Conn::Idle {
+            return;
+        }
+        self.conn_to_idle(None);
+        self.after_connection_lost(now);
+    }
+
+    fn conn_to_idle(&mut self, reason: Option<DropReason>) {
+        if self.conn == Conn::Idle {
+            return;
+        }
+        self.conn = Conn::Idle;
+        self.decoder.clear();
+        self.transmit.clear();
+        self.fail_in_flight(&Error::ConnectionLoss);
+        if let Some(reason) = reason {
+            self.events.push_back(Event::DropConnection(reason));
+        }
+    }
+
+    fn after_connection_lost(&mut self, now: Instant) {
+        if self.closing.is_some() {
+            // The server closes the socket right after confirming closeSession; either way
+            // the session is over for us.
+            self.end(SessionState::Closed, Error::Closed);
+            return;
+        }
+        if self.state.is_connected() {
+            self.set_state(SessionState::Disconnected);
+        }
+        self.timers.on_disconnect(now);
+    }
+
+    fn fail_in_flight(&mut self, err: &Error) {
+        for pending in std::mem::take(&mut self.pending) {
+            if let Some(id) = pending.waiting_id() {
+                self.answer(id, Err(err.clone()));
+            }
+        }
+        for auth in std::mem::take(&mut self.pending_auth) {
+            if let Some(id) = auth.id {
+                self.answer(id, Err(err.clone()));
+            }
+        }
+    }
+
+    /// Ends the session for good: every waiter and watcher is told, once.
+    fn end(&mut self, state: SessionState, err: Error) {
+        if self.state.is_terminal() {
+            return;
+        }
+        let reason = if self.conn == Conn::Idle { None } else { Some(DropReason::SessionEnded) };
+        self.conn_to_idle(reason);
+        self.fail_in_flight(&err);
+        for Queued { id, .. } in std::mem::take(&mut self.queued) {
+            self.answer(id, Err(err.clone()));
+        }
+        let keeper_state = match state {
+            SessionState::Expired => KeeperState::Expired,
+            SessionState::AuthFailed => KeeperState::AuthFailed,
+            _ => KeeperState::Closed,
+        };
+        for watcher in self.watches.drain() {
+            let event = WatchedEvent {
+                event_type: EventType::None,
+                state: keeper_state,
+                path: String::new(),
+                zxid: -1,
+            };
+            self.events.push_back(Event::Watch { watcher, event });
+        }
+        self.set_state(state);
+    }
+
+    /// Test hook: start xids just below the wrap.
+    #[cfg(any(test, fuzzing))]
+    pub(crate) fn set_next_xid(&mut self, xid: i32) {
+        self.xids = Xids::starting_at(xid);
+    }
+}
+
+fn reply_result(header: ReplyHeader, body: Bytes) -> Result<Reply, Error> {
+    match header.err {
+        ErrorCode::Ok => Ok(Reply { zxid: header.zxid, body }),
+        code => Err(Error::from_code(code)),
+    }
+}

@@ -1,0 +1,210 @@
+//! Values that cross the session's boundary: requests in; replies, watch events and state
+//! changes out.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use crate::error::Error;
+use crate::proto::{EventType, KeeperState, OpCode, WatcherType};
+
+/// Identifies a submitted request; its reply carries the same id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequestId(pub u64);
+
+/// Identifies one local watcher (a one-shot watch or a persistent watch stream).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WatcherId(pub u64);
+
+/// The kinds of watch a session keeps, one server registration per (path, kind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WatchKind {
+    /// One-shot, set by getData, or by exists on an existing node.
+    Data,
+    /// One-shot, set by exists on a missing node.
+    Exist,
+    /// One-shot, set by getChildren.
+    Child,
+    /// Set by addWatch (persistent); stays after firing.
+    Persistent,
+    /// Set by addWatch (persistent recursive); fires for the whole subtree and stays.
+    PersistentRecursive,
+}
+
+impl WatchKind {
+    /// Whether the watch stays after it fires.
+    pub fn is_persistent(self) -> bool {
+        matches!(self, Self::Persistent | Self::PersistentRecursive)
+    }
+}
+
+/// What a request does to the local watch registry when it succeeds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// Nothing.
+    None,
+    /// Register `watcher` on `path` (server path) as `kind`. For exists, `kind` is
+    /// [`WatchKind::Data`] and becomes [`WatchKind::Exist`] if the node is missing.
+    Watch {
+        /// Server path.
+        path: String,
+        /// Kind of watch.
+        kind: WatchKind,
+        /// The local watcher to notify.
+        watcher: WatcherId,
+    },
+    /// Remove every local watcher of `watcher_type` on `path` (removeWatches).
+    RemoveWatches {
+        /// Server path.
+        path: String,
+        /// Which watches.
+        watcher_type: WatcherType,
+    },
+}
+
+/// A request to submit: the op and its already-encoded record.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The op code.
+    pub op: OpCode,
+    /// The encoded request record (empty for ops without one).
+    pub body: Bytes,
+    /// What the request does to the watch registry on success.
+    pub effect: Effect,
+    /// When to give up waiting; `None` waits as long as the session lives.
+    pub deadline: Option<Instant>,
+}
+
+impl Request {
+    /// A request with no watch effect and no deadline.
+    pub fn new(op: OpCode, body: Bytes) -> Self {
+        Self { op, body, effect: Effect::None, deadline: None }
+    }
+}
+
+/// A successful reply: the header's zxid and the undecoded reply record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// The server's last processed zxid when it replied.
+    pub zxid: i64,
+    /// The reply record's bytes, a zero-copy slice of the received frame.
+    pub body: Bytes,
+}
+
+/// A watch notification for one watcher.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchedEvent {
+    /// What happened; [`EventType::None`] for a session-state event.
+    pub event_type: EventType,
+    /// The session state: `SyncConnected` for node events, or the state that ended the watch.
+    pub state: KeeperState,
+    /// The node's server path (empty for session-state events).
+    pub path: String,
+    /// The zxid of the change (servers 3.9+), -1 when unknown.
+    pub zxid: i64,
+}
+
+/// The session's state, as reported on the state stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SessionState {
+    /// Not connected yet, or looking for a server.
+    Connecting,
+    /// Connected to a read/write server.
+    Connected,
+    /// Connected to a read-only server: writes fail with `NotReadOnly`.
+    ConnectedReadOnly,
+    /// The connection dropped; the session may still be alive and is being resumed.
+    Disconnected,
+    /// The session expired (terminal).
+    Expired,
+    /// Authentication failed (terminal).
+    AuthFailed,
+    /// The client was closed (terminal).
+    Closed,
+}
+
+impl SessionState {
+    /// Whether the session is over for good.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Expired | Self::AuthFailed | Self::Closed)
+    }
+
+    /// Whether requests can be sent now.
+    pub fn is_connected(self) -> bool {
+        matches!(self, Self::Connected | Self::ConnectedReadOnly)
+    }
+}
+
+/// Why the session dropped a connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DropReason {
+    /// No ConnectResponse within the connect timeout.
+    ConnectTimeout,
+    /// Nothing received within the read timeout (2/3 of the session timeout).
+    ReadTimeout,
+    /// The server violated the protocol.
+    Protocol(crate::error::ProtocolError),
+    /// The server refused or ended the session (expired, auth failed, closed).
+    SessionEnded,
+}
+
+/// Something for the driver to act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// The answer to a submitted request; every request gets exactly one.
+    Reply {
+        /// The request.
+        id: RequestId,
+        /// Its outcome.
+        result: Result<Reply, Error>,
+    },
+    /// A watch fired for `watcher`. One-shot watchers are removed after this event; so is
+    /// any watcher whose event has state `Expired`, `AuthFailed` or `Closed`.
+    Watch {
+        /// The watcher.
+        watcher: WatcherId,
+        /// The event.
+        event: WatchedEvent,
+    },
+    /// The session state changed.
+    State(SessionState),
+    /// The session gave up on the current connection: the driver must close the transport.
+    DropConnection(DropReason),
+}
+
+/// Session parameters fixed at construction.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// The session timeout to request.
+    pub session_timeout: Duration,
+    /// How long one connection attempt may take until the ConnectResponse; `None` means
+    /// session timeout / host count, as the Java client.
+    pub connect_timeout: Option<Duration>,
+    /// Number of hosts in the connect string (for the default connect timeout).
+    pub host_count: usize,
+    /// Whether a read-only server may serve the session.
+    pub read_only: bool,
+    /// The largest request payload the server accepts (its `jute.maxbuffer`).
+    pub max_request_len: usize,
+    /// The largest reply payload accepted from the server.
+    pub max_frame_len: usize,
+    /// An existing session to resume: (session id, password).
+    pub resume: Option<(i64, Bytes)>,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            session_timeout: Duration::from_secs(30),
+            connect_timeout: None,
+            host_count: 1,
+            read_only: false,
+            max_request_len: 0xfffff,
+            max_frame_len: crate::jute::DEFAULT_MAX_FRAME_LEN,
+            resume: None,
+        }
+    }
+}
