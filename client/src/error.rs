@@ -97,6 +97,15 @@ pub enum Error {
     #[error("server error code {0}")]
     Server(i32),
 
+    /// A multi transaction failed at op `index` with `error`; none of its ops was applied.
+    #[error("multi op {index} failed: {error}")]
+    MultiFailed {
+        /// Index of the failing op.
+        index: usize,
+        /// Why it failed.
+        error: Box<Self>,
+    },
+
     // ----- session -----
     /// The connection was lost before the reply arrived: the request may or may not have been
     /// applied. Reads can be retried; retry writes only if they are idempotent.
@@ -229,6 +238,9 @@ pub enum ProtocolError {
     /// A reply arrived for an auth packet that was never sent.
     #[error("unexpected auth reply")]
     UnexpectedAuthReply,
+    /// A multi reply held a result of a kind its request cannot produce.
+    #[error("unexpected result kind in a multi reply")]
+    UnexpectedMultiResult,
 }
 
 /// An I/O error, shareable so that one failure can be reported to many waiters.

@@ -7,9 +7,17 @@
 
 pub mod jute;
 pub mod proto;
+mod client;
 pub mod connect_string;
+pub mod driver;
 pub mod error;
 pub mod path;
 pub mod session;
 
+pub use client::{
+    Client, ClientBuilder, CreateOptions, OneshotWatcher, Op, OpResult, PersistentWatcher,
+    ReadOp, ReadResult, StateStream, WatchedEvent,
+};
 pub use error::Error;
+pub use proto::{Acl, AddWatchMode, ClientInfo, CreateMode, EventType, Id, KeeperState, Perms, Stat, WatcherType};
+pub use session::SessionState;

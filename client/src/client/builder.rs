@@ -1,0 +1,204 @@
+//! `ClientBuilder`: connection settings.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+use super::{Client, Inner};
+use crate::connect_string::ConnectString;
+use crate::driver::{Connect, Driver, Shared, TcpConnector};
+use crate::error::Error;
+use crate::jute::DEFAULT_MAX_FRAME_LEN;
+use crate::session::{Session, SessionConfig, SessionState};
+
+/// Settings for a [`Client`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), zkwire::Error> {
+/// use std::time::Duration;
+/// let client = zkwire::Client::builder()
+///     .with_session_timeout(Duration::from_secs(10))
+///     .with_auth("digest", b"user:secret".to_vec())
+///     .connect("127.0.0.1:2181/app")
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct ClientBuilder {
+    session_timeout: Duration,
+    connect_timeout: Option<Duration>,
+    read_only: bool,
+    max_frame_len: usize,
+    max_request_len: usize,
+    request_timeout: Option<Duration>,
+    auth: Vec<(String, Bytes)>,
+    watch_capacity: usize,
+    command_capacity: usize,
+    resume: Option<(i64, Bytes)>,
+}
+
+impl Default for ClientBuilder {
+    fn default() -> Self {
+        Self {
+            session_timeout: Duration::from_secs(30),
+            connect_timeout: None,
+            read_only: false,
+            max_frame_len: DEFAULT_MAX_FRAME_LEN,
+            max_request_len: 0xfffff,
+            request_timeout: None,
+            auth: Vec::new(),
+            watch_capacity: 1024,
+            command_capacity: 1024,
+            resume: None,
+        }
+    }
+}
+
+impl ClientBuilder {
+    /// The session timeout to request (default 30 s; the server clamps it to its
+    /// `[minSessionTimeout, maxSessionTimeout]`, by default 2–20 ticks).
+    pub fn with_session_timeout(mut self, timeout: Duration) -> Self {
+        self.session_timeout = timeout;
+        self
+    }
+
+    /// How long one connection attempt may take, handshake included (default: the session
+    /// timeout divided by the number of hosts, as the Java client).
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// Allows read-only servers (default false).
+    pub fn with_read_only(mut self, allowed: bool) -> Self {
+        self.read_only = allowed;
+        self
+    }
+
+    /// The largest reply accepted (default `jute.maxbuffer` 0xfffff plus 1 KiB of headers).
+    /// A larger reply is a protocol error that drops the connection.
+    pub fn with_max_frame_len(mut self, len: usize) -> Self {
+        self.max_frame_len = len;
+        self
+    }
+
+    /// The largest request sent (default 0xfffff, the server's default `jute.maxbuffer`).
+    /// A larger request fails locally with [`Error::RequestTooLarge`].
+    pub fn with_max_request_len(mut self, len: usize) -> Self {
+        self.max_request_len = len;
+        self
+    }
+
+    /// A deadline for every request (default none); see [`Client::with_timeout`].
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = Some(timeout);
+        self
+    }
+
+    /// Authenticates before any request (e.g. `("digest", b"user:password")`), and again on
+    /// every reconnect.
+    pub fn with_auth(mut self, scheme: impl Into<String>, auth: impl Into<Bytes>) -> Self {
+        self.auth.push((scheme.into(), auth.into()));
+        self
+    }
+
+    /// How many undelivered events a persistent watcher may hold (default 1024).
+    pub fn with_watch_capacity(mut self, capacity: usize) -> Self {
+        self.watch_capacity = capacity.max(1);
+        self
+    }
+
+    /// Resumes an existing session (its id and password) instead of creating one.
+    pub fn with_session(mut self, session_id: i64, passwd: Bytes) -> Self {
+        self.resume = Some((session_id, passwd));
+        self
+    }
+
+    /// Connects over TCP and waits until the session is established.
+    ///
+    /// `connect_string` is `host[:port][,host[:port]…][/chroot]`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConnectString`]; [`Error::Timeout`] when no server could be reached
+    /// within the session timeout; [`Error::SessionExpired`] when resuming an expired session;
+    /// [`Error::AuthFailed`].
+    pub async fn connect(self, connect_string: &str) -> Result<Client, Error> {
+        self.connect_with(connect_string, TcpConnector).await
+    }
+
+    /// As [`connect`](Self::connect), over streams opened by `connector`.
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect).
+    pub async fn connect_with<C: Connect>(
+        self,
+        connect_string: &str,
+        connector: C,
+    ) -> Result<Client, Error> {
+        let timeout = self.session_timeout;
+        let client = self.spawn(connect_string, connector)?;
+        client.wait_connected(timeout).await?;
+        Ok(client)
+    }
+
+    /// Starts the client without waiting for a connection: requests queue until one is up.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConnectString`].
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub fn spawn<C: Connect>(self, connect_string: &str, connector: C) -> Result<Client, Error> {
+        let cs = ConnectString::parse(connect_string)?;
+        let config = SessionConfig {
+            session_timeout: self.session_timeout,
+            connect_timeout: self.connect_timeout,
+            host_count: cs.hosts().len(),
+            read_only: self.read_only,
+            max_request_len: self.max_request_len,
+            max_frame_len: self.max_frame_len,
+            resume: self.resume,
+        };
+        let session = Session::new(config, tokio::time::Instant::now().into_std());
+        let (tx, rx) = mpsc::channel(self.command_capacity);
+        let shared = Arc::new(Shared::new());
+        let driver = Driver::new(session, cs.hosts().to_vec(), connector, rx, shared.clone());
+        tokio::spawn(driver.run());
+        let inner = Inner {
+            commands: tx,
+            chroot: cs.chroot().cloned(),
+            shared,
+            next_watcher: AtomicU64::new(0),
+            watch_capacity: self.watch_capacity,
+        };
+        let client = Client { inner: Arc::new(inner), timeout: self.request_timeout };
+        for (scheme, auth) in self.auth {
+            client.submit_auth(scheme, auth);
+        }
+        Ok(client)
+    }
+}
+
+impl Client {
+    async fn wait_connected(&self, timeout: Duration) -> Result<(), Error> {
+        let mut state = self.inner.shared.state.subscribe();
+        let wait = state.wait_for(|s| s.is_connected() || s.is_terminal());
+        let reached = match tokio::time::timeout(timeout, wait).await {
+            Ok(Ok(s)) => *s,
+            Ok(Err(_)) => SessionState::Closed,
+            Err(_) => {
+                self.close_quietly();
+                return Err(Error::Timeout);
+            }
+        };
+        match reached {
+            SessionState::Expired => Err(Error::SessionExpired),
+            SessionState::AuthFailed => Err(Error::AuthFailed),
+            SessionState::Closed => Err(Error::Closed),
+            _ => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! `multi` (transactions) and `multiRead`.
+
+use bytes::Bytes;
+
+use super::{decode, Client, CreateOptions, OpResult, ReadResult};
+use crate::error::Error;
+use crate::jute::Encode;
+use crate::proto::{
+    CheckVersionRequest, CreateMode, CreateRequest, CreateTtlRequest, DeleteRequest,
+    ErrorCode, GetChildrenRequest, GetDataRequest, MultiOp, MultiRequest, MultiResponse,
+    MultiResult, OpCode, SetDataRequest,
+};
+use crate::session::Effect;
+
+/// One write of a [`Client::multi`] transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Op {
+    /// Create a node.
+    Create {
+        /// Path (client view).
+        path: String,
+        /// Initial data.
+        data: Bytes,
+        /// Mode, ACL, TTL.
+        options: CreateOptions,
+    },
+    /// Delete a node (any version when `None`).
+    Delete {
+        /// Path (client view).
+        path: String,
+        /// Expected version.
+        version: Option<i32>,
+    },
+    /// Set a node's data (any version when `None`).
+    SetData {
+        /// Path (client view).
+        path: String,
+        /// New data.
+        data: Bytes,
+        /// Expected version.
+        version: Option<i32>,
+    },
+    /// Fail the transaction unless the node's data version is `version`.
+    Check {
+        /// Path (client view).
+        path: String,
+        /// Expected version.
+        version: i32,
+    },
+}
+
+impl Op {
+    /// A create op.
+    pub fn create(path: impl Into<String>, data: impl Into<Bytes>, options: CreateOptions) -> Self {
+        Self::Create { path: path.into(), data: data.into(), options }
+    }
+
+    /// A delete op.
+    pub fn delete(path: impl Into<String>, version: Option<i32>) -> Self {
+        Self::Delete { path: path.into(), version }
+    }
+
+    /// A setData op.
+    pub fn set_data(path: impl Into<String>, data: impl Into<Bytes>, version: Option<i32>) -> Self {
+        Self::SetData { path: path.into(), data: data.into(), version }
+    }
+
+    /// A version check.
+    pub fn check(path: impl Into<String>, version: i32) -> Self {
+        Self::Check { path: path.into(), version }
+    }
+}
+
+/// One read of a [`Client::multi_read`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReadOp {
+    /// Read a node's data and Stat.
+    GetData(String),
+    /// List a node's children.
+    GetChildren(String),
+}
+
+impl Client {
+    /// Applies every op atomically, or none (servers 3.4+).
+    ///
+    /// Returns one result per op. An empty list succeeds without a round trip.
+    ///
+    /// # Errors
+    /// [`Error::MultiFailed`] with the index of the op that failed and its error (nothing was
+    /// applied); the errors common to every operation.
+    pub async fn multi(&self, ops: &[Op]) -> Result<Vec<OpResult>, Error> {
+        if ops.is_empty() {
+            return Ok(Vec::new());
+        }
+        let request = MultiRequest { ops: ops.iter().map(|op| self.multi_op(op)).collect::<Result<_, _>>()? };
+        let reply = self.call(OpCode::Multi, request.to_bytes(), Effect::None, None).await?;
+        let response = decode::<MultiResponse>(&reply)?;
+        if let Some(index) = response.results.iter().position(is_failure) {
+            let error = match &response.results[index] {
+                MultiResult::Error(code) => Error::from_code(*code),
+                _ => Error::RuntimeInconsistency,
+            };
+            return Err(Error::MultiFailed { index, error: Box::new(error) });
+        }
+        response.results.into_iter().map(|r| self.op_result(r)).collect()
+    }
+
+    /// Runs several reads in one round trip (servers 3.6+). Each read succeeds or fails on
+    /// its own; no watches are set.
+    pub async fn multi_read(&self, ops: &[ReadOp]) -> Result<Vec<Result<ReadResult, Error>>, Error> {
+        if ops.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut request = MultiRequest::default();
+        for op in ops {
+            request.ops.push(match op {
+                ReadOp::GetData(p) => MultiOp::GetData(GetDataRequest { path: self.server_path(p)?, watch: false }),
+                ReadOp::GetChildren(p) => {
+                    MultiOp::GetChildren(GetChildrenRequest { path: self.server_path(p)?, watch: false })
+                }
+            });
+        }
+        let reply = self.call(OpCode::MultiRead, request.to_bytes(), Effect::None, None).await?;
+        let response = decode::<MultiResponse>(&reply)?;
+        Ok(response.results.into_iter().map(read_result).collect())
+    }
+
+    fn multi_op(&self, op: &Op) -> Result<MultiOp, Error> {
+        Ok(match op {
+            Op::Create { path, data, options } => {
+                let (code, _) = self.create_request(path, data, options)?;
+                let mode = options.mode;
+                let path = if mode.is_sequential() {
+                    self.server_path_sequential(path)?
+                } else {
+                    self.server_path(path)?
+                };
+                let data = Some(data.clone());
+                let acl = options.acl.clone();
+                match code {
+                    OpCode::CreateTtl => {
+                        let ttl = options.ttl.map_or(0, |t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX));
+                        MultiOp::CreateTtl(CreateTtlRequest { path, data, acl, mode, ttl })
+                    }
+                    _ if mode == CreateMode::Container => {
+                        MultiOp::CreateContainer(CreateRequest { path, data, acl, mode })
+                    }
+                    // Plain create (1): every server version accepts it inside multi.
+                    _ => MultiOp::Create(CreateRequest { path, data, acl, mode }),
+                }
+            }
+            Op::Delete { path, version } => {
+                MultiOp::Delete(DeleteRequest { path: self.server_path(path)?, version: version.unwrap_or(-1) })
+            }
+            Op::SetData { path, data, version } => MultiOp::SetData(SetDataRequest {
+                path: self.server_path(path)?,
+                data: Some(data.clone()),
+                version: version.unwrap_or(-1),
+            }),
+            Op::Check { path, version } => {
+                MultiOp::Check(CheckVersionRequest { path: self.server_path(path)?, version: *version })
+            }
+        })
+    }
+
+    fn op_result(&self, result: MultiResult) -> Result<OpResult, Error> {
+        Ok(match result {
+            MultiResult::Create(r) => OpResult::Create { path: self.client_path(&r.path), stat: None },
+            MultiResult::Create2(r) => OpResult::Create { path: self.client_path(&r.path), stat: Some(r.stat) },
+            MultiResult::Delete => OpResult::Delete,
+            MultiResult::SetData(r) => OpResult::SetData { stat: r.stat },
+            MultiResult::Check => OpResult::Check,
+            other => {
+                let _ = other;
+                return Err(Error::Protocol(crate::error::ProtocolError::UnexpectedMultiResult));
+            }
+        })
+    }
+}
+
+/// The op that made the transaction fail: the first error result other than `Ok` (ops
+/// before it) and `RuntimeInconsistency` (ops after it).
+fn is_failure(result: &MultiResult) -> bool {
+    matches!(result, MultiResult::Error(code)
+        if *code != ErrorCode::Ok && *code != ErrorCode::RuntimeInconsistency)
+}
+
+fn read_result(result: MultiResult) -> Result<ReadResult, Error> {
+    match result {
+        MultiResult::GetData(r) => Ok(ReadResult::Data { data: r.data.unwrap_or_default(), stat: r.stat }),
+        MultiResult::GetChildren(r) => Ok(ReadResult::Children { children: r.children }),
+        MultiResult::Error(code) => Err(Error::from_code(code)),
+        _ => Err(Error::Protocol(crate::error::ProtocolError::UnexpectedMultiResult)),
+    }
+}

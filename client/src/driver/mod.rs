@@ -1,0 +1,375 @@
+//! The tokio driver: one task per client owns the transport and the sans-IO [`Session`].
+//!
+//! This is the only tokio-aware code under the session. It reads into the session's receive
+//! buffer (replies reach callers as zero-copy `Bytes`), writes everything the session has to
+//! send in one write, sleeps until the session's next deadline, connects with the host
+//! rotation and backoff of [`hosts`], and routes the session's events to the callers' channels.
+
+mod hosts;
+mod transport;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::time::Instant;
+
+pub use transport::{Connect, TcpConnector};
+
+use self::hosts::Hosts;
+use crate::connect_string::HostPort;
+use crate::error::Error;
+use crate::session::{
+    Event, Reply, Request, RequestId, Session, SessionState, WatchedEvent, WatcherId,
+};
+
+/// A command from a client handle to its driver.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// Submit a request; `watcher` is registered first if given.
+    Submit {
+        request: Request,
+        reply: oneshot::Sender<Result<Reply, Error>>,
+        watcher: Option<(WatcherId, WatcherSink)>,
+    },
+    /// Close the session.
+    Close { reply: oneshot::Sender<Result<Reply, Error>> },
+    /// A watcher's receiver was dropped.
+    RemoveWatcher(WatcherId),
+}
+
+/// Where a watcher's events go.
+#[derive(Debug)]
+pub(crate) enum WatcherSink {
+    /// A one-shot watch: one event, then the watcher is gone.
+    Oneshot(oneshot::Sender<WatchedEvent>),
+    /// A persistent watch: a bounded stream; a receiver that falls behind by the whole
+    /// capacity loses the watch (the stream ends) instead of growing memory without bound.
+    Stream(mpsc::Sender<WatchedEvent>),
+}
+
+/// State the driver publishes to client handles.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) session_id: AtomicI64,
+    pub(crate) state: watch::Sender<SessionState>,
+    pub(crate) state_events: broadcast::Sender<SessionState>,
+}
+
+impl Shared {
+    pub(crate) fn new() -> Self {
+        Self {
+            session_id: AtomicI64::new(0),
+            state: watch::Sender::new(SessionState::Connecting),
+            state_events: broadcast::Sender::new(64),
+        }
+    }
+}
+
+type ConnectFuture<S> = Pin<Box<dyn Future<Output = io::Result<S>> + Send>>;
+
+/// The driver task's state.
+pub(crate) struct Driver<C: Connect> {
+    session: Session,
+    connector: C,
+    hosts: Hosts,
+    commands: mpsc::Receiver<Command>,
+    commands_closed: bool,
+    shared: Arc<Shared>,
+    replies: HashMap<RequestId, oneshot::Sender<Result<Reply, Error>>>,
+    watchers: HashMap<WatcherId, WatcherSink>,
+    reader: Option<ReadHalf<C::Stream>>,
+    writer: Option<WriteHalf<C::Stream>>,
+    out: Bytes,
+    connecting: Option<ConnectFuture<C::Stream>>,
+    handshaking: bool,
+}
+
+impl<C: Connect> Driver<C> {
+    pub(crate) fn new(
+        session: Session,
+        hosts: Vec<HostPort>,
+        connector: C,
+        commands: mpsc::Receiver<Command>,
+        shared: Arc<Shared>,
+    ) -> Self {
+        Self {
+            session,
+            connector,
+            hosts: Hosts::new(hosts),
+            commands,
+            commands_closed: false,
+            shared,
+            replies: HashMap::new(),
+            watchers: HashMap::new(),
+            reader: None,
+            writer: None,
+            out: Bytes::new(),
+            connecting: None,
+            handshaking: false,
+        }
+    }
+
+    /// Runs until the session has ended and every client handle is gone.
+    pub(crate) async fn run(mut self) {
+        loop {
+            self.dispatch_events();
+            if self.session.state().is_terminal() && self.commands_closed {
+                return;
+            }
+            self.start_connect_if_wanted();
+            self.step().await;
+            self.take_transmit();
+        }
+    }
+
+    async fn step(&mut self) {
+        let deadline = self.session.poll_timeout().map(Instant::from_std);
+        let reading = self.reader.is_some();
+        let writing = self.writer.is_some() && !self.out.is_empty();
+        tokio::select! {
+            cmd = self.commands.recv(), if !self.commands_closed => self.on_command(cmd),
+            read = read_some(self.reader.as_mut(), self.session.recv_buffer()), if reading => {
+                self.on_read(read);
+            }
+            written = write_some(self.writer.as_mut(), &self.out), if writing => self.on_write(written),
+            stream = poll_connect(self.connecting.as_mut()), if self.connecting.is_some() => {
+                self.on_connect_result(stream);
+            }
+            () = sleep_until(deadline), if deadline.is_some() => {
+                self.session.handle_timeout(now());
+            }
+        }
+    }
+
+    fn on_command(&mut self, cmd: Option<Command>) {
+        let now = now();
+        match cmd {
+            Some(Command::Submit { request, reply, watcher }) => {
+                if let Some((id, sink)) = watcher {
+                    self.watchers.insert(id, sink);
+                }
+                let id = self.session.submit(now, request);
+                self.replies.insert(id, reply);
+            }
+            Some(Command::Close { reply }) => {
+                let id = self.session.close(now);
+                self.replies.insert(id, reply);
+            }
+            Some(Command::RemoveWatcher(id)) => {
+                self.watchers.remove(&id);
+                self.session.remove_watcher(id);
+            }
+            None => {
+                // Every handle is gone: end the session now rather than leave it (and its
+                // ephemeral nodes) to expire on the server.
+                self.commands_closed = true;
+                if !self.session.state().is_terminal() {
+                    self.session.close(now);
+                }
+            }
+        }
+    }
+
+    fn on_read(&mut self, read: io::Result<usize>) {
+        let now = now();
+        match read {
+            Ok(n) if n > 0 => self.session.handle_received(now),
+            Ok(_) | Err(_) => {
+                tracing::debug!(?read, "connection closed by the server or failed");
+                self.close_transport();
+                self.session.handle_disconnected(now);
+            }
+        }
+    }
+
+    fn on_write(&mut self, written: io::Result<usize>) {
+        match written {
+            Ok(n) if n > 0 => self.out.advance(n),
+            Ok(_) | Err(_) => {
+                tracing::debug!(?written, "write failed");
+                self.close_transport();
+                self.session.handle_disconnected(now());
+            }
+        }
+    }
+
+    fn on_connect_result(&mut self, stream: io::Result<C::Stream>) {
+        self.connecting = None;
+        match stream {
+            Ok(stream) => {
+                self.prune_cancelled();
+                let (reader, writer) = tokio::io::split(stream);
+                self.reader = Some(reader);
+                self.writer = Some(writer);
+                self.handshaking = true;
+                self.session.handle_connected(now());
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "connect attempt failed");
+                self.hosts.on_failed();
+            }
+        }
+    }
+
+    fn start_connect_if_wanted(&mut self) {
+        if !self.session.wants_connection() || self.connecting.is_some() || self.reader.is_some() {
+            return;
+        }
+        self.prune_cancelled();
+        let (host, pause) = self.hosts.next();
+        let timeout = self.session.connect_timeout();
+        let connector = self.connector.clone();
+        tracing::debug!(%host, ?pause, "connecting");
+        self.connecting = Some(Box::pin(async move {
+            tokio::time::sleep(pause).await;
+            match tokio::time::timeout(timeout, connector.connect(&host)).await {
+                Ok(result) => result,
+                Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")),
+            }
+        }));
+    }
+
+    /// Requests whose callers left before they were written are never sent.
+    fn prune_cancelled(&mut self) {
+        if self.session.queued() == 0 {
+            return;
+        }
+        let gone: Vec<RequestId> =
+            self.replies.iter().filter(|(_, tx)| tx.is_closed()).map(|(id, _)| *id).collect();
+        for id in gone {
+            self.session.cancel(id);
+            self.replies.remove(&id);
+        }
+    }
+
+    fn take_transmit(&mut self) {
+        if let Some(bytes) = self.session.poll_transmit() {
+            if self.out.is_empty() {
+                self.out = bytes;
+            } else {
+                // Only after a partial write: keep everything in one buffer, in order.
+                let mut joined = Vec::with_capacity(self.out.len() + bytes.len());
+                joined.extend_from_slice(&self.out);
+                joined.extend_from_slice(&bytes);
+                self.out = joined.into();
+            }
+        }
+    }
+
+    fn close_transport(&mut self) {
+        if self.handshaking {
+            self.hosts.on_failed();
+            self.handshaking = false;
+        }
+        self.reader = None;
+        self.writer = None;
+        self.out = Bytes::new();
+    }
+
+    fn dispatch_events(&mut self) {
+        while let Some(event) = self.session.poll_event() {
+            match event {
+                Event::Reply { id, result } => {
+                    if let Some(tx) = self.replies.remove(&id) {
+                        let _ = tx.send(result);
+                    }
+                }
+                Event::Watch { watcher, event } => self.deliver(watcher, event),
+                Event::State(state) => self.publish(state),
+                Event::DropConnection(reason) => {
+                    tracing::debug!(?reason, "dropping the connection");
+                    self.close_transport();
+                }
+            }
+        }
+    }
+
+    fn deliver(&mut self, watcher: WatcherId, event: WatchedEvent) {
+        let ends = event.state != crate::proto::KeeperState::SyncConnected;
+        match self.watchers.remove(&watcher) {
+            Some(WatcherSink::Oneshot(tx)) => {
+                let _ = tx.send(event);
+            }
+            Some(WatcherSink::Stream(tx)) => {
+                let keep = tx.try_send(event).is_ok() && !ends;
+                if keep {
+                    self.watchers.insert(watcher, WatcherSink::Stream(tx));
+                } else {
+                    self.session.remove_watcher(watcher);
+                }
+            }
+            None => {
+                self.session.remove_watcher(watcher);
+            }
+        }
+    }
+
+    fn publish(&mut self, state: SessionState) {
+        if state.is_connected() {
+            self.handshaking = false;
+            self.hosts.on_connected();
+        }
+        self.shared.session_id.store(self.session.session_id(), Ordering::Relaxed);
+        self.shared.state.send_replace(state);
+        let _ = self.shared.state_events.send(state);
+    }
+
+    /// Host count, for building the session config.
+    #[allow(dead_code)]
+    pub(crate) fn host_count(&self) -> usize {
+        self.hosts.len()
+    }
+}
+
+fn now() -> std::time::Instant {
+    Instant::now().into_std()
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn read_some<R: tokio::io::AsyncRead + Unpin>(
+    reader: Option<&mut R>,
+    buf: &mut bytes::BytesMut,
+) -> io::Result<usize> {
+    match reader {
+        Some(r) => {
+            // Keep room for a typical reply without reallocating per read.
+            buf.reserve(64 * 1024);
+            r.read_buf(buf).await
+        }
+        None => std::future::pending().await,
+    }
+}
+
+async fn write_some<W: tokio::io::AsyncWrite + Unpin>(
+    writer: Option<&mut W>,
+    out: &[u8],
+) -> io::Result<usize> {
+    match writer {
+        Some(w) => {
+            let n = w.write(out).await?;
+            w.flush().await?;
+            Ok(n)
+        }
+        None => std::future::pending().await,
+    }
+}
+
+async fn poll_connect<S>(connecting: Option<&mut ConnectFuture<S>>) -> io::Result<S> {
+    match connecting {
+        Some(fut) => fut.await,
+        None => std::future::pending().await,
+    }
+}
