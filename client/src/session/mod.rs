@@ -86,6 +86,8 @@ pub struct Session {
     events: VecDeque<Event>,
     timers: Timers,
     closing: Option<RequestId>,
+    /// A close whose connection dropped before its reply: answered Ok once the session ends.
+    close_unanswered: Option<RequestId>,
 }
 
 /// The connection phase.
@@ -124,6 +126,7 @@ impl Session {
             events: VecDeque::new(),
             timers: Timers::new(now),
             closing: None,
+            close_unanswered: None,
         }
     }
 
@@ -202,13 +205,14 @@ impl Session {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let deadlines = self.queued.iter().filter_map(|q| q.request.deadline);
         let in_flight = self.pending.iter().filter_map(Pending::deadline);
+        let auths = self.pending_auth.iter().filter_map(PendingAuth::deadline);
         let timer = match self.conn {
             Conn::Idle if self.state.is_terminal() => None,
             Conn::Idle => self.timers.expiry_at(self.negotiated, self.session_id),
             Conn::AwaitingConnectResponse => Some(self.timers.connect_deadline(self.connect_timeout())),
             Conn::Open => Some(self.timers.open_deadline(self.negotiated_or_requested())),
         };
-        deadlines.chain(in_flight).chain(timer).min()
+        deadlines.chain(in_flight).chain(auths).chain(timer).min()
     }
 
     // ===== commands =====
@@ -290,7 +294,8 @@ impl Session {
         self.write_connect_request();
         for body in self.auths.clone() {
             self.write_frame(now, AUTH_XID, OpCode::Auth, &body);
-            self.pending_auth.push_back(PendingAuth { id: None, body, replay: false });
+            let replay = PendingAuth { id: None, deadline: None, body, replay: false };
+            self.pending_auth.push_back(replay);
         }
         for batch in self.watches.set_watches_batches(self.last_zxid) {
             let xid = self.xids.next();
@@ -479,9 +484,16 @@ impl Session {
             return;
         }
         while let Some(Queued { id, request }) = self.queued.pop_front() {
+            // A driver may handle input (e.g. the ConnectResponse) before a timer that is
+            // already due: a request whose deadline passed must still never be written.
+            if request.deadline.is_some_and(|d| d <= now) {
+                self.answer(id, Err(Error::Timeout));
+                continue;
+            }
             if request.op == OpCode::Auth {
                 self.write_frame(now, AUTH_XID, OpCode::Auth, &request.body);
-                let auth = PendingAuth { id: Some(id), body: request.body, replay: true };
+                let deadline = request.deadline;
+                let auth = PendingAuth { id: Some(id), deadline, body: request.body, replay: true };
                 self.pending_auth.push_back(auth);
                 continue;
             }
@@ -539,6 +551,9 @@ impl Session {
         });
         for pending in &mut self.pending {
             expired.extend(pending.abandon_if_due(now));
+        }
+        for auth in &mut self.pending_auth {
+            expired.extend(auth.abandon_if_due(now));
         }
         for id in expired {
             self.answer(id, Err(Error::Timeout));
@@ -611,6 +626,9 @@ impl Session {
             // The server closes the socket right after confirming closeSession; either way
             // the session is over for us.
             self.end(SessionState::Closed, Error::Closed);
+            if let Some(id) = self.close_unanswered.take() {
+                self.answer(id, Ok(Reply { zxid: self.last_zxid, body: Bytes::new() }));
+            }
             return;
         }
         if self.state.is_connected() {
@@ -621,9 +639,14 @@ impl Session {
 
     fn fail_in_flight(&mut self, err: &Error) {
         for pending in std::mem::take(&mut self.pending) {
-            if let Some(id) = pending.waiting_id() {
-                self.answer(id, Err(err.clone()));
+            let Some(id) = pending.waiting_id() else { continue };
+            if pending.op == OpCode::CloseSession && *err == Error::ConnectionLoss {
+                // A close cut off by the connection still ends the session, which is what
+                // the caller asked for: it succeeds (answered when the session ends).
+                self.close_unanswered = Some(id);
+                continue;
             }
+            self.answer(id, Err(err.clone()));
         }
         for auth in std::mem::take(&mut self.pending_auth) {
             if let Some(id) = auth.id {
@@ -637,9 +660,13 @@ impl Session {
         if self.state.is_terminal() {
             return;
         }
+        // Fail what is in flight with the terminal error *before* dropping the transport,
+        // which would answer it with ConnectionLoss: after AuthFailed those requests can
+        // never be answered on this session, and callers must not retry them as if the
+        // connection had merely dropped (Java's conLossPacket reports AUTHFAILED too).
+        self.fail_in_flight(&err);
         let reason = if self.conn == Conn::Idle { None } else { Some(DropReason::SessionEnded) };
         self.conn_to_idle(reason);
-        self.fail_in_flight(&err);
         for Queued { id, .. } in std::mem::take(&mut self.queued) {
             self.answer(id, Err(err.clone()));
         }

@@ -86,6 +86,9 @@ impl Pending {
 pub(crate) struct PendingAuth {
     /// The caller waiting, `None` for a replay or a caller who left.
     pub(crate) id: Option<RequestId>,
+    /// When the caller stops waiting: auth replies come inline, but a request's deadline
+    /// holds for auth like for any other request.
+    pub(crate) deadline: Option<Instant>,
     /// The encoded AuthPacket, kept to replay on every reconnect once accepted.
     pub(crate) body: Bytes,
     /// Whether to remember the credential for replay when the server accepts it.
@@ -93,6 +96,19 @@ pub(crate) struct PendingAuth {
 }
 
 impl PendingAuth {
+    /// The deadline of a caller still waiting.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.id.and(self.deadline)
+    }
+
+    /// Stops waiting if the deadline has passed, returning the id to answer with a timeout.
+    pub(crate) fn abandon_if_due(&mut self, now: Instant) -> Option<RequestId> {
+        if self.deadline()? <= now {
+            return self.id.take();
+        }
+        None
+    }
+
     /// Stops waiting for `id`; returns whether this entry was it.
     pub(crate) fn abandon(&mut self, id: RequestId) -> bool {
         if self.id == Some(id) {
