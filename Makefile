@@ -9,7 +9,7 @@ deps:
 	@./.ci/install-deps
 
 demo: deps
-	$(CARGO) run -q -p zkwire-testing --example handshake
+	$(CARGO) run -q -p zkwire-testing --example demo
 
 test: deps
 	tests/golden/generate.sh --check

@@ -1,2 +1,5 @@
-//! Test harness for zkwire.
+//! Test harness for zkwire: real ZooKeeper servers and ensembles, and shared test helpers.
 #![forbid(unsafe_code)]
+
+pub mod server;
+pub mod support;

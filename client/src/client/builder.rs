@@ -11,7 +11,8 @@ use super::{Client, Inner};
 use crate::connect_string::ConnectString;
 use crate::driver::{Connect, Driver, Shared, TcpConnector};
 use crate::error::Error;
-use crate::jute::DEFAULT_MAX_FRAME_LEN;
+use crate::jute::{Encode, DEFAULT_MAX_FRAME_LEN};
+use crate::proto::AuthPacket;
 use crate::session::{Session, SessionConfig, SessionState};
 
 /// Settings for a [`Client`].
@@ -161,6 +162,7 @@ impl ClientBuilder {
             max_request_len: self.max_request_len,
             max_frame_len: self.max_frame_len,
             resume: self.resume,
+            auth: self.auth.into_iter().map(auth_packet).collect(),
         };
         let session = Session::new(config, tokio::time::Instant::now().into_std());
         let (tx, rx) = mpsc::channel(self.command_capacity);
@@ -174,12 +176,12 @@ impl ClientBuilder {
             next_watcher: AtomicU64::new(0),
             watch_capacity: self.watch_capacity,
         };
-        let client = Client { inner: Arc::new(inner), timeout: self.request_timeout };
-        for (scheme, auth) in self.auth {
-            client.submit_auth(scheme, auth);
-        }
-        Ok(client)
+        Ok(Client { inner: Arc::new(inner), timeout: self.request_timeout })
     }
+}
+
+fn auth_packet((scheme, auth): (String, Bytes)) -> Bytes {
+    AuthPacket { auth_type: 0, scheme, auth: Some(auth) }.to_bytes()
 }
 
 impl Client {

@@ -382,13 +382,6 @@ impl Client {
         rx.await.unwrap_or(Err(Error::Closed))
     }
 
-    pub(crate) fn submit_auth(&self, scheme: String, auth: Bytes) {
-        let body = AuthPacket { auth_type: 0, scheme, auth: Some(auth) };
-        let (tx, _rx) = oneshot::channel();
-        let request = Request::new(OpCode::Auth, body.to_bytes());
-        let _ = self.inner.commands.try_send(Command::Submit { request, reply: tx, watcher: None });
-    }
-
     pub(crate) fn close_quietly(&self) {
         let (tx, _rx) = oneshot::channel();
         let _ = self.inner.commands.try_send(Command::Close { reply: tx });

@@ -106,6 +106,7 @@ impl Session {
     pub fn new(config: SessionConfig, now: Instant) -> Self {
         let (session_id, passwd) = config.resume.clone().unwrap_or((0, Bytes::from_static(&[0; 16])));
         let decoder = FrameDecoder::new(config.max_frame_len);
+        let auths = config.auth.clone();
         Self {
             config,
             state: SessionState::Connecting,
@@ -119,7 +120,7 @@ impl Session {
             queued: VecDeque::new(),
             pending: VecDeque::new(),
             pending_auth: VecDeque::new(),
-            auths: Vec::new(),
+            auths,
             watches: Watches::default(),
             decoder,
             transmit: BytesMut::new(),

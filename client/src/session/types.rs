@@ -193,6 +193,9 @@ pub struct SessionConfig {
     pub max_frame_len: usize,
     /// An existing session to resume: (session id, password).
     pub resume: Option<(i64, Bytes)>,
+    /// Credentials sent right after every ConnectRequest, before any request: encoded
+    /// `AuthPacket`s. A refusal is terminal ([`SessionState::AuthFailed`]).
+    pub auth: Vec<Bytes>,
 }
 
 impl Default for SessionConfig {
@@ -205,6 +208,7 @@ impl Default for SessionConfig {
             max_request_len: 0xfffff,
             max_frame_len: crate::jute::DEFAULT_MAX_FRAME_LEN,
             resume: None,
+            auth: Vec::new(),
         }
     }
 }

@@ -1,0 +1,153 @@
+//! Every watch kind against a real ZooKeeper server: each event delivered exactly once and
+//! ordered with replies.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+use std::time::Duration;
+
+use zkwire::{AddWatchMode, CreateMode, CreateOptions, Error, EventType, KeeperState, WatcherType};
+use zkwire_testing::support::client_in_chroot;
+
+fn persistent() -> CreateOptions {
+    CreateOptions::new(CreateMode::Persistent)
+}
+
+/// The event must already be there: the server sends a notification before the reply that
+/// shows the change, and the client delivers both in order.
+async fn ready<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(Duration::ZERO, f).await.expect("event delivered before the reply")
+}
+
+#[tokio::test]
+async fn data_watch_fires_once_before_the_write_reply() {
+    let c = client_in_chroot("w_data").await;
+    c.create("/n", b"", &persistent()).await.unwrap();
+    let (_, _, watcher) = c.get_data_and_watch("/n").await.unwrap();
+    c.set_data("/n", b"1", None).await.unwrap();
+    let event = ready(watcher).await;
+    assert_eq!((event.event_type, event.path.as_str()), (EventType::NodeDataChanged, "/n"));
+    assert_eq!(event.state, KeeperState::SyncConnected);
+    // A watch on a missing node is not left by getData.
+    assert_eq!(c.get_data_and_watch("/missing").await.err(), Some(Error::NoNode));
+    c.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn exist_watch_on_missing_node_fires_on_create() {
+    let c = client_in_chroot("w_exist").await;
+    let (stat, watcher) = c.exists_and_watch("/later").await.unwrap();
+    assert!(stat.is_none());
+    c.create("/later", b"", &persistent()).await.unwrap();
+    let event = ready(watcher).await;
+    assert_eq!((event.event_type, event.path.as_str()), (EventType::NodeCreated, "/later"));
+    let (stat, watcher) = c.exists_and_watch("/later").await.unwrap();
+    assert!(stat.is_some());
+    c.delete("/later", None).await.unwrap();
+    assert_eq!(ready(watcher).await.event_type, EventType::NodeDeleted);
+    c.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn child_watch_fires_on_children_change_and_delete() {
+    let c = client_in_chroot("w_child").await;
+    c.create("/p", b"", &persistent()).await.unwrap();
+    let (_, _, watcher) = c.get_children_and_watch("/p").await.unwrap();
+    c.create("/p/k", b"", &persistent()).await.unwrap();
+    let event = ready(watcher).await;
+    assert_eq!((event.event_type, event.path.as_str()), (EventType::NodeChildrenChanged, "/p"));
+    c.delete("/p/k", None).await.unwrap();
+    let (_, _, watcher) = c.get_children_and_watch("/p").await.unwrap();
+    c.delete("/p", None).await.unwrap();
+    assert_eq!(ready(watcher).await.event_type, EventType::NodeDeleted);
+    c.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn persistent_watch_keeps_firing_for_its_node_only() {
+    let c = client_in_chroot("w_persistent").await;
+    let mut w = c.add_watch("/n", AddWatchMode::Persistent).await.unwrap();
+    c.create("/n", b"", &persistent()).await.unwrap();
+    c.set_data("/n", b"1", None).await.unwrap();
+    c.create("/n/kid", b"", &persistent()).await.unwrap();
+    c.set_data("/n/kid", b"ignored", None).await.unwrap();
+    c.set_data("/n", b"2", None).await.unwrap();
+    let expected = [
+        (EventType::NodeCreated, "/n"),
+        (EventType::NodeDataChanged, "/n"),
+        (EventType::NodeChildrenChanged, "/n"),
+        (EventType::NodeDataChanged, "/n"),
+    ];
+    for (event_type, path) in expected {
+        let e = ready(w.next()).await.unwrap();
+        assert_eq!((e.event_type, e.path.as_str()), (event_type, path));
+    }
+    let extra = tokio::time::timeout(Duration::from_millis(100), w.next()).await;
+    assert!(extra.is_err(), "exactly once: got an extra {extra:?}");
+    c.close().await.unwrap();
+    let end = w.next().await.unwrap();
+    assert_eq!((end.event_type, end.state), (EventType::None, KeeperState::Closed));
+    assert_eq!(w.next().await, None);
+}
+
+#[tokio::test]
+async fn recursive_watch_covers_the_subtree_without_child_events() {
+    let c = client_in_chroot("w_recursive").await;
+    let mut w = c.add_watch("/r", AddWatchMode::PersistentRecursive).await.unwrap();
+    c.create("/r", b"", &persistent()).await.unwrap();
+    c.create("/r/a", b"", &persistent()).await.unwrap();
+    c.create("/r/a/b", b"", &persistent()).await.unwrap();
+    c.set_data("/r/a/b", b"x", None).await.unwrap();
+    c.delete("/r/a/b", None).await.unwrap();
+    c.create("/elsewhere", b"", &persistent()).await.unwrap();
+    let expected = [
+        (EventType::NodeCreated, "/r"),
+        (EventType::NodeCreated, "/r/a"),
+        (EventType::NodeCreated, "/r/a/b"),
+        (EventType::NodeDataChanged, "/r/a/b"),
+        (EventType::NodeDeleted, "/r/a/b"),
+    ];
+    for (event_type, path) in expected {
+        let e = ready(w.next()).await.unwrap();
+        assert_eq!((e.event_type, e.path.as_str()), (event_type, path));
+    }
+    let extra = tokio::time::timeout(Duration::from_millis(100), w.next()).await;
+    assert!(extra.is_err(), "no NodeChildrenChanged and nothing outside: got {extra:?}");
+    c.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn one_notification_fans_out_to_every_local_watcher() {
+    let c = client_in_chroot("w_fanout").await;
+    c.create("/n", b"", &persistent()).await.unwrap();
+    let (_, _, w1) = c.get_data_and_watch("/n").await.unwrap();
+    let (_, _, w2) = c.get_data_and_watch("/n").await.unwrap();
+    let (_, w3) = c.exists_and_watch("/n").await.unwrap();
+    c.set_data("/n", b"1", None).await.unwrap();
+    for w in [w1, w2, w3] {
+        assert_eq!(ready(w).await.event_type, EventType::NodeDataChanged);
+    }
+    c.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn remove_and_check_watches() {
+    let c = client_in_chroot("w_remove").await;
+    c.create("/n", b"", &persistent()).await.unwrap();
+    let (_, _, watcher) = c.get_data_and_watch("/n").await.unwrap();
+    c.check_watches("/n", WatcherType::Data).await.unwrap();
+    assert_eq!(c.check_watches("/n", WatcherType::Children).await, Err(Error::NoWatcher));
+    c.remove_watches("/n", WatcherType::Data).await.unwrap();
+    let event = ready(watcher).await;
+    assert_eq!((event.event_type, event.path.as_str()), (EventType::DataWatchRemoved, "/n"));
+    assert_eq!(c.check_watches("/n", WatcherType::Data).await, Err(Error::NoWatcher));
+    assert_eq!(c.remove_watches("/n", WatcherType::Data).await, Err(Error::NoWatcher));
+    c.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn one_shot_watcher_ends_when_the_session_closes() {
+    let c = client_in_chroot("w_close").await;
+    let (_, watcher) = c.exists_and_watch("/never").await.unwrap();
+    c.close().await.unwrap();
+    let event = watcher.await;
+    assert_eq!((event.event_type, event.state), (EventType::None, KeeperState::Closed));
+}
