@@ -29,7 +29,7 @@ pub mod path;
 pub mod session;
 
 pub use client::{
-    Client, ClientBuilder, CreateOptions, OneshotWatcher, Op, OpResult, PersistentWatcher,
+    Client, ClientBuilder, ClientStats, CreateOptions, OneshotWatcher, Op, OpResult, PersistentWatcher,
     ReadOp, ReadResult, StateStream, WatchedEvent,
 };
 pub use error::Error;

@@ -27,7 +27,9 @@ use crate::session::{Session, SessionConfig, SessionState};
 ///     .await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
+///
+/// `Debug` redacts credentials and session passwords.
+#[derive(Clone)]
 pub struct ClientBuilder {
     session_timeout: Duration,
     connect_timeout: Option<Duration>,
@@ -39,6 +41,22 @@ pub struct ClientBuilder {
     watch_capacity: usize,
     command_capacity: usize,
     resume: Option<(i64, Bytes)>,
+}
+
+impl std::fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let schemes: Vec<&str> = self.auth.iter().map(|(s, _)| s.as_str()).collect();
+        f.debug_struct("ClientBuilder")
+            .field("session_timeout", &self.session_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("read_only", &self.read_only)
+            .field("max_frame_len", &self.max_frame_len)
+            .field("max_request_len", &self.max_request_len)
+            .field("request_timeout", &self.request_timeout)
+            .field("auth_schemes", &schemes)
+            .field("resume", &self.resume.as_ref().map(|(id, _)| format!("{id:#x} <redacted>")))
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for ClientBuilder {

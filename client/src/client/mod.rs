@@ -24,6 +24,25 @@ use crate::path::{self, Chroot};
 use crate::proto::*;
 use crate::session::{self, Effect, Reply, Request, SessionState, WatchKind, WatcherId};
 
+/// A snapshot of a client's internal counters ([`Client::stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct ClientStats {
+    /// Requests written and awaiting their reply (pings and SetWatches included).
+    pub in_flight: usize,
+    /// Requests waiting for a connection.
+    pub queued: usize,
+    /// Local watchers registered.
+    pub watches: usize,
+    /// Callers waiting for an answer.
+    pub waiting_callers: usize,
+    /// Transports opened so far (1 + reconnects).
+    pub connections: usize,
+    /// Whether the background task still runs (it stops once the session is over and every
+    /// clone is dropped).
+    pub driver_running: bool,
+}
+
 /// A ZooKeeper client: one session, shared by every clone.
 ///
 /// Cloning is cheap (an `Arc`). A background task owns the connection; it ends the session
@@ -96,6 +115,26 @@ impl Client {
     /// The session id (0 before the first handshake).
     pub fn session_id(&self) -> i64 {
         self.inner.shared.session_id.load(Ordering::Relaxed)
+    }
+
+    /// The session password (16 bytes; empty before the first handshake). With
+    /// [`session_id`](Self::session_id) it lets another client resume this session
+    /// ([`ClientBuilder::with_session`]). Keep it secret.
+    pub fn session_password(&self) -> Bytes {
+        self.inner.shared.passwd.lock().map(|p| p.clone()).unwrap_or_default()
+    }
+
+    /// Counters for leak checks and monitoring.
+    pub fn stats(&self) -> ClientStats {
+        let s = &self.inner.shared;
+        ClientStats {
+            in_flight: s.in_flight.load(Ordering::Relaxed),
+            queued: s.queued.load(Ordering::Relaxed),
+            watches: s.watches.load(Ordering::Relaxed),
+            waiting_callers: s.waiting.load(Ordering::Relaxed),
+            connections: s.connections.load(Ordering::Relaxed),
+            driver_running: s.driver_running.load(Ordering::Acquire),
+        }
     }
 
     /// The current session state.

@@ -12,6 +12,7 @@ use crate::connect_string::HostPort;
 #[derive(Debug)]
 pub(crate) struct Hosts {
     hosts: Vec<HostPort>,
+    preferred: Option<HostPort>,
     next: usize,
     failures_in_round: usize,
     attempts: u64,
@@ -24,11 +25,15 @@ impl Hosts {
         for i in (1..hosts.len()).rev() {
             hosts.swap(i, rng.below(i as u64 + 1) as usize);
         }
-        Self { hosts, next: 0, failures_in_round: 0, attempts: 0, rng }
+        Self { hosts, preferred: None, next: 0, failures_in_round: 0, attempts: 0, rng }
     }
 
     /// The host to try next and how long to wait before trying it.
     pub(crate) fn next(&mut self) -> (HostPort, Duration) {
+        if let Some(host) = self.preferred.take() {
+            self.attempts += 1;
+            return (host, Duration::ZERO);
+        }
         let pause = if self.attempts == 0 {
             Duration::ZERO
         } else {
@@ -56,8 +61,14 @@ impl Hosts {
         self.failures_in_round += 1;
     }
 
-    pub(crate) fn len(&self) -> usize {
-        self.hosts.len()
+    /// Makes `host` the next attempt, without a pause (a read/write server was found).
+    pub(crate) fn prefer(&mut self, host: HostPort) {
+        self.preferred = Some(host);
+    }
+
+    /// Every host, in rotation order.
+    pub(crate) fn all(&self) -> &[HostPort] {
+        &self.hosts
     }
 }
 

@@ -12,8 +12,9 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
@@ -58,17 +59,40 @@ pub(crate) enum WatcherSink {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) session_id: AtomicI64,
+    pub(crate) passwd: Mutex<Bytes>,
     pub(crate) state: watch::Sender<SessionState>,
     pub(crate) state_events: broadcast::Sender<SessionState>,
+    pub(crate) in_flight: AtomicUsize,
+    pub(crate) queued: AtomicUsize,
+    pub(crate) watches: AtomicUsize,
+    pub(crate) waiting: AtomicUsize,
+    pub(crate) driver_running: AtomicBool,
+    pub(crate) connections: AtomicUsize,
 }
 
 impl Shared {
     pub(crate) fn new() -> Self {
         Self {
             session_id: AtomicI64::new(0),
+            passwd: Mutex::new(Bytes::new()),
             state: watch::Sender::new(SessionState::Connecting),
             state_events: broadcast::Sender::new(64),
+            in_flight: AtomicUsize::new(0),
+            queued: AtomicUsize::new(0),
+            watches: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+            driver_running: AtomicBool::new(true),
+            connections: AtomicUsize::new(0),
         }
+    }
+}
+
+/// Marks the driver stopped however its task ends (return, panic or runtime shutdown).
+struct RunningGuard(Arc<Shared>);
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        self.0.driver_running.store(false, Ordering::Release);
     }
 }
 
@@ -89,6 +113,8 @@ pub(crate) struct Driver<C: Connect> {
     out: Bytes,
     connecting: Option<ConnectFuture<C::Stream>>,
     handshaking: bool,
+    current_host: Option<HostPort>,
+    rw_probe: Option<Pin<Box<dyn Future<Output = HostPort> + Send>>>,
 }
 
 impl<C: Connect> Driver<C> {
@@ -113,20 +139,33 @@ impl<C: Connect> Driver<C> {
             out: Bytes::new(),
             connecting: None,
             handshaking: false,
+            current_host: None,
+            rw_probe: None,
         }
     }
 
     /// Runs until the session has ended and every client handle is gone.
     pub(crate) async fn run(mut self) {
+        let _running = RunningGuard(self.shared.clone());
         loop {
             self.dispatch_events();
+            self.publish_counts();
             if self.session.state().is_terminal() && self.commands_closed {
                 return;
             }
             self.start_connect_if_wanted();
+            self.update_rw_probe();
             self.step().await;
             self.take_transmit();
         }
+    }
+
+    fn publish_counts(&self) {
+        let s = &self.shared;
+        s.in_flight.store(self.session.in_flight(), Ordering::Relaxed);
+        s.queued.store(self.session.queued(), Ordering::Relaxed);
+        s.watches.store(self.watchers.len().max(self.session.watch_count()), Ordering::Relaxed);
+        s.waiting.store(self.replies.len(), Ordering::Relaxed);
     }
 
     async fn step(&mut self) {
@@ -145,7 +184,34 @@ impl<C: Connect> Driver<C> {
             () = sleep_until(deadline), if deadline.is_some() => {
                 self.session.handle_timeout(now());
             }
+            host = poll_probe(self.rw_probe.as_mut()), if self.rw_probe.is_some() => {
+                self.on_rw_server_found(host);
+            }
         }
+    }
+
+    /// While a read-only server serves us, look for a read/write one in the background
+    /// (the `isro` four-letter word, 100 ms doubling to 60 s between probes, as the Java
+    /// client).
+    fn update_rw_probe(&mut self) {
+        if self.session.state() != SessionState::ConnectedReadOnly {
+            self.rw_probe = None;
+            return;
+        }
+        if self.rw_probe.is_none() {
+            let others: Vec<HostPort> =
+                self.hosts.all().iter().filter(|h| Some(*h) != self.current_host.as_ref()).cloned().collect();
+            let candidates = if others.is_empty() { self.hosts.all().to_vec() } else { others };
+            self.rw_probe = Some(Box::pin(find_rw_server(self.connector.clone(), candidates)));
+        }
+    }
+
+    fn on_rw_server_found(&mut self, host: HostPort) {
+        tracing::debug!(%host, "read/write server found; leaving the read-only server");
+        self.rw_probe = None;
+        self.hosts.prefer(host);
+        self.close_transport();
+        self.session.handle_disconnected(now());
     }
 
     fn on_command(&mut self, cmd: Option<Command>) {
@@ -205,6 +271,7 @@ impl<C: Connect> Driver<C> {
         match stream {
             Ok(stream) => {
                 self.prune_cancelled();
+                self.shared.connections.fetch_add(1, Ordering::Relaxed);
                 let (reader, writer) = tokio::io::split(stream);
                 self.reader = Some(reader);
                 self.writer = Some(writer);
@@ -227,6 +294,7 @@ impl<C: Connect> Driver<C> {
         let timeout = self.session.connect_timeout();
         let connector = self.connector.clone();
         tracing::debug!(%host, ?pause, "connecting");
+        self.current_host = Some(host.clone());
         self.connecting = Some(Box::pin(async move {
             tokio::time::sleep(pause).await;
             match tokio::time::timeout(timeout, connector.connect(&host)).await {
@@ -317,14 +385,44 @@ impl<C: Connect> Driver<C> {
             self.hosts.on_connected();
         }
         self.shared.session_id.store(self.session.session_id(), Ordering::Relaxed);
+        if let Ok(mut passwd) = self.shared.passwd.lock() {
+            passwd.clone_from(self.session.passwd());
+        }
         self.shared.state.send_replace(state);
         let _ = self.shared.state_events.send(state);
     }
 
-    /// Host count, for building the session config.
-    #[allow(dead_code)]
-    pub(crate) fn host_count(&self) -> usize {
-        self.hosts.len()
+}
+
+/// Probes `hosts` in turn until one answers `isro` with `rw`.
+async fn find_rw_server<C: Connect>(connector: C, hosts: Vec<HostPort>) -> HostPort {
+    let mut pause = Duration::from_millis(100);
+    loop {
+        for host in &hosts {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(60));
+            if is_read_write(&connector, host).await {
+                return host.clone();
+            }
+        }
+    }
+}
+
+async fn is_read_write<C: Connect>(connector: &C, host: &HostPort) -> bool {
+    let probe = async {
+        let mut stream = connector.connect(host).await?;
+        stream.write_all(b"isro").await?;
+        let mut answer = [0u8; 2];
+        stream.read_exact(&mut answer).await?;
+        Ok::<_, io::Error>(answer == *b"rw")
+    };
+    matches!(tokio::time::timeout(Duration::from_secs(1), probe).await, Ok(Ok(true)))
+}
+
+async fn poll_probe(probe: Option<&mut Pin<Box<dyn Future<Output = HostPort> + Send>>>) -> HostPort {
+    match probe {
+        Some(fut) => fut.await,
+        None => std::future::pending().await,
     }
 }
 

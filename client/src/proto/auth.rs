@@ -1,21 +1,64 @@
 //! Authentication: `AuthPacket` and `whoAmI`.
 
+use std::fmt;
+
 use bytes::{BufMut, Bytes};
 
 use crate::jute::{decode_lossy_string, encode_str, record, skip_lossy_string, str_encoded_len};
 use crate::jute::{Decode, DecodeError, Encode, Reader};
 
-record! {
-    /// `auth` (100, xid -4): `class AuthPacket { int type; ustring scheme; buffer auth; }`
-    pub struct AuthPacket as "AuthPacket" {
-        /// Always 0.
-        pub auth_type: i32,
-        /// The scheme, e.g. `digest`.
-        pub scheme: String,
-        /// The credential, e.g. `user:password` for digest.
-        pub auth: Option<Bytes>,
+/// `auth` (100, xid -4): `class AuthPacket { int type; ustring scheme; buffer auth; }`
+///
+/// `Debug` redacts the credential.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AuthPacket {
+    /// Always 0.
+    pub auth_type: i32,
+    /// The scheme, e.g. `digest`.
+    pub scheme: String,
+    /// The credential, e.g. `user:password` for digest.
+    pub auth: Option<Bytes>,
+}
+
+impl fmt::Debug for AuthPacket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AuthPacket")
+            .field("auth_type", &self.auth_type)
+            .field("scheme", &self.scheme)
+            .field("auth", &self.auth.as_ref().map(|_| REDACTED))
+            .finish()
     }
 }
+
+impl Encode for AuthPacket {
+    fn encode<B: BufMut>(&self, buf: &mut B) {
+        self.auth_type.encode(buf);
+        encode_str(&self.scheme, buf);
+        self.auth.encode(buf);
+    }
+
+    fn encoded_len(&self) -> usize {
+        4 + str_encoded_len(&self.scheme) + self.auth.encoded_len()
+    }
+}
+
+impl Decode for AuthPacket {
+    const NAME: &'static str = "AuthPacket";
+    const MIN_LEN: usize = 12;
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Self { auth_type: r.read()?, scheme: r.read()?, auth: r.read()? })
+    }
+
+    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        r.skip::<i32>()?;
+        r.skip::<String>()?;
+        r.skip::<Option<Bytes>>()
+    }
+}
+
+/// What `Debug` shows instead of a secret.
+pub(crate) const REDACTED: &str = "<redacted>";
 
 /// One identity of the session, as reported by `whoAmI`.
 ///
@@ -59,5 +102,36 @@ record! {
     pub struct WhoAmIResponse as "WhoAmIResponse" {
         /// The session's identities.
         pub client_info: Vec<ClientInfo>,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_credentials() {
+        let packet = AuthPacket {
+            auth_type: 0,
+            scheme: "digest".into(),
+            auth: Some(Bytes::from_static(b"alice:hunter2")),
+        };
+        let shown = format!("{packet:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("digest") && shown.contains(REDACTED));
+        let connect = crate::proto::ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            timeout: 1,
+            session_id: 1,
+            passwd: Bytes::from_static(b"SECRETSECRET1234"),
+            read_only: false,
+        };
+        assert!(!format!("{connect:?}").contains("SECRET"));
+        let builder = crate::Client::builder()
+            .with_auth("digest", b"bob:hunter2".to_vec())
+            .with_session(7, Bytes::from_static(b"SECRETSECRET1234"));
+        let shown = format!("{builder:?}");
+        assert!(!shown.contains("hunter2") && !shown.contains("SECRET"), "{shown}");
     }
 }

@@ -1,6 +1,10 @@
 //! The handshake: `ConnectRequest` and `ConnectResponse`.
 
+use std::fmt;
+
 use bytes::{BufMut, Bytes};
+
+use super::auth::REDACTED;
 
 use crate::jute::{Decode, DecodeError, Encode, Reader};
 
@@ -12,8 +16,8 @@ use crate::jute::{Decode, DecodeError, Encode, Reader};
 /// }
 /// ```
 /// followed by a `boolean readOnly` that servers 3.4–3.8 read outside the record (3.9 made it a
-/// field). Always 45 bytes with a 16-byte password.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// field). Always 45 bytes with a 16-byte password. `Debug` redacts the password.
+#[derive(Clone, PartialEq, Eq)]
 pub struct ConnectRequest {
     /// Always 0.
     pub protocol_version: i32,
@@ -35,8 +39,9 @@ pub struct ConnectRequest {
 /// class ConnectResponse { int protocolVersion; int timeOut; long sessionId; buffer passwd; }
 /// ```
 /// followed by `boolean readOnly` only if the client sent its own read-only byte, so both 36
-/// and 37 bytes are valid. `timeout <= 0` means the session is expired or invalid.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// and 37 bytes are valid. `timeout <= 0` means the session is expired or invalid. `Debug`
+/// redacts the password.
+#[derive(Clone, PartialEq, Eq)]
 pub struct ConnectResponse {
     /// Always 0.
     pub protocol_version: i32,
@@ -54,6 +59,31 @@ impl ConnectResponse {
     /// Whether the server refused the session as expired or invalid.
     pub fn is_expired(&self) -> bool {
         self.timeout <= 0 || self.session_id == 0
+    }
+}
+
+impl fmt::Debug for ConnectRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnectRequest")
+            .field("protocol_version", &self.protocol_version)
+            .field("last_zxid_seen", &self.last_zxid_seen)
+            .field("timeout", &self.timeout)
+            .field("session_id", &format_args!("{:#x}", self.session_id))
+            .field("passwd", &REDACTED)
+            .field("read_only", &self.read_only)
+            .finish()
+    }
+}
+
+impl fmt::Debug for ConnectResponse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnectResponse")
+            .field("protocol_version", &self.protocol_version)
+            .field("timeout", &self.timeout)
+            .field("session_id", &format_args!("{:#x}", self.session_id))
+            .field("passwd", &REDACTED)
+            .field("read_only", &self.read_only)
+            .finish()
     }
 }
 
@@ -88,7 +118,10 @@ impl Decode for ConnectRequest {
     }
 
     fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
-        r.take(24)?;
+        r.skip::<i32>()?;
+        r.skip::<i64>()?;
+        r.skip::<i32>()?;
+        r.skip::<i64>()?;
         r.skip::<Bytes>()?;
         r.skip::<bool>()
     }
@@ -126,7 +159,9 @@ impl Decode for ConnectResponse {
     }
 
     fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
-        r.take(16)?;
+        r.skip::<i32>()?;
+        r.skip::<i32>()?;
+        r.skip::<i64>()?;
         r.skip::<Bytes>()?;
         if r.remaining() > 0 {
             r.skip::<bool>()?;

@@ -65,7 +65,8 @@ use crate::proto::{
 /// - Requests not yet written stay queued across reconnects until their deadline; written
 ///   requests fail with `ConnectionLoss` when the connection drops.
 /// - Expiry, auth failure and close are terminal and reported once.
-#[derive(Debug)]
+///
+/// `Debug` shows the state and counts, never the password or credentials.
 pub struct Session {
     config: SessionConfig,
     state: SessionState,
@@ -88,6 +89,25 @@ pub struct Session {
     closing: Option<RequestId>,
     /// A close whose connection dropped before its reply: answered Ok once the session ends.
     close_unanswered: Option<RequestId>,
+    /// Whether a read/write server has accepted the session (or it was given to resume).
+    seen_rw: bool,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("state", &self.state)
+            .field("conn", &self.conn)
+            .field("session_id", &format_args!("{:#x}", self.session_id))
+            .field("negotiated", &self.negotiated)
+            .field("last_zxid", &self.last_zxid)
+            .field("queued", &self.queued.len())
+            .field("in_flight", &self.pending.len())
+            .field("auth_in_flight", &self.pending_auth.len())
+            .field("credentials", &self.auths.len())
+            .field("watches", &self.watches.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// The connection phase.
@@ -107,6 +127,7 @@ impl Session {
         let (session_id, passwd) = config.resume.clone().unwrap_or((0, Bytes::from_static(&[0; 16])));
         let decoder = FrameDecoder::new(config.max_frame_len);
         let auths = config.auth.clone();
+        let seen_rw = config.resume.is_some();
         Self {
             config,
             state: SessionState::Connecting,
@@ -128,6 +149,7 @@ impl Session {
             timers: Timers::new(now),
             closing: None,
             close_unanswered: None,
+            seen_rw,
         }
     }
 
@@ -390,6 +412,7 @@ impl Session {
         self.negotiated = Some(Duration::from_millis(u64::from(response.timeout.unsigned_abs())));
         self.conn = Conn::Open;
         let read_only = response.read_only == Some(true);
+        self.seen_rw |= !read_only;
         self.set_state(if read_only { SessionState::ConnectedReadOnly } else { SessionState::Connected });
         self.flush(now);
     }
@@ -515,8 +538,11 @@ impl Session {
             protocol_version: 0,
             last_zxid_seen: self.last_zxid,
             timeout: i32::try_from(self.config.session_timeout.as_millis()).unwrap_or(i32::MAX),
-            session_id: self.session_id,
-            passwd: self.passwd.clone(),
+            // A session made by a read-only server is local to it: a read/write server would
+            // refuse it as expired. Until a read/write server has served us, ask for a new
+            // session, as the Java client does (`seenRwServerBefore`).
+            session_id: if self.seen_rw { self.session_id } else { 0 },
+            passwd: if self.seen_rw { self.passwd.clone() } else { Bytes::from_static(&[0; 16]) },
             read_only: self.config.read_only,
         };
         encode_frame(&mut self.transmit, |buf| request.encode(buf));

@@ -1173,6 +1173,24 @@ fn close_cut_off_by_the_connection_still_succeeds() {
     assert_eq!(replies(&events), [(close, ok_reply(0, &[]))]);
 }
 
+/// A session made by a read-only server is local to it: reconnects ask for a new session
+/// until a read/write server has served us; from then on the session id is kept.
+#[test]
+fn read_only_session_is_not_carried_to_a_read_write_server() {
+    let mut h = Harness::with_config(SessionConfig { read_only: true, ..SessionConfig::default() });
+    h.open();
+    h.accept(&ConnectResponse { read_only: Some(true), ..welcome(30_000) });
+    h.disconnect();
+    h.drain_events();
+    let second = h.open();
+    assert_eq!((second.session_id, &second.passwd[..]), (0, &[0u8; 16][..]));
+    h.accept(&welcome(30_000));
+    assert_eq!(h.session.state(), SessionState::Connected);
+    h.disconnect();
+    let third = h.open();
+    assert_eq!((third.session_id, &third.passwd[..]), (SID, &PASSWD[..]));
+}
+
 // ===== malformed input =====
 
 fn dropped_for_decode_error(events: &[Event]) -> bool {

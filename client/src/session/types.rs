@@ -175,8 +175,8 @@ pub enum Event {
     DropConnection(DropReason),
 }
 
-/// Session parameters fixed at construction.
-#[derive(Debug, Clone)]
+/// Session parameters fixed at construction. `Debug` redacts the password and credentials.
+#[derive(Clone)]
 pub struct SessionConfig {
     /// The session timeout to request.
     pub session_timeout: Duration,
@@ -196,6 +196,21 @@ pub struct SessionConfig {
     /// Credentials sent right after every ConnectRequest, before any request: encoded
     /// `AuthPacket`s. A refusal is terminal ([`SessionState::AuthFailed`]).
     pub auth: Vec<Bytes>,
+}
+
+impl std::fmt::Debug for SessionConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionConfig")
+            .field("session_timeout", &self.session_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("host_count", &self.host_count)
+            .field("read_only", &self.read_only)
+            .field("max_request_len", &self.max_request_len)
+            .field("max_frame_len", &self.max_frame_len)
+            .field("resume", &self.resume.as_ref().map(|(id, _)| format!("{id:#x} <redacted>")))
+            .field("auth", &format_args!("[{} redacted]", self.auth.len()))
+            .finish()
+    }
 }
 
 impl Default for SessionConfig {
