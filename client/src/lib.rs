@@ -30,7 +30,7 @@ pub mod session;
 
 pub use client::{
     Client, ClientBuilder, ClientStats, CreateOptions, OneshotWatcher, Op, OpResult, PersistentWatcher,
-    ReadOp, ReadResult, StateStream, WatchedEvent,
+    ReadOp, ReadResult, StateStream, StatsHandle, WatchedEvent,
 };
 pub use error::Error;
 pub use proto::{Acl, AddWatchMode, ClientInfo, CreateMode, EventType, Id, KeeperState, Perms, Stat, WatcherType};

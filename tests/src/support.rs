@@ -1,6 +1,14 @@
 //! Helpers shared by the integration tests: a client isolated under its own chroot.
 #![allow(clippy::expect_used)] // a test helper: failing loudly with the reason is its contract
 
+use std::io;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use zkwire::jute::{encode_frame, Decode, Encode, FrameDecoder};
+use zkwire::proto::{ConnectRequest, ConnectResponse, OpCode, RequestHeader};
 use zkwire::{Client, CreateMode, CreateOptions, Error};
 
 use crate::server::shared_server;
@@ -46,4 +54,131 @@ pub async fn fresh_chroot(name: &str) -> String {
 pub async fn client_in_chroot(name: &str) -> Client {
     let cs = fresh_chroot(name).await;
     Client::connect(&cs).await.expect("connect under the chroot")
+}
+
+/// Ends a session for real, as the server sees it: a second connection attaches with the
+/// session's id and password and sends closeSession. The original client is not told; it
+/// finds out from the server (its connection is closed, and a reconnect is refused as
+/// expired).
+///
+/// # Errors
+/// I/O errors, or `InvalidData` when the server refuses to attach (the session is already
+/// gone).
+pub async fn kill_session(addr: &str, session_id: i64, passwd: Bytes) -> io::Result<()> {
+    let mut stream = TcpStream::connect(addr).await?;
+    let connect = ConnectRequest {
+        protocol_version: 0,
+        last_zxid_seen: 0,
+        timeout: 30_000,
+        session_id,
+        passwd,
+        read_only: false,
+    };
+    let mut out = BytesMut::new();
+    encode_frame(&mut out, |b| connect.encode(b));
+    encode_frame(&mut out, |b| RequestHeader { xid: 1, op: OpCode::CloseSession }.encode(b));
+    stream.write_all(&out).await?;
+    let mut frames = FrameDecoder::default();
+    let response = read_frame(&mut stream, &mut frames).await?;
+    let response = ConnectResponse::decode_exact(&response).map_err(invalid)?;
+    if response.is_expired() {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "session already gone"));
+    }
+    // The closeSession reply, then EOF.
+    read_frame(&mut stream, &mut frames).await.map(drop)
+}
+
+async fn read_frame(stream: &mut TcpStream, frames: &mut FrameDecoder) -> io::Result<Bytes> {
+    loop {
+        if let Some(frame) = frames.next_frame().map_err(invalid)? {
+            return Ok(frame);
+        }
+        let n = tokio::time::timeout(Duration::from_secs(10), stream.read_buf(frames.buffer_mut()))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no reply from the server"))??;
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "server closed the connection"));
+        }
+    }
+}
+
+fn invalid(e: impl std::error::Error + Send + Sync + 'static) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e)
+}
+
+/// The number of file descriptors this process has open (Linux `/proc/self/fd`).
+pub fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map(Iterator::count).unwrap_or(0)
+}
+
+/// The leak check run after a test (matrix #27): closes `client`, then asserts that nothing
+/// is left — no request in flight or queued, no watcher, no caller waiting, the background
+/// task stopped once the last clone is gone, and the process back to `fds_before` open
+/// file descriptors.
+///
+/// # Panics
+/// When anything leaked.
+pub async fn assert_no_leaks(client: Client, fds_before: usize) {
+    client.close().await.expect("close");
+    let stats = client.stats();
+    assert_eq!((stats.in_flight, stats.queued, stats.watches), (0, 0, 0), "after close: {stats:?}");
+    let handle = client.stats_handle();
+    drop(client);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while handle.stats().driver_running && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let stats = handle.stats();
+    assert!(!stats.driver_running, "the client task is still running: {stats:?}");
+    assert_eq!(stats.waiting_callers, 0, "{stats:?}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while open_fds() > fds_before && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(open_fds(), fds_before, "file descriptors leaked");
+}
+
+/// The number of this process's TCP sockets whose remote port is one of `ports` (Linux
+/// procfs): the client connections to those servers that are still open.
+pub fn sockets_to(ports: &[u16]) -> usize {
+    let ours: std::collections::HashSet<u64> = std::fs::read_dir("/proc/self/fd")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| l.to_str()?.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok())
+        .collect();
+    ["/proc/self/net/tcp", "/proc/self/net/tcp6"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .flat_map(|t| t.lines().skip(1).map(str::to_owned).collect::<Vec<_>>())
+        .filter(|line| {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            let remote_port = cols.get(2).and_then(|r| r.rsplit(':').next()).and_then(|p| u16::from_str_radix(p, 16).ok());
+            let inode = cols.get(9).and_then(|i| i.parse::<u64>().ok());
+            matches!((remote_port, inode), (Some(p), Some(i)) if ports.contains(&p) && ours.contains(&i))
+        })
+        .count()
+}
+
+/// The leak check for tests whose servers are killed and restarted (which changes the
+/// harness's own file descriptors): closes `client` and asserts nothing is left — no
+/// request, watcher or waiting caller, the background task stopped, and no socket of this
+/// process still connected to `ports`.
+///
+/// # Panics
+/// When anything leaked.
+pub async fn assert_no_leaks_to(client: Client, ports: &[u16]) {
+    client.close().await.expect("close");
+    let stats = client.stats();
+    assert_eq!((stats.in_flight, stats.queued, stats.watches), (0, 0, 0), "after close: {stats:?}");
+    let handle = client.stats_handle();
+    drop(client);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while (handle.stats().driver_running || sockets_to(ports) > 0) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let stats = handle.stats();
+    assert!(!stats.driver_running, "the client task is still running: {stats:?}");
+    assert_eq!(stats.waiting_callers, 0, "{stats:?}");
+    assert_eq!(sockets_to(ports), 0, "sockets to the servers left open");
 }

@@ -136,7 +136,8 @@ impl ClientBuilder {
         self
     }
 
-    /// Connects over TCP and waits until the session is established.
+    /// Connects over TCP and waits until the session is established (and, with credentials,
+    /// until the server has accepted them).
     ///
     /// `connect_string` is `host[:port][,host[:port]…][/chroot]`.
     ///
@@ -158,8 +159,17 @@ impl ClientBuilder {
         connector: C,
     ) -> Result<Client, Error> {
         let timeout = self.session_timeout;
+        let with_auth = !self.auth.is_empty();
         let client = self.spawn(connect_string, connector)?;
         client.wait_connected(timeout).await?;
+        if with_auth {
+            // The server handles auth packets as it reads them, before the next request: one
+            // round trip is enough to know whether the credentials were refused.
+            match client.with_timeout(timeout).exists("/").await {
+                Err(e) if e.is_terminal() => return Err(e),
+                _ => {}
+            }
+        }
         Ok(client)
     }
 

@@ -43,6 +43,25 @@ pub struct ClientStats {
     pub driver_running: bool,
 }
 
+/// Reads a client's counters without keeping it alive ([`Client::stats_handle`]).
+#[derive(Debug, Clone)]
+pub struct StatsHandle(Arc<Shared>);
+
+impl StatsHandle {
+    /// The counters now.
+    pub fn stats(&self) -> ClientStats {
+        let s = &self.0;
+        ClientStats {
+            in_flight: s.in_flight.load(Ordering::Relaxed),
+            queued: s.queued.load(Ordering::Relaxed),
+            watches: s.watches.load(Ordering::Relaxed),
+            waiting_callers: s.waiting.load(Ordering::Relaxed),
+            connections: s.connections.load(Ordering::Relaxed),
+            driver_running: s.driver_running.load(Ordering::Acquire),
+        }
+    }
+}
+
 /// A ZooKeeper client: one session, shared by every clone.
 ///
 /// Cloning is cheap (an `Arc`). A background task owns the connection; it ends the session
@@ -126,15 +145,13 @@ impl Client {
 
     /// Counters for leak checks and monitoring.
     pub fn stats(&self) -> ClientStats {
-        let s = &self.inner.shared;
-        ClientStats {
-            in_flight: s.in_flight.load(Ordering::Relaxed),
-            queued: s.queued.load(Ordering::Relaxed),
-            watches: s.watches.load(Ordering::Relaxed),
-            waiting_callers: s.waiting.load(Ordering::Relaxed),
-            connections: s.connections.load(Ordering::Relaxed),
-            driver_running: s.driver_running.load(Ordering::Acquire),
-        }
+        self.stats_handle().stats()
+    }
+
+    /// A handle that reads [`stats`](Self::stats) without keeping the client alive, to watch
+    /// its background task stop after the last clone is dropped.
+    pub fn stats_handle(&self) -> StatsHandle {
+        StatsHandle(self.inner.shared.clone())
     }
 
     /// The current session state.

@@ -1,9 +1,15 @@
-//! Host rotation and reconnect backoff, as the Java client's `StaticHostProvider`.
+//! Host rotation and reconnect backoff.
 //!
-//! The host list is shuffled once; attempts go round it in order. Before every attempt but
-//! the first a random 0–1000 ms pause is taken, and after a full round without success one
-//! more second, so that a client never spins on a dead ensemble and a crowd of clients
-//! spreads out when a server returns.
+//! The host list is shuffled once (as the Java client's `StaticHostProvider`); attempts go
+//! round it in order, and host names are resolved again at every attempt by the connector.
+//!
+//! Backoff: the first attempt is immediate. After that, the pause before an attempt grows
+//! with the failures since the last successful handshake — 50 ms doubling to at most
+//! 500 ms — and is drawn at random from the upper half of that range. A client therefore
+//! never spins on a dead ensemble (at most about 2–4 attempts a second), a crowd of clients
+//! spreads out when a server returns, and a client is back within about half a second of
+//! its server (the Java client sleeps up to 1 s before every reconnect, plus 1 s per
+//! failed round).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -34,21 +40,17 @@ impl Hosts {
             self.attempts += 1;
             return (host, Duration::ZERO);
         }
-        let pause = if self.attempts == 0 {
-            Duration::ZERO
-        } else {
-            let round = if self.failures_in_round >= self.hosts.len() {
-                self.failures_in_round = 0;
-                Duration::from_secs(1)
-            } else {
-                Duration::ZERO
-            };
-            round + Duration::from_millis(self.rng.below(1000))
-        };
+        let pause = if self.attempts == 0 { Duration::ZERO } else { self.backoff() };
         self.attempts += 1;
         let host = self.hosts[self.next % self.hosts.len()].clone();
         self.next = (self.next + 1) % self.hosts.len();
         (host, pause)
+    }
+
+    fn backoff(&mut self) -> Duration {
+        let exp = u32::try_from(self.failures_in_round.min(4)).unwrap_or(4);
+        let ceiling = (BACKOFF_BASE_MS << exp).min(BACKOFF_MAX_MS);
+        Duration::from_millis(ceiling / 2 + self.rng.below(ceiling / 2 + 1))
     }
 
     /// The last attempt reached a server and completed the handshake.
@@ -71,6 +73,9 @@ impl Hosts {
         &self.hosts
     }
 }
+
+const BACKOFF_BASE_MS: u64 = 50;
+const BACKOFF_MAX_MS: u64 = 500;
 
 /// A small PRNG for shuffling and jitter; nothing here needs cryptographic quality.
 #[derive(Debug)]
@@ -105,21 +110,38 @@ mod tests {
     }
 
     #[test]
-    fn rotates_through_every_host_with_backoff_after_a_failed_round() {
+    fn rotates_through_every_host_with_growing_bounded_backoff() {
         let mut h = Hosts::new(hosts(3));
         let (first, pause) = h.next();
         assert_eq!(pause, Duration::ZERO);
         h.on_failed();
         let (second, p2) = h.next();
-        assert!(p2 < Duration::from_secs(1));
+        assert!(p2 >= Duration::from_millis(50) && p2 <= Duration::from_millis(100), "{p2:?}");
         h.on_failed();
         let (third, _) = h.next();
         h.on_failed();
         let mut seen = vec![first.clone(), second, third];
         seen.sort_by_key(|h| h.port());
         assert_eq!(seen, hosts(3));
-        let (again, p4) = h.next();
-        assert_eq!(again, first);
-        assert!(p4 >= Duration::from_secs(1), "a full failed round adds a second");
+        for _ in 0..20 {
+            let (_, p) = h.next();
+            h.on_failed();
+            assert!(p >= Duration::from_millis(25) && p <= Duration::from_millis(500), "{p:?}");
+        }
+        let (_, capped) = h.next();
+        assert!(capped >= Duration::from_millis(250), "never a tight loop: {capped:?}");
+        h.on_connected();
+        let (_, after_success) = h.next();
+        assert!(after_success <= Duration::from_millis(50), "{after_success:?}");
+    }
+
+    #[test]
+    fn a_preferred_host_goes_next_without_pause() {
+        let mut h = Hosts::new(hosts(3));
+        h.next();
+        h.on_failed();
+        let want = hosts(3).remove(2);
+        h.prefer(want.clone());
+        assert_eq!(h.next(), (want, Duration::ZERO));
     }
 }

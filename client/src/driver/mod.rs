@@ -149,7 +149,6 @@ impl<C: Connect> Driver<C> {
         let _running = RunningGuard(self.shared.clone());
         loop {
             self.dispatch_events();
-            self.publish_counts();
             if self.session.state().is_terminal() && self.commands_closed {
                 return;
             }
@@ -341,12 +340,15 @@ impl<C: Connect> Driver<C> {
         self.out = Bytes::new();
     }
 
+    /// Routes the session's events. Counters are published before any caller is woken, so a
+    /// caller that reads [`Client::stats`](crate::Client::stats) after its answer sees them.
     fn dispatch_events(&mut self) {
+        let mut answers = Vec::new();
         while let Some(event) = self.session.poll_event() {
             match event {
                 Event::Reply { id, result } => {
                     if let Some(tx) = self.replies.remove(&id) {
-                        let _ = tx.send(result);
+                        answers.push((tx, result));
                     }
                 }
                 Event::Watch { watcher, event } => self.deliver(watcher, event),
@@ -356,6 +358,10 @@ impl<C: Connect> Driver<C> {
                     self.close_transport();
                 }
             }
+        }
+        self.publish_counts();
+        for (tx, result) in answers {
+            let _ = tx.send(result);
         }
     }
 
@@ -388,8 +394,10 @@ impl<C: Connect> Driver<C> {
         if let Ok(mut passwd) = self.shared.passwd.lock() {
             passwd.clone_from(self.session.passwd());
         }
-        self.shared.state.send_replace(state);
+        // Stream first: a caller that waits for the state and then subscribes must not see
+        // the same change again.
         let _ = self.shared.state_events.send(state);
+        self.shared.state.send_replace(state);
     }
 
 }

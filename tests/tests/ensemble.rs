@@ -1,0 +1,192 @@
+//! A real 3-node ensemble: leader kill with writes in flight, quorum loss, and a session
+//! stolen by a second handle. Names cite the test-matrix numbers.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::{block_in_place, JoinSet};
+use zkwire::{Client, CreateMode, CreateOptions, Error, SessionState};
+use zkwire_testing::server::ZkEnsemble;
+use zkwire_testing::support::{assert_no_leaks_to, sockets_to};
+
+const SESSION: Duration = Duration::from_secs(8);
+
+fn start_ensemble() -> ZkEnsemble {
+    block_in_place(|| ZkEnsemble::start(3)).expect("a 3-node ensemble")
+}
+
+/// What a writer saw: paths reported created, and how many creates failed with each error.
+#[derive(Default)]
+struct Writes {
+    ok: Vec<String>,
+    connection_loss: usize,
+    other: Vec<Error>,
+}
+
+/// Runs `tasks` writers creating `/w/<task>-<n>` one after another until `stop`.
+async fn writers(client: &Client, tasks: usize, stop: Arc<AtomicBool>) -> JoinSet<Writes> {
+    let mut set = JoinSet::new();
+    for task in 0..tasks {
+        let (client, stop) = (client.clone(), stop.clone());
+        set.spawn(async move {
+            let mut w = Writes::default();
+            let opts = CreateOptions::new(CreateMode::Persistent);
+            for n in 0.. {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let path = format!("/w/{task}-{n}");
+                match client.with_timeout(SESSION).create(&path, b"x", &opts).await {
+                    Ok((p, _)) => w.ok.push(p),
+                    Err(Error::ConnectionLoss) => w.connection_loss += 1,
+                    Err(e) => w.other.push(e),
+                }
+            }
+            w
+        });
+    }
+    set
+}
+
+async fn collect(mut set: JoinSet<Writes>) -> Writes {
+    let mut all = Writes::default();
+    while let Some(w) = set.join_next().await {
+        let w = w.unwrap();
+        all.ok.extend(w.ok);
+        all.connection_loss += w.connection_loss;
+        all.other.extend(w.other);
+    }
+    all
+}
+
+/// Every write reported OK is there; nothing reported OK is missing.
+async fn assert_acknowledged_writes_exist(client: &Client, writes: &Writes) {
+    client.sync("/w").await.unwrap();
+    let present: std::collections::HashSet<String> =
+        client.get_children("/w").await.unwrap().into_iter().map(|c| format!("/w/{c}")).collect();
+    let lost: Vec<&String> = writes.ok.iter().filter(|p| !present.contains(*p)).collect();
+    assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
+    // A create that failed with ConnectionLoss may or may not have been applied; nothing else
+    // can have been.
+    assert!(present.len() <= writes.ok.len() + writes.connection_loss);
+}
+
+/// Leader kill with writes in flight: the client moves to a live server keeping its session;
+/// every write reported OK is read back; none reported OK that did not happen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m25_leader_kill_with_writes_in_flight() {
+    let mut ensemble = start_ensemble();
+    let ports: Vec<u16> = (0..3).map(|i| ensemble.node_port(i)).collect();
+    let client = Client::builder().with_session_timeout(SESSION).connect(&ensemble.connect_string()).await.unwrap();
+    client.create("/w", b"", &CreateOptions::new(CreateMode::Persistent)).await.unwrap();
+    let session = client.session_id();
+    let stop = Arc::new(AtomicBool::new(false));
+    let running = writers(&client, 4, stop.clone()).await;
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let leader = ensemble.leader().expect("a leader");
+    block_in_place(|| ensemble.kill(leader)).unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, Ordering::Relaxed);
+    let writes = collect(running).await;
+
+    assert!(writes.other.is_empty(), "only ConnectionLoss may fail a write: {:?}", writes.other);
+    assert_eq!(client.session_id(), session, "the session survived");
+    assert_eq!(client.state(), SessionState::Connected);
+    assert_acknowledged_writes_exist(&client, &writes).await;
+    println!(
+        "m25 leader kill: {} writes acknowledged, {} ConnectionLoss, {} connections",
+        writes.ok.len(),
+        writes.connection_loss,
+        client.stats().connections
+    );
+    assert!(writes.ok.len() > 10, "writes resumed after the leader died");
+    assert_eq!(sockets_to(&ports), 1, "one connection at a time");
+    assert_no_leaks_to(client, &ports).await;
+}
+
+/// Quorum loss shorter than the session timeout: writes fail with ConnectionLoss (never a
+/// false OK) while 2 of 3 servers are down, and the session survives once they are back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m25_quorum_loss_then_recovery_keeps_the_session() {
+    let mut ensemble = start_ensemble();
+    let client = Client::builder().with_session_timeout(SESSION).connect(&ensemble.connect_string()).await.unwrap();
+    client.create("/w", b"", &CreateOptions::new(CreateMode::Persistent)).await.unwrap();
+    let session = client.session_id();
+    let stop = Arc::new(AtomicBool::new(false));
+    let running = writers(&client, 2, stop.clone()).await;
+
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    block_in_place(|| {
+        ensemble.kill(0)?;
+        ensemble.kill(1)
+    })
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    block_in_place(|| {
+        ensemble.restart(0)?;
+        ensemble.restart(1)
+    })
+    .unwrap();
+    block_in_place(|| ensemble.wait_for_quorum(Duration::from_secs(20))).unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    let writes = collect(running).await;
+
+    assert!(writes.other.is_empty(), "only ConnectionLoss may fail a write: {:?}", writes.other);
+    assert_eq!(client.session_id(), session, "the session survived the quorum loss");
+    assert_acknowledged_writes_exist(&client, &writes).await;
+    println!("m25 quorum loss: {} acknowledged, {} ConnectionLoss", writes.ok.len(), writes.connection_loss);
+    client.close().await.unwrap();
+}
+
+/// #3: a second handle attaches to the same session through another server while the first
+/// has writes in flight: the first handle's requests fail with ConnectionLoss (or succeed),
+/// nothing is applied twice, and closing the session through the second handle ends the
+/// first one too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m03_session_stomp() {
+    let ensemble = start_ensemble();
+    let first = Client::builder()
+        .with_session_timeout(SESSION)
+        .connect(&ensemble.node_connect_string(0))
+        .await
+        .unwrap();
+    first.create("/w", b"", &CreateOptions::new(CreateMode::Persistent)).await.unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let running = writers(&first, 3, stop.clone()).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let second = Client::builder()
+        .with_session(first.session_id(), first.session_password())
+        .with_session_timeout(SESSION)
+        .connect(&ensemble.node_connect_string(1))
+        .await
+        .unwrap();
+    assert_eq!(second.session_id(), first.session_id());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::Relaxed);
+    let writes = collect(running).await;
+    let mut states = first.state_stream();
+    second.close().await.unwrap();
+
+    assert!(writes.other.iter().all(|e| *e == Error::SessionExpired), "{:?}", writes.other);
+    let observer = Client::connect(&ensemble.connect_string()).await.unwrap();
+    assert_acknowledged_writes_exist(&observer, &writes).await;
+    // The session is over for the first handle as well.
+    let end = tokio::time::timeout(3 * SESSION, async {
+        while let Some(state) = states.next().await {
+            if state.is_terminal() {
+                return state;
+            }
+        }
+        SessionState::Closed
+    })
+    .await
+    .expect("the first handle learns the session ended");
+    assert_eq!(end, SessionState::Expired);
+    println!("m03 stomp: {} acknowledged, {} ConnectionLoss", writes.ok.len(), writes.connection_loss);
+    observer.close().await.unwrap();
+}

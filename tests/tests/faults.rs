@@ -1,0 +1,206 @@
+//! Surviving faults against a real ZooKeeper: expiry, real session kills, server restarts,
+//! local expiry, watch restoration, auth replay. Test names cite the test-matrix numbers
+//! (`../shared/reference/test-matrix.md` §5); every test ends with the leak check (#27).
+//!
+//! Tests run one at a time (a shared lock) so that the file-descriptor accounting of the leak
+//! check sees only its own test.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+use std::time::{Duration, Instant};
+
+use tokio::sync::Mutex;
+use zkwire::{
+    Acl, Client, CreateMode, CreateOptions, Error, EventType, KeeperState, OneshotWatcher,
+    SessionState, StateStream,
+};
+use zkwire_testing::server::{shared_server, ServerConfig, ZkServer};
+use zkwire_testing::support::{assert_no_leaks, fresh_chroot, kill_session, open_fds};
+
+static SERIAL: Mutex<()> = Mutex::const_new(());
+
+const T: Duration = Duration::from_secs(2);
+
+fn persistent() -> CreateOptions {
+    CreateOptions::new(CreateMode::Persistent)
+}
+
+async fn connect(cs: &str, timeout: Duration) -> Client {
+    Client::builder().with_session_timeout(timeout).connect(cs).await.unwrap()
+}
+
+/// The next state change, failing the test after `within`.
+async fn next_state(states: &mut StateStream, within: Duration) -> SessionState {
+    tokio::time::timeout(within, states.next()).await.expect("a state change in time").expect("open stream")
+}
+
+/// Asserts no state change happens for `quiet`.
+async fn no_state_change(states: &mut StateStream, quiet: Duration) {
+    let next = tokio::time::timeout(quiet, states.next()).await;
+    assert!(next.is_err(), "unexpected state change: {next:?}");
+}
+
+async fn fired(w: OneshotWatcher) -> zkwire::WatchedEvent {
+    tokio::time::timeout(Duration::from_secs(5), w).await.expect("the watch fires")
+}
+
+/// Restarts (kill -9, start on the same port and data dir) without blocking the runtime.
+fn restart(server: &mut ZkServer) {
+    tokio::task::block_in_place(|| server.restart()).expect("restart");
+}
+
+/// #1: resuming a closed or bogus session gets Expired (terminal), never a silent new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m01_handshake_expired_is_terminal() {
+    let _serial = SERIAL.lock().await;
+    let cs = fresh_chroot("m01").await;
+    let fds = open_fds();
+    let a = connect(&cs, T).await;
+    let (id, passwd) = (a.session_id(), a.session_password());
+    a.close().await.unwrap();
+    let resumed = Client::builder().with_session(id, passwd).connect(&cs).await;
+    assert_eq!(resumed.err(), Some(Error::SessionExpired));
+
+    // A bogus session, with requests submitted before the handshake: all fail, and so does
+    // everything after; no new session is made behind our back.
+    let bogus = Client::builder()
+        .with_session(0x0bad_0000_0000_0001, bytes::Bytes::from_static(&[7; 16]))
+        .spawn(&cs, zkwire::driver::TcpConnector)
+        .unwrap();
+    let mut states = bogus.state_stream();
+    let pending = bogus.get_data("/");
+    assert_eq!(pending.await, Err(Error::SessionExpired));
+    assert_eq!(next_state(&mut states, T).await, SessionState::Expired);
+    assert_eq!(bogus.exists("/").await, Err(Error::SessionExpired));
+    assert_eq!(bogus.session_id(), 0x0bad_0000_0000_0001);
+    no_state_change(&mut states, Duration::from_millis(300)).await;
+    assert_eq!(bogus.stats().connections, 1, "no reconnect loop after expiry");
+    assert_no_leaks(bogus, fds).await;
+}
+
+/// #2: a real kill (closeSession from a second connection) is seen as Disconnected then
+/// Expired, exactly once each; the session's ephemerals are gone for an observer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m02_real_session_kill_reports_expiry_once() {
+    let _serial = SERIAL.lock().await;
+    let cs = fresh_chroot("m02").await;
+    let fds = open_fds();
+    let a = connect(&cs, T).await;
+    let observer = connect(&cs, T).await;
+    a.create("/eph", b"", &CreateOptions::new(CreateMode::Ephemeral)).await.unwrap();
+    let (_, watcher) = a.exists_and_watch("/never").await.unwrap();
+    let mut states = a.state_stream();
+
+    kill_session(&shared_server().connect_string(), a.session_id(), a.session_password()).await.unwrap();
+    observer.sync("/").await.unwrap();
+    assert_eq!(observer.exists("/eph").await.unwrap(), None, "ephemeral gone at once");
+
+    assert_eq!(next_state(&mut states, 2 * T).await, SessionState::Disconnected);
+    assert_eq!(next_state(&mut states, 2 * T).await, SessionState::Expired);
+    no_state_change(&mut states, Duration::from_millis(300)).await;
+    let end = fired(watcher).await;
+    assert_eq!((end.event_type, end.state), (EventType::None, KeeperState::Expired));
+    assert_eq!(a.get_data("/").await, Err(Error::SessionExpired));
+    assert_no_leaks(a, fds + 1).await;
+    observer.close().await.unwrap();
+}
+
+/// #11: with every server down for longer than the session timeout the client declares
+/// the session expired by itself, between T and 10·T; a brand-new session that never
+/// connected does not "expire".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m11_local_expiry_when_no_server_answers() {
+    let _serial = SERIAL.lock().await;
+    let mut server = ZkServer::start().unwrap();
+    let a = connect(&server.connect_string(), T).await;
+    let mut states = a.state_stream();
+    let stopped_at = Instant::now();
+    tokio::task::block_in_place(|| server.kill()).unwrap();
+
+    assert_eq!(next_state(&mut states, T).await, SessionState::Disconnected);
+    assert_eq!(next_state(&mut states, 10 * T).await, SessionState::Expired);
+    let took = stopped_at.elapsed();
+    assert!(took >= T && took <= 10 * T, "expired after {took:?}");
+    println!("m11: local expiry {took:?} after the server stopped (T = {T:?})");
+    assert_eq!(a.exists("/").await, Err(Error::SessionExpired));
+    // Stopping the server closed the harness's pipe to it, so count from here: the expired
+    // client holds no socket and makes no more attempts.
+    let fds = open_fds();
+    assert_eq!(a.stats().connections, 1, "no reconnect succeeded");
+    assert_no_leaks(a, fds).await;
+
+    let fresh = Client::builder()
+        .with_session_timeout(T)
+        .spawn(&server.connect_string(), zkwire::driver::TcpConnector)
+        .unwrap();
+    tokio::time::sleep(3 * T / 2).await;
+    assert_eq!(fresh.state(), SessionState::Connecting, "a session never made cannot expire");
+    assert_eq!(fresh.with_timeout(Duration::from_millis(200)).exists("/").await, Err(Error::Timeout));
+    drop(fresh);
+}
+
+/// #12: data, child and exist watches survive a server restart: no spurious event, and
+/// each later change fires exactly once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m12_watches_survive_a_server_restart() {
+    let _serial = SERIAL.lock().await;
+    let mut server = ZkServer::start().unwrap();
+    let fds = open_fds();
+    let a = connect(&server.connect_string(), Duration::from_secs(6)).await;
+    a.create("/d", b"", &persistent()).await.unwrap();
+    a.create("/c", b"", &persistent()).await.unwrap();
+    let (_, _, mut data) = a.get_data_and_watch("/d").await.unwrap();
+    let (_, _, mut child) = a.get_children_and_watch("/c").await.unwrap();
+    let (_, mut exist) = a.exists_and_watch("/missing").await.unwrap();
+    let session = a.session_id();
+    let mut states = a.state_stream();
+
+    restart(&mut server);
+    let back = Instant::now();
+    assert_eq!(next_state(&mut states, Duration::from_secs(6)).await, SessionState::Disconnected);
+    assert_eq!(next_state(&mut states, Duration::from_secs(6)).await, SessionState::Connected);
+    println!("m12: reconnected {:?} after the server was back", back.elapsed());
+    assert_eq!(a.session_id(), session, "same session");
+    for w in [&mut data, &mut child, &mut exist] {
+        let early = tokio::time::timeout(Duration::from_millis(200), w).await;
+        assert!(early.is_err(), "spurious event after the restart: {early:?}");
+    }
+
+    a.set_data("/d", b"1", None).await.unwrap();
+    a.create("/c/k", b"", &persistent()).await.unwrap();
+    a.create("/missing", b"", &persistent()).await.unwrap();
+    assert_eq!(fired(data).await.event_type, EventType::NodeDataChanged);
+    assert_eq!(fired(child).await.event_type, EventType::NodeChildrenChanged);
+    assert_eq!(fired(exist).await.event_type, EventType::NodeCreated);
+    assert_eq!(a.stats().watches, 0, "one-shot watches are gone once fired");
+    assert_no_leaks(a, fds).await;
+}
+
+/// #26: a bad auth scheme is terminal (AuthFailed); a good digest credential is replayed
+/// after a reconnect, before anything else, so ACL-protected reads keep working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m26_bad_auth_is_terminal_good_auth_is_replayed() {
+    let _serial = SERIAL.lock().await;
+    let mut server = ZkServer::start().unwrap();
+    let fds = open_fds();
+    let bad = Client::builder().with_auth("nosuchscheme", b"x".to_vec()).connect(&server.connect_string()).await;
+    assert_eq!(bad.err(), Some(Error::AuthFailed));
+
+    let a = connect(&server.connect_string(), Duration::from_secs(6)).await;
+    a.add_auth("digest", b"alice:secret").await.unwrap();
+    let private = persistent().with_acl(Acl::creator_all());
+    a.create("/private", b"s", &private).await.unwrap();
+    let mut states = a.state_stream();
+    restart(&mut server);
+    assert_eq!(next_state(&mut states, Duration::from_secs(6)).await, SessionState::Disconnected);
+    assert_eq!(next_state(&mut states, Duration::from_secs(6)).await, SessionState::Connected);
+    assert_eq!(&a.get_data("/private").await.unwrap().0[..], b"s", "auth replayed");
+    let who = a.who_am_i().await.unwrap();
+    assert!(who.iter().any(|i| i.auth_scheme == "digest" && i.user == "alice"), "{who:?}");
+
+    let mut states = a.state_stream();
+    let failed = a.add_auth("nosuchscheme", b"x").await;
+    assert_eq!(failed, Err(Error::AuthFailed));
+    assert_eq!(next_state(&mut states, T).await, SessionState::AuthFailed);
+    assert_eq!(a.exists("/").await, Err(Error::AuthFailed));
+    assert_no_leaks(a, fds).await;
+}
