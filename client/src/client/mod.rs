@@ -154,6 +154,14 @@ impl Client {
         StatsHandle(self.inner.shared.clone())
     }
 
+    /// The session timeout the server granted, once connected.
+    pub fn session_timeout(&self) -> Option<Duration> {
+        match self.inner.shared.negotiated_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
+    }
+
     /// The current session state.
     pub fn state(&self) -> SessionState {
         *self.inner.shared.state.borrow()

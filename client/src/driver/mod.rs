@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -59,6 +59,7 @@ pub(crate) enum WatcherSink {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) session_id: AtomicI64,
+    pub(crate) negotiated_ms: AtomicU64,
     pub(crate) passwd: Mutex<Bytes>,
     pub(crate) state: watch::Sender<SessionState>,
     pub(crate) state_events: broadcast::Sender<SessionState>,
@@ -74,6 +75,7 @@ impl Shared {
     pub(crate) fn new() -> Self {
         Self {
             session_id: AtomicI64::new(0),
+            negotiated_ms: AtomicU64::new(0),
             passwd: Mutex::new(Bytes::new()),
             state: watch::Sender::new(SessionState::Connecting),
             state_events: broadcast::Sender::new(64),
@@ -391,6 +393,8 @@ impl<C: Connect> Driver<C> {
             self.hosts.on_connected();
         }
         self.shared.session_id.store(self.session.session_id(), Ordering::Relaxed);
+        let negotiated = self.session.negotiated_timeout().map_or(0, |t| t.as_millis());
+        self.shared.negotiated_ms.store(u64::try_from(negotiated).unwrap_or(u64::MAX), Ordering::Relaxed);
         if let Ok(mut passwd) = self.shared.passwd.lock() {
             passwd.clone_from(self.session.passwd());
         }
