@@ -1,5 +1,6 @@
 //! Test harness for zkwire: real ZooKeeper servers and ensembles, and shared test helpers.
 #![forbid(unsafe_code)]
 
+pub mod proxy;
 pub mod server;
 pub mod support;

@@ -378,9 +378,16 @@ impl ServerConfig {
     /// Enables or disables read-only mode (`-Dreadonlymode.enabled`): a
     /// partitioned ensemble node then keeps serving reads and reports
     /// [`Mode::ReadOnly`]. Off by default.
+    ///
+    /// Enabling it also enables local sessions (`localSessionsEnabled`, upgradable): a
+    /// read-only server answers a request for a brand-new global session with NOTREADONLY,
+    /// since creating one is a write; it can only hand out sessions local to itself.
     #[must_use]
     pub fn read_only_mode(self, enabled: bool) -> Self {
-        self.jvm_prop("readonlymode.enabled", if enabled { "true" } else { "false" })
+        let flag = if enabled { "true" } else { "false" };
+        self.jvm_prop("readonlymode.enabled", flag)
+            .extra("localSessionsEnabled", flag)
+            .extra("localSessionsUpgradingEnabled", flag)
     }
 
     /// Sets the readiness timeout used by start and restart.

@@ -190,3 +190,58 @@ async fn m03_session_stomp() {
     println!("m03 stomp: {} acknowledged, {} ConnectionLoss", writes.ok.len(), writes.connection_loss);
     observer.close().await.unwrap();
 }
+
+/// Read-only mode: with its quorum gone, a server running with `readonlymode.enabled`
+/// serves a client that allows it (ConnectedReadOnly: reads work, writes fail NotReadOnly);
+/// once the quorum is back the client finds a read/write server by itself (`isro` probes)
+/// and moves to it with a real session (the read-only one was local to that server).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_server_then_back_to_read_write() {
+    use zkwire_testing::server::ServerConfig;
+    let config = ServerConfig::default().read_only_mode(true);
+    let mut ensemble = block_in_place(|| ZkEnsemble::start_with(3, config)).unwrap();
+    let setup = Client::connect(&ensemble.connect_string()).await.unwrap();
+    setup.create("/ro", b"data", &CreateOptions::new(CreateMode::Persistent)).await.unwrap();
+    setup.close().await.unwrap();
+    block_in_place(|| {
+        ensemble.kill(1)?;
+        ensemble.kill(2)
+    })
+    .unwrap();
+
+    let client = Client::builder()
+        .with_read_only(true)
+        .with_session_timeout(SESSION)
+        .connect(&ensemble.connect_string())
+        .await
+        .unwrap();
+    let mut states = client.state_stream();
+    if client.state() != SessionState::ConnectedReadOnly {
+        // Node 0 may still be switching to read-only mode.
+        let state = tokio::time::timeout(Duration::from_secs(15), states.next()).await.unwrap();
+        assert_eq!(state, Some(SessionState::ConnectedReadOnly));
+    }
+    let local_session = client.session_id();
+    assert_eq!(&client.get_data("/ro").await.unwrap().0[..], b"data");
+    assert_eq!(client.set_data("/ro", b"x", None).await, Err(Error::NotReadOnly));
+
+    block_in_place(|| {
+        ensemble.restart(1)?;
+        ensemble.restart(2)?;
+        ensemble.wait_for_quorum(Duration::from_secs(30)).map(drop)
+    })
+    .unwrap();
+    let back = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(state) = states.next().await {
+            if state == SessionState::Connected {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(back, Ok(true), "found the read/write server");
+    assert_ne!(client.session_id(), local_session, "a real session replaced the local one");
+    client.set_data("/ro", b"rw again", None).await.unwrap();
+    client.close().await.unwrap();
+}
