@@ -13,7 +13,7 @@ use zkwire::{
     Acl, Client, CreateMode, CreateOptions, Error, EventType, KeeperState, OneshotWatcher,
     SessionState, StateStream,
 };
-use zkwire_testing::server::{shared_server, ServerConfig, ZkServer};
+use zkwire_testing::server::{shared_server, ZkServer};
 use zkwire_testing::support::{assert_no_leaks, fresh_chroot, kill_session, open_fds};
 
 static SERIAL: Mutex<()> = Mutex::const_new(());
