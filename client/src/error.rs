@@ -191,7 +191,8 @@ impl Error {
 
     /// Whether sending the same request again may succeed.
     ///
-    /// True for connection loss, throttling and timeouts. A retried write after
+    /// True for connection loss (and `SessionMoved`, after which the client reconnects),
+    /// throttling and timeouts. A retried write after
     /// [`ConnectionLoss`](Self::ConnectionLoss) may find its own earlier effect (a create
     /// then fails with `NodeExists`); only idempotent requests should be retried blindly.
     pub fn is_retryable(&self) -> bool {
@@ -203,6 +204,7 @@ impl Error {
                 | Self::OperationTimeout
                 | Self::RequestTimeout
                 | Self::ReconfigInProgress
+                | Self::SessionMoved
                 | Self::Io(_)
                 | Self::Protocol(_)
         )

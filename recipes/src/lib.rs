@@ -1,4 +1,89 @@
-//! Coordination recipes on top of [`zkwire`]: mutex, read-write lock and semaphore.
+//! Coordination recipes on top of [`zkwire`]: a [`Mutex`] and an [`RwLock`] that exclude
+//! Apache Curator's `InterProcessMutex` and `InterProcessReadWriteLock` on the same path,
+//! with lost-lock signals, fencing tokens and cleanup that cannot be lost.
 //!
-//! Nothing is implemented yet; the recipes arrive with their own issue.
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use zkwire::{Client, Op};
+//! use zkwire_recipes::Mutex;
+//!
+//! let client = Client::connect("127.0.0.1:2181/app").await?;
+//! let mutex = Mutex::new(client.clone(), "/locks/orders");
+//! let guard = mutex.lock().await?;
+//! let lost = guard.lost();
+//! tokio::select! {
+//!     reason = lost => eprintln!("lock lost ({reason}); stop writing"),
+//!     () = async {
+//!         // Writes to ZooKeeper can be fenced by the lock node itself...
+//!         let _ = guard.multi_fenced(&[Op::set_data("/orders/state", &b"done"[..], None)]).await;
+//!         // ...and writes elsewhere by the token, which only grows across holders.
+//!         let _token = guard.fencing_token();
+//!     } => {}
+//! }
+//! guard.release().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Guarantees
+//! - **Curator layout and order.** Nodes are `P/_c_<uuid>-lock-<seq>` (mutex) and
+//!   `P/_c_<uuid>-__WRIT__<seq>` / `__READ__<seq>` (read/write lock), EPHEMERAL_SEQUENTIAL,
+//!   with missing parents created as containers. Children are ordered exactly as Curator does
+//!   (the text after the last marker, compared as strings, every child counted), so our
+//!   contenders and Curator's exclude each other.
+//! - **No silent mis-ordering.** A child that is not a contender, or a negative (wrapped)
+//!   sequence suffix, fails the acquire ([`LockError::ForeignChild`],
+//!   [`LockError::SequenceWrapped`]) instead of being ordered the way Curator would (Curator
+//!   counts foreign children by their whole name; see [`ForeignChildPolicy`]).
+//! - **Guid protection.** Each acquire uses one guid. If a create fails in a way that may
+//!   have applied it (connection loss), the directory is synced and listed and a node with
+//!   our guid is adopted only if our current session owns it; duplicates our session owns are
+//!   deleted; after a final failure a background sweep deletes any.
+//! - **Cleanup cannot be lost.** Dropping a guard, a pending acquire or a release future
+//!   hands the node to a per-session worker that retries until the delete succeeds or the
+//!   session ends.
+//! - **Fencing.** `fencing_token()` is the `czxid` of the lock node, strictly increasing
+//!   across holders; `multi_fenced` runs a multi guarded by `check(lock node, any version)`.
+//!
+//! # When a hold is lost
+//! Every guard has `is_held()` and `lost()`. `lost()` resolves (with a [`LostReason`]) when:
+//! - the session ends (`Expired`, `Closed`, `AuthFailed`);
+//! - our lock node is deleted, or its data changes (a getData watch kept on it);
+//! - the client stays disconnected longer than the grace period: by default
+//!   [`DISCONNECT_GRACE_RATIO`] = **1/4 of the negotiated session timeout T**, measured with
+//!   tokio's monotonic clock from the `Disconnected` event. The client reports that event at
+//!   worst 2/3 T after it last heard from the server, and the server cannot expire the session
+//!   before T has passed since then, so at least T/3 remains; T/4 keeps a margin. After that,
+//!   another client may hold the lock. Configure it with
+//!   [`LockOptions::with_disconnect_grace`].
+//!
+//! A lock service alone cannot stop a paused holder from acting after its session expired
+//! (Kleppmann 2016): check `lost()` before acting, and fence the resource.
+//!
+//! # Connection loss
+//! Acquires ride through disconnections: requests wait for the next connection and failed
+//! reads are retried; a lost create reply is recovered by guid. Only the end of the session
+//! (or a deadline) ends an acquire. Holds are judged by `lost()` as above.
+//!
+//! # Cancel safety
+//! Every acquire future (`lock`, `try_lock`, `lock_timeout`, `read`, `write`, …) is cancel
+//! safe: dropped, it removes its node in the background, so it can be raced in `select!` or
+//! wrapped in `tokio::time::timeout`. Guards delete their node when dropped; `release()`
+//! does it in the foreground and reports the outcome. Cleanup needs a tokio runtime: a guard
+//! dropped outside one leaves its node until the session ends.
 #![forbid(unsafe_code)]
+
+mod cleanup;
+mod error;
+mod guid;
+mod hold;
+mod internals;
+mod mutex;
+mod options;
+mod rwlock;
+mod sequence;
+
+pub use error::{LockError, LostReason};
+pub use mutex::{Mutex, MutexGuard};
+pub use options::{LockOptions, DISCONNECT_GRACE_RATIO};
+pub use rwlock::{ReadGuard, RwLock, WriteGuard};
+pub use sequence::ForeignChildPolicy;

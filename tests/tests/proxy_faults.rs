@@ -242,3 +242,31 @@ async fn m15_ten_thousand_watches_survive_a_restart() {
     b.close().await.unwrap();
     assert_no_leaks_to(a, &ports(&proxy)).await;
 }
+
+/// A watch-setting call dropped after its request was sent leaves no watcher behind when
+/// the reply arrives later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_watch_call_registers_nothing() {
+    let direct = fresh_chroot("dropped_watch").await;
+    let proxy = proxy_to(shared_server()).await;
+    let a = through(&proxy, &direct, Duration::from_secs(6)).await;
+    a.create("/n", b"", &persistent()).await.unwrap();
+    proxy.hold_server_to_client(true);
+    let before = proxy.requests_seen(OpCode::GetData);
+    let call = {
+        let a = a.clone();
+        tokio::spawn(async move { a.get_data_and_watch("/n").await.map(drop) })
+    };
+    let sent = tokio::time::timeout(Duration::from_secs(3), async {
+        while proxy.requests_seen(OpCode::GetData) == before {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    sent.await.expect("the request reached the server");
+    call.abort();
+    let _ = call.await;
+    proxy.hold_server_to_client(false);
+    a.sync("/").await.unwrap();
+    assert_eq!(a.stats().watches, 0, "no watcher left: {:?}", a.stats());
+    assert_no_leaks_to(a, &ports(&proxy)).await;
+}

@@ -110,6 +110,9 @@ pub(crate) struct Driver<C: Connect> {
     shared: Arc<Shared>,
     replies: HashMap<RequestId, oneshot::Sender<Result<Reply, Error>>>,
     watchers: HashMap<WatcherId, WatcherSink>,
+    /// The request that will register each watcher, until its reply is dispatched, and back.
+    watch_requests: HashMap<WatcherId, RequestId>,
+    request_watchers: HashMap<RequestId, WatcherId>,
     reader: Option<ReadHalf<C::Stream>>,
     writer: Option<WriteHalf<C::Stream>>,
     out: Bytes,
@@ -136,6 +139,8 @@ impl<C: Connect> Driver<C> {
             shared,
             replies: HashMap::new(),
             watchers: HashMap::new(),
+            watch_requests: HashMap::new(),
+            request_watchers: HashMap::new(),
             reader: None,
             writer: None,
             out: Bytes::new(),
@@ -219,11 +224,16 @@ impl<C: Connect> Driver<C> {
         let now = now();
         match cmd {
             Some(Command::Submit { request, reply, watcher }) => {
-                if let Some((id, sink)) = watcher {
+                let watcher_id = watcher.map(|(id, sink)| {
                     self.watchers.insert(id, sink);
-                }
+                    id
+                });
                 let id = self.session.submit(now, request);
                 self.replies.insert(id, reply);
+                if let Some(watcher_id) = watcher_id {
+                    self.watch_requests.insert(watcher_id, id);
+                    self.request_watchers.insert(id, watcher_id);
+                }
             }
             Some(Command::Close { reply }) => {
                 let id = self.session.close(now);
@@ -232,6 +242,13 @@ impl<C: Connect> Driver<C> {
             Some(Command::RemoveWatcher(id)) => {
                 self.watchers.remove(&id);
                 self.session.remove_watcher(id);
+                // Dropped before its request was answered: abandon the request, so that its
+                // reply does not register a watcher nobody listens to.
+                if let Some(request) = self.watch_requests.remove(&id) {
+                    self.request_watchers.remove(&request);
+                    self.session.cancel(request);
+                    self.replies.remove(&request);
+                }
             }
             None => {
                 // Every handle is gone: end the session now rather than leave it (and its
@@ -351,6 +368,9 @@ impl<C: Connect> Driver<C> {
                 Event::Reply { id, result } => {
                     if let Some(tx) = self.replies.remove(&id) {
                         answers.push((tx, result));
+                    }
+                    if let Some(watcher) = self.request_watchers.remove(&id) {
+                        self.watch_requests.remove(&watcher);
                     }
                 }
                 Event::Watch { watcher, event } => self.deliver(watcher, event),

@@ -419,6 +419,13 @@ impl Session {
 
     fn handle_notification(&mut self, header: ReplyHeader, body: &Bytes) -> Result<(), ProtocolError> {
         let event = WatcherEvent::decode_exact(body)?;
+        // Servers only ever send SyncConnected here; the other states are client-local. Any
+        // other state comes from a broken or hostile server: ignore the notification, as one
+        // of an unknown type, rather than hand watchers a state that ends them (a persistent
+        // watch's stream ends on a non-SyncConnected event; reference §4.1).
+        if event.state != KeeperState::SyncConnected {
+            return Ok(());
+        }
         for watcher in self.watches.fire(event.event_type, &event.path) {
             let event = WatchedEvent {
                 event_type: event.event_type,

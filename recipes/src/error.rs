@@ -1,0 +1,118 @@
+//! The recipes' error type and the reason a hold was lost.
+
+use std::time::Duration;
+
+use zkwire::SessionState;
+
+/// Everything acquiring, holding or releasing a lock can fail with.
+///
+/// Match on variants, never on the message. [`is_retryable`](Self::is_retryable) says whether
+/// calling the same acquire again may succeed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockError {
+    /// A ZooKeeper request failed (session expired, client closed, ACL denied, invalid path…).
+    #[error(transparent)]
+    Client(#[from] zkwire::Error),
+    /// The deadline of [`lock_timeout`](crate::Mutex::lock_timeout) (or of a timed read/write
+    /// acquire) passed before the lock was granted. The contender node was removed.
+    #[error("lock not acquired before the deadline")]
+    Timeout,
+    /// The hold ended before it was released: see [`LostReason`]. Returned by `release()` and
+    /// by the fenced multi when the lock node is gone.
+    #[error("the lock was lost: {0}")]
+    Lost(LostReason),
+    /// A read→write upgrade was attempted. In Curator's read/write layout the writer would
+    /// queue behind its own reader and wait forever, so it is refused; release the read lock
+    /// and then take the write lock.
+    #[error("read-to-write upgrade refused: it would deadlock on our own read node")]
+    UpgradeRefused,
+    /// This instance already holds the write lock; a second `write()` would queue behind our
+    /// own node and wait forever.
+    #[error("this instance already holds the write lock (locks are not reentrant)")]
+    Reentrant,
+    /// The lock directory's sequence counter (the parent's 32-bit `cversion`) has wrapped:
+    /// `name` carries a negative suffix. Curator's string ordering (and ours, which must match
+    /// it) puts such nodes in the wrong order, so no grant is safe. The directory must be
+    /// emptied and recreated (a container directory is reaped once empty, which resets the
+    /// counter).
+    #[error("the sequence counter of the lock directory wrapped ({name})")]
+    SequenceWrapped {
+        /// The child with a negative sequence suffix.
+        name: String,
+    },
+    /// A child of the lock directory is not a contender of this recipe (no recognised marker
+    /// followed by a sequence suffix). Curator would count it as a contender and order it by
+    /// its whole name; this crate refuses by default
+    /// ([`ForeignChildPolicy`](crate::ForeignChildPolicy)).
+    #[error("foreign child {name:?} in the lock directory")]
+    ForeignChild {
+        /// The child's name.
+        name: String,
+    },
+}
+
+impl LockError {
+    /// Whether trying the same acquire again may succeed: retryable client errors (connection
+    /// loss, timeouts, throttling), [`Timeout`](Self::Timeout) and [`Lost`](Self::Lost)
+    /// (unless the session is over). Terminal session errors, refused upgrades, wrapped
+    /// sequences and foreign children need someone to act first.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Client(e) => e.is_retryable(),
+            Self::Timeout => true,
+            Self::Lost(reason) => !matches!(reason, LostReason::SessionEnded(_)),
+            Self::UpgradeRefused
+            | Self::Reentrant
+            | Self::SequenceWrapped { .. }
+            | Self::ForeignChild { .. } => false,
+        }
+    }
+}
+
+/// Why a hold can no longer be trusted ([`lost`](crate::MutexGuard::lost)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// The session ended: `Expired`, `Closed` or `AuthFailed`. Its ephemeral nodes are gone.
+    SessionEnded(SessionState),
+    /// Our lock node was deleted (by someone else, or by an administrator).
+    NodeDeleted,
+    /// Our lock node's data changed (e.g. a Curator-style revocation request).
+    NodeChanged,
+    /// The client stayed disconnected for this long, past the grace period
+    /// ([`LockOptions::with_disconnect_grace`](crate::LockOptions::with_disconnect_grace)):
+    /// the server may have expired the session by now.
+    Disconnected(Duration),
+    /// The guard was released or dropped.
+    Released,
+}
+
+impl std::fmt::Display for LostReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::SessionEnded(state) => write!(f, "session ended ({state:?})"),
+            Self::NodeDeleted => f.write_str("lock node deleted"),
+            Self::NodeChanged => f.write_str("lock node data changed"),
+            Self::Disconnected(d) => write!(f, "disconnected for {d:?}"),
+            Self::Released => f.write_str("released"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retryable_classification() {
+        assert!(LockError::Client(zkwire::Error::ConnectionLoss).is_retryable());
+        assert!(!LockError::Client(zkwire::Error::SessionExpired).is_retryable());
+        assert!(LockError::Timeout.is_retryable());
+        assert!(LockError::Lost(LostReason::NodeDeleted).is_retryable());
+        assert!(!LockError::Lost(LostReason::SessionEnded(SessionState::Expired)).is_retryable());
+        assert!(!LockError::UpgradeRefused.is_retryable());
+        assert!(!LockError::SequenceWrapped { name: "x".into() }.is_retryable());
+        assert!(!LockError::ForeignChild { name: "x".into() }.is_retryable());
+    }
+}

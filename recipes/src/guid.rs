@@ -1,0 +1,91 @@
+//! Random version-4 UUIDs and Curator's protected node names (`_c_<uuid>-`).
+//!
+//! No UUID crate: 128 random bits come from two SipHash-1-3 runs of std's `RandomState`
+//! (keys drawn from the OS generator once per thread, then advanced for every new state) over
+//! a process-wide counter and the current time. That is unpredictable enough for a guid,
+//! whose only job is to be unique among the contenders of one lock directory.
+
+use std::collections::hash_map::RandomState;
+use std::fmt;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The prefix Curator's protection mode puts before the uuid (`ProtectedUtils`).
+pub(crate) const PROTECTED_PREFIX: &str = "_c_";
+
+/// A random (version 4, RFC 4122 variant) UUID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Uuid([u8; 16]);
+
+impl Uuid {
+    /// A fresh random UUID.
+    pub(crate) fn new_v4() -> Self {
+        let hi = random_u64().to_be_bytes();
+        let lo = random_u64().to_be_bytes();
+        let mut bytes = [0; 16];
+        bytes[..8].copy_from_slice(&hi);
+        bytes[8..].copy_from_slice(&lo);
+        bytes[6] = (bytes[6] & 0x0f) | 0x40; // version 4
+        bytes[8] = (bytes[8] & 0x3f) | 0x80; // variant 10xx
+        Self(bytes)
+    }
+
+    /// The protected-name prefix of this guid: `_c_<uuid>-` (40 characters).
+    pub(crate) fn protected_prefix(&self) -> String {
+        format!("{PROTECTED_PREFIX}{self}-")
+    }
+}
+
+impl fmt::Display for Uuid {
+    /// Lowercase 8-4-4-4-12 hex, as Java's `UUID.toString()`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, b) in self.0.iter().enumerate() {
+            if matches!(i, 4 | 6 | 8 | 10) {
+                f.write_str("-")?;
+            }
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+fn random_u64() -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    hasher.write_u128(nanos);
+    hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    #[test]
+    fn format_version_and_variant() {
+        let u = Uuid::new_v4().to_string();
+        assert_eq!(u.len(), 36);
+        let groups: Vec<&str> = u.split('-').collect();
+        assert_eq!(groups.iter().map(|g| g.len()).collect::<Vec<_>>(), [8, 4, 4, 4, 12]);
+        assert!(u.bytes().all(|b| b == b'-' || b.is_ascii_digit() || (b'a'..=b'f').contains(&b)), "{u}");
+        assert_eq!(&u[14..15], "4", "version nibble: {u}");
+        assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"), "variant nibble: {u}");
+    }
+
+    #[test]
+    fn unique_and_protected() {
+        let ids: HashSet<String> = (0..10_000).map(|_| Uuid::new_v4().to_string()).collect();
+        assert_eq!(ids.len(), 10_000);
+        // ProtectedUtils: "_c_" + 36-character uuid + "-", 40 characters, as in CURATOR-527's
+        // "_c_f290140d-9856-42ad-b9bf-348ffc086062-lock-0000000759".
+        let p = Uuid::new_v4().protected_prefix();
+        assert_eq!(p.len(), 40);
+        assert!(p.starts_with("_c_") && p.ends_with('-'), "{p}");
+        let shape = |s: &str| s.bytes().map(|b| if b == b'-' { '-' } else { 'x' }).collect::<String>();
+        assert_eq!(shape(&p), shape("_c_f290140d-9856-42ad-b9bf-348ffc086062-"));
+    }
+}

@@ -1,0 +1,305 @@
+//! Reading a lock directory the way Curator does: sort keys, contender order, predicates.
+//!
+//! Curator's `StandardLockInternalsDriver.standardFixForSorting(name, lockName)` keys a child
+//! by the substring after the **last** occurrence of the lock name, or by the whole name when
+//! it is absent; `InterProcessReadWriteLock` applies it for `__READ__` and then `__WRIT__`.
+//! Keys compare as strings and **every** child counts. We must order exactly the same way,
+//! or our contenders and Curator's would disagree on who holds the lock.
+//!
+//! On top of that we refuse two situations Curator silently mis-orders:
+//! - a **foreign child** (no marker followed by a sequence suffix): Curator keys it by its
+//!   whole name and may wedge behind it forever (CURATOR-43); by default it is an error
+//!   ([`ForeignChildPolicy`]);
+//! - a **negative sequence suffix**: the parent's 32-bit `cversion` wrapped. As strings,
+//!   `-…` sorts before every `0…`, and negative suffixes sort by magnitude, i.e. in reverse
+//!   creation order, so any negative suffix (even among negatives only) breaks FIFO and
+//!   exclusion with Curator peers (kazoo #606, #730). It is always an error.
+//!
+//! Strings compare byte-wise. Java compares UTF-16 code units, which is the same order here:
+//! ZooKeeper paths cannot hold characters above U+FFFF, and below that UTF-8 byte order and
+//! UTF-16 code-unit order both equal code-point order.
+
+use std::cmp::Ordering;
+
+use zkwire::path::parse_sequence;
+
+use crate::error::LockError;
+
+/// Curator `InterProcessMutex.LOCK_NAME`.
+pub(crate) const MUTEX_MARKERS: &[&str] = &["lock-"];
+/// Curator `InterProcessReadWriteLock.READ_LOCK_NAME`.
+pub(crate) const READ_MARKER: &str = "__READ__";
+/// Curator `InterProcessReadWriteLock.WRITE_LOCK_NAME`.
+pub(crate) const WRITE_MARKER: &str = "__WRIT__";
+/// The read/write lock's sort: strip through the last `__READ__`, then the last `__WRIT__`.
+pub(crate) const RW_MARKERS: &[&str] = &[READ_MARKER, WRITE_MARKER];
+/// Sequence numbers this close to `i32::MAX` get a warning: the counter is about to wrap.
+const WRAP_WARNING: i32 = i32::MAX - (1 << 24);
+
+/// What to do with a child of the lock directory that is not one of the recipe's contenders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ForeignChildPolicy {
+    /// Fail the acquire with [`LockError::ForeignChild`] (the default). Nothing but lock nodes
+    /// belongs in a lock directory (Curator Tech Note 7), and a foreign node can block every
+    /// contender forever.
+    #[default]
+    Reject,
+    /// Count it as a contender keyed by its whole name, exactly as Curator does.
+    CountLikeCurator,
+}
+
+/// One child of the lock directory, with its sort key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Contender {
+    pub(crate) name: String,
+    /// Byte offset of the sort key in `name`.
+    key_at: usize,
+    /// The sequence suffix, `None` for a foreign child counted like Curator.
+    pub(crate) seq: Option<i32>,
+}
+
+impl Contender {
+    pub(crate) fn key(&self) -> &str {
+        self.name.get(self.key_at..).unwrap_or_default()
+    }
+
+    /// Whether Curator's reader sees this child as a writer (`name.contains("__WRIT__")`).
+    pub(crate) fn is_writer(&self) -> bool {
+        self.name.contains(WRITE_MARKER)
+    }
+}
+
+/// What a contender should do, given the sorted children.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// The lock is ours.
+    Held,
+    /// Watch this child (name) and look again when it changes.
+    Wait(String),
+    /// Our node is not among the children (deleted, or the session is gone).
+    Missing,
+}
+
+/// Curator's sort key of `name`: successively strip through the last occurrence of each
+/// marker. Returns the key's offset and whether any marker was found.
+pub(crate) fn sort_key_at(name: &str, markers: &[&str]) -> (usize, bool) {
+    let mut at = 0;
+    let mut found = false;
+    for marker in markers {
+        if let Some(i) = name.get(at..).and_then(|rest| rest.rfind(marker)) {
+            at += i + marker.len();
+            found = true;
+        }
+    }
+    (at, found)
+}
+
+/// Parses and sorts the children of a lock directory.
+///
+/// # Errors
+/// [`LockError::SequenceWrapped`] for any negative suffix; [`LockError::ForeignChild`] for a
+/// child without marker and sequence suffix under [`ForeignChildPolicy::Reject`].
+pub(crate) fn sort_children(
+    names: Vec<String>,
+    markers: &[&str],
+    policy: ForeignChildPolicy,
+) -> Result<Vec<Contender>, LockError> {
+    let mut sorted = Vec::with_capacity(names.len());
+    for name in names {
+        let (key_at, found) = sort_key_at(&name, markers);
+        let seq = if found { name.get(key_at..).and_then(parse_sequence) } else { None };
+        match seq {
+            Some(s) if s < 0 => return Err(LockError::SequenceWrapped { name }),
+            Some(s) if s >= WRAP_WARNING => {
+                tracing::warn!(child = %name, "lock directory sequence is close to wrapping at 2^31");
+            }
+            Some(_) => {}
+            None if policy == ForeignChildPolicy::Reject => return Err(LockError::ForeignChild { name }),
+            None => {}
+        }
+        sorted.push(Contender { name, key_at, seq });
+    }
+    // Stable, as Java's List.sort; ties only arise from a downgrade read node.
+    sorted.sort_by(|a, b| a.key().cmp(b.key()));
+    Ok(sorted)
+}
+
+/// Exclusive contenders (mutex, write lock, `maxLeases = 1`): held iff every other child
+/// sorts strictly after ours; otherwise wait on the immediate predecessor.
+///
+/// Curator takes index 0 of the stable sort; we also refuse a tie at our key, which can only
+/// be a downgrade read node of someone who already holds the write lock.
+pub(crate) fn exclusive(sorted: &[Contender], ours: &str) -> Decision {
+    let Some(me) = sorted.iter().find(|c| c.name == ours) else {
+        return Decision::Missing;
+    };
+    let predecessor = sorted.iter().rfind(|c| c.name != ours && c.key().cmp(me.key()) != Ordering::Greater);
+    match predecessor {
+        None => Decision::Held,
+        Some(p) => Decision::Wait(p.name.clone()),
+    }
+}
+
+/// Readers: held iff no writer sorts strictly before ours; otherwise wait on the **nearest**
+/// lower writer (the ZooKeeper recipe's rule; Curator watches the first one, which only costs
+/// it extra wake-ups, so the two agree on who holds).
+pub(crate) fn shared(sorted: &[Contender], ours: &str) -> Decision {
+    let Some(me) = sorted.iter().find(|c| c.name == ours) else {
+        return Decision::Missing;
+    };
+    let nearest_writer = sorted.iter().rfind(|c| c.name != ours && c.is_writer() && c.key() < me.key());
+    match nearest_writer {
+        None => Decision::Held,
+        Some(w) => Decision::Wait(w.name.clone()),
+    }
+}
+
+/// The sequence suffix of our own node (the text after the last marker), for the tie layout
+/// of a downgrade read node.
+pub(crate) fn suffix_after<'a>(name: &'a str, marker: &str) -> Option<&'a str> {
+    let at = name.rfind(marker)? + marker.len();
+    let suffix = name.get(at..)?;
+    parse_sequence(suffix).map(|_| suffix)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const U1: &str = "_c_f290140d-9856-42ad-b9bf-348ffc086062-";
+    const U2: &str = "_c_00000000-0000-4000-8000-000000000000-";
+    const U3: &str = "_c_ffffffff-ffff-4fff-bfff-ffffffffffff-";
+
+    fn names(v: &[String]) -> Vec<String> {
+        v.to_vec()
+    }
+
+    fn sorted(children: &[String], markers: &[&str]) -> Vec<String> {
+        sort_children(names(children), markers, ForeignChildPolicy::Reject)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.name)
+            .collect()
+    }
+
+    #[test]
+    fn keys_follow_curator_standard_fix_for_sorting() {
+        let n = format!("{U1}lock-0000000759");
+        let (at, found) = sort_key_at(&n, MUTEX_MARKERS);
+        assert!(found);
+        assert_eq!(&n[at..], "0000000759");
+        // The LAST occurrence counts.
+        let n = "lock-lock-0000000003";
+        assert_eq!(&n[sort_key_at(n, MUTEX_MARKERS).0..], "0000000003");
+        // No marker: the whole name.
+        assert_eq!(sort_key_at("foo", MUTEX_MARKERS), (0, false));
+        // Read/write: __READ__ then __WRIT__.
+        let r = format!("{U1}__READ__0000000002");
+        let w = format!("{U1}__WRIT__0000000001");
+        assert_eq!(&r[sort_key_at(&r, RW_MARKERS).0..], "0000000002");
+        assert_eq!(&w[sort_key_at(&w, RW_MARKERS).0..], "0000000001");
+    }
+
+    #[test]
+    fn the_uuid_never_affects_the_order() {
+        let kids = vec![
+            format!("{U3}lock-0000000001"),
+            format!("{U1}lock-0000000003"),
+            format!("{U2}lock-0000000002"),
+            "lock-0000000000".to_owned(), // unprotected (e.g. an older client) still counts
+        ];
+        assert_eq!(
+            sorted(&kids, MUTEX_MARKERS),
+            ["lock-0000000000", &kids[0], &kids[2], &kids[1]].map(str::to_owned)
+        );
+    }
+
+    #[test]
+    fn foreign_children_rejected_or_counted_like_curator() {
+        let kids = vec![format!("{U1}lock-0000000001"), "config".to_owned()];
+        assert_eq!(
+            sort_children(kids.clone(), MUTEX_MARKERS, ForeignChildPolicy::Reject),
+            Err(LockError::ForeignChild { name: "config".into() })
+        );
+        let counted =
+            sort_children(kids.clone(), MUTEX_MARKERS, ForeignChildPolicy::CountLikeCurator).unwrap();
+        // "0…" < "c…": the foreign child sorts after the lock node, keyed by its whole name.
+        assert_eq!(counted.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), [&kids[0], "config"]);
+        assert_eq!(counted[1].seq, None);
+        // A marker with a malformed tail, or a read/write node in a mutex dir, is foreign too.
+        for bad in ["lock-12", "lock-abcdefghij", "x-lock-00000000001", "_c_x-__WRIT__0000000001"] {
+            let r = sort_children(vec![bad.to_owned()], MUTEX_MARKERS, ForeignChildPolicy::Reject);
+            assert_eq!(r, Err(LockError::ForeignChild { name: bad.into() }), "{bad}");
+        }
+    }
+
+    #[test]
+    fn any_negative_suffix_is_a_wrap() {
+        let mixed = vec![format!("{U1}lock-0000000001"), format!("{U2}lock--2147483648")];
+        assert_eq!(
+            sort_children(mixed, MUTEX_MARKERS, ForeignChildPolicy::CountLikeCurator),
+            Err(LockError::SequenceWrapped { name: format!("{U2}lock--2147483648") })
+        );
+        // Negatives only are mis-ordered as well: -2147483648 was created first but sorts last.
+        let negatives = vec![format!("{U1}lock--2147483647"), format!("{U2}lock--000000042")];
+        assert!(matches!(
+            sort_children(negatives, MUTEX_MARKERS, ForeignChildPolicy::Reject),
+            Err(LockError::SequenceWrapped { .. })
+        ));
+    }
+
+    #[test]
+    fn exclusive_waits_on_the_immediate_predecessor() {
+        let kids = vec![
+            format!("{U1}lock-0000000004"),
+            format!("{U2}lock-0000000001"),
+            format!("{U3}lock-0000000002"),
+        ];
+        let s = sort_children(kids.clone(), MUTEX_MARKERS, ForeignChildPolicy::Reject).unwrap();
+        assert_eq!(exclusive(&s, &kids[1]), Decision::Held);
+        assert_eq!(exclusive(&s, &kids[2]), Decision::Wait(kids[1].clone()));
+        assert_eq!(exclusive(&s, &kids[0]), Decision::Wait(kids[2].clone()));
+        assert_eq!(exclusive(&s, "nope"), Decision::Missing);
+    }
+
+    #[test]
+    fn readers_wait_on_the_nearest_lower_writer_and_tolerate_ties() {
+        let w1 = format!("{U1}__WRIT__0000000001");
+        let r2 = format!("{U2}__READ__0000000002");
+        let w3 = format!("{U3}__WRIT__0000000003");
+        let r4 = format!("{U2}__READ__0000000004");
+        let kids = vec![r4.clone(), w3.clone(), r2.clone(), w1.clone()];
+        let s = sort_children(kids, RW_MARKERS, ForeignChildPolicy::Reject).unwrap();
+        assert_eq!(shared(&s, &r4), Decision::Wait(w3.clone()), "nearest, not first, writer");
+        assert_eq!(shared(&s, &r2), Decision::Wait(w1.clone()));
+        assert_eq!(exclusive(&s, &w1), Decision::Held);
+        assert_eq!(exclusive(&s, &w3), Decision::Wait(r2.clone()));
+
+        // Curator >= 5.5 downgrade: a non-sequential read node tied with its writer's suffix.
+        let tie = format!("{U3}__READ__0000000001");
+        let s = sort_children(
+            vec![w3.clone(), tie.clone(), w1.clone(), r2.clone()],
+            RW_MARKERS,
+            ForeignChildPolicy::Reject,
+        )
+        .unwrap();
+        assert_eq!(shared(&s, &tie), Decision::Held, "a tie with a writer does not block the reader");
+        assert_eq!(shared(&s, &r2), Decision::Wait(w1.clone()));
+        // Once the writer is gone, the tie read node blocks later writers but not readers.
+        let s =
+            sort_children(vec![w3.clone(), tie.clone(), r2.clone()], RW_MARKERS, ForeignChildPolicy::Reject)
+                .unwrap();
+        assert_eq!(shared(&s, &r2), Decision::Held);
+        assert_eq!(exclusive(&s, &w3), Decision::Wait(r2.clone()));
+        // A writer tied with another node is never granted.
+        let s = sort_children(vec![w1.clone(), tie.clone()], RW_MARKERS, ForeignChildPolicy::Reject).unwrap();
+        assert!(matches!(exclusive(&s, &w1), Decision::Wait(_)));
+    }
+
+    #[test]
+    fn suffix_of_our_node() {
+        assert_eq!(suffix_after(&format!("{U1}__WRIT__0000000042"), WRITE_MARKER), Some("0000000042"));
+        assert_eq!(suffix_after("__WRIT__42", WRITE_MARKER), None);
+    }
+}

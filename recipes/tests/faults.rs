@@ -1,0 +1,185 @@
+//! Lock recipes under faults: the create reply lost (#16), the session killed while the
+//! create's outcome is unknown (#17), container parents reaped and recreated.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+use std::time::{Duration, Instant};
+
+use zkwire::proto::OpCode;
+use zkwire::{Client, CreateMode, CreateOptions, Error};
+use zkwire_recipes::{LockError, Mutex};
+use zkwire_testing::proxy::FaultProxy;
+use zkwire_testing::server::{shared_server, ServerConfig, ZkServer};
+use zkwire_testing::support::{fresh_chroot, kill_session};
+
+const T: Duration = Duration::from_secs(2);
+
+async fn connect(cs: &str) -> Client {
+    Client::builder().with_session_timeout(T).connect(cs).await.unwrap()
+}
+
+async fn children(client: &Client, dir: &str) -> Vec<String> {
+    let mut c = client.get_children(dir).await.unwrap_or_default();
+    c.sort();
+    c
+}
+
+/// A chroot on the shared server, a proxy in front of it, and the proxied connect string.
+async fn proxied(name: &str) -> (String, FaultProxy, String) {
+    let cs = fresh_chroot(name).await;
+    let proxy = FaultProxy::start(shared_server().addr()).await.unwrap();
+    let chroot = cs.rsplit_once('/').map(|(_, c)| c.to_owned()).unwrap();
+    let via = format!("{}/{chroot}", proxy.connect_string());
+    (cs, proxy, via)
+}
+
+/// #16: the connection is cut right after the lock node's create reaches the server. The
+/// acquire finds its node by guid (after a sync, owner = our session): exactly one node for
+/// this contender, the lock works, no orphan at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m16_create_reply_lost_is_recovered_by_guid() {
+    let (cs, proxy, via) = proxied("recipes_m16").await;
+    let observer = connect(&cs).await;
+    observer.create("/l", b"", &CreateOptions::new(CreateMode::Persistent)).await.unwrap();
+    let a = connect(&via).await;
+    let session = a.session_id();
+    proxy.cut_after_request(OpCode::Create2, 1);
+    let guard = tokio::time::timeout(3 * T, Mutex::new(a.clone(), "/l").lock()).await.unwrap().unwrap();
+    assert_eq!(proxy.triggered(), 1, "the create's reply was lost");
+    assert_eq!(proxy.requests_seen(OpCode::Create2), 1, "recovered without a second create");
+    assert_eq!(a.session_id(), session, "same session");
+    let kids = children(&observer, "/l").await;
+    assert_eq!(kids.len(), 1, "exactly one node for this contender: {kids:?}");
+    assert!(guard.path().ends_with(&kids[0]));
+    assert!(guard.fencing_token() > 0);
+
+    // The lock works: another contender waits, then gets it.
+    let b = connect(&cs).await;
+    let mb = Mutex::new(b.clone(), "/l");
+    assert!(mb.try_lock().await.unwrap().is_none());
+    guard.release().await.unwrap();
+    mb.lock_timeout(T).await.unwrap().release().await.unwrap();
+    assert!(children(&observer, "/l").await.is_empty(), "0 orphans");
+}
+
+/// #17 in zkwire's model: a client never changes session, so when the session is killed
+/// while the create's outcome is unknown, the acquire fails with SessionExpired, the node
+/// went with the session, and nobody else is kept out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m17_session_killed_before_the_retry() {
+    let (cs, proxy, via) = proxied("recipes_m17").await;
+    let observer = connect(&cs).await;
+    observer.create("/l", b"", &CreateOptions::new(CreateMode::Persistent)).await.unwrap();
+    let a = connect(&via).await;
+    proxy.refuse(true);
+    proxy.cut_after_request(OpCode::Create2, 1);
+    let pending = tokio::spawn({
+        let a = a.clone();
+        async move { Mutex::new(a, "/l").lock().await }
+    });
+    let deadline = Instant::now() + T;
+    while proxy.triggered() == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(proxy.triggered(), 1);
+    assert_eq!(children(&observer, "/l").await.len(), 1, "the create applied");
+    kill_session(&shared_server().connect_string(), a.session_id(), a.session_password()).await.unwrap();
+    proxy.refuse(false);
+    let r = tokio::time::timeout(3 * T, pending).await.unwrap().unwrap();
+    assert_eq!(r.err(), Some(LockError::Client(Error::SessionExpired)));
+    assert!(children(&observer, "/l").await.is_empty(), "the node went with the session");
+    Mutex::new(observer.clone(), "/l").lock_timeout(T).await.unwrap().release().await.unwrap();
+}
+
+/// Missing parents are containers: reaped once empty, and recreated by the next acquire.
+/// The sequence restarts with the new incarnation while the fencing token (czxid) still
+/// grows, which is why the token is the czxid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containers_are_reaped_and_recreated() {
+    let config = ServerConfig::default().jvm_prop("znode.container.checkIntervalMs", "100");
+    let server = tokio::task::block_in_place(|| ZkServer::start_with(config)).unwrap();
+    let a = connect(&server.connect_string()).await;
+    let mutex = Mutex::new(a.clone(), "/app/locks/job");
+    let g = mutex.lock().await.unwrap();
+    assert!(g.path().ends_with("-lock-0000000000"), "{}", g.path());
+    let first_token = g.fencing_token();
+    // Bump the counter (a missed try_lock), so that the restart below is visible.
+    let g2 = mutex.try_lock().await.unwrap();
+    assert!(g2.is_none());
+    g.release().await.unwrap();
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while a.exists("/app").await.unwrap().is_some() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(a.exists("/app").await.unwrap(), None, "every container level reaped once empty");
+
+    let g = mutex.lock().await.unwrap();
+    assert!(g.path().ends_with("-lock-0000000000"), "the sequence restarted: {}", g.path());
+    assert!(g.fencing_token() > first_token, "the token did not");
+    g.release().await.unwrap();
+    a.close().await.unwrap();
+}
+
+/// A create whose reply is lost, then a deadline that passes while no server can be reached:
+/// the acquire fails with Timeout, and once the client is back the background sweep deletes
+/// the node it finds by guid (owned by our session).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn final_failure_is_swept_by_guid_in_the_background() {
+    let (cs, proxy, via) = proxied("recipes_sweep").await;
+    let observer = connect(&cs).await;
+    observer.create("/l", b"", &CreateOptions::new(CreateMode::Persistent)).await.unwrap();
+    let a = connect(&via).await;
+    proxy.refuse(true);
+    proxy.cut_after_request(OpCode::Create2, 1);
+    let started = Instant::now();
+    let r = Mutex::new(a.clone(), "/l").lock_timeout(Duration::from_millis(300)).await;
+    let took = started.elapsed();
+    assert_eq!(r.err(), Some(LockError::Timeout));
+    assert!(
+        took < Duration::from_millis(300) + Duration::from_millis(700),
+        "deadline + cleanup grace: {took:?}"
+    );
+    assert_eq!(children(&observer, "/l").await.len(), 1, "the orphan, until the client is back");
+    proxy.refuse(false);
+    let deadline = Instant::now() + 2 * T;
+    while !children(&observer, "/l").await.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(children(&observer, "/l").await.is_empty(), "swept");
+    assert_eq!(a.state(), zkwire::SessionState::Connected, "same session, still alive");
+    a.close().await.unwrap();
+}
+
+/// A waiter rides through a connection loss: its watch is restored and it acquires when the
+/// holder releases. A holder rides through a blip shorter than the grace (T/4): no lost
+/// signal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_survives_a_connection_cut() {
+    let (cs, proxy, via) = proxied("recipes_waiter_cut").await;
+    let holder_client = connect(&cs).await;
+    let holder = Mutex::new(holder_client.clone(), "/l").lock().await.unwrap();
+    let a = connect(&via).await;
+    let waiter = tokio::spawn({
+        let a = a.clone();
+        async move { Mutex::new(a, "/l").lock().await }
+    });
+    while children(&holder_client, "/l").await.len() < 2 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    proxy.cut_all();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    holder.release().await.unwrap();
+    let g = tokio::time::timeout(2 * T, waiter).await.expect("acquires after the cut").unwrap().unwrap();
+    assert!(g.is_held());
+    assert_eq!(children(&holder_client, "/l").await.len(), 1);
+    let mut states = a.state_stream();
+    proxy.cut_all();
+    let mut seen = Vec::new();
+    while seen.last() != Some(&zkwire::SessionState::Connected) {
+        seen.push(tokio::time::timeout(T, states.next()).await.unwrap().unwrap());
+    }
+    assert_eq!(seen, [zkwire::SessionState::Disconnected, zkwire::SessionState::Connected]);
+    assert!(g.is_held(), "a blip shorter than the grace is not a loss");
+    g.release().await.unwrap();
+    a.close().await.unwrap();
+}

@@ -1,0 +1,444 @@
+//! The mutex against a real ZooKeeper: exclusion under stress (#18), try/timeout semantics,
+//! cancellation (#24), lost-lock signals, fencing (#20, ZooKeeper side), foreign children and
+//! sequence wrap. Test names cite the test-matrix numbers; each test has its own chroot.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use zkwire::{Client, CreateMode, CreateOptions, Error, Op, OpResult};
+use zkwire_recipes::{ForeignChildPolicy, LockError, LockOptions, LostReason, Mutex};
+use zkwire_testing::proxy::FaultProxy;
+use zkwire_testing::server::shared_server;
+use zkwire_testing::support::{fresh_chroot, kill_session};
+
+const T: Duration = Duration::from_secs(2);
+
+async fn connect(cs: &str) -> Client {
+    Client::builder().with_session_timeout(T).connect(cs).await.unwrap()
+}
+
+async fn children(client: &Client, dir: &str) -> Vec<String> {
+    let mut c = client.get_children(dir).await.unwrap_or_default();
+    c.sort();
+    c
+}
+
+/// Polls until `dir` has exactly `n` children (background cleanup is asynchronous).
+async fn wait_children(client: &Client, dir: &str, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let c = children(client, dir).await;
+        if c.len() == n || Instant::now() > deadline {
+            return c;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn ephemeral() -> CreateOptions {
+    CreateOptions::new(CreateMode::Ephemeral)
+}
+
+/// #18: 8 sessions × 2 tasks × 250 cycles = 4,000 lock/unlock cycles, holds of 0–10 ms.
+/// Exactly one holder at a time (in-process counter, and non-overlapping monotonic hold
+/// intervals); fencing tokens strictly increase from one holder to the next, i.e. grants
+/// follow node creation order (FIFO).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m18_mutex_exclusion_stress() {
+    const SESSIONS: usize = 8;
+    const TASKS: usize = 2;
+    const CYCLES: usize = 250;
+    let cs = fresh_chroot("recipes_m18").await;
+    let holders = Arc::new(AtomicUsize::new(0));
+    let violations = Arc::new(AtomicUsize::new(0));
+    let last_token = Arc::new(AtomicI64::new(0));
+    let token_regressions = Arc::new(AtomicUsize::new(0));
+    let intervals = Arc::new(std::sync::Mutex::new(Vec::with_capacity(SESSIONS * TASKS * CYCLES)));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    let mut clients = Vec::new();
+    for s in 0..SESSIONS {
+        let client = connect(&cs).await;
+        clients.push(client.clone());
+        for t in 0..TASKS {
+            let mutex = Mutex::new(client.clone(), "/locks/m18");
+            let (holders, violations, last_token, token_regressions, intervals) = (
+                holders.clone(),
+                violations.clone(),
+                last_token.clone(),
+                token_regressions.clone(),
+                intervals.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                for i in 0..CYCLES {
+                    let guard = mutex.lock().await.unwrap();
+                    let begin = Instant::now();
+                    if holders.fetch_add(1, Ordering::SeqCst) != 0 {
+                        violations.fetch_add(1, Ordering::SeqCst);
+                    }
+                    let token = guard.fencing_token();
+                    if last_token.swap(token, Ordering::SeqCst) >= token {
+                        token_regressions.fetch_add(1, Ordering::SeqCst);
+                    }
+                    assert!(guard.is_held());
+                    // A varied hold of 0–10 ms (pseudo-random, reproducible).
+                    let hold = (s * 7919 + t * 104_729 + i * 31) % 11;
+                    if hold == 0 {
+                        tokio::task::yield_now().await;
+                    } else {
+                        tokio::time::sleep(Duration::from_millis(hold as u64)).await;
+                    }
+                    holders.fetch_sub(1, Ordering::SeqCst);
+                    let end = Instant::now();
+                    intervals.lock().unwrap().push((begin, end));
+                    guard.release().await.unwrap();
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let took = started.elapsed();
+    let mut intervals = std::mem::take(&mut *intervals.lock().unwrap());
+    intervals.sort();
+    let overlaps = intervals.windows(2).filter(|w| w[1].0 < w[0].1).count();
+    let cycles = intervals.len();
+    println!(
+        "m18: {cycles} cycles by {SESSIONS} sessions × {TASKS} tasks in {took:?} ({:.2} ms/cycle); \
+         violations = {}, overlapping intervals = {overlaps}, fencing regressions = {}",
+        took.as_secs_f64() * 1000.0 / cycles as f64,
+        violations.load(Ordering::SeqCst),
+        token_regressions.load(Ordering::SeqCst),
+    );
+    assert_eq!(cycles, SESSIONS * TASKS * CYCLES);
+    assert_eq!(violations.load(Ordering::SeqCst), 0, "two holders at once");
+    assert_eq!(overlaps, 0, "overlapping hold intervals");
+    assert_eq!(token_regressions.load(Ordering::SeqCst), 0, "fencing tokens must strictly increase");
+    assert!(children(&clients[0], "/locks/m18").await.is_empty(), "no node left");
+    for c in clients {
+        c.close().await.unwrap();
+    }
+}
+
+/// try_lock: granted when free; `None` (and no node left behind) when held elsewhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_lock_semantics() {
+    let cs = fresh_chroot("recipes_try_lock").await;
+    let (a, b) = (connect(&cs).await, connect(&cs).await);
+    let (ma, mb) = (Mutex::new(a.clone(), "/l"), Mutex::new(b.clone(), "/l"));
+    let held = ma.try_lock().await.unwrap().expect("free: granted");
+    assert!(mb.try_lock().await.unwrap().is_none(), "held elsewhere");
+    assert_eq!(children(&a, "/l").await.len(), 1, "the miss left no node");
+    // Same client, another contender: also a miss (not reentrant).
+    assert!(ma.try_lock().await.unwrap().is_none());
+    assert_eq!(children(&a, "/l").await.len(), 1);
+    held.release().await.unwrap();
+    let again = mb.try_lock().await.unwrap().expect("free again");
+    assert_eq!(children(&a, "/l").await, vec![again.path().trim_start_matches("/l/").to_owned()]);
+    drop(again);
+    assert!(wait_children(&a, "/l", 0).await.is_empty(), "dropping the guard removed the node");
+}
+
+/// lock_timeout with a holder present: one deadline for the whole call, then no node left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_timeout_gives_up_once_and_leaves_nothing() {
+    let cs = fresh_chroot("recipes_lock_timeout").await;
+    let (a, b) = (connect(&cs).await, connect(&cs).await);
+    let holder = Mutex::new(a.clone(), "/l").lock().await.unwrap();
+    let mb = Mutex::new(b.clone(), "/l");
+    let started = Instant::now();
+    let r = mb.lock_timeout(Duration::from_millis(400)).await;
+    let took = started.elapsed();
+    println!("lock_timeout(400 ms) returned after {took:?}");
+    assert!(matches!(r, Err(LockError::Timeout)), "{r:?}");
+    assert!(took >= Duration::from_millis(400) && took < Duration::from_millis(900), "{took:?}");
+    assert_eq!(
+        children(&a, "/l").await,
+        vec![holder.path().trim_start_matches("/l/").to_owned()],
+        "no node left"
+    );
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while b.stats().watches > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(b.stats().watches, 0, "the predecessor watch is gone");
+    // A free lock within the deadline is granted.
+    holder.release().await.unwrap();
+    let g = mb.lock_timeout(Duration::from_secs(5)).await.unwrap();
+    g.release().await.unwrap();
+}
+
+/// #24: dropping a queued acquire removes its node and its watch; the next acquire works;
+/// a waiter whose node is deleted externally still acquires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m24_acquire_cancel_and_external_delete() {
+    let cs = fresh_chroot("recipes_m24").await;
+    let (a, b, c) = (connect(&cs).await, connect(&cs).await, connect(&cs).await);
+    let holder = Mutex::new(a.clone(), "/l").lock().await.unwrap();
+    let mb = Mutex::new(b.clone(), "/l");
+
+    // Cancelled by select!, once it waits on its predecessor's watch. (Cancelling while the
+    // getData request is in flight leaves zkwire's local watcher registered until the watch
+    // fires; that is a client matter, reported separately.)
+    let pending = mb.lock();
+    tokio::select! {
+        r = pending => panic!("granted while held: {r:?}"),
+        () = async {
+            while children(&a, "/l").await.len() < 2 || b.stats().watches == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        } => {}
+    }
+    let left = wait_children(&a, "/l", 1).await;
+    assert_eq!(left.len(), 1, "the cancelled waiter's node is gone: {left:?}");
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while b.stats().watches > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(b.stats().watches, 0, "its watch is gone");
+
+    // A waiter whose node someone deletes: it notices when its predecessor goes, and
+    // queues again with a new node.
+    let mc = Mutex::new(c.clone(), "/l");
+    let waiter = tokio::spawn(async move { mc.lock().await });
+    let victim = loop {
+        let kids = children(&a, "/l").await;
+        if kids.len() == 2 {
+            break kids.into_iter().find(|k| !holder.path().ends_with(k.as_str())).unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    a.delete(&format!("/l/{victim}"), None).await.unwrap();
+    holder.release().await.unwrap();
+    let g =
+        tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("still acquires").unwrap().unwrap();
+    assert!(!g.path().ends_with(&victim), "a new node");
+    g.release().await.unwrap();
+    // The next acquire by the cancelled one works.
+    let g = mb.lock_timeout(Duration::from_secs(5)).await.unwrap();
+    g.release().await.unwrap();
+    assert!(children(&a, "/l").await.is_empty());
+}
+
+/// lost() fires when the session is really killed; release then reports the loss.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_fires_on_session_kill() {
+    let cs = fresh_chroot("recipes_lost_kill").await;
+    let (a, observer) = (connect(&cs).await, connect(&cs).await);
+    let guard = Mutex::new(a.clone(), "/l").lock().await.unwrap();
+    let lost = guard.lost();
+    let started = Instant::now();
+    kill_session(&shared_server().connect_string(), a.session_id(), a.session_password()).await.unwrap();
+    let reason = tokio::time::timeout(2 * T, lost).await.expect("lost() fires");
+    println!("lost after a session kill: {reason} in {:?}", started.elapsed());
+    assert!(
+        matches!(reason, LostReason::NodeDeleted | LostReason::SessionEnded(_) | LostReason::Disconnected(_)),
+        "{reason:?}"
+    );
+    assert!(!guard.is_held());
+    // A new session can take the lock; the old guard's release reports the loss.
+    let g = Mutex::new(observer.clone(), "/l").lock_timeout(2 * T).await.unwrap();
+    assert!(matches!(guard.release().await, Err(LockError::Lost(_))));
+    g.release().await.unwrap();
+}
+
+/// lost() fires on external deletion and on a data change of the lock node; the fenced multi
+/// fails once the node is gone, atomically.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_on_external_delete_and_change_and_fenced_multi() {
+    let cs = fresh_chroot("recipes_lost_delete").await;
+    let (a, admin) = (connect(&cs).await, connect(&cs).await);
+    admin.create("/res", b"0", &CreateOptions::new(CreateMode::Persistent)).await.unwrap();
+    let mutex = Mutex::new(a.clone(), "/l");
+
+    let guard = mutex.lock().await.unwrap();
+    let r = guard.multi_fenced(&[Op::set_data("/res", &b"1"[..], None)]).await.unwrap();
+    assert!(matches!(r.as_slice(), [OpResult::SetData { .. }]), "{r:?}");
+    // A failing op reports its index within the caller's ops.
+    let r = guard.multi_fenced(&[Op::set_data("/res", &b"x"[..], None), Op::delete("/missing", None)]).await;
+    assert!(matches!(r, Err(LockError::Client(Error::MultiFailed { index: 1, .. }))), "{r:?}");
+    let lost = guard.lost();
+    admin.delete(guard.path(), None).await.unwrap();
+    let reason = tokio::time::timeout(T, lost).await.unwrap();
+    assert_eq!(reason, LostReason::NodeDeleted);
+    assert!(!guard.is_held());
+    let r = guard.multi_fenced(&[Op::set_data("/res", &b"2"[..], None)]).await;
+    assert_eq!(r, Err(LockError::Lost(LostReason::NodeDeleted)));
+    assert_eq!(&admin.get_data("/res").await.unwrap().0[..], b"1", "nothing applied");
+    assert_eq!(guard.release().await, Err(LockError::Lost(LostReason::NodeDeleted)));
+
+    // Data change (a Curator-style revocation request): lost, though the node exists.
+    let guard = mutex.lock().await.unwrap();
+    let lost = guard.lost();
+    admin.set_data(guard.path(), b"__REVOKE__", None).await.unwrap();
+    assert_eq!(tokio::time::timeout(T, lost).await.unwrap(), LostReason::NodeChanged);
+    // The fence is the node's existence, whatever its version (check with version -1).
+    assert!(guard.multi_fenced(&[]).await.unwrap().is_empty());
+    assert_eq!(
+        guard.release().await,
+        Err(LockError::Lost(LostReason::NodeChanged)),
+        "released, but reported"
+    );
+    assert!(children(&a, "/l").await.is_empty());
+}
+
+/// ZooKeeper's CheckVersionRequest with version -1 matches any version (the fence relies on
+/// it), and fails with NoNode on a missing node.
+#[tokio::test]
+async fn check_minus_one_matches_any_version() {
+    let cs = fresh_chroot("recipes_check_any").await;
+    let c = connect(&cs).await;
+    c.create("/n", b"", &CreateOptions::new(CreateMode::Persistent)).await.unwrap();
+    for _ in 0..3 {
+        c.set_data("/n", b"x", None).await.unwrap();
+    }
+    assert_eq!(c.multi(&[Op::check("/n", -1)]).await.unwrap(), vec![OpResult::Check]);
+    let r = c.multi(&[Op::check("/n", 0)]).await;
+    assert!(
+        matches!(r, Err(Error::MultiFailed { index: 0, ref error }) if **error == Error::BadVersion),
+        "{r:?}"
+    );
+    let r = c.multi(&[Op::check("/gone", -1)]).await;
+    assert!(
+        matches!(r, Err(Error::MultiFailed { index: 0, ref error }) if **error == Error::NoNode),
+        "{r:?}"
+    );
+}
+
+/// lost() fires after the documented grace (T/4) of disconnection, measured from the
+/// Disconnected event, when no server can be reached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_after_disconnect_grace() {
+    let cs = fresh_chroot("recipes_lost_disconnect").await;
+    let proxy = FaultProxy::start(shared_server().addr()).await.unwrap();
+    let chroot = cs.rsplit_once('/').map(|(_, c)| c).unwrap();
+    let a = connect(&format!("{}/{chroot}", proxy.connect_string())).await;
+    let granted = a.session_timeout().unwrap();
+    let guard = Mutex::new(a.clone(), "/l").lock().await.unwrap();
+    let lost = guard.lost();
+    let mut states = a.state_stream();
+    proxy.refuse(true);
+    proxy.cut_all();
+    let next = tokio::time::timeout(T, states.next()).await.unwrap().unwrap();
+    let disconnected = Instant::now();
+    assert_eq!(next, zkwire::SessionState::Disconnected);
+    let reason = tokio::time::timeout(T, lost).await.expect("lost() within T");
+    let after = disconnected.elapsed();
+    println!("lost after disconnection: {reason} ({after:?} after Disconnected; T = {granted:?})");
+    assert!(matches!(reason, LostReason::Disconnected(_)), "{reason:?}");
+    assert!(
+        after + Duration::from_millis(50) >= granted / 4 && after < granted / 3,
+        "{after:?} for T = {granted:?}"
+    );
+    proxy.refuse(false);
+    drop(guard);
+    a.close().await.unwrap();
+}
+
+/// A grace of zero gives the hold up at the first disconnection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zero_grace_loses_at_once() {
+    let cs = fresh_chroot("recipes_zero_grace").await;
+    let proxy = FaultProxy::start(shared_server().addr()).await.unwrap();
+    let chroot = cs.rsplit_once('/').map(|(_, c)| c).unwrap();
+    let a = connect(&format!("{}/{chroot}", proxy.connect_string())).await;
+    let options = LockOptions::new().with_disconnect_grace(Duration::ZERO);
+    let guard = Mutex::with_options(a.clone(), "/l", options).lock().await.unwrap();
+    let lost = guard.lost();
+    proxy.cut_all();
+    let reason = tokio::time::timeout(T, lost).await.unwrap();
+    assert!(matches!(reason, LostReason::Disconnected(d) if d < Duration::from_millis(100)), "{reason:?}");
+    // The session survives a short cut: release still deletes the node, and reports the loss.
+    assert_eq!(guard.release().await, Err(LockError::Lost(reason)));
+    assert!(children(&a, "/l").await.is_empty());
+    a.close().await.unwrap();
+}
+
+/// A child that is not a lock contender fails the acquire by default (Curator would count
+/// it); with CountLikeCurator it is ordered by its whole name, as Curator does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_child_detected() {
+    let cs = fresh_chroot("recipes_foreign").await;
+    let (a, admin) = (connect(&cs).await, connect(&cs).await);
+    admin.create("/l", b"", &CreateOptions::new(CreateMode::Persistent)).await.unwrap();
+    admin.create("/l/config", b"", &ephemeral()).await.unwrap();
+    let r = Mutex::new(a.clone(), "/l").lock_timeout(T).await;
+    assert_eq!(r.err(), Some(LockError::ForeignChild { name: "config".into() }));
+    assert_eq!(children(&a, "/l").await, vec!["config".to_owned()], "our node was removed");
+
+    // Counted like Curator: "config" sorts after "0000000001", so we hold.
+    let curator_like = LockOptions::new().with_foreign_children(ForeignChildPolicy::CountLikeCurator);
+    let g = Mutex::with_options(a.clone(), "/l", curator_like.clone()).lock_timeout(T).await.unwrap();
+    g.release().await.unwrap();
+    // ...but "0-foreign" sorts before any sequence: Curator would wedge behind it (CURATOR-43).
+    admin.create("/l/0-foreign", b"", &ephemeral()).await.unwrap();
+    let r = Mutex::with_options(a.clone(), "/l", curator_like).try_lock().await.unwrap();
+    assert!(r.is_none(), "blocked by a foreign child that sorts first, as in Curator");
+    assert_eq!(children(&a, "/l").await.len(), 2);
+}
+
+/// A wrapped sequence counter (a negative suffix) is refused, never mis-ordered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sequence_wrap_detected() {
+    let cs = fresh_chroot("recipes_wrap").await;
+    let (a, admin) = (connect(&cs).await, connect(&cs).await);
+    admin.create("/l", b"", &CreateOptions::new(CreateMode::Persistent)).await.unwrap();
+    let wrapped = "_c_0b8f1a44-1f4e-4c3a-9d42-5c7e2b0d6a11-lock--2147483648";
+    admin
+        .create("/l/_c_6e1c0a2b-7f3d-4e5a-8b9c-0d1e2f3a4b5c-lock-0000000001", b"", &ephemeral())
+        .await
+        .unwrap();
+    admin.create(&format!("/l/{wrapped}"), b"", &ephemeral()).await.unwrap();
+    let r = Mutex::new(a.clone(), "/l").lock_timeout(T).await;
+    assert_eq!(r.err(), Some(LockError::SequenceWrapped { name: wrapped.into() }));
+    assert_eq!(children(&a, "/l").await.len(), 2, "our node was removed");
+    // Negative suffixes only: still refused (string order reverses their creation order).
+    admin.delete("/l/_c_6e1c0a2b-7f3d-4e5a-8b9c-0d1e2f3a4b5c-lock-0000000001", None).await.unwrap();
+    let r = Mutex::new(a.clone(), "/l").try_lock().await;
+    assert!(matches!(r, Err(LockError::SequenceWrapped { .. })), "{r:?}");
+    assert_eq!(children(&a, "/l").await, vec![wrapped.to_owned()]);
+}
+
+/// Nothing the recipes leave behind keeps a client alive: after guards are released or
+/// dropped, acquires cancelled or timed out, and the last clone dropped, the client's task
+/// stops (which closes the session), and no lock node or local watch is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_keeps_the_client_alive() {
+    let cs = fresh_chroot("recipes_no_leaks").await;
+    let (a, observer) = (connect(&cs).await, connect(&cs).await);
+    let holder = Mutex::new(observer.clone(), "/l").lock().await.unwrap();
+    let mutex = Mutex::new(a.clone(), "/l");
+    assert!(mutex.try_lock().await.unwrap().is_none());
+    assert!(matches!(mutex.lock_timeout(Duration::from_millis(100)).await, Err(LockError::Timeout)));
+    let cancelled = tokio::time::timeout(Duration::from_millis(100), mutex.lock()).await;
+    assert!(cancelled.is_err());
+    holder.release().await.unwrap();
+    let g = mutex.lock().await.unwrap();
+    let lost = g.lost();
+    drop(g);
+    assert_eq!(tokio::time::timeout(T, lost).await.unwrap(), LostReason::Released);
+    let g = mutex.lock().await.unwrap();
+    g.release().await.unwrap();
+    let last = mutex.lock().await.unwrap();
+    assert!(wait_children(&observer, "/l", 1).await.len() == 1);
+    drop(last);
+    assert!(wait_children(&observer, "/l", 0).await.is_empty(), "every node removed");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while a.stats().watches > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(a.stats().watches, 0, "no local watch left: {:?}", a.stats());
+
+    let handle = a.stats_handle();
+    drop(mutex);
+    drop(a);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while handle.stats().driver_running && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(!handle.stats().driver_running, "something still holds the client: {:?}", handle.stats());
+}

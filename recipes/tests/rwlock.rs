@@ -1,0 +1,211 @@
+//! The read/write lock against a real ZooKeeper (#21): writers alone, readers together,
+//! upgrade refused, downgrade allowed (Curator ≥ 5.5 tie layout), ties from peers tolerated.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use zkwire::{Client, CreateMode, CreateOptions};
+use zkwire_recipes::{LockError, RwLock};
+use zkwire_testing::support::fresh_chroot;
+
+const T: Duration = Duration::from_secs(2);
+
+async fn connect(cs: &str) -> Client {
+    Client::builder().with_session_timeout(T).connect(cs).await.unwrap()
+}
+
+async fn children(client: &Client, dir: &str) -> Vec<String> {
+    let mut c = client.get_children(dir).await.unwrap_or_default();
+    c.sort();
+    c
+}
+
+/// Whether `fut` is still pending after `within`.
+async fn still_pending<F: std::future::Future>(fut: F, within: Duration) -> bool {
+    tokio::time::timeout(within, fut).await.is_err()
+}
+
+#[derive(Default)]
+struct Tally {
+    readers: AtomicUsize,
+    writers: AtomicUsize,
+    max_readers: AtomicUsize,
+    violations: AtomicUsize,
+    reads: AtomicUsize,
+    writes: AtomicUsize,
+    last_write_token: AtomicI64,
+    token_regressions: AtomicUsize,
+}
+
+/// #21: 8 sessions × 100 iterations, 10% writers. A writer is always alone; several readers
+/// hold at once; write fencing tokens strictly increase.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m21_rwlock_readers_share_writers_exclude() {
+    const CLIENTS: usize = 8;
+    const ITERATIONS: usize = 100;
+    let cs = fresh_chroot("recipes_m21").await;
+    let tally = Arc::new(Tally::default());
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    let mut clients = Vec::new();
+    for c in 0..CLIENTS {
+        let client = connect(&cs).await;
+        clients.push(client.clone());
+        let rw = RwLock::new(client, "/rw");
+        let tally = tally.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..ITERATIONS {
+                if (i + c) % 10 == 0 {
+                    let guard = rw.write().await.unwrap();
+                    let (w, r) =
+                        (tally.writers.fetch_add(1, Ordering::SeqCst), tally.readers.load(Ordering::SeqCst));
+                    if w != 0 || r != 0 {
+                        tally.violations.fetch_add(1, Ordering::SeqCst);
+                    }
+                    let token = guard.fencing_token();
+                    if tally.last_write_token.swap(token, Ordering::SeqCst) >= token {
+                        tally.token_regressions.fetch_add(1, Ordering::SeqCst);
+                    }
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    tally.writers.fetch_sub(1, Ordering::SeqCst);
+                    tally.writes.fetch_add(1, Ordering::SeqCst);
+                    guard.release().await.unwrap();
+                } else {
+                    let guard = rw.read().await.unwrap();
+                    let r = tally.readers.fetch_add(1, Ordering::SeqCst) + 1;
+                    tally.max_readers.fetch_max(r, Ordering::SeqCst);
+                    if tally.writers.load(Ordering::SeqCst) != 0 {
+                        tally.violations.fetch_add(1, Ordering::SeqCst);
+                    }
+                    tokio::time::sleep(Duration::from_millis(3)).await;
+                    tally.readers.fetch_sub(1, Ordering::SeqCst);
+                    tally.reads.fetch_add(1, Ordering::SeqCst);
+                    guard.release().await.unwrap();
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let (reads, writes) = (tally.reads.load(Ordering::SeqCst), tally.writes.load(Ordering::SeqCst));
+    let max_readers = tally.max_readers.load(Ordering::SeqCst);
+    println!(
+        "m21: {reads} reads + {writes} writes by {CLIENTS} sessions in {:?}; max concurrent readers = {max_readers}; \
+         violations = {}, write token regressions = {}",
+        started.elapsed(),
+        tally.violations.load(Ordering::SeqCst),
+        tally.token_regressions.load(Ordering::SeqCst)
+    );
+    assert_eq!((reads, writes), (720, 80));
+    assert_eq!(tally.violations.load(Ordering::SeqCst), 0);
+    assert_eq!(tally.token_regressions.load(Ordering::SeqCst), 0);
+    assert!(max_readers > 1, "readers never shared the lock");
+    assert!(children(&clients[0], "/rw").await.is_empty());
+    for c in clients {
+        c.close().await.unwrap();
+    }
+}
+
+/// #21: a read→write upgrade is refused (instead of the self-deadlock Curator documents), and
+/// so is a second write on the same instance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m21_upgrade_refused() {
+    let cs = fresh_chroot("recipes_upgrade").await;
+    let a = connect(&cs).await;
+    let rw = RwLock::new(a.clone(), "/rw");
+    let read = rw.read().await.unwrap();
+    assert_eq!(read.upgrade().err(), Some(LockError::UpgradeRefused));
+    assert_eq!(rw.write().await.err(), Some(LockError::UpgradeRefused));
+    assert_eq!(
+        rw.clone().try_write().await.err(),
+        Some(LockError::UpgradeRefused),
+        "clones are the same participant"
+    );
+    assert_eq!(children(&a, "/rw").await.len(), 1, "no writer node was created");
+    read.release().await.unwrap();
+
+    let write = rw.write().await.unwrap();
+    assert_eq!(rw.write_timeout(T).await.err(), Some(LockError::Reentrant));
+    write.release().await.unwrap();
+    // A separate instance is a separate participant: it simply contends.
+    let other = RwLock::new(a.clone(), "/rw");
+    let r = rw.read().await.unwrap();
+    assert_eq!(other.try_write().await.unwrap().map(|_| ()), None);
+    r.release().await.unwrap();
+    assert!(children(&a, "/rw").await.is_empty());
+}
+
+/// #21: downgrade. The read node ties with the writer's suffix, is granted at once, and keeps
+/// a queued writer out after the write lock is released, while other readers get in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m21_downgrade_allowed() {
+    let cs = fresh_chroot("recipes_downgrade").await;
+    let (a, b, c) = (connect(&cs).await, connect(&cs).await, connect(&cs).await);
+    let rw = RwLock::new(a.clone(), "/rw");
+    let write = rw.write().await.unwrap();
+    let writer_seq = write.path().rsplit("__WRIT__").next().unwrap().to_owned();
+
+    // A writer queues behind us.
+    let queued = RwLock::new(b.clone(), "/rw");
+    let mut queued_write = Box::pin(queued.write());
+    assert!(still_pending(&mut queued_write, Duration::from_millis(200)).await);
+
+    let read = write.downgrade().await.unwrap();
+    assert!(read.path().ends_with(&format!("__READ__{writer_seq}")), "tie layout: {}", read.path());
+    assert!(read.is_held());
+    let stat = a.exists(read.path()).await.unwrap().unwrap();
+    assert_eq!(stat.ephemeral_owner, a.session_id());
+    assert_eq!(read.fencing_token(), stat.czxid);
+    // The queued writer stays out; a new reader queues behind that writer (FIFO), so only
+    // one that came before the writer... none did: it waits too.
+    assert!(
+        still_pending(&mut queued_write, Duration::from_millis(300)).await,
+        "a writer got in during the downgrade"
+    );
+    let third = RwLock::new(c.clone(), "/rw");
+    assert!(third.try_read().await.unwrap().is_none(), "a reader after a queued writer waits");
+    read.release().await.unwrap();
+    let w = tokio::time::timeout(T, queued_write).await.expect("the writer gets in").unwrap();
+    w.release().await.unwrap();
+
+    // read() on the instance holding the write lock is the same downgrade step.
+    let write = rw.write().await.unwrap();
+    let read = rw.read().await.unwrap();
+    let other_reader = third.try_read().await.unwrap();
+    assert!(other_reader.is_none(), "the write lock is still held");
+    write.release().await.unwrap();
+    let other_reader = third.try_read().await.unwrap().expect("readers share with the downgraded reader");
+    other_reader.release().await.unwrap();
+    read.release().await.unwrap();
+    assert!(children(&a, "/rw").await.is_empty());
+}
+
+/// A downgrade node made by a peer (Curator ≥ 5.5: EPHEMERAL `_c_<uuid>-__READ__<writerSeq>`)
+/// is tolerated: it blocks later writers, not readers. A tie read is refused if our write
+/// node is gone (the create is a multi checked against it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ties_from_peers_and_lost_writer() {
+    let cs = fresh_chroot("recipes_ties").await;
+    let (a, peer) = (connect(&cs).await, connect(&cs).await);
+    let peer_rw = RwLock::new(peer.clone(), "/rw");
+    let w = peer_rw.write().await.unwrap();
+    let seq = w.path().rsplit("__WRIT__").next().unwrap().to_owned();
+    let tie = format!("/rw/_c_a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d-__READ__{seq}");
+    peer.create(&tie, b"", &CreateOptions::new(CreateMode::Ephemeral)).await.unwrap();
+    w.release().await.unwrap();
+
+    let rw = RwLock::new(a.clone(), "/rw");
+    assert!(rw.try_write().await.unwrap().is_none(), "the peer's tie read blocks writers");
+    let r = rw.try_read().await.unwrap().expect("but not readers");
+    r.release().await.unwrap();
+    peer.delete(&tie, None).await.unwrap();
+
+    let w = rw.write().await.unwrap();
+    peer.delete(w.path(), None).await.unwrap();
+    let r = w.downgrade_read().await;
+    assert!(matches!(r, Err(LockError::Lost(_))), "{r:?}");
+    assert!(children(&a, "/rw").await.is_empty(), "nothing left: {:?}", children(&a, "/rw").await);
+}
