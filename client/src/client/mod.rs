@@ -22,7 +22,7 @@ use crate::error::Error;
 use crate::jute::{Decode, Encode};
 use crate::path::{self, Chroot};
 use crate::proto::*;
-use crate::session::{self, Effect, Reply, Request, SessionState, WatchKind, WatcherId};
+use crate::session::{Effect, Reply, Request, SessionState, WatchKind, WatcherId};
 
 /// A snapshot of a client's internal counters ([`Client::stats`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -99,13 +99,12 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    /// A session event with its path as the application sees it.
-    pub(crate) fn client_event(&self, e: session::WatchedEvent) -> WatchedEvent {
-        let path = match &e.path {
-            p if p.is_empty() => String::new(),
-            p => path::strip_or_pass(self.chroot.as_ref(), p).to_owned(),
-        };
-        WatchedEvent { event_type: e.event_type, state: e.state, path, zxid: e.zxid }
+    /// A session event with its path as the application sees it (chroot stripped).
+    pub(crate) fn client_event(&self, mut e: WatchedEvent) -> WatchedEvent {
+        if !e.path.is_empty() {
+            e.path = path::strip_or_pass(self.chroot.as_ref(), &e.path).to_owned();
+        }
+        e
     }
 }
 

@@ -12,19 +12,7 @@ use crate::driver::Command;
 use crate::proto::{EventType, KeeperState};
 use crate::session::{SessionState, WatcherId};
 
-/// A watch notification, with the path as the application sees it (chroot stripped).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WatchedEvent {
-    /// What happened; [`EventType::None`] when the session ended before the watch fired.
-    pub event_type: EventType,
-    /// `SyncConnected` for node events; `Expired`, `AuthFailed` or `Closed` when the
-    /// session ended.
-    pub state: KeeperState,
-    /// The node's path (empty for session events).
-    pub path: String,
-    /// The zxid of the change on servers 3.9+, -1 otherwise.
-    pub zxid: i64,
-}
+pub use crate::session::WatchedEvent;
 
 /// A one-shot watch: resolves with the event that fired it.
 ///
@@ -34,13 +22,13 @@ pub struct WatchedEvent {
 #[derive(Debug)]
 #[must_use = "a watcher does nothing unless awaited"]
 pub struct OneshotWatcher {
-    rx: oneshot::Receiver<crate::session::WatchedEvent>,
+    rx: oneshot::Receiver<WatchedEvent>,
     guard: WatcherGuard,
 }
 
 impl OneshotWatcher {
     pub(crate) fn new(
-        rx: oneshot::Receiver<crate::session::WatchedEvent>,
+        rx: oneshot::Receiver<WatchedEvent>,
         id: WatcherId,
         inner: Arc<Inner>,
     ) -> Self {
@@ -77,13 +65,13 @@ impl Future for OneshotWatcher {
 /// local watcher.
 #[derive(Debug)]
 pub struct PersistentWatcher {
-    rx: mpsc::Receiver<crate::session::WatchedEvent>,
+    rx: mpsc::Receiver<WatchedEvent>,
     guard: WatcherGuard,
 }
 
 impl PersistentWatcher {
     pub(crate) fn new(
-        rx: mpsc::Receiver<crate::session::WatchedEvent>,
+        rx: mpsc::Receiver<WatchedEvent>,
         id: WatcherId,
         inner: Arc<Inner>,
     ) -> Self {

@@ -92,13 +92,17 @@ pub struct Reply {
 }
 
 /// A watch notification for one watcher.
+///
+/// The session reports server paths; [`Client`](crate::Client) watchers report the path as
+/// the application sees it (chroot stripped).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WatchedEvent {
-    /// What happened; [`EventType::None`] for a session-state event.
+    /// What happened; [`EventType::None`] when the session ended before the watch fired.
     pub event_type: EventType,
-    /// The session state: `SyncConnected` for node events, or the state that ended the watch.
+    /// `SyncConnected` for node events; `Expired`, `AuthFailed` or `Closed` when the session
+    /// ended.
     pub state: KeeperState,
-    /// The node's server path (empty for session-state events).
+    /// The node's path (empty for session events).
     pub path: String,
     /// The zxid of the change (servers 3.9+), -1 when unknown.
     pub zxid: i64,
