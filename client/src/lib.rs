@@ -25,6 +25,7 @@ mod client;
 pub mod connect_string;
 pub mod driver;
 pub mod error;
+#[cfg(any(fuzzing, feature = "fuzzing"))] pub mod fuzzing;
 pub mod path;
 pub mod session;
 

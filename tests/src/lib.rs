@@ -1,6 +1,7 @@
 //! Test harness for zkwire: real ZooKeeper servers and ensembles, and shared test helpers.
 #![forbid(unsafe_code)]
 
+pub mod evil;
 pub mod proxy;
 pub mod server;
 pub mod support;

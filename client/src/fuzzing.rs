@@ -1,0 +1,22 @@
+//! Fuzz entry points. Internal: no stability guarantee, not part of the public API.
+//!
+//! Compiled under `cfg(fuzzing)` (which `cargo fuzz` sets) or with the `fuzzing` feature (which
+//! the corpus-replay test in `tests/` enables). Each function takes the fuzzer's raw bytes and is
+//! what one target in `fuzz/fuzz_targets/` calls, so a target is a one-liner and a crasher
+//! replays under plain `cargo test`. Every function accepts any input; it panics only when an
+//! invariant of the crate is broken, and the panic message says which.
+//!
+//! | target | checks |
+//! |---|---|
+//! | [`frame_decoder`] | any chunking splits a stream like a reference splitter; payloads ≤ cap |
+//! | [`decode_reply`] | a reply frame decodes as the session and `Client` would for its op |
+//! | [`roundtrip`] | decode → encode is the identity; `skip` agrees with `decode` |
+//! | [`session`] | a scripted [`Session`](crate::session::Session) against a model server |
+
+mod codec;
+mod model;
+mod script;
+mod stateful;
+
+pub use codec::{decode_reply, frame_decoder, roundtrip};
+pub use stateful::session;

@@ -1,0 +1,281 @@
+//! The session target's script: reading the fuzzer's bytes, and the requests, configurations
+//! and server frames they select.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::model::frame;
+use crate::jute::{Encode, DEFAULT_MAX_FRAME_LEN};
+use crate::proto::{
+    Acl, AddWatchMode, AddWatchRequest, AuthPacket, CheckVersionRequest, ConnectResponse,
+    CreateMode, CreateRequest, DeleteRequest, ErrorCode, EventType, ExistsRequest,
+    GetChildren2Request, GetChildrenRequest, GetDataRequest, KeeperState, MultiOp, MultiRequest,
+    OpCode, RemoveWatchesRequest, SetDataRequest, SyncRequest, WatcherType,
+};
+use crate::session::{Effect, Request, SessionConfig, WatchKind};
+
+/// The fuzzer's bytes, read front to back; missing bytes read as 0.
+pub(super) struct Script<'a> {
+    pub(super) data: &'a [u8],
+}
+
+impl<'a> Script<'a> {
+    pub(super) fn byte(&mut self) -> u8 {
+        let Some((&b, rest)) = self.data.split_first() else {
+            return 0;
+        };
+        self.data = rest;
+        b
+    }
+
+    pub(super) fn take(&mut self, n: usize) -> &'a [u8] {
+        let (taken, rest) = self.data.split_at(n.min(self.data.len()));
+        self.data = rest;
+        taken
+    }
+}
+
+/// The watch a request registers when it succeeds; the harness names the watcher.
+pub(super) struct WatchSpec {
+    pub(super) path: String,
+    pub(super) kind: WatchKind,
+    /// An exists registers an exist watch on NoNode too.
+    pub(super) exists: bool,
+}
+
+/// The session configuration from the script's first two bytes.
+pub(super) fn config(a: u8, b: u8) -> SessionConfig {
+    let timeouts = [0, 1, 100, 2_000, 30_000, 600_000];
+    SessionConfig {
+        session_timeout: Duration::from_millis(timeouts[usize::from(a) % timeouts.len()]),
+        connect_timeout: match (a >> 3) % 3 {
+            0 => None,
+            1 => Some(Duration::ZERO),
+            _ => Some(Duration::from_millis(500)),
+        },
+        host_count: usize::from(b % 4),
+        read_only: b & 4 != 0,
+        max_request_len: if b & 8 == 0 { 0xfffff } else { 48 },
+        max_frame_len: if b & 16 == 0 {
+            DEFAULT_MAX_FRAME_LEN
+        } else {
+            64
+        },
+        resume: (b & 32 != 0).then(|| (SESSION_ID, Bytes::from_static(&PASSWD))),
+        auth: if b & 64 == 0 {
+            Vec::new()
+        } else {
+            vec![auth_packet(b"user:secret")]
+        },
+    }
+}
+
+/// A ConnectResponse: expired (two ways), read-only, without the read-only byte, for another
+/// session id, or plain; with a negotiated timeout from 1 ms to `i32::MAX` ms.
+pub(super) fn connect_frame(sel: u8) -> Bytes {
+    let timeouts = [1, 100, 2_000, 30_000, i32::MAX];
+    let mut response = ConnectResponse {
+        protocol_version: 0,
+        timeout: timeouts[usize::from(sel >> 3) % timeouts.len()],
+        session_id: SESSION_ID,
+        passwd: Bytes::from_static(&PASSWD),
+        read_only: Some(false),
+    };
+    match sel % 8 {
+        0 => (response.timeout, response.session_id) = (0, 0),
+        1 => response.timeout = -1,
+        2 => response.read_only = Some(true),
+        3 => response.read_only = None,
+        4 => response.session_id = SESSION_ID + 1,
+        _ => {}
+    }
+    frame(|b| response.encode(b))
+}
+
+/// A request of kind `kind % 15` on a path chosen by `flags` (bit 3: with a watch), and the
+/// watch it registers on success. The watcher id in a returned `Effect::Watch` is a
+/// placeholder for the harness to replace.
+pub(super) fn request(kind: u8, flags: u8, max_request_len: usize) -> (Request, Option<WatchSpec>) {
+    let path = SUBMIT_PATHS[usize::from(flags & 7) % SUBMIT_PATHS.len()].to_owned();
+    let watch = flags & 8 != 0;
+    let p = path.clone();
+    let (op, body) = match kind % 15 {
+        0 => (
+            OpCode::GetData,
+            GetDataRequest { path: p, watch }.to_bytes(),
+        ),
+        1 => (OpCode::Exists, ExistsRequest { path: p, watch }.to_bytes()),
+        2 => (
+            OpCode::GetChildren,
+            GetChildrenRequest { path: p, watch }.to_bytes(),
+        ),
+        3 => (
+            OpCode::GetChildren2,
+            GetChildren2Request { path: p, watch }.to_bytes(),
+        ),
+        4 | 5 => {
+            let (mode, kind) = if kind % 15 == 4 {
+                (AddWatchMode::Persistent, WatchKind::Persistent)
+            } else {
+                (
+                    AddWatchMode::PersistentRecursive,
+                    WatchKind::PersistentRecursive,
+                )
+            };
+            let body = AddWatchRequest { path: p, mode }.to_bytes();
+            let spec = WatchSpec {
+                path,
+                kind,
+                exists: false,
+            };
+            return (Request::new(OpCode::AddWatch, body), Some(spec));
+        }
+        6 => {
+            let watcher_type = WATCHER_TYPES[usize::from(flags >> 4) % WATCHER_TYPES.len()];
+            let body = RemoveWatchesRequest {
+                path: p,
+                watcher_type,
+            }
+            .to_bytes();
+            let effect = Effect::RemoveWatches { path, watcher_type };
+            return (
+                Request {
+                    effect,
+                    ..Request::new(OpCode::RemoveWatches, body)
+                },
+                None,
+            );
+        }
+        7 => (
+            OpCode::SetData,
+            SetDataRequest {
+                path: p,
+                data: None,
+                version: -1,
+            }
+            .to_bytes(),
+        ),
+        8 => (OpCode::Create2, create(p).to_bytes()),
+        9 => (
+            OpCode::Delete,
+            DeleteRequest {
+                path: p,
+                version: -1,
+            }
+            .to_bytes(),
+        ),
+        10 => (OpCode::Sync, SyncRequest { path: p }.to_bytes()),
+        11 => (OpCode::Auth, auth_packet(&[flags])),
+        12 => {
+            let check = MultiOp::Check(CheckVersionRequest {
+                path: p.clone(),
+                version: 0,
+            });
+            let ops = vec![check, MultiOp::Create(create(p))];
+            (OpCode::Multi, MultiRequest { ops }.to_bytes())
+        }
+        // One byte over a small request limit (a 4 KiB request under the default one).
+        13 => (
+            OpCode::SetData,
+            Bytes::from(vec![0; max_request_len.min(4096) - 7]),
+        ),
+        _ => (
+            OpCode::Unknown(i32::from(flags) + 200),
+            Bytes::copy_from_slice(&[kind, flags]),
+        ),
+    };
+    let kind = match op {
+        OpCode::GetData | OpCode::Exists => WatchKind::Data,
+        OpCode::GetChildren | OpCode::GetChildren2 => WatchKind::Child,
+        _ => return (Request::new(op, body), None),
+    };
+    let spec = watch.then(|| WatchSpec {
+        path,
+        kind,
+        exists: op == OpCode::Exists,
+    });
+    (Request::new(op, body), spec)
+}
+
+/// An encoded digest `AuthPacket`.
+pub(super) fn auth_packet(credential: &[u8]) -> Bytes {
+    let auth = Some(Bytes::copy_from_slice(credential));
+    AuthPacket {
+        auth_type: 0,
+        scheme: "digest".to_owned(),
+        auth,
+    }
+    .to_bytes()
+}
+
+fn create(path: String) -> CreateRequest {
+    let data = Some(Bytes::from_static(b"x"));
+    CreateRequest {
+        path,
+        data,
+        acl: Acl::open_unsafe(),
+        mode: CreateMode::Persistent,
+    }
+}
+
+const SESSION_ID: i64 = 0x0100_0000_0000_0042;
+const PASSWD: [u8; 16] = *b"0123456789abcdef";
+
+const SUBMIT_PATHS: [&str; 5] = ["/", "/a", "/a/b", "/a/b/c", "/b"];
+
+/// Notification paths: those requests use, and some no valid request has.
+pub(super) const NOTIFY_PATHS: [&[u8]; 9] = [
+    b"/",
+    b"/a",
+    b"/a/b",
+    b"/a/b/c",
+    b"/b",
+    b"",
+    b"a/b",
+    b"/a/",
+    b"\xff\xfe",
+];
+
+pub(super) const REPLY_ERRORS: [ErrorCode; 12] = [
+    ErrorCode::Ok,
+    ErrorCode::Ok,
+    ErrorCode::Ok,
+    ErrorCode::Ok,
+    ErrorCode::NoNode,
+    ErrorCode::NodeExists,
+    ErrorCode::BadVersion,
+    ErrorCode::SessionExpired,
+    ErrorCode::ConnectionLoss,
+    ErrorCode::AuthFailed,
+    ErrorCode::Unknown(-999),
+    ErrorCode::Unknown(5),
+];
+
+pub(super) const EVENT_TYPES: [EventType; 9] = [
+    EventType::NodeCreated,
+    EventType::NodeDeleted,
+    EventType::NodeDataChanged,
+    EventType::NodeChildrenChanged,
+    EventType::None,
+    EventType::DataWatchRemoved,
+    EventType::PersistentWatchRemoved,
+    EventType::Unknown(99),
+    EventType::Unknown(-7),
+];
+
+pub(super) const STATES: [KeeperState; 5] = [
+    KeeperState::SyncConnected,
+    KeeperState::SyncConnected,
+    KeeperState::Expired,
+    KeeperState::Disconnected,
+    KeeperState::Unknown(42),
+];
+
+const WATCHER_TYPES: [WatcherType; 5] = [
+    WatcherType::Children,
+    WatcherType::Data,
+    WatcherType::Any,
+    WatcherType::Persistent,
+    WatcherType::PersistentRecursive,
+];

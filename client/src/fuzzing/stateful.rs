@@ -1,0 +1,541 @@
+//! The stateful target: a sans-IO [`Session`] driven by a byte-coded script, with the server's
+//! side played by a model that knows only the protocol rules.
+
+mod checks;
+
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, Bytes};
+
+use super::model::{frame, reply_frame, Phase, Server};
+use super::script::{
+    config, connect_frame, request, Script, EVENT_TYPES, NOTIFY_PATHS, REPLY_ERRORS, STATES,
+};
+use crate::error::Error;
+use crate::jute::Encode;
+use crate::proto::{
+    ErrorCode, OpCode, ReplyHeader, AUTH_XID, NOTIFICATION_XID, PING_XID, SET_WATCHES_XID,
+};
+use crate::session::{Effect, Request, RequestId, Session, SessionConfig, SessionState, WatcherId};
+
+/// Drives a [`Session`] through a script read from `data`, checking its guarantees.
+///
+/// Bytes 0 and 1 choose the configuration: session timeout, connect timeout, host count,
+/// read-only, a 48-byte request limit, a 64-byte frame limit, a resumed session and a
+/// configured credential. Then each op is one byte (`op % 14`) and its arguments; missing
+/// bytes read as 0:
+/// - 0 `kind flags [deadline]`: submit a request (`kind % 15`: reads, creates, writes, auth,
+///   multi, add/remove watches, one over the request limit, an unknown op); `flags` picks
+///   the path, bit 3 asks for a watch, bit 7 for a deadline `deadline × 10` ms away;
+/// - 1: open a transport if the session wants one (else check that doing so is a no-op);
+/// - 2 `sel [len body] split`: while awaiting a ConnectResponse, the one `sel` picks
+///   (expired, read-only, …); else a reply to the oldest request with the error code `sel`
+///   picks; delivered in two reads cut at `split`;
+/// - 3 `kind [xid]`: a reply with a chosen xid: the next or previous one, a duplicate of the
+///   last reply, `i32::MAX`, 0, -8, -2 or four raw bytes;
+/// - 4 `type state path`: a notification (unknown types and states, invalid UTF-8 paths);
+/// - 5 `n bytes`: `n & 0x7f` raw server bytes (bit 7: through `recv_buffer`);
+/// - 6 `t`: advance the clock by `t & 0x3f` × 1, 16, 256 or 4096 ms;
+/// - 7: the transport fails; 8 `i`: cancel a recent request; 9: close;
+///   10 `i`: drop a watcher;
+/// - 11 `k`: start xids at `i32::MAX - k % 16` (the hook exists under `cfg(fuzzing)` only);
+/// - 12: answer everything in flight (the handshake first);
+/// - 13: advance the clock to the next deadline.
+///
+/// After every op the timers are fired as a driver would. At the end the session is closed
+/// (answering what is in flight, or failing the transport).
+///
+/// # Panics
+/// When a guarantee of [`Session`] is broken: a request answered twice, after being
+/// cancelled, or never; a timeout before the deadline; a deadline passed with no answer; a
+/// watch event for a watcher not registered; a state reported after the end; a connection
+/// kept or dropped against the protocol rules; requests in flight that differ from what was
+/// written; xids that do not count up from 1; a deadline left in the past after
+/// `handle_timeout`; anything left over after the session ended.
+pub fn session(data: &[u8]) {
+    let mut script = Script { data };
+    let mut harness = Harness::new(&mut script);
+    for _ in 0..MAX_OPS {
+        if script.data.is_empty() {
+            break;
+        }
+        harness.step(&mut script);
+    }
+    harness.finish();
+}
+
+/// What became of a submitted request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Status {
+    Waiting,
+    Answered,
+    Cancelled,
+}
+
+/// A submitted request (index = id - 1).
+#[derive(Debug)]
+struct Tracked {
+    deadline: Option<Instant>,
+    /// The watcher its success registers, and whether it is an exists (NoNode registers too).
+    watch: Option<(WatcherId, bool)>,
+    status: Status,
+}
+
+/// A watcher (index = id).
+#[derive(Debug)]
+struct Watcher {
+    persistent: bool,
+    /// Registered in the session: its request succeeded and it has not ended.
+    armed: bool,
+}
+
+struct Harness {
+    session: Session,
+    config: SessionConfig,
+    now: Instant,
+    server: Server,
+    requests: Vec<Tracked>,
+    watchers: Vec<Watcher>,
+    /// The last state reported.
+    state: SessionState,
+    ended: bool,
+    closing: bool,
+    zxid: i64,
+    last_reply: Option<Bytes>,
+}
+
+impl Harness {
+    fn new(script: &mut Script<'_>) -> Self {
+        let config = config(script.byte(), script.byte());
+        let now = Instant::now();
+        Self {
+            session: Session::new(config.clone(), now),
+            server: Server::new(config.max_frame_len, config.resume.is_some()),
+            config,
+            now,
+            requests: Vec::new(),
+            watchers: Vec::new(),
+            state: SessionState::Connecting,
+            ended: false,
+            closing: false,
+            zxid: 0,
+            last_reply: None,
+        }
+    }
+
+    fn step(&mut self, script: &mut Script<'_>) {
+        match script.byte() % 14 {
+            0 => self.submit(script),
+            1 => self.connect(),
+            2 => self.reply(script),
+            3 => self.xid_reply(script),
+            4 => self.notify(script),
+            5 => {
+                let n = script.byte();
+                let bytes = script.take(usize::from(n & 0x7f));
+                self.deliver(bytes, n & 0x80 != 0);
+            }
+            6 => {
+                let t = script.byte();
+                let unit = [1, 16, 256, 4096][usize::from(t >> 6)];
+                self.now += Duration::from_millis(u64::from(t & 0x3f) * unit);
+            }
+            7 => self.disconnect(),
+            8 => self.cancel(script.byte()),
+            9 => self.close(),
+            10 => self.remove_watcher(script.byte()),
+            11 => self.set_next_xid(script.byte()),
+            12 => self.reply_all(),
+            _ => {
+                if let Some(t) = self.session.poll_timeout() {
+                    self.now = self.now.max(t);
+                }
+            }
+        }
+        self.settle();
+        self.check_consistency();
+    }
+
+    // ===== ops =====
+
+    fn submit(&mut self, script: &mut Script<'_>) {
+        let (kind, flags) = (script.byte(), script.byte());
+        let deadline = (flags & 0x80 != 0)
+            .then(|| self.now + Duration::from_millis(u64::from(script.byte()) * 10));
+        let (mut request, spec) = request(kind, flags, self.config.max_request_len);
+        request.deadline = deadline;
+        let watch = spec.map(|spec| {
+            let watcher = self.new_watcher(spec.kind.is_persistent());
+            request.effect = Effect::Watch {
+                path: spec.path,
+                kind: spec.kind,
+                watcher,
+            };
+            (watcher, spec.exists)
+        });
+        let refused = self.ended || self.closing;
+        let too_large = 8 + request.body.len() > self.config.max_request_len;
+        let late = deadline.is_some_and(|d| d <= self.now);
+        let id = self.session.submit(self.now, request);
+        self.track(id, deadline, watch);
+        self.collect_transmit();
+        let seen = self.drain(self.server.phase != Phase::Idle);
+        let answer = seen.answer(id);
+        if refused {
+            assert!(
+                matches!(answer, Some(Err(e)) if e.is_terminal()),
+                "refused with {answer:?}"
+            );
+        } else if too_large {
+            assert!(
+                matches!(answer, Some(Err(Error::RequestTooLarge { .. }))),
+                "{answer:?}"
+            );
+        } else if late {
+            assert_eq!(answer, Some(&Err(Error::Timeout)), "a request already late");
+        } else {
+            assert!(
+                answer.is_none(),
+                "{id:?} answered at submission: {answer:?}"
+            );
+        }
+    }
+
+    fn connect(&mut self) {
+        if !self.session.wants_connection() {
+            self.session.handle_connected(self.now);
+            assert!(
+                self.session.poll_transmit().is_none(),
+                "handle_connected wrote unasked"
+            );
+            assert!(
+                self.session.poll_event().is_none(),
+                "handle_connected acted unasked"
+            );
+            return;
+        }
+        self.server.connect();
+        self.session.handle_connected(self.now);
+        let ops = self.collect_transmit();
+        assert!(
+            !self.server.expect_connect_request,
+            "a connection without a ConnectRequest"
+        );
+        for op in ops {
+            // protocol.md §2.3: nothing else before the ConnectResponse, so that an expired
+            // reply is never lost behind user requests.
+            let allowed = matches!(op, OpCode::Auth | OpCode::SetWatches | OpCode::SetWatches2);
+            assert!(allowed, "{op:?} written before the handshake completed");
+        }
+        self.drain(true);
+    }
+
+    fn reply(&mut self, script: &mut Script<'_>) {
+        let sel = script.byte();
+        let frame = match self.server.phase {
+            Phase::Idle => return,
+            Phase::Awaiting => connect_frame(sel),
+            Phase::Open => {
+                let auth_first = sel & 1 == 1 && self.server.auths > 0;
+                let head = self.server.pipe.front().map(|&(xid, _)| xid);
+                let auth = (self.server.auths > 0).then_some(AUTH_XID);
+                let Some(xid) = (if auth_first { auth } else { head.or(auth) }) else {
+                    return;
+                };
+                let err = REPLY_ERRORS[usize::from(sel >> 1) % REPLY_ERRORS.len()];
+                let len = if err == ErrorCode::Ok {
+                    usize::from(script.byte() % 24)
+                } else {
+                    0
+                };
+                let body = script.take(len);
+                self.zxid += 1;
+                reply_frame(xid, self.zxid, err, body)
+            }
+        };
+        let split = usize::from(script.byte()) % frame.len();
+        if split == 0 {
+            self.deliver(&frame, false);
+        } else {
+            self.deliver(&frame[..split], false);
+            self.deliver(&frame[split..], true);
+        }
+        self.last_reply = Some(frame);
+    }
+
+    fn xid_reply(&mut self, script: &mut Script<'_>) {
+        if self.server.phase == Phase::Idle {
+            return;
+        }
+        let head = self.server.pipe.front().map_or(1, |&(xid, _)| xid);
+        let kind = script.byte();
+        let xid = match kind % 8 {
+            0 => head.wrapping_add(1),
+            1 => head.wrapping_sub(1),
+            2 => match self.last_reply.clone() {
+                Some(duplicate) => return self.deliver(&duplicate, false),
+                None => head,
+            },
+            3 => i32::MAX,
+            4 => 0,
+            5 => SET_WATCHES_XID,
+            6 => PING_XID,
+            _ => {
+                let raw = script.take(4);
+                i32::from_be_bytes([0, 1, 2, 3].map(|i| raw.get(i).copied().unwrap_or(0)))
+            }
+        };
+        self.zxid += 1;
+        let frame = reply_frame(xid, self.zxid, ErrorCode::Ok, &[]);
+        self.deliver(&frame, kind & 0x80 != 0);
+    }
+
+    fn notify(&mut self, script: &mut Script<'_>) {
+        if self.server.phase == Phase::Idle {
+            return;
+        }
+        let (t, s, p) = (script.byte(), script.byte(), script.byte());
+        let event_type = EVENT_TYPES[usize::from(t) % EVENT_TYPES.len()];
+        let state = STATES[usize::from(s) % STATES.len()];
+        let path = NOTIFY_PATHS[usize::from(p) % NOTIFY_PATHS.len()];
+        let zxid = if p & 0x80 == 0 { -1 } else { self.zxid };
+        let frame = frame(|b| {
+            ReplyHeader {
+                xid: NOTIFICATION_XID,
+                zxid,
+                err: ErrorCode::Ok,
+            }
+            .encode(b);
+            event_type.encode(b);
+            state.encode(b);
+            b.put_i32(i32::try_from(path.len()).unwrap_or(i32::MAX));
+            b.put_slice(path);
+        });
+        self.deliver(&frame, t & 0x80 != 0);
+    }
+
+    fn disconnect(&mut self) {
+        self.session.handle_disconnected(self.now);
+        self.collect_transmit();
+        let seen = self.drain(false);
+        assert!(
+            !seen.dropped,
+            "DropConnection for a transport already reported closed"
+        );
+        self.server.end();
+    }
+
+    fn cancel(&mut self, back: u8) {
+        let Some(last) = self.requests.len().checked_sub(1) else {
+            return;
+        };
+        let index = last - usize::from(back) % self.requests.len();
+        let id = RequestId(index as u64 + 1);
+        let cancelled = self.session.cancel(id);
+        let status = self.requests[index].status;
+        assert_eq!(
+            cancelled,
+            status == Status::Waiting,
+            "cancel({id:?}) of a {status:?} request"
+        );
+        if cancelled {
+            self.requests[index].status = Status::Cancelled;
+        }
+    }
+
+    fn close(&mut self) {
+        let open = self.server.phase == Phase::Open;
+        let refused = self.ended || self.closing;
+        let id = self.session.close(self.now);
+        self.track(id, None, None);
+        self.closing |= open && !refused;
+        self.collect_transmit();
+        let seen = self.drain(self.server.phase != Phase::Idle);
+        if refused || !open {
+            assert!(
+                seen.answer(id).is_some(),
+                "a refused close, or one without a connection, must be answered at once"
+            );
+        }
+        if !open {
+            assert!(
+                self.ended,
+                "close without a connection must end the session at once"
+            );
+        }
+    }
+
+    fn remove_watcher(&mut self, pick: u8) {
+        if self.watchers.is_empty() {
+            return;
+        }
+        let index = usize::from(pick) % self.watchers.len();
+        let removed = self.session.remove_watcher(WatcherId(index as u64));
+        let watcher = &mut self.watchers[index];
+        assert_eq!(
+            removed, watcher.armed,
+            "remove_watcher disagrees on registration"
+        );
+        watcher.armed = false;
+    }
+
+    fn set_next_xid(&mut self, back: u8) {
+        #[cfg(fuzzing)]
+        {
+            let xid = i32::MAX - i32::from(back % 16);
+            self.session.set_next_xid(xid);
+            self.server.next_xid = Some(xid);
+        }
+        // The hook exists only under cfg(fuzzing); a corpus replay skips it.
+        #[cfg(not(fuzzing))]
+        let _ = back;
+    }
+
+    /// Answers everything in flight, as a healthy server would.
+    fn reply_all(&mut self) {
+        for _ in 0..64 {
+            let xid = match self.server.phase {
+                Phase::Idle => return,
+                Phase::Awaiting => {
+                    self.deliver(&connect_frame(7), false);
+                    continue;
+                }
+                Phase::Open if self.server.auths > 0 => AUTH_XID,
+                Phase::Open => match self.server.pipe.front() {
+                    Some(&(xid, _)) => xid,
+                    None => return,
+                },
+            };
+            self.zxid += 1;
+            self.deliver(&reply_frame(xid, self.zxid, ErrorCode::Ok, &[]), false);
+        }
+    }
+
+    fn finish(&mut self) {
+        if !self.ended {
+            self.close();
+            self.settle();
+            self.reply_all();
+            self.settle();
+            if !self.ended {
+                self.disconnect();
+            }
+            self.settle();
+        }
+        assert!(self.ended, "close did not end the session");
+        for (index, t) in self.requests.iter().enumerate() {
+            assert_ne!(
+                t.status,
+                Status::Waiting,
+                "request {} was never answered",
+                index + 1
+            );
+        }
+        assert!(
+            self.watchers.iter().all(|w| !w.armed),
+            "a watcher was not told of the end"
+        );
+        let s = &mut self.session;
+        assert_eq!(
+            (s.in_flight(), s.queued(), s.watch_count()),
+            (0, 0, 0),
+            "left over at the end"
+        );
+        assert_eq!(s.poll_timeout(), None, "a timer after the end");
+        assert!(!s.wants_connection(), "wants a connection after the end");
+        assert!(s.poll_transmit().is_none(), "bytes to write after the end");
+        // A request after the end is answered at once.
+        let id = s.submit(self.now, Request::new(OpCode::Sync, Bytes::new()));
+        self.track(id, None, None);
+        let seen = self.drain(false);
+        assert!(
+            matches!(seen.answer(id), Some(Err(e)) if e.is_terminal()),
+            "not refused after the end"
+        );
+    }
+
+    // ===== plumbing =====
+
+    /// Bytes from the server, in one read.
+    fn deliver(&mut self, bytes: &[u8], through_buffer: bool) {
+        let had_connection = self.server.phase != Phase::Idle;
+        if through_buffer {
+            self.session.recv_buffer().extend_from_slice(bytes);
+            self.session.handle_received(self.now);
+        } else {
+            self.session.handle_input(self.now, bytes);
+        }
+        // The requests written while handling this input come before the replies to them in
+        // the model's FIFO, as they do in the session's.
+        self.collect_transmit();
+        let predicted = self.server.feed(bytes);
+        let seen = self.drain(had_connection);
+        assert_eq!(
+            seen.dropped, predicted,
+            "connection kept or dropped against the rules"
+        );
+        if seen.dropped {
+            // Requests written and discarded within this input never reached the model.
+            self.server.last_zxid = self.session.last_zxid();
+            self.server.next_xid = None;
+        } else {
+            assert_eq!(self.session.last_zxid(), self.server.last_zxid, "last zxid");
+        }
+    }
+
+    /// Fires due timers as a driver would: until the next deadline is in the future.
+    fn settle(&mut self) {
+        for _ in 0..8 {
+            if self.session.poll_timeout().is_none_or(|t| t > self.now) {
+                for (index, t) in self.requests.iter().enumerate() {
+                    let overdue =
+                        t.status == Status::Waiting && t.deadline.is_some_and(|d| d <= self.now);
+                    assert!(
+                        !overdue,
+                        "request {} is past its deadline and unanswered",
+                        index + 1
+                    );
+                }
+                return;
+            }
+            let had_connection = self.server.phase != Phase::Idle;
+            self.session.handle_timeout(self.now);
+            self.collect_transmit();
+            self.drain(had_connection);
+        }
+        panic!("poll_timeout stays in the past after handle_timeout: a driver would spin");
+    }
+
+    fn track(
+        &mut self,
+        id: RequestId,
+        deadline: Option<Instant>,
+        watch: Option<(WatcherId, bool)>,
+    ) {
+        assert_eq!(
+            id.0,
+            self.requests.len() as u64 + 1,
+            "request ids must count up from 1"
+        );
+        self.requests.push(Tracked {
+            deadline,
+            watch,
+            status: Status::Waiting,
+        });
+    }
+
+    fn new_watcher(&mut self, persistent: bool) -> WatcherId {
+        self.watchers.push(Watcher {
+            persistent,
+            armed: false,
+        });
+        WatcherId(self.watchers.len() as u64 - 1)
+    }
+}
+
+fn watcher_index(id: WatcherId) -> usize {
+    usize::try_from(id.0).unwrap_or(usize::MAX)
+}
+
+/// Ops per run, whatever the input length.
+const MAX_OPS: usize = 4096;

@@ -1,0 +1,254 @@
+//! The session target's checks: what the session writes, the events it emits, and its
+//! getters against the harness's own account.
+
+use bytes::Bytes;
+
+use super::{watcher_index, Harness, Status};
+use crate::error::Error;
+use crate::fuzzing::model::Phase;
+use crate::jute::Decode;
+use crate::proto::{
+    ConnectRequest, EventType, KeeperState, OpCode, RequestHeader, AUTH_XID, PING_XID,
+};
+use crate::session::{Event, Reply, RequestId, SessionState, WatchedEvent, WatcherId};
+
+/// The events one input produced.
+#[derive(Debug, Default)]
+pub(super) struct Seen {
+    pub(super) dropped: bool,
+    pub(super) answered: Vec<(RequestId, Result<Reply, Error>)>,
+}
+
+impl Seen {
+    pub(super) fn answer(&self, id: RequestId) -> Option<&Result<Reply, Error>> {
+        self.answered.iter().find(|(a, _)| *a == id).map(|(_, r)| r)
+    }
+}
+
+impl Harness {
+    /// Reads what the session wrote; returns the ops of the requests.
+    pub(super) fn collect_transmit(&mut self) -> Vec<OpCode> {
+        let Some(bytes) = self.session.poll_transmit() else {
+            return Vec::new();
+        };
+        assert_ne!(
+            self.server.phase,
+            Phase::Idle,
+            "wrote {} bytes with no transport",
+            bytes.len()
+        );
+        let mut ops = Vec::new();
+        for frame in self.server.written(&bytes) {
+            if std::mem::take(&mut self.server.expect_connect_request) {
+                self.check_connect_request(&frame);
+            } else {
+                ops.push(self.check_request(&frame));
+            }
+        }
+        ops
+    }
+
+    fn check_connect_request(&self, frame: &Bytes) {
+        let request = match ConnectRequest::decode_exact(frame) {
+            Ok(request) => request,
+            Err(e) => panic!("the first frame is not a ConnectRequest: {e}"),
+        };
+        assert_eq!(request.protocol_version, 0);
+        // Until a read/write server has accepted the session, every attempt asks for a new one.
+        let (id, passwd) = if self.server.seen_rw {
+            (self.session.session_id(), self.session.passwd().clone())
+        } else {
+            (0, Bytes::from_static(&[0; 16]))
+        };
+        assert_eq!(request.session_id, id, "ConnectRequest session id");
+        assert_eq!(request.passwd, passwd, "ConnectRequest password");
+        assert_eq!(
+            request.last_zxid_seen,
+            self.session.last_zxid(),
+            "ConnectRequest zxid"
+        );
+        assert_eq!(
+            request.read_only, self.config.read_only,
+            "ConnectRequest read-only flag"
+        );
+    }
+
+    fn check_request(&mut self, frame: &Bytes) -> OpCode {
+        let header = match RequestHeader::decode_exact(&frame.slice(..frame.len().min(8))) {
+            Ok(header) => header,
+            Err(e) => panic!("a request frame without a RequestHeader: {e}"),
+        };
+        let (xid, op) = (header.xid, header.op);
+        match xid {
+            PING_XID => assert_eq!(op, OpCode::Ping, "xid -2 is for pings only"),
+            AUTH_XID => assert_eq!(op, OpCode::Auth, "xid -4 is for auth only"),
+            _ => {
+                assert!(
+                    !matches!(op, OpCode::Ping | OpCode::Auth),
+                    "{op:?} sent with xid {xid}"
+                );
+                let expected = self.server.next_xid.unwrap_or(xid);
+                assert!(
+                    xid > 0 && xid == expected,
+                    "xid {xid} where {expected} was due"
+                );
+                self.server.next_xid = Some(if xid == i32::MAX { 1 } else { xid + 1 });
+            }
+        }
+        if !matches!(op, OpCode::SetWatches | OpCode::SetWatches2 | OpCode::Auth) {
+            let max = self.config.max_request_len;
+            assert!(
+                frame.len() <= max,
+                "a {}-byte {op:?} over the {max}-byte limit",
+                frame.len()
+            );
+        }
+        if xid == AUTH_XID {
+            self.server.auths += 1;
+        } else {
+            self.server.pipe.push_back((xid, op));
+        }
+        op
+    }
+
+    /// Takes every event, checking each; `had_connection`: whether a drop is possible.
+    pub(super) fn drain(&mut self, had_connection: bool) -> Seen {
+        let mut seen = Seen::default();
+        while let Some(event) = self.session.poll_event() {
+            match event {
+                Event::Reply { id, result } => {
+                    self.on_reply(id, &result);
+                    seen.answered.push((id, result));
+                }
+                Event::Watch { watcher, event } => self.on_watch(watcher, &event),
+                Event::State(state) => self.on_state(state),
+                Event::DropConnection(reason) => {
+                    assert!(
+                        had_connection,
+                        "DropConnection({reason:?}) with no transport"
+                    );
+                    assert!(!seen.dropped, "a second DropConnection({reason:?})");
+                    seen.dropped = true;
+                    self.server.end();
+                }
+            }
+        }
+        seen
+    }
+
+    fn on_reply(&mut self, id: RequestId, result: &Result<Reply, Error>) {
+        let index = usize::try_from(id.0).unwrap_or(usize::MAX).wrapping_sub(1);
+        let Some(t) = self.requests.get_mut(index) else {
+            panic!("a reply to unknown {id:?}")
+        };
+        assert_eq!(
+            t.status,
+            Status::Waiting,
+            "{id:?} answered again: {result:?}"
+        );
+        t.status = Status::Answered;
+        if *result == Err(Error::Timeout) {
+            assert!(
+                t.deadline.is_some_and(|d| d <= self.now),
+                "{id:?} timed out early"
+            );
+        }
+        if let Some((watcher, exists)) = t.watch {
+            if result.is_ok() || (exists && *result == Err(Error::NoNode)) {
+                self.watchers[watcher_index(watcher)].armed = true;
+            }
+        }
+    }
+
+    fn on_watch(&mut self, id: WatcherId, event: &WatchedEvent) {
+        let Some(watcher) = self.watchers.get_mut(watcher_index(id)) else {
+            panic!("an event for unknown {id:?}")
+        };
+        assert!(watcher.armed, "an event for unregistered {id:?}: {event:?}");
+        // Session-local events end the watcher: the end of the session (type None, with a
+        // terminal state) and removeWatches (the *WatchRemoved types).
+        let local = matches!(
+            event.event_type,
+            EventType::None
+                | EventType::DataWatchRemoved
+                | EventType::ChildWatchRemoved
+                | EventType::PersistentWatchRemoved
+        );
+        if event.event_type == EventType::None {
+            let terminal = [
+                KeeperState::Expired,
+                KeeperState::AuthFailed,
+                KeeperState::Closed,
+            ];
+            assert!(
+                terminal.contains(&event.state),
+                "a session event with state {:?}",
+                event.state
+            );
+        }
+        if !local {
+            // Node events come from server notifications, which only ever carry SyncConnected.
+            let state = event.state;
+            assert_eq!(
+                state,
+                KeeperState::SyncConnected,
+                "a node event with state {state:?}"
+            );
+        }
+        if local || !watcher.persistent {
+            watcher.armed = false;
+        }
+    }
+
+    fn on_state(&mut self, state: SessionState) {
+        assert!(
+            !self.ended,
+            "{state:?} reported after the session ended in {:?}",
+            self.state
+        );
+        assert_ne!(state, self.state, "{state:?} reported twice in a row");
+        self.state = state;
+        if state.is_terminal() {
+            self.ended = true;
+            self.server.end();
+        }
+    }
+
+    pub(super) fn check_consistency(&self) {
+        let s = &self.session;
+        assert_eq!(
+            s.state(),
+            self.state,
+            "state() differs from the last State event"
+        );
+        let open = self.server.phase == Phase::Open;
+        assert_eq!(
+            s.state().is_connected(),
+            open,
+            "connected in {:?}",
+            self.server.phase
+        );
+        let idle = self.server.phase == Phase::Idle && !self.ended;
+        assert_eq!(
+            s.wants_connection(),
+            idle,
+            "wants_connection in {:?}",
+            self.server.phase
+        );
+        let written = self.server.pipe.len() + self.server.auths;
+        assert_eq!(
+            s.in_flight(),
+            written,
+            "requests in flight differ from those written"
+        );
+        let armed = self.watchers.iter().filter(|w| w.armed).count();
+        assert_eq!(s.watch_count(), armed, "registered watchers");
+        if self.ended {
+            assert_eq!(
+                (s.in_flight(), s.queued(), s.poll_timeout()),
+                (0, 0, None),
+                "after the end"
+            );
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! Replays the committed fuzz inputs through the fuzz entry points, on stable, in `cargo test`.
+//!
+//! Every file of `fuzz/seeds/<target>/` (the seed corpus) and `fuzz/regressions/<target>/`
+//! (minimized inputs that once found a bug) goes through `zkwire::fuzzing::<target>`, exactly
+//! as the cargo-fuzz target would run it. With `ZKWIRE_FUZZ_REPLAY_ALL=1` the local, uncommitted
+//! `fuzz/corpus/<target>/` and `fuzz/artifacts/<target>/` are replayed too.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+use std::fs;
+use std::panic::{self, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+
+fn fuzz_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz")
+}
+
+/// Runs `target` on every input of its directories; returns how many ran.
+fn replay(target: &str, run: fn(&[u8])) -> usize {
+    let mut dirs = vec!["seeds", "regressions"];
+    if std::env::var_os("ZKWIRE_FUZZ_REPLAY_ALL").is_some() {
+        dirs.extend(["corpus", "artifacts"]);
+    }
+    let mut files: Vec<PathBuf> = dirs
+        .iter()
+        .filter_map(|dir| fs::read_dir(fuzz_dir().join(dir).join(target)).ok())
+        .flatten()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.is_file())
+        .collect();
+    files.sort();
+    for path in &files {
+        let data = fs::read(path).unwrap();
+        if let Err(panic) = panic::catch_unwind(AssertUnwindSafe(|| run(&data))) {
+            let message = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("(no message)");
+            panic!("{target} failed on {}: {message}", path.display());
+        }
+    }
+    files.len()
+}
+
+#[test]
+fn frame_decoder_inputs() {
+    let n = replay("frame_decoder", zkwire::fuzzing::frame_decoder);
+    assert!(
+        n >= 5,
+        "only {n} frame_decoder inputs: is fuzz/seeds in place?"
+    );
+}
+
+#[test]
+fn decode_reply_inputs() {
+    let n = replay("decode_reply", zkwire::fuzzing::decode_reply);
+    assert!(
+        n >= 5,
+        "only {n} decode_reply inputs: is fuzz/seeds in place?"
+    );
+}
+
+#[test]
+fn roundtrip_inputs() {
+    let n = replay("roundtrip", zkwire::fuzzing::roundtrip);
+    assert!(n >= 5, "only {n} roundtrip inputs: is fuzz/seeds in place?");
+}
+
+#[test]
+fn session_inputs() {
+    let n = replay("session", zkwire::fuzzing::session);
+    assert!(n >= 5, "only {n} session inputs: is fuzz/seeds in place?");
+}
