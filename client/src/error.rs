@@ -240,8 +240,9 @@ pub enum ProtocolError {
     /// A reply arrived for an auth packet that was never sent.
     #[error("unexpected auth reply")]
     UnexpectedAuthReply,
-    /// A multi reply held a result of a kind its request cannot produce.
-    #[error("unexpected result kind in a multi reply")]
+    /// A multi reply held a result of a kind its request cannot produce, or not one result
+    /// per op.
+    #[error("unexpected results in a multi reply")]
     UnexpectedMultiResult,
 }
 

@@ -394,6 +394,8 @@ pub fn healthy_reply(op: OpCode, body: &Bytes) -> Bytes {
             Create2Response { path: path(), stat }.to_bytes()
         }
         OpCode::Sync => SyncResponse { path: path() }.to_bytes(),
+        // addWatch answers with an ErrorResponse record carrying 0.
+        OpCode::AddWatch => Bytes::from_static(&[0, 0, 0, 0]),
         _ => Bytes::new(),
     }
 }

@@ -24,7 +24,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes};
-use zkwire::error::ProtocolError;
 use zkwire::jute::{Encode, DEFAULT_MAX_FRAME_LEN};
 use zkwire::proto::{
     ErrorCode, EventType, GetDataResponse, KeeperState, ReplyHeader, RequestHeader, Stat, AUTH_XID,
@@ -472,7 +471,8 @@ async fn unknown_state_persistent() -> Result<Outcome, String> {
     let server = start(|mut conn| async move {
         conn.handshake().await?;
         let (add, _) = conn.next_request().await?;
-        conn.reply(add.xid, ErrorCode::Ok, &[]).await?;
+        // The addWatch reply record: ErrorResponse{err = 0}.
+        conn.reply(add.xid, ErrorCode::Ok, &[0, 0, 0, 0]).await?;
         conn.send_hostile(&notification(
             EventType::NodeDataChanged.as_i32(),
             42,
@@ -577,28 +577,11 @@ where
     healthy_after(&client, &server, 2).await
 }
 
-/// A well-framed, correctly matched reply whose record is malformed: that request fails with
-/// a decode error, the connection stays.
+/// A well-framed, correctly matched reply whose record is malformed: a protocol error, as in
+/// the Java client. The connection is dropped, the request fails with ConnectionLoss, and the
+/// client reconnects.
 async fn bad_record(body: Vec<u8>) -> Result<Outcome, String> {
-    let body = Bytes::from(body);
-    let server = start(move |mut conn| {
-        let body = body.clone();
-        async move {
-            conn.handshake().await?;
-            let (victim, _) = conn.next_request().await?;
-            conn.send_hostile(&reply_frame(victim.xid, 1, ErrorCode::Ok, &body))
-                .await?;
-            conn.serve().await
-        }
-    })
-    .await?;
-    let client = connect(&server, None).await?;
-    let data = client.get_data("/victim").await;
-    ensure!(
-        matches!(data, Err(Error::Protocol(ProtocolError::Decode(_)))),
-        "getData got {data:?}"
-    );
-    same_connection(&client, &server).await
+    dropped_fast(move |h| reply_frame(h.xid, 1, ErrorCode::Ok, &body).to_vec(), None).await
 }
 
 /// After the damage: a request succeeds on a healthy connection, and there were at least

@@ -96,7 +96,7 @@ impl Client {
         }
         let request = MultiRequest { ops: ops.iter().map(|op| self.multi_op(op)).collect::<Result<_, _>>()? };
         let reply = self.call(OpCode::Multi, request.to_bytes(), Effect::None, None).await?;
-        let response = decode::<MultiResponse>(&reply)?;
+        let response = decode_results(&reply, ops.len())?;
         if let Some(index) = response.results.iter().position(is_failure) {
             let error = match &response.results[index] {
                 MultiResult::Error(code) => Error::from_code(*code),
@@ -123,7 +123,7 @@ impl Client {
             });
         }
         let reply = self.call(OpCode::MultiRead, request.to_bytes(), Effect::None, None).await?;
-        let response = decode::<MultiResponse>(&reply)?;
+        let response = decode_results(&reply, ops.len())?;
         Ok(response.results.into_iter().map(read_result).collect())
     }
 
@@ -178,6 +178,15 @@ impl Client {
             }
         })
     }
+}
+
+/// A multi reply, which must hold exactly one result per op.
+fn decode_results(reply: &crate::session::Reply, ops: usize) -> Result<MultiResponse, Error> {
+    let response = decode::<MultiResponse>(reply)?;
+    if response.results.len() != ops {
+        return Err(Error::Protocol(crate::error::ProtocolError::UnexpectedMultiResult));
+    }
+    Ok(response)
 }
 
 /// The op that made the transaction fail: the first error result other than `Ok` (ops

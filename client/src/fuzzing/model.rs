@@ -26,7 +26,8 @@ pub(super) enum Phase {
 /// It splits what the session writes into requests (the pipeline FIFO and the auth count),
 /// and predicts from the protocol rules alone whether bytes delivered to the session keep the
 /// connection or end it: a frame length over the cap, an undecodable ConnectResponse or reply
-/// header or notification, a reply whose xid is not the head of the FIFO, an auth reply with
+/// header or notification, a reply whose xid is not the head of the FIFO, a successful reply
+/// whose record is malformed for its op, an auth reply with
 /// no auth in flight, an expired ConnectResponse, an AuthFailed auth reply and the reply to
 /// closeSession all end it.
 #[derive(Debug)]
@@ -148,6 +149,10 @@ impl Server {
             }
             xid => match self.pipe.front() {
                 Some(&(head, op)) if head == xid => {
+                    let body = frame.slice(r.position()..);
+                    if header.err == ErrorCode::Ok && !reply_record_is_valid(op, &body) {
+                        return false;
+                    }
                     self.pipe.pop_front();
                     if header.zxid > 0 && op != OpCode::Ping {
                         self.last_zxid = self.last_zxid.max(header.zxid);
@@ -157,6 +162,35 @@ impl Server {
                 _ => false,
             },
         }
+    }
+}
+
+/// Whether `body` is one whole, well-formed reply record for `op` (an empty body for ops
+/// whose reply has none): a successful reply breaking this rule ends the connection. Checked
+/// with a full decode, independently of the session's allocation-free check.
+fn reply_record_is_valid(op: OpCode, body: &Bytes) -> bool {
+    use crate::proto::*;
+    fn ok<T: Decode>(body: &Bytes) -> bool {
+        T::decode_exact(body).is_ok()
+    }
+    match op {
+        OpCode::Create => ok::<CreateResponse>(body),
+        OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => ok::<Create2Response>(body),
+        OpCode::Exists => ok::<ExistsResponse>(body),
+        OpCode::GetData | OpCode::Reconfig => ok::<GetDataResponse>(body),
+        OpCode::SetData | OpCode::Check => ok::<SetDataResponse>(body),
+        OpCode::GetAcl => ok::<GetAclResponse>(body),
+        OpCode::SetAcl => ok::<SetAclResponse>(body),
+        OpCode::GetChildren => ok::<GetChildrenResponse>(body),
+        OpCode::GetChildren2 => ok::<GetChildren2Response>(body),
+        OpCode::Sync => ok::<SyncResponse>(body),
+        OpCode::Multi | OpCode::MultiRead => ok::<MultiResponse>(body),
+        OpCode::GetAllChildrenNumber => ok::<GetAllChildrenNumberResponse>(body),
+        OpCode::GetEphemerals => ok::<GetEphemeralsResponse>(body),
+        OpCode::AddWatch => ok::<ErrorResponse>(body),
+        OpCode::WhoAmI => ok::<WhoAmIResponse>(body),
+        OpCode::Unknown(_) => true,
+        _ => body.is_empty(),
     }
 }
 

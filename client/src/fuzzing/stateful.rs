@@ -380,15 +380,9 @@ impl Harness {
     }
 
     fn set_next_xid(&mut self, back: u8) {
-        #[cfg(fuzzing)]
-        {
-            let xid = i32::MAX - i32::from(back % 16);
-            self.session.set_next_xid(xid);
-            self.server.next_xid = Some(xid);
-        }
-        // The hook exists only under cfg(fuzzing); a corpus replay skips it.
-        #[cfg(not(fuzzing))]
-        let _ = back;
+        let xid = i32::MAX - i32::from(back % 16);
+        self.session.set_next_xid(xid);
+        self.server.next_xid = Some(xid);
     }
 
     /// Answers everything in flight, as a healthy server would.

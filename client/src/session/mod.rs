@@ -5,6 +5,7 @@
 //! one transport; tests drive it with a virtual clock and scripted server frames.
 
 mod pending;
+mod reply;
 mod timers;
 mod types;
 mod watches;
@@ -459,12 +460,18 @@ impl Session {
     }
 
     fn handle_pipeline_reply(&mut self, header: ReplyHeader, body: Bytes) -> Result<(), ProtocolError> {
-        let expected = self.pending.front().map(|p| p.xid);
-        if expected != Some(header.xid) {
-            return Err(ProtocolError::XidMismatch { expected, got: header.xid });
+        let expected = self.pending.front().map(|p| (p.xid, p.op));
+        let op = match expected {
+            Some((xid, op)) if xid == header.xid => op,
+            _ => return Err(ProtocolError::XidMismatch { expected: expected.map(|e| e.0), got: header.xid }),
+        };
+        // Checked while the request is still in flight, so that a malformed reply fails it
+        // with ConnectionLoss along with everything else when the connection drops.
+        if header.err == ErrorCode::Ok {
+            reply::check_reply_body(op, &body)?;
         }
         let Some(pending) = self.pending.pop_front() else {
-            return Err(ProtocolError::XidMismatch { expected, got: header.xid });
+            return Err(ProtocolError::XidMismatch { expected: None, got: header.xid });
         };
         if header.zxid > 0 && pending.op != OpCode::Ping {
             self.last_zxid = self.last_zxid.max(header.zxid);
@@ -722,7 +729,7 @@ impl Session {
     }
 
     /// Test hook: start xids just below the wrap.
-    #[cfg(any(test, fuzzing))]
+    #[cfg(any(test, fuzzing, feature = "fuzzing"))]
     pub(crate) fn set_next_xid(&mut self, xid: i32) {
         self.xids = Xids::starting_at(xid);
     }

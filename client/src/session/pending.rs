@@ -133,7 +133,7 @@ impl Default for Xids {
 }
 
 impl Xids {
-    #[cfg(any(test, fuzzing))]
+    #[cfg(any(test, fuzzing, feature = "fuzzing"))]
     pub(crate) fn starting_at(next: i32) -> Self {
         Self { next: next.max(1) }
     }

@@ -633,7 +633,7 @@ fn xids_wrap_to_one() {
     let xids: Vec<i32> = h.sent_frames().iter().map(|(hdr, _)| hdr.xid).collect();
     assert_eq!(xids, [i32::MAX - 1, i32::MAX, 1, 2]);
     for xid in xids {
-        h.reply(xid, 1, ErrorCode::Ok, &[]);
+        h.reply(xid, 1, ErrorCode::Ok, &data_body(b"w"));
     }
     let answered: Vec<_> =
         replies(&h.drain_events()).into_iter().map(|(id, r)| (id, r.is_ok())).collect();
@@ -1189,6 +1189,27 @@ fn read_only_session_is_not_carried_to_a_read_write_server() {
     h.disconnect();
     let third = h.open();
     assert_eq!((third.session_id, &third.passwd[..]), (SID, &PASSWD[..]));
+}
+
+/// A reply whose record is malformed for its op is a protocol error: the connection is
+/// dropped and the request fails with ConnectionLoss, like everything else in flight.
+#[test]
+fn malformed_reply_record_drops_the_connection() {
+    let mut h = Harness::new();
+    h.connect();
+    h.drain_events();
+    let first = h.submit(get_data("/a", None));
+    let second = h.submit(get_data("/b", None));
+    h.sent_frames();
+    // A GetChildren-style vector count of 2^31-1 where a GetDataResponse belongs.
+    h.reply(1, 5, ErrorCode::Ok, &[0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
+    let events = h.drain_events();
+    assert!(dropped_for_decode_error(&events), "{events:?}");
+    assert_eq!(
+        replies(&events),
+        [(first, Err(Error::ConnectionLoss)), (second, Err(Error::ConnectionLoss))]
+    );
+    assert_eq!(h.session.last_zxid(), 0, "nothing taken from a rejected reply");
 }
 
 // ===== malformed input =====
