@@ -2,6 +2,8 @@
 # Both install ZooKeeper and a JDK first when they are missing (Debian, via apt-get).
 
 CARGO ?= cargo
+# Seconds per fuzz target in `make test` (a smoke run; use fuzz/run.sh 600 for a campaign).
+FUZZ_SECONDS ?= 20
 
 .PHONY: deps demo test
 
@@ -15,3 +17,4 @@ test: deps
 	tests/golden/generate.sh --check
 	$(CARGO) clippy --workspace --all-targets -q -- -D warnings
 	$(CARGO) test --workspace
+	fuzz/run.sh $(FUZZ_SECONDS)
