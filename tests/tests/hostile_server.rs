@@ -134,19 +134,28 @@ fn hostile_server_cases() {
         .build()
         .unwrap();
     let (mut frames, mut failures, mut ran) = (0, Vec::new(), 0);
+    let mut max_growth = 0;
     for (name, case) in cases {
         if only.as_deref().is_some_and(|only| !name.contains(only)) {
             continue;
         }
         ran += 1;
         let started = Instant::now();
+        let rss_before = rss_kib();
         let result = runtime.block_on(async { tokio::time::timeout(CASE_LIMIT, case()).await });
         let elapsed = started.elapsed();
+        let growth = rss_kib().saturating_sub(rss_before);
+        max_growth = max_growth.max(growth);
         match result {
+            Ok(Ok(outcome)) if growth >= RSS_GROWTH_LIMIT_KIB => {
+                println!("FAIL {name}: resident memory grew by {growth} KiB");
+                failures.push(format!("{name}: resident memory grew by {growth} KiB"));
+                frames += outcome.hostile_frames;
+            }
             Ok(Ok(outcome)) => {
                 frames += outcome.hostile_frames;
                 println!(
-                    "ok   {name}: {} hostile frame(s), {} connection(s), {elapsed:.2?}",
+                    "ok   {name}: {} hostile frame(s), {} connection(s), {elapsed:.2?}, +{growth} KiB",
                     outcome.hostile_frames, outcome.connections
                 );
             }
@@ -161,7 +170,8 @@ fn hostile_server_cases() {
         }
     }
     println!(
-        "hostile-server cases: {ran} run, {} failed; hostile frames sent: {frames}",
+        "hostile-server cases: {ran} run, {} failed; hostile frames sent: {frames}; \
+         largest resident-memory growth in one case: {max_growth} KiB",
         failures.len()
     );
     assert!(
@@ -169,6 +179,20 @@ fn hostile_server_cases() {
         "hostile-server cases failed:\n{}",
         failures.join("\n")
     );
+}
+
+/// The most a case (one client, a few connections) may grow the process's resident memory.
+const RSS_GROWTH_LIMIT_KIB: u64 = 2 * 1024;
+
+/// This process's resident set size (Linux `/proc/self/status`), in KiB.
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+            line.split_whitespace().nth(1)?.parse().ok()
+        })
+        .unwrap_or(0)
 }
 
 // ===== frame-level violations: drop, ConnectionLoss, reconnect =====
