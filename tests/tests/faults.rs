@@ -145,7 +145,7 @@ async fn m12_watches_survive_a_server_restart() {
     let _serial = SERIAL.lock().await;
     let mut server = ZkServer::start().unwrap();
     let fds = open_fds();
-    let a = connect(&server.connect_string(), Duration::from_secs(6)).await;
+    let a = connect(&server.connect_string(), Duration::from_secs(10)).await;
     a.create("/d", b"", &persistent()).await.unwrap();
     a.create("/c", b"", &persistent()).await.unwrap();
     let (_, _, mut data) = a.get_data_and_watch("/d").await.unwrap();
@@ -156,8 +156,8 @@ async fn m12_watches_survive_a_server_restart() {
 
     restart(&mut server);
     let back = Instant::now();
-    assert_eq!(next_state(&mut states, Duration::from_secs(6)).await, SessionState::Disconnected);
-    assert_eq!(next_state(&mut states, Duration::from_secs(6)).await, SessionState::Connected);
+    assert_eq!(next_state(&mut states, Duration::from_secs(10)).await, SessionState::Disconnected);
+    assert_eq!(next_state(&mut states, Duration::from_secs(10)).await, SessionState::Connected);
     println!("m12: reconnected {:?} after the server was back", back.elapsed());
     assert_eq!(a.session_id(), session, "same session");
     for w in [&mut data, &mut child, &mut exist] {
@@ -185,14 +185,14 @@ async fn m26_bad_auth_is_terminal_good_auth_is_replayed() {
     let bad = Client::builder().with_auth("nosuchscheme", b"x".to_vec()).connect(&server.connect_string()).await;
     assert_eq!(bad.err(), Some(Error::AuthFailed));
 
-    let a = connect(&server.connect_string(), Duration::from_secs(6)).await;
+    let a = connect(&server.connect_string(), Duration::from_secs(10)).await;
     a.add_auth("digest", b"alice:secret").await.unwrap();
     let private = persistent().with_acl(Acl::creator_all());
     a.create("/private", b"s", &private).await.unwrap();
     let mut states = a.state_stream();
     restart(&mut server);
-    assert_eq!(next_state(&mut states, Duration::from_secs(6)).await, SessionState::Disconnected);
-    assert_eq!(next_state(&mut states, Duration::from_secs(6)).await, SessionState::Connected);
+    assert_eq!(next_state(&mut states, Duration::from_secs(10)).await, SessionState::Disconnected);
+    assert_eq!(next_state(&mut states, Duration::from_secs(10)).await, SessionState::Connected);
     assert_eq!(&a.get_data("/private").await.unwrap().0[..], b"s", "auth replayed");
     let who = a.who_am_i().await.unwrap();
     assert!(who.iter().any(|i| i.auth_scheme == "digest" && i.user == "alice"), "{who:?}");

@@ -98,6 +98,13 @@ impl Drop for RunningGuard {
     }
 }
 
+/// An answer or a watch event waiting to be handed out.
+enum Outgoing {
+    Answer(oneshot::Sender<Result<Reply, Error>>, Result<Reply, Error>),
+    Oneshot(oneshot::Sender<WatchedEvent>, WatchedEvent),
+    Stream(WatcherId, mpsc::Sender<WatchedEvent>, WatchedEvent),
+}
+
 type ConnectFuture<S> = Pin<Box<dyn Future<Output = io::Result<S>> + Send>>;
 
 /// The driver task's state.
@@ -359,21 +366,29 @@ impl<C: Connect> Driver<C> {
         self.out = Bytes::new();
     }
 
-    /// Routes the session's events. Counters are published before any caller is woken, so a
-    /// caller that reads [`Client::stats`](crate::Client::stats) after its answer sees them.
+    /// Routes the session's events.
+    ///
+    /// State changes and counters are published before any caller or watcher is woken, so
+    /// that one woken by a reply or a watch event sees the state that came with it (a watcher
+    /// ended by expiry sees `Expired`). Replies and watch events then go out in the order the
+    /// session produced them, which is the wire order.
     fn dispatch_events(&mut self) {
-        let mut answers = Vec::new();
+        let mut outbox = Vec::new();
         while let Some(event) = self.session.poll_event() {
             match event {
                 Event::Reply { id, result } => {
                     if let Some(tx) = self.replies.remove(&id) {
-                        answers.push((tx, result));
+                        outbox.push(Outgoing::Answer(tx, result));
                     }
                     if let Some(watcher) = self.request_watchers.remove(&id) {
                         self.watch_requests.remove(&watcher);
                     }
                 }
-                Event::Watch { watcher, event } => self.deliver(watcher, event),
+                Event::Watch { watcher, event } => {
+                    if let Some(outgoing) = self.take_sink(watcher, event) {
+                        outbox.push(outgoing);
+                    }
+                }
                 Event::State(state) => self.publish(state),
                 Event::DropConnection(reason) => {
                     tracing::debug!(?reason, "dropping the connection");
@@ -382,27 +397,43 @@ impl<C: Connect> Driver<C> {
             }
         }
         self.publish_counts();
-        for (tx, result) in answers {
-            let _ = tx.send(result);
+        for outgoing in outbox {
+            match outgoing {
+                Outgoing::Answer(tx, result) => {
+                    let _ = tx.send(result);
+                }
+                Outgoing::Oneshot(tx, event) => {
+                    let _ = tx.send(event);
+                }
+                Outgoing::Stream(watcher, tx, event) => {
+                    if tx.try_send(event).is_err() {
+                        // Full (the consumer fell behind by the whole capacity) or gone: the
+                        // watch ends rather than grow memory without bound.
+                        self.watchers.remove(&watcher);
+                        self.session.remove_watcher(watcher);
+                    }
+                }
+            }
         }
     }
 
-    fn deliver(&mut self, watcher: WatcherId, event: WatchedEvent) {
+    /// Takes what a watch event is to be sent through, updating the registry first so that
+    /// the counters published before sending are exact.
+    fn take_sink(&mut self, watcher: WatcherId, event: WatchedEvent) -> Option<Outgoing> {
         let ends = event.state != crate::proto::KeeperState::SyncConnected;
         match self.watchers.remove(&watcher) {
-            Some(WatcherSink::Oneshot(tx)) => {
-                let _ = tx.send(event);
-            }
+            Some(WatcherSink::Oneshot(tx)) => Some(Outgoing::Oneshot(tx, event)),
             Some(WatcherSink::Stream(tx)) => {
-                let keep = tx.try_send(event).is_ok() && !ends;
-                if keep {
-                    self.watchers.insert(watcher, WatcherSink::Stream(tx));
-                } else {
+                if ends {
                     self.session.remove_watcher(watcher);
+                } else {
+                    self.watchers.insert(watcher, WatcherSink::Stream(tx.clone()));
                 }
+                Some(Outgoing::Stream(watcher, tx, event))
             }
             None => {
                 self.session.remove_watcher(watcher);
+                None
             }
         }
     }
