@@ -11,7 +11,7 @@ deps:
 	@./.ci/install-deps
 
 demo: deps
-	$(CARGO) run -q -p zkwire-testing --example demo
+	$(CARGO) run -q -p zkwire-cli --bin zkw -- demo
 
 test: deps
 	tests/golden/generate.sh --check

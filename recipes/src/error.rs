@@ -50,13 +50,50 @@ pub enum LockError {
         /// The child's name.
         name: String,
     },
+    /// A [`Semaphore`](crate::Semaphore) acquire asked for more leases than the limit allows
+    /// (checked before queueing and again while waiting): it could never be granted. A
+    /// Curator peer would wait forever instead, holding the semaphore's internal mutex.
+    #[error("{requested} leases requested, but the semaphore allows at most {max}")]
+    TooManyLeases {
+        /// Leases asked for in one acquire.
+        requested: usize,
+        /// The limit when the request was checked.
+        max: u32,
+    },
+    /// The semaphore's fixed limit differs from the value of its SharedCount node
+    /// ([`SemaphoreLimit::FixedChecked`](crate::SemaphoreLimit::FixedChecked)): the
+    /// participants disagree on the limit, and would over-grant.
+    #[error("semaphore limit mismatch: configured {configured}, shared count {shared}")]
+    LimitMismatch {
+        /// The limit this participant was configured with.
+        configured: u32,
+        /// The limit found in the SharedCount node.
+        shared: u32,
+    },
+    /// The semaphore's SharedCount node does not exist
+    /// ([`SemaphoreLimit::SharedCount`](crate::SemaphoreLimit::SharedCount) never creates
+    /// it: seed it first, as Curator's `SharedCount` does).
+    #[error("the semaphore's SharedCount node {path} does not exist")]
+    SharedCountMissing {
+        /// The SharedCount node's path.
+        path: String,
+    },
+    /// The semaphore's SharedCount node does not hold a Curator `SharedCount`: a 4-byte
+    /// big-endian, non-negative integer.
+    #[error("the SharedCount node {path} does not hold a 4-byte non-negative count ({data:02x?})")]
+    BadSharedCount {
+        /// The SharedCount node's path.
+        path: String,
+        /// What it holds.
+        data: Vec<u8>,
+    },
 }
 
 impl LockError {
     /// Whether trying the same acquire again may succeed: retryable client errors (connection
     /// loss, timeouts, throttling), [`Timeout`](Self::Timeout) and [`Lost`](Self::Lost)
     /// (unless the session is over). Terminal session errors, refused upgrades, wrapped
-    /// sequences and foreign children need someone to act first.
+    /// sequences, foreign children and semaphore limit problems need someone to act first.
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::Client(e) => e.is_retryable(),
@@ -65,7 +102,11 @@ impl LockError {
             Self::UpgradeRefused
             | Self::Reentrant
             | Self::SequenceWrapped { .. }
-            | Self::ForeignChild { .. } => false,
+            | Self::ForeignChild { .. }
+            | Self::TooManyLeases { .. }
+            | Self::LimitMismatch { .. }
+            | Self::SharedCountMissing { .. }
+            | Self::BadSharedCount { .. } => false,
         }
     }
 }
@@ -114,5 +155,9 @@ mod tests {
         assert!(!LockError::UpgradeRefused.is_retryable());
         assert!(!LockError::SequenceWrapped { name: "x".into() }.is_retryable());
         assert!(!LockError::ForeignChild { name: "x".into() }.is_retryable());
+        assert!(!LockError::TooManyLeases { requested: 3, max: 2 }.is_retryable());
+        assert!(!LockError::LimitMismatch { configured: 3, shared: 2 }.is_retryable());
+        assert!(!LockError::SharedCountMissing { path: "/c".into() }.is_retryable());
+        assert!(!LockError::BadSharedCount { path: "/c".into(), data: vec![1] }.is_retryable());
     }
 }

@@ -92,6 +92,10 @@ impl Hold {
         let deleted = loop {
             match self.client.delete(&self.node.path, None).await {
                 Ok(()) => break Ok(()),
+                // After a retry, NoNode most likely means our own earlier delete was applied
+                // and only its reply was lost; a deletion by someone else while we held the
+                // lock is caught below through `lost_before`.
+                Err(Error::NoNode) if attempt > 0 => break Ok(()),
                 Err(Error::NoNode) => break Err(LockError::Lost(LostReason::NodeDeleted)),
                 Err(e) if e.is_terminal() => break Err(LockError::Lost(LostReason::SessionEnded(ended(&e)))),
                 Err(e) if e.is_retryable() => {

@@ -192,8 +192,15 @@ impl Attempt {
                     return Ok(());
                 }
                 Err(Error::NoNode) if parent_rounds < MAX_PARENT_ROUNDS => {
-                    parent_rounds += 1;
-                    create_containers(&self.client, &self.dir, &self.options).await?;
+                    match create_containers(&self.client, &self.dir, &self.options).await {
+                        Ok(()) => parent_rounds += 1,
+                        // The next create tells whether the parents are there.
+                        Err(e) if e.is_retryable() => {
+                            tokio::time::sleep(backoff(retries)).await;
+                            retries += 1;
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
                 }
                 Err(Error::MultiFailed { index: 0, .. }) => {
                     return Err(LockError::Lost(LostReason::NodeDeleted));
@@ -308,7 +315,7 @@ impl Attempt {
 
     /// Deletes children carrying our guid other than our node, if our session owns them
     /// (a late duplicate of a retried create: recipes.md §10 item 3c).
-    async fn delete_duplicates(&mut self, children: &[String], ours: &str) {
+    pub(crate) async fn delete_duplicates(&mut self, children: &[String], ours: &str) {
         if !children.iter().any(|c| c.starts_with(&self.prefix) && c != ours) {
             return;
         }
@@ -338,6 +345,11 @@ impl Attempt {
         self.node = None;
         self.hand_off();
         self.prefix = Uuid::new_v4().protected_prefix();
+    }
+
+    /// Our node, once [`create`](Self::create) has succeeded.
+    pub(crate) fn node(&self) -> Option<&Node> {
+        self.node.as_ref()
     }
 
     /// The node is the caller's now: nothing to clean up.
@@ -434,7 +446,11 @@ async fn delete_now(client: &Client, node_path: &str) -> bool {
 /// Creates the missing ancestors of `dir` (and `dir`) as containers, top down, as Curator's
 /// `ZKPaths.mkdirs(…, asContainers = true)`: `exists` first, so that an existing node under
 /// a parent we may not write to is fine.
-async fn create_containers(client: &Client, dir: &str, options: &LockOptions) -> Result<(), Error> {
+pub(crate) async fn create_containers(
+    client: &Client,
+    dir: &str,
+    options: &LockOptions,
+) -> Result<(), Error> {
     let container = CreateOptions::new(CreateMode::Container).with_acl(options.parent_acl.clone());
     let mut prefix = String::with_capacity(dir.len());
     for segment in dir.split('/').filter(|s| !s.is_empty()) {

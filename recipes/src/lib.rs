@@ -1,6 +1,7 @@
-//! Coordination recipes on top of [`zkwire`]: a [`Mutex`] and an [`RwLock`] that exclude
-//! Apache Curator's `InterProcessMutex` and `InterProcessReadWriteLock` on the same path,
-//! with lost-lock signals, fencing tokens and cleanup that cannot be lost.
+//! Coordination recipes on top of [`zkwire`]: a [`Mutex`], an [`RwLock`] and a
+//! [`Semaphore`] that exclude Apache Curator's `InterProcessMutex`,
+//! `InterProcessReadWriteLock` and `InterProcessSemaphoreV2` on the same path, with
+//! lost-lock signals, fencing tokens and cleanup that cannot be lost.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -25,11 +26,13 @@
 //! ```
 //!
 //! # Guarantees
-//! - **Curator layout and order.** Nodes are `P/_c_<uuid>-lock-<seq>` (mutex) and
-//!   `P/_c_<uuid>-__WRIT__<seq>` / `__READ__<seq>` (read/write lock), EPHEMERAL_SEQUENTIAL,
-//!   with missing parents created as containers. Children are ordered exactly as Curator does
-//!   (the text after the last marker, compared as strings, every child counted), so our
-//!   contenders and Curator's exclude each other.
+//! - **Curator layout and order.** Nodes are `P/_c_<uuid>-lock-<seq>` (mutex),
+//!   `P/_c_<uuid>-__WRIT__<seq>` / `__READ__<seq>` (read/write lock) and
+//!   `P/leases/_c_<uuid>-lease-<seq>` next to a `P/locks/` mutex (semaphore),
+//!   EPHEMERAL_SEQUENTIAL, with missing parents created as containers. Children are ordered
+//!   exactly as Curator does (the text after the last marker, compared as strings, every
+//!   child counted), and leases counted as Curator counts them, so our contenders and
+//!   Curator's exclude each other.
 //! - **No silent mis-ordering.** A child that is not a contender, or a negative (wrapped)
 //!   sequence suffix, fails the acquire ([`LockError::ForeignChild`],
 //!   [`LockError::SequenceWrapped`]) instead of being ordered the way Curator would (Curator
@@ -43,6 +46,26 @@
 //!   session ends.
 //! - **Fencing.** `fencing_token()` is the `czxid` of the lock node, strictly increasing
 //!   across holders; `multi_fenced` runs a multi guarded by `check(lock node, any version)`.
+//!
+//! # Semaphore
+//! [`Semaphore`] follows Curator's `InterProcessSemaphoreV2`: an acquire holds the
+//! `P/locks` mutex while it creates its lease node and lists `P/leases` (children watch);
+//! a lease is granted when at most `max` leases exist, counting its own. `acquire(n)` is all
+//! or nothing, with one deadline for the whole call; each [`Lease`] is a guard like the
+//! others. The limit is fixed ([`SemaphoreLimit::Fixed`], Curator's unchecked convention),
+//! or read from a Curator `SharedCount` node (4-byte big-endian int) on every acquire and
+//! while waiting ([`SemaphoreLimit::SharedCount`]), or fixed and checked against such a node
+//! ([`SemaphoreLimit::FixedChecked`], [`LockError::LimitMismatch`]). Curator's convention
+//! mode cannot see a peer configured with another limit, and lowering a limit never revokes
+//! leases already granted (on either side).
+//!
+//! # Interop with Curator
+//! Tested against the real Curator 5.4.0 (`recipes/tests/interop.rs`, which compiles
+//! `recipes/interop/CuratorContender.java`): zkwire and Curator contenders on the same path
+//! for the mutex, the read/write lock and the semaphore (SharedCount limit), with a
+//! referee checking exclusion across both sides. Curator 5.4.0 predates CURATOR-621: its
+//! read/write lock downgrade does not tie with the writer, so a queued writer may get in
+//! while a Curator downgrader still reads (see [`RwLock`]).
 //!
 //! # When a hold is lost
 //! Every guard has `is_held()` and `lost()`. `lost()` resolves (with a [`LostReason`]) when:
@@ -80,10 +103,12 @@ mod internals;
 mod mutex;
 mod options;
 mod rwlock;
+mod semaphore;
 mod sequence;
 
 pub use error::{LockError, LostReason};
 pub use mutex::{Mutex, MutexGuard};
 pub use options::{LockOptions, DISCONNECT_GRACE_RATIO};
 pub use rwlock::{ReadGuard, RwLock, WriteGuard};
+pub use semaphore::{Lease, Semaphore, SemaphoreLimit};
 pub use sequence::ForeignChildPolicy;

@@ -183,3 +183,18 @@ async fn a_waiter_survives_a_connection_cut() {
     g.release().await.unwrap();
     a.close().await.unwrap();
 }
+
+/// A connection loss while the missing parents are being created (the container create's
+/// reply is lost) does not fail the acquire: it rides through, as every other step does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_loss_while_creating_parents() {
+    let (cs, proxy, via) = proxied("recipes_parents_cut").await;
+    let a = connect(&via).await;
+    proxy.cut_after_request(OpCode::CreateContainer, 1);
+    let guard = tokio::time::timeout(3 * T, Mutex::new(a.clone(), "/deep/er/l").lock()).await.unwrap().unwrap();
+    assert_eq!(proxy.triggered(), 1, "a container create's reply was lost");
+    let observer = connect(&cs).await;
+    assert_eq!(children(&observer, "/deep/er/l").await.len(), 1);
+    guard.release().await.unwrap();
+    a.close().await.unwrap();
+}

@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 pub mod evil;
+pub mod java;
 pub mod proxy;
 pub mod server;
 pub mod support;

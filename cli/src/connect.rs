@@ -1,0 +1,106 @@
+//! The global options and the connection they describe.
+
+use std::future::Future;
+use std::time::Duration;
+
+use zkwire::{Client, Error};
+
+use crate::args::Parsed;
+use crate::duration::show_duration;
+use crate::fail::{Failure, UNAVAILABLE};
+
+/// Where the connect string comes from when `--server` is not given.
+pub(crate) const SERVER_ENV: &str = "ZOOKEEPER";
+/// The connect string when neither `--server` nor `ZOOKEEPER` is set.
+pub(crate) const DEFAULT_SERVER: &str = "127.0.0.1:2181";
+/// The session timeout when `--session-timeout` is not given.
+pub(crate) const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Options every verb accepts.
+#[derive(Debug, Clone)]
+pub(crate) struct Global {
+    /// `host:port[,host:port…][/chroot]`.
+    pub(crate) server: String,
+    /// The session timeout to ask for; also bounds connecting.
+    pub(crate) session_timeout: Duration,
+    /// Credentials (`scheme`, `credentials`) added to the session.
+    pub(crate) auth: Vec<(String, Vec<u8>)>,
+    /// Machine-readable output.
+    pub(crate) json: bool,
+}
+
+impl Global {
+    /// The global options of a parsed command line.
+    ///
+    /// # Errors
+    /// A usage failure for a bad duration or `--auth` value.
+    pub(crate) fn from_parsed(parsed: &Parsed) -> Result<Self, Failure> {
+        let server = match parsed.value("server") {
+            Some(s) => s.to_owned(),
+            None => std::env::var(SERVER_ENV).ok().filter(|s| !s.is_empty()).unwrap_or_else(|| DEFAULT_SERVER.to_owned()),
+        };
+        let session_timeout = parsed.duration("session-timeout")?.unwrap_or(DEFAULT_SESSION_TIMEOUT);
+        if session_timeout < Duration::from_millis(100) {
+            return Err(Failure::usage("--session-timeout must be at least 100ms"));
+        }
+        let auth = parsed.values("auth").into_iter().map(parse_auth).collect::<Result<_, _>>()?;
+        Ok(Self { server, session_timeout, auth, json: parsed.has("json") })
+    }
+
+    /// Connects, waiting at most the session timeout for a server to accept the session.
+    ///
+    /// # Errors
+    /// [`UNAVAILABLE`] when no server answered; a usage failure for a bad connect string.
+    pub(crate) async fn connect(&self) -> Result<Client, Failure> {
+        let mut builder = Client::builder().with_session_timeout(self.session_timeout);
+        for (scheme, credentials) in &self.auth {
+            builder = builder.with_auth(scheme.clone(), credentials.clone());
+        }
+        builder.connect(&self.server).await.map_err(|e| self.connect_failure(&e))
+    }
+
+    /// Runs `work` on a new session whose requests are bounded by the session timeout, then
+    /// closes the session (so that its ephemeral nodes go at once, not at expiry).
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect), and whatever `work` fails with.
+    pub(crate) async fn with_session<T, F, Fut>(&self, work: F) -> Result<T, Failure>
+    where
+        F: FnOnce(Client) -> Fut,
+        Fut: Future<Output = Result<T, Failure>>,
+    {
+        let client = self.connect().await?;
+        let result = work(client.with_timeout(self.session_timeout)).await;
+        self.close(&client).await;
+        result
+    }
+
+    /// Closes the session, waiting at most the session timeout.
+    pub(crate) async fn close(&self, client: &Client) {
+        let _ = tokio::time::timeout(self.session_timeout, client.close()).await;
+    }
+
+    fn connect_failure(&self, error: &Error) -> Failure {
+        let server = &self.server;
+        match error {
+            Error::Timeout => Failure::new(
+                UNAVAILABLE,
+                format!(
+                    "cannot connect to {server}: no ZooKeeper server answered within {} (set --server or {SERVER_ENV})",
+                    show_duration(self.session_timeout)
+                ),
+            ),
+            Error::InvalidConnectString(e) => Failure::usage(format!("bad connect string {server:?}: {e}")),
+            other => Failure::new(UNAVAILABLE, format!("cannot connect to {server}: {other}")),
+        }
+    }
+}
+
+/// `scheme:credentials`, e.g. `digest:alice:secret`.
+fn parse_auth(text: &str) -> Result<(String, Vec<u8>), Failure> {
+    match text.split_once(':') {
+        Some((scheme, credentials)) if !scheme.is_empty() => Ok((scheme.to_owned(), credentials.as_bytes().to_vec())),
+        // The value may be a secret: do not echo it.
+        _ => Err(Failure::usage("--auth takes scheme:credentials (e.g. digest:user:password)")),
+    }
+}

@@ -1,0 +1,89 @@
+//! Failures: one line for the user and the exit code that goes with it.
+
+use zkwire::Error;
+use zkwire_recipes::LockError;
+
+/// The operation failed (ZooKeeper refused it: no such node, bad version, not empty, …).
+pub(crate) const FAILED: u8 = 1;
+/// The command line is wrong.
+pub(crate) const USAGE: u8 = 2;
+/// No ZooKeeper server could be reached, or the session was lost.
+pub(crate) const UNAVAILABLE: u8 = 69;
+/// The lock (or lease) was not acquired before `--timeout`.
+pub(crate) const LOCK_TIMEOUT: u8 = 73;
+/// The lock (or lease) was lost while the command ran; the command was terminated.
+pub(crate) const LOCK_LOST: u8 = 75;
+/// The command could not be started.
+pub(crate) const CANNOT_EXEC: u8 = 126;
+/// The command was not found.
+pub(crate) const NOT_FOUND: u8 = 127;
+/// zkw was interrupted (Ctrl-C) before the command started.
+pub(crate) const INTERRUPTED: u8 = 130;
+
+/// Why `zkw` stops: one line for stderr and the exit code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Failure {
+    /// The process exit code.
+    pub(crate) code: u8,
+    /// One line, without the `zkw: ` prefix.
+    pub(crate) message: String,
+}
+
+impl Failure {
+    /// A failure with an exit code.
+    pub(crate) fn new(code: u8, message: impl Into<String>) -> Self {
+        Self { code, message: one_line(&message.into()) }
+    }
+
+    /// A command-line error (exit code 2).
+    pub(crate) fn usage(message: impl Into<String>) -> Self {
+        Self::new(USAGE, message)
+    }
+
+    /// A ZooKeeper error while working on `context` (usually a path).
+    pub(crate) fn zk(context: &str, error: &Error) -> Self {
+        Self::new(zk_code(error), format!("{context}: {error}"))
+    }
+
+    /// A lock recipe error while working on `context`.
+    pub(crate) fn lock(context: &str, error: &LockError) -> Self {
+        match error {
+            LockError::Client(e) => Self::zk(context, e),
+            LockError::Timeout => Self::new(LOCK_TIMEOUT, format!("{context}: not acquired before the timeout")),
+            LockError::Lost(_) => Self::new(LOCK_LOST, format!("{context}: {error}")),
+            other => Self::new(FAILED, format!("{context}: {other}")),
+        }
+    }
+}
+
+/// The exit code for a ZooKeeper error.
+fn zk_code(error: &Error) -> u8 {
+    match error {
+        Error::InvalidPath(_) | Error::InvalidArgument(_) | Error::InvalidConnectString(_) => USAGE,
+        Error::ConnectionLoss
+        | Error::Timeout
+        | Error::SessionExpired
+        | Error::Closed
+        | Error::Io(_)
+        | Error::Protocol(_) => UNAVAILABLE,
+        _ => FAILED,
+    }
+}
+
+/// Keeps the first line of a message (errors are one line); empty stays empty (a silent exit).
+fn one_line(message: &str) -> String {
+    message.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_and_single_lines() {
+        assert_eq!(Failure::zk("/a", &Error::NoNode), Failure::new(FAILED, "/a: node does not exist"));
+        assert_eq!(Failure::zk("/a", &Error::Timeout).code, UNAVAILABLE);
+        assert_eq!(Failure::lock("/l", &LockError::Timeout).code, LOCK_TIMEOUT);
+        assert_eq!(Failure::new(1, "first\nsecond").message, "first");
+    }
+}

@@ -1,0 +1,61 @@
+//! `watch PATH [--recursive]`: streams events until Ctrl-C.
+
+use zkwire::{AddWatchMode, EventType, SessionState, WatchedEvent};
+
+use crate::args::{check_path, Parsed};
+use crate::connect::Global;
+use crate::fail::{Failure, UNAVAILABLE};
+use crate::json::Json;
+use crate::out;
+
+/// Adds a persistent (recursive) watch and prints each event on a line until Ctrl-C.
+pub(crate) async fn watch(g: &Global, p: &Parsed) -> Result<(), Failure> {
+    let path = p.expect_operands(&["PATH"])?.remove(0);
+    check_path(&path, false)?;
+    let recursive = p.has("recursive");
+    let mode = if recursive { AddWatchMode::PersistentRecursive } else { AddWatchMode::Persistent };
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    let client = g.connect().await?;
+    let mut states = client.state_stream();
+    let mut events =
+        client.with_timeout(g.session_timeout).add_watch(&path, mode).await.map_err(|e| Failure::zk(&path, &e))?;
+    let scope = if recursive { " and everything under it" } else { "" };
+    out::note(&format!("watching {path}{scope} (Ctrl-C to stop)"));
+    let result = loop {
+        tokio::select! {
+            _ = &mut ctrl_c => break Ok(()),
+            event = events.next() => match event {
+                Some(e) if e.event_type == EventType::None => break Err(session_over(&format!("{:?}", e.state))),
+                Some(e) => print_event(g.json, &e)?,
+                None => break Err(Failure::new(UNAVAILABLE, "the watch ended (the session is over, or events were not read fast enough)")),
+            },
+            state = states.next() => match state {
+                Some(SessionState::Disconnected) => out::note("disconnected; reconnecting (the watch is restored)"),
+                Some(SessionState::Connected) => out::note("reconnected"),
+                Some(s) if s.is_terminal() => break Err(session_over(&format!("{s:?}"))),
+                Some(_) => {}
+                None => break Err(session_over("Closed")),
+            },
+        }
+    };
+    g.close(&client).await;
+    result
+}
+
+fn session_over(state: &str) -> Failure {
+    Failure::new(UNAVAILABLE, format!("the session ended ({state}); the watch is gone"))
+}
+
+/// One event: `NodeDataChanged /path`, or a JSON object.
+fn print_event(json: bool, event: &WatchedEvent) -> Result<(), Failure> {
+    let kind = format!("{:?}", event.event_type);
+    if json {
+        return out::json(&Json::obj([
+            ("event", Json::Str(kind)),
+            ("path", Json::str(&event.path)),
+            ("zxid", event.zxid.into()),
+        ]));
+    }
+    out::line(&format!("{kind} {}", event.path))
+}

@@ -1,0 +1,164 @@
+//! Helpers for the CLI tests: run the built `zkw` with a deadline, make a chroot on the
+//! shared server, send signals, wait for files.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)] // each test binary uses a part
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The binary under test.
+pub(crate) const ZKW: &str = env!("CARGO_BIN_EXE_zkw");
+
+/// How long any one `zkw` run may take before the test fails.
+pub(crate) const RUN_LIMIT: Duration = Duration::from_secs(60);
+
+/// What a finished `zkw` did.
+#[derive(Debug)]
+pub(crate) struct Out {
+    /// Exit code (`None`: killed by a signal).
+    pub(crate) code: Option<i32>,
+    /// Standard output.
+    pub(crate) stdout: String,
+    /// Standard error.
+    pub(crate) stderr: String,
+    /// How long it ran.
+    pub(crate) elapsed: Duration,
+}
+
+impl Out {
+    /// Asserts success and returns stdout.
+    pub(crate) fn ok(&self) -> &str {
+        assert_eq!(self.code, Some(0), "zkw failed: {self:?}");
+        &self.stdout
+    }
+
+    /// Asserts failure with `code` and exactly one line on stderr, `zkw: …`; returns it.
+    pub(crate) fn fails(&self, code: i32) -> &str {
+        assert_eq!(self.code, Some(code), "{self:?}");
+        let lines: Vec<&str> = self.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "expected one error line: {self:?}");
+        assert!(lines[0].starts_with("zkw: "), "{self:?}");
+        assert!(!self.stderr.contains("panicked") && !self.stderr.contains("RUST_BACKTRACE"), "{self:?}");
+        lines[0]
+    }
+}
+
+/// A `zkw` command with a clean environment (no `ZOOKEEPER`).
+pub(crate) fn command(args: &[&str]) -> Command {
+    let mut command = Command::new(ZKW);
+    command.args(args).env_remove("ZOOKEEPER").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    command
+}
+
+/// Runs `zkw ARGS`, failing the test if it outlives [`RUN_LIMIT`].
+pub(crate) fn run(args: &[&str]) -> Out {
+    finish(command(args).spawn().expect("spawn zkw"), RUN_LIMIT)
+}
+
+/// Runs `zkw --server SERVER ARGS`.
+pub(crate) fn zkw(server: &str, args: &[&str]) -> Out {
+    let mut all = vec!["--server", server];
+    all.extend_from_slice(args);
+    run(&all)
+}
+
+/// Waits for a spawned `zkw` (stdout and stderr piped), killing it and failing after `limit`.
+pub(crate) fn finish(mut child: Child, limit: Duration) -> Out {
+    let started = Instant::now();
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("zkw still running after {limit:?}; stderr so far: {}", stderr.join().unwrap_or_default());
+        }
+        thread::sleep(Duration::from_millis(10));
+    };
+    let elapsed = started.elapsed();
+    Out { code: status.code(), stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap(), elapsed }
+}
+
+fn drain(stream: Option<impl Read + Send + 'static>) -> thread::JoinHandle<String> {
+    thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut s) = stream {
+            let _ = s.read_to_string(&mut text);
+        }
+        text
+    })
+}
+
+/// The lines of a stream, as they come.
+pub(crate) fn lines_of(stream: impl Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// The next line containing `needle`, within `limit`.
+pub(crate) fn wait_line(lines: &Receiver<String>, needle: &str, limit: Duration) -> String {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) if line.contains(needle) => return line,
+            Ok(_) => {}
+            Err(e) => panic!("no line containing {needle:?} within {limit:?} ({e})"),
+        }
+    }
+}
+
+/// A fresh, empty chroot `/<name>` on the shared server; its connect string.
+pub(crate) fn chroot(name: &str) -> String {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(zkwire_testing::support::fresh_chroot(name))
+}
+
+/// Sends `signal` (e.g. `INT`) to `pid`.
+pub(crate) fn signal(pid: u32, signal: &str) {
+    let status = Command::new("sh").arg("-c").arg(format!("kill -{signal} {pid}")).status().unwrap();
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+/// A fresh scratch directory for one test.
+pub(crate) fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("zkw-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Waits until `path` exists and is not empty; its contents.
+pub(crate) fn wait_file(path: &Path, limit: Duration) -> String {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if !text.trim().is_empty() {
+                return text.trim().to_owned();
+            }
+        }
+        assert!(Instant::now() < deadline, "{} did not appear within {limit:?}", path.display());
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether process `pid` is still running (not gone, not a zombie).
+pub(crate) fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().next().unwrap_or("").to_owned()))
+        .is_some_and(|state| state != "Z" && state != "X")
+}

@@ -1,0 +1,586 @@
+//! [`Semaphore`]: Curator's `InterProcessSemaphoreV2` layout and rules.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use zkwire::path::{self, parse_sequence};
+use zkwire::{Client, CreateMode, CreateOptions, Error, OneshotWatcher, Op, OpResult};
+
+use crate::cleanup::FOREGROUND_GRACE;
+use crate::error::{LockError, LostReason};
+use crate::hold::Hold;
+use crate::internals::{backoff, create_containers, Attempt, Contest, Dir};
+use crate::mutex::{Mutex, MutexGuard};
+use crate::options::LockOptions;
+use crate::sequence::{exclusive, sort_key_at, ForeignChildPolicy};
+
+/// Curator `InterProcessSemaphoreV2.LOCK_PARENT`: the internal mutex's directory.
+const LOCKS: &str = "locks";
+/// Curator `InterProcessSemaphoreV2.LEASE_PARENT`: the lease nodes' directory.
+const LEASES: &str = "leases";
+/// Curator `InterProcessSemaphoreV2.LEASE_BASE_NAME`.
+const LEASE_MARKER: &str = "lease-";
+const LEASE_MARKERS: &[&str] = &[LEASE_MARKER];
+
+/// How a lease node is named (the predicate is unused: leases are counted, not ordered).
+fn lease_contest() -> Contest {
+    Contest { marker: LEASE_MARKER, sort_markers: LEASE_MARKERS, predicate: exclusive, tie: None }
+}
+
+/// Where a [`Semaphore`]'s maximum number of leases comes from.
+///
+/// Every participant of a semaphore (ours and Curator's) must use the same limit: a
+/// participant with a larger one over-grants. Only the SharedCount variants can check it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SemaphoreLimit {
+    /// A number every participant is configured with, unchecked (Curator's "convention"
+    /// mode, `InterProcessSemaphoreV2(client, path, maxLeases)`).
+    Fixed(u32),
+    /// Read from a Curator `SharedCount` node (4-byte big-endian int) at this path on every
+    /// acquire, and again each time the acquire wakes up; a change of the count wakes
+    /// waiting acquires (Curator: `InterProcessSemaphoreV2(client, path, sharedCountReader)`).
+    /// The node must exist ([`LockError::SharedCountMissing`]). Change the limit by writing
+    /// `n.to_be_bytes()` into it (or with Curator's `SharedCount.setCount`).
+    SharedCount(String),
+    /// A fixed limit, checked against a Curator `SharedCount` node on every acquire and
+    /// while waiting: a different value fails the acquire with
+    /// [`LockError::LimitMismatch`]. A missing node is created (persistent, parents as
+    /// containers) with `max`, as Curator's `SharedCount` seeds it, so the first participant
+    /// records the limit and the others must agree.
+    FixedChecked {
+        /// This participant's limit.
+        max: u32,
+        /// The SharedCount node's path.
+        shared_count: String,
+    },
+}
+
+/// A distributed counting semaphore, interoperable with Curator's
+/// `InterProcessSemaphoreV2` (and `InterProcessSemaphoreMutex`, the case of one lease) on
+/// the same path.
+///
+/// # Layout and algorithm (Curator's)
+/// - `path/locks/` is an ordinary [`Mutex`] (nodes `_c_<uuid>-lock-<seq>`);
+/// - `path/leases/_c_<uuid>-lease-<seq>` are the leases: EPHEMERAL_SEQUENTIAL, guid
+///   protected, missing parents created as containers.
+///
+/// An acquire takes the `locks` mutex, creates a lease node, then lists `leases` with a
+/// children watch: the lease is granted when our node is among the children and there are
+/// at most `max` of them, **counting our own**; otherwise it waits for the watch (or a change
+/// of the SharedCount node) and lists again. The `locks` mutex is released at the end
+/// whatever happens, and a lease that was not granted is deleted (in the foreground for up
+/// to 500 ms, then by the per-session cleanup worker). Only the `locks` holder watches
+/// `leases`, so there is no herd.
+///
+/// One difference with Curator, invisible to its peers: `acquire(n)` holds the `locks`
+/// mutex for its `n` leases, where Curator takes it again for each one. Two of our
+/// multi-lease acquires therefore never hold part of their leases each while waiting for the
+/// rest (a deadlock Curator's per-lease loop allows).
+///
+/// ```no_run
+/// # async fn run(client: zkwire::Client) -> Result<(), zkwire_recipes::LockError> {
+/// use std::time::Duration;
+/// use zkwire::{CreateMode, CreateOptions};
+/// use zkwire_recipes::{Semaphore, SemaphoreLimit};
+///
+/// // At most 5 leases, the limit kept in a Curator SharedCount node (4 bytes, big-endian).
+/// let persistent = CreateOptions::new(CreateMode::Persistent);
+/// client.create("/config/workers", &5_i32.to_be_bytes(), &persistent).await?;
+/// let sem = Semaphore::new(client, "/sem/workers", SemaphoreLimit::SharedCount("/config/workers".into()));
+/// let leases = sem.acquire_timeout(2, Duration::from_secs(10)).await?;
+/// for lease in leases {
+///     // Each lease is a guard: lost(), fencing_token(), multi_fenced(), release().
+///     lease.release().await?;
+/// }
+/// # Ok(()) }
+/// ```
+///
+/// # Interop with Curator
+/// Curator's convention mode (`maxLeases` given per instance) checks nothing: a Curator
+/// peer configured with a larger limit over-grants, and no participant can tell. Prefer a
+/// SharedCount node on both sides ([`SemaphoreLimit::SharedCount`] here,
+/// `InterProcessSemaphoreV2(client, path, sharedCount)` there). Lowering the count never
+/// revokes leases already granted, on either side: new acquires just wait until the number
+/// of leases is below the new limit.
+///
+/// # What can go wrong
+/// - **Lost leases.** A lease is an ephemeral node: it goes with the session. Await
+///   [`Lease::lost`] next to the work it protects, and fence what a stale holder could
+///   damage ([`Lease::multi_fenced`], [`Lease::fencing_token`]).
+/// - **Session expiry while waiting** fails the acquire with
+///   [`zkwire::Error::SessionExpired`]; the leases obtained so far go with the session.
+/// - **A limit that cannot be met** (`n` larger than the limit, now or after a change of the
+///   SharedCount while waiting) fails with [`LockError::TooManyLeases`] instead of waiting
+///   forever while holding the `locks` mutex.
+/// - **Limit disagreements** are errors where they can be seen:
+///   [`LockError::LimitMismatch`], [`LockError::BadSharedCount`],
+///   [`LockError::SharedCountMissing`].
+/// - **Foreign children** of `leases` fail the acquire by default
+///   ([`LockError::ForeignChild`]); with [`ForeignChildPolicy::CountLikeCurator`] they are
+///   counted as leases, as Curator counts them. Sequence wrap does not matter here (leases
+///   are counted, not ordered), but the `locks` mutex refuses it as any [`Mutex`] does.
+/// - **A slow holder of `locks`** (a timed acquire waiting for capacity) makes every other
+///   acquire queue behind it, as in Curator.
+/// - **Curator multi-lease acquires** take `locks` again for each lease, holding the leases
+///   they have meanwhile. When such partial holders and the `locks` holder together fill the
+///   limit, everyone waits until a timeout (among Curator peers too). Next to Curator peers
+///   that take `k` leases at once, keep the limit at least (number of those peers) × (k − 1)
+///   + (largest request of anyone), or use timeouts.
+#[derive(Debug, Clone)]
+pub struct Semaphore {
+    path: String,
+    leases: Dir,
+    locks: Mutex,
+    limit: SemaphoreLimit,
+}
+
+impl Semaphore {
+    /// A semaphore on `path` with default [`LockOptions`]. Nothing is sent yet; an invalid
+    /// path fails the first acquire.
+    pub fn new(client: Client, path: impl Into<String>, limit: SemaphoreLimit) -> Self {
+        Self::with_options(client, path, limit, LockOptions::default())
+    }
+
+    /// A semaphore on `path` with `options`: the data of each lease node (Curator's
+    /// `setNodeData`), ACLs, foreign-child policy, disconnection grace of the leases.
+    pub fn with_options(
+        client: Client,
+        path: impl Into<String>,
+        limit: SemaphoreLimit,
+        options: LockOptions,
+    ) -> Self {
+        let path = path.into();
+        let locks = Mutex::with_options(client.clone(), path::join(&path, LOCKS), options.clone());
+        let leases = Dir { client, path: path::join(&path, LEASES), options };
+        Self { path, leases, locks, limit }
+    }
+
+    /// The semaphore's directory.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Where the limit comes from.
+    pub fn limit(&self) -> &SemaphoreLimit {
+        &self.limit
+    }
+
+    /// Waits for `n` leases, all or nothing. `n = 0` returns no lease at once.
+    ///
+    /// # Errors
+    /// [`LockError::TooManyLeases`]; the limit errors ([`LockError::LimitMismatch`],
+    /// [`LockError::SharedCountMissing`], [`LockError::BadSharedCount`]);
+    /// [`LockError::ForeignChild`]; as [`Mutex::lock`]. The leases obtained so far are
+    /// returned first.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future removes its nodes (leases obtained so far, the lease
+    /// being created, the `locks` node) in the background.
+    pub async fn acquire(&self, n: usize) -> Result<Vec<Lease>, LockError> {
+        self.acquire_inner(n, None).await
+    }
+
+    /// As [`acquire`](Self::acquire), giving up after `timeout`: one monotonic deadline for
+    /// the whole call (the `locks` mutex, every lease, retries and waits). On timeout the
+    /// leases already obtained are given back and [`LockError::Timeout`] returned.
+    ///
+    /// # Errors
+    /// [`LockError::Timeout`]; as [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](Self::acquire).
+    pub async fn acquire_timeout(&self, n: usize, timeout: Duration) -> Result<Vec<Lease>, LockError> {
+        self.acquire_inner(n, Some(Instant::now() + timeout)).await
+    }
+
+    /// One lease: [`acquire(1)`](Self::acquire).
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](Self::acquire).
+    pub async fn acquire_one(&self) -> Result<Lease, LockError> {
+        self.acquire_inner(1, None).await?.pop().ok_or(LockError::Timeout)
+    }
+
+    /// One lease with a deadline: [`acquire_timeout(1, timeout)`](Self::acquire_timeout).
+    ///
+    /// # Errors
+    /// As [`acquire_timeout`](Self::acquire_timeout).
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](Self::acquire).
+    pub async fn acquire_one_timeout(&self, timeout: Duration) -> Result<Lease, LockError> {
+        self.acquire_inner(1, Some(Instant::now() + timeout)).await?.pop().ok_or(LockError::Timeout)
+    }
+
+    /// The current limit: the fixed number, or the SharedCount node's value (checked against
+    /// the fixed one for [`SemaphoreLimit::FixedChecked`], whose node is created if missing).
+    ///
+    /// # Errors
+    /// The limit errors of [`acquire`](Self::acquire); the client's non-retryable errors.
+    pub async fn max_leases(&self) -> Result<u32, LockError> {
+        Ok(self.limit_and_watch().await?.0)
+    }
+
+    /// The names of the lease nodes, granted or waiting (at most one waits: the `locks`
+    /// holder's), as Curator's `getParticipantNodes`. Empty when the directory is absent.
+    ///
+    /// # Errors
+    /// The client's errors.
+    pub async fn lease_nodes(&self) -> Result<Vec<String>, LockError> {
+        match self.leases.client.get_children(&self.leases.path).await {
+            Ok(children) => Ok(children),
+            Err(Error::NoNode) => Ok(Vec::new()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn acquire_inner(&self, n: usize, deadline: Option<Instant>) -> Result<Vec<Lease>, LockError> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        // Fail fast, before queueing on the mutex.
+        let (max, _) = within(deadline, self.limit_and_watch()).await?;
+        check_quantity(n, max)?;
+        let locks = match deadline {
+            Some(at) if at <= Instant::now() => return Err(LockError::Timeout),
+            Some(at) => self.locks.lock_timeout(at.saturating_duration_since(Instant::now())).await?,
+            None => self.locks.lock().await?,
+        };
+        let mut leases = Vec::with_capacity(n);
+        let result = self.fill(&mut leases, n, deadline).await;
+        if result.is_err() {
+            return_all(std::mem::take(&mut leases)).await;
+        }
+        release_quietly(locks).await;
+        result.map(|()| leases)
+    }
+
+    /// Obtains leases until there are `n`, while we hold the `locks` mutex.
+    async fn fill(
+        &self,
+        leases: &mut Vec<Lease>,
+        n: usize,
+        deadline: Option<Instant>,
+    ) -> Result<(), LockError> {
+        while leases.len() < n {
+            let mut attempt = Attempt::new(&self.leases);
+            match within(deadline, self.one_lease(&mut attempt, n)).await {
+                Ok(true) => {
+                    let Some(node) = attempt.node().cloned() else { continue };
+                    attempt.disarm();
+                    let hold =
+                        Hold::new(self.leases.client.clone(), node, self.leases.options.disconnect_grace);
+                    leases.push(Lease { hold });
+                }
+                // Our node vanished (deleted by someone): a new one, as Curator's
+                // RETRY_DUE_TO_MISSING_NODE.
+                Ok(false) => attempt.abandon().await,
+                Err(e) => {
+                    attempt.abandon().await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates a lease node and waits until it is granted (`true`) or found missing
+    /// (`false`). `requested` is the whole acquire's count, checked against the limit at
+    /// every turn.
+    async fn one_lease(&self, attempt: &mut Attempt, requested: usize) -> Result<bool, LockError> {
+        attempt.create(&lease_contest()).await?;
+        let Some(ours) = attempt.node().map(|node| node.name.clone()) else {
+            return Ok(false);
+        };
+        let client = &self.leases.client;
+        let mut retries = 0;
+        loop {
+            let (max, limit_changed) = self.limit_and_watch().await?;
+            check_quantity(requested, max)?;
+            let (children, _, children_changed) = match client.get_children_and_watch(&self.leases.path).await
+            {
+                Ok(listed) => listed,
+                Err(Error::NoNode) => return Ok(false),
+                Err(e) if e.is_retryable() => {
+                    tokio::time::sleep(backoff(retries)).await;
+                    retries += 1;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            attempt.delete_duplicates(&children, &ours).await;
+            if !children.contains(&ours) {
+                tracing::debug!(node = ours, "our lease node vanished; creating a new one");
+                return Ok(false);
+            }
+            check_children(&children, self.leases.options.foreign_children)?;
+            // Curator: `children.size() <= maxLeases`, our own node included.
+            if children.len() <= usize::try_from(max).unwrap_or(usize::MAX) {
+                return Ok(true);
+            }
+            // Any event (a lease gone or added, the count changed, the session over): list
+            // again.
+            tokio::select! {
+                _ = children_changed => {}
+                () = fired(limit_changed) => {}
+            }
+        }
+    }
+
+    /// The current limit, and a watch on the SharedCount node if there is one.
+    async fn limit_and_watch(&self) -> Result<(u32, Option<OneshotWatcher>), LockError> {
+        let client = &self.leases.client;
+        match &self.limit {
+            SemaphoreLimit::Fixed(max) => Ok((*max, None)),
+            SemaphoreLimit::SharedCount(count_path) => {
+                let (count, watcher) = read_count(client, count_path, None).await?;
+                Ok((count, Some(watcher)))
+            }
+            SemaphoreLimit::FixedChecked { max, shared_count } => {
+                let seed = Some((*max, &self.leases.options));
+                let (count, watcher) = read_count(client, shared_count, seed).await?;
+                if count != *max {
+                    return Err(LockError::LimitMismatch { configured: *max, shared: count });
+                }
+                Ok((count, Some(watcher)))
+            }
+        }
+    }
+}
+
+/// Proof of holding one lease of a [`Semaphore`], until released or dropped.
+///
+/// Dropping it deletes the lease node in the background (retried until it succeeds or the
+/// session ends); [`release`](Self::release) does it in the foreground and reports how it
+/// went.
+#[derive(Debug)]
+#[must_use = "the lease is returned when the guard is dropped"]
+pub struct Lease {
+    hold: Hold,
+}
+
+impl Lease {
+    /// Whether the lease is still trusted (see
+    /// [`MutexGuard::is_held`](crate::MutexGuard::is_held)).
+    pub fn is_held(&self) -> bool {
+        self.hold.is_held()
+    }
+
+    /// Resolves when the lease can no longer be trusted: the session ended, the lease node
+    /// was deleted or its data changed, or the client has been disconnected longer than the
+    /// grace period (see [`MutexGuard::lost`](crate::MutexGuard::lost)).
+    pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
+        self.hold.lost()
+    }
+
+    /// The `czxid` of the lease node. Leases are shared, so tokens of concurrent holders are
+    /// not ordered against each other; a token is larger than that of every lease created
+    /// before it, which is what a resource needs to refuse holders older than a cut-off.
+    pub fn fencing_token(&self) -> i64 {
+        self.hold.fencing_token()
+    }
+
+    /// The full path of the lease node.
+    pub fn path(&self) -> &str {
+        &self.hold.node().path
+    }
+
+    /// The client the lease was obtained with.
+    pub fn client(&self) -> &Client {
+        self.hold.client()
+    }
+
+    /// `ops` in a multi guarded by the lease node (see
+    /// [`MutexGuard::multi_fenced`](crate::MutexGuard::multi_fenced)).
+    ///
+    /// # Errors
+    /// As [`MutexGuard::multi_fenced`](crate::MutexGuard::multi_fenced).
+    pub async fn multi_fenced(&self, ops: &[Op]) -> Result<Vec<OpResult>, LockError> {
+        self.hold.multi_fenced(ops).await
+    }
+
+    /// Deletes the lease node and reports the outcome (see
+    /// [`MutexGuard::release`](crate::MutexGuard::release)).
+    ///
+    /// # Errors
+    /// As [`MutexGuard::release`](crate::MutexGuard::release).
+    ///
+    /// # Cancel safety
+    /// Dropping the future leaves the delete to the background worker.
+    pub async fn release(self) -> Result<(), LockError> {
+        self.hold.release().await
+    }
+}
+
+/// Runs `fut` before `deadline`, if any.
+async fn within<T>(
+    deadline: Option<Instant>,
+    fut: impl Future<Output = Result<T, LockError>>,
+) -> Result<T, LockError> {
+    match deadline {
+        Some(at) => tokio::time::timeout_at(at, fut).await.unwrap_or(Err(LockError::Timeout)),
+        None => fut.await,
+    }
+}
+
+/// Resolves when the watch fires; never without one.
+async fn fired(watcher: Option<OneshotWatcher>) {
+    match watcher {
+        Some(watcher) => drop(watcher.await),
+        None => std::future::pending().await,
+    }
+}
+
+fn check_quantity(requested: usize, max: u32) -> Result<(), LockError> {
+    if u32::try_from(requested).map_or(true, |r| r > max) {
+        return Err(LockError::TooManyLeases { requested, max });
+    }
+    Ok(())
+}
+
+/// A lease node is `[_c_<uuid>-]lease-<seq>`; anything else is foreign.
+fn check_children(children: &[String], policy: ForeignChildPolicy) -> Result<(), LockError> {
+    if policy != ForeignChildPolicy::Reject {
+        return Ok(());
+    }
+    for name in children {
+        let (at, found) = sort_key_at(name, LEASE_MARKERS);
+        let is_lease = found && name.get(at..).and_then(parse_sequence).is_some();
+        if !is_lease {
+            return Err(LockError::ForeignChild { name: name.clone() });
+        }
+    }
+    Ok(())
+}
+
+/// Gives leases back: in the foreground for up to [`FOREGROUND_GRACE`], the rest (on drop)
+/// in the background.
+async fn return_all(leases: Vec<Lease>) {
+    let all = async move {
+        for lease in leases {
+            if let Err(e) = lease.release().await {
+                tracing::debug!(error = %e, "returning a lease");
+            }
+        }
+    };
+    let _ = tokio::time::timeout(FOREGROUND_GRACE, all).await;
+}
+
+/// Releases the `locks` mutex: in the foreground for up to [`FOREGROUND_GRACE`], then in the
+/// background. Its outcome does not matter to the leases.
+async fn release_quietly(locks: MutexGuard) {
+    if let Ok(Err(e)) = tokio::time::timeout(FOREGROUND_GRACE, locks.release()).await {
+        tracing::debug!(error = %e, "releasing the semaphore's locks mutex");
+    }
+}
+
+/// Reads a Curator SharedCount node, leaving a data watch on it. With a seed, a missing
+/// node is created first (persistent, missing parents as containers), as Curator's
+/// `SharedCount.start()` does.
+async fn read_count(
+    client: &Client,
+    count_path: &str,
+    seed: Option<(u32, &LockOptions)>,
+) -> Result<(u32, OneshotWatcher), LockError> {
+    let mut retries = 0;
+    loop {
+        let error = match client.get_data_and_watch(count_path).await {
+            Ok((data, _, watcher)) => return decode_count(count_path, &data).map(|count| (count, watcher)),
+            Err(Error::NoNode) => match seed {
+                None => return Err(LockError::SharedCountMissing { path: count_path.to_owned() }),
+                Some((max, options)) => match seed_count(client, count_path, max, options).await {
+                    Ok(()) => continue,
+                    Err(e) => e,
+                },
+            },
+            Err(e) => e,
+        };
+        if !error.is_retryable() {
+            return Err(error.into());
+        }
+        tokio::time::sleep(backoff(retries)).await;
+        retries += 1;
+    }
+}
+
+/// Creates the SharedCount node with `max` (someone else's seed is fine too).
+async fn seed_count(client: &Client, count_path: &str, max: u32, options: &LockOptions) -> Result<(), Error> {
+    let data = encode_count(max);
+    let persistent = CreateOptions::new(CreateMode::Persistent).with_acl(options.parent_acl.clone());
+    for _ in 0..16 {
+        match client.create(count_path, &data, &persistent).await {
+            Ok(_) | Err(Error::NodeExists) => return Ok(()),
+            Err(Error::NoNode) => {
+                if let Some(parent) = path::parent(count_path) {
+                    create_containers(client, parent, options).await?;
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::NoNode)
+}
+
+/// Curator `SharedCount.toBytes`: 4 bytes, big-endian.
+fn encode_count(count: u32) -> [u8; 4] {
+    count.to_be_bytes()
+}
+
+/// Curator `SharedCount.fromBytes`, refusing what is not a 4-byte non-negative int.
+fn decode_count(count_path: &str, data: &[u8]) -> Result<u32, LockError> {
+    let bad = || LockError::BadSharedCount { path: count_path.to_owned(), data: data.to_vec() };
+    let bytes: [u8; 4] = data.try_into().map_err(|_| bad())?;
+    u32::try_from(i32::from_be_bytes(bytes)).map_err(|_| bad())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn shared_count_encoding_is_curators() {
+        assert_eq!(encode_count(5), [0, 0, 0, 5]);
+        assert_eq!(encode_count(0x0102_0304), [1, 2, 3, 4]);
+        assert_eq!(decode_count("/c", &[0, 0, 1, 0]).unwrap(), 256);
+        for bad in [&b""[..], &[0, 0, 5][..], &[0, 0, 0, 0, 5][..], &[0xff, 0xff, 0xff, 0xff][..], b"5"] {
+            assert_eq!(
+                decode_count("/c", bad),
+                Err(LockError::BadSharedCount { path: "/c".into(), data: bad.to_vec() }),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn quantity_against_limit() {
+        assert!(check_quantity(3, 3).is_ok());
+        assert_eq!(check_quantity(4, 3), Err(LockError::TooManyLeases { requested: 4, max: 3 }));
+        assert!(check_quantity(1, 0).is_err());
+        assert!(check_quantity(usize::MAX, u32::MAX).is_err());
+    }
+
+    #[test]
+    fn lease_children_and_foreign_ones() {
+        let ok = vec![
+            "_c_f290140d-9856-42ad-b9bf-348ffc086062-lease-0000000007".to_owned(),
+            "lease-0000000001".to_owned(),
+            // Wrapped: harmless for a count.
+            "_c_f290140d-9856-42ad-b9bf-348ffc086062-lease--2147483648".to_owned(),
+        ];
+        assert!(check_children(&ok, ForeignChildPolicy::Reject).is_ok());
+        let mut with_foreign = ok.clone();
+        with_foreign.push("_c_f290140d-9856-42ad-b9bf-348ffc086062-lock-0000000001".to_owned());
+        assert!(matches!(
+            check_children(&with_foreign, ForeignChildPolicy::Reject),
+            Err(LockError::ForeignChild { .. })
+        ));
+        assert!(check_children(&with_foreign, ForeignChildPolicy::CountLikeCurator).is_ok());
+    }
+}

@@ -1,0 +1,572 @@
+//! Interop with the real Apache Curator 5.4.0 (Debian `libcurator-recipes-java`): zkwire and
+//! Curator contenders on the same path for the mutex, the read/write lock and the
+//! semaphore, checked by a referee.
+//!
+//! `recipes/interop/CuratorContender.java` is compiled here with `javac` and run as one
+//! JVM of N threads, each with its own Curator session. Every holder — Curator thread or
+//! zkwire task — reports `ENTER` after its acquire returns and `EXIT` before it releases
+//! to a referee run by this test (Curator over TCP on 127.0.0.1, zkwire in process). The
+//! referee answers only after recording, so its "inside" interval of a holder lies within
+//! the real hold: any overlap it sees is a real exclusion violation. It checks: mutex, at
+//! most one inside; read/write lock, at most one writer and no reader with a writer;
+//! semaphore, at most the SharedCount limit of leases inside.
+//!
+//! Missing java, javac or Curator jars fail the tests with what to install
+//! (`apt-get install -y libcurator-recipes-java`); they never skip.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex as StdMutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use zkwire::{Client, CreateMode, CreateOptions};
+use zkwire_recipes::{Mutex, RwLock, Semaphore, SemaphoreLimit};
+use zkwire_testing::java::{self, JavaProgram};
+use zkwire_testing::support::fresh_chroot;
+
+/// The three tests share two cores with the server and a JVM: one at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+const LOCK: &str = "/lock";
+/// Each side's share of a recipe's acquisitions.
+const PER_SIDE: usize = 600;
+const ZKWIRE_TASKS: usize = 4;
+
+/// The compiled Curator program, built once per test binary.
+fn program() -> &'static JavaProgram {
+    static PROGRAM: OnceLock<Result<JavaProgram, String>> = OnceLock::new();
+    let built = PROGRAM.get_or_init(|| {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("interop/CuratorContender.java");
+        let classpath = java::curator_classpath().map_err(|e| e.to_string())?;
+        let started = Instant::now();
+        let program = java::compile(&[&source], &classpath).map_err(|e| e.to_string())?;
+        println!("interop: CuratorContender.java compiled in {:?}", started.elapsed());
+        Ok(program)
+    });
+    match built {
+        Ok(program) => program,
+        Err(e) => panic!("cannot build the Curator contender: {e}"),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Curator,
+    Zkwire,
+}
+
+impl Side {
+    const fn index(self) -> usize {
+        match self {
+            Self::Curator => 0,
+            Self::Zkwire => 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Mutex,
+    Read,
+    Write,
+    Leases(u32),
+}
+
+impl Kind {
+    fn parse(words: &[&str]) -> Option<Self> {
+        match words {
+            ["M"] => Some(Self::Mutex),
+            ["R"] => Some(Self::Read),
+            ["W"] => Some(Self::Write),
+            ["S", n] => n.parse().ok().map(Self::Leases),
+            _ => None,
+        }
+    }
+}
+
+/// What the referee saw.
+#[derive(Debug, Default)]
+struct Tally {
+    max_leases: u32,
+    mutex: u32,
+    readers: [u32; 2],
+    writers: u32,
+    leases: [u32; 2],
+    violations: Vec<String>,
+    /// Acquisitions per side: mutex, read, write, semaphore.
+    acquisitions: [[usize; 4]; 2],
+    leases_granted: [usize; 2],
+    /// ENTERs whose side differs from the previous ENTER's.
+    side_switches: usize,
+    last_side: Option<Side>,
+    max_readers: u32,
+    /// ENTERs of a reader while readers of the other side were inside.
+    shared_reads: usize,
+    max_leases_inside: u32,
+    /// ENTERs of leases while leases of the other side were inside.
+    shared_leases: usize,
+}
+
+impl Tally {
+    fn enter(&mut self, side: Side, kind: Kind) {
+        let (me, other) = (side.index(), 1 - side.index());
+        if self.last_side.is_some_and(|s| s != side) {
+            self.side_switches += 1;
+        }
+        self.last_side = Some(side);
+        match kind {
+            Kind::Mutex => {
+                if self.mutex > 0 {
+                    self.violations.push(format!("{side:?} entered the mutex with {} inside", self.mutex));
+                }
+                self.mutex += 1;
+                self.acquisitions[me][0] += 1;
+            }
+            Kind::Read => {
+                if self.writers > 0 {
+                    self.violations.push(format!("{side:?} reader entered with a writer inside"));
+                }
+                if self.readers[other] > 0 {
+                    self.shared_reads += 1;
+                }
+                self.readers[me] += 1;
+                self.max_readers = self.max_readers.max(self.readers[0] + self.readers[1]);
+                self.acquisitions[me][1] += 1;
+            }
+            Kind::Write => {
+                let readers = self.readers[0] + self.readers[1];
+                if self.writers > 0 || readers > 0 {
+                    self.violations.push(format!(
+                        "{side:?} writer entered with {} writers and {readers} readers inside",
+                        self.writers
+                    ));
+                }
+                self.writers += 1;
+                self.acquisitions[me][2] += 1;
+            }
+            Kind::Leases(n) => {
+                if self.leases[other] > 0 {
+                    self.shared_leases += 1;
+                }
+                self.leases[me] += n;
+                let inside = self.leases[0] + self.leases[1];
+                if inside > self.max_leases {
+                    self.violations.push(format!("{inside} leases inside (limit {})", self.max_leases));
+                }
+                self.max_leases_inside = self.max_leases_inside.max(inside);
+                self.acquisitions[me][3] += 1;
+                self.leases_granted[me] += n as usize;
+            }
+        }
+    }
+
+    fn exit(&mut self, side: Side, kind: Kind) {
+        let me = side.index();
+        let (counter, by) = match kind {
+            Kind::Mutex => (&mut self.mutex, 1),
+            Kind::Read => (&mut self.readers[me], 1),
+            Kind::Write => (&mut self.writers, 1),
+            Kind::Leases(n) => (&mut self.leases[me], n),
+        };
+        match counter.checked_sub(by) {
+            Some(left) => *counter = left,
+            None => self.violations.push(format!("{side:?} exited {kind:?} without entering")),
+        }
+    }
+}
+
+/// The referee: a TCP server for the Curator side, the same tally for ours.
+struct Referee {
+    tally: Arc<StdMutex<Tally>>,
+    port: u16,
+    stop: Arc<AtomicBool>,
+}
+
+impl Referee {
+    fn start(max_leases: u32) -> Self {
+        let tally = Arc::new(StdMutex::new(Tally { max_leases, ..Tally::default() }));
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (t, s) = (tally.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if s.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(stream) = stream else { continue };
+                let t = t.clone();
+                std::thread::spawn(move || serve(stream, &t));
+            }
+        });
+        Self { tally, port, stop }
+    }
+
+    fn enter(&self, kind: Kind) {
+        self.tally.lock().unwrap().enter(Side::Zkwire, kind);
+    }
+
+    fn exit(&self, kind: Kind) {
+        self.tally.lock().unwrap().exit(Side::Zkwire, kind);
+    }
+}
+
+impl Drop for Referee {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the acceptor so that it sees the flag.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
+
+/// One Curator thread's connection: `ENTER J <kind>` / `EXIT J <kind>`, each answered `OK`.
+fn serve(stream: TcpStream, tally: &StdMutex<Tally>) {
+    let _ = stream.set_nodelay(true);
+    let Ok(mut out) = stream.try_clone() else { return };
+    for line in BufReader::new(stream).lines() {
+        let Ok(line) = line else { return };
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let reply = match (words.first(), words.get(1), Kind::parse(words.get(2..).unwrap_or_default())) {
+            (Some(&"ENTER"), Some(&"J"), Some(kind)) => {
+                tally.lock().unwrap().enter(Side::Curator, kind);
+                "OK\n"
+            }
+            (Some(&"EXIT"), Some(&"J"), Some(kind)) => {
+                tally.lock().unwrap().exit(Side::Curator, kind);
+                "OK\n"
+            }
+            _ => {
+                tally.lock().unwrap().violations.push(format!("bad referee line {line:?}"));
+                "ERR\n"
+            }
+        };
+        if out.write_all(reply.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+/// A short hold of 0–2 ms.
+async fn hold(step: usize) {
+    match step % 3 {
+        0 => tokio::task::yield_now().await,
+        ms => tokio::time::sleep(Duration::from_millis(ms as u64)).await,
+    }
+}
+
+/// The Curator JVM, started and waiting for GO.
+struct Curator {
+    child: java::JavaChild,
+    stdin: std::process::ChildStdin,
+    lines: mpsc::UnboundedReceiver<String>,
+    stderr: Arc<StdMutex<String>>,
+}
+
+impl Curator {
+    async fn start(
+        cs: &str,
+        referee: &Referee,
+        recipe: &str,
+        threads: usize,
+        cycles: usize,
+        param: &str,
+    ) -> Self {
+        let program = tokio::task::block_in_place(program);
+        let port = referee.port.to_string();
+        let (threads, cycles) = (threads.to_string(), cycles.to_string());
+        let mut child = program
+            .spawn("CuratorContender", &[cs, &port, recipe, LOCK, &threads, &cycles, param])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let stdin = child.take_stdin().unwrap();
+        let stdout = child.take_stdout().unwrap();
+        let mut stderr_pipe = child.take_stderr().unwrap();
+        let (tx, lines) = mpsc::unbounded_channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let stderr = Arc::new(StdMutex::new(String::new()));
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0; 4096];
+            while let Ok(n) = stderr_pipe.read(&mut buf) {
+                if n == 0 {
+                    return;
+                }
+                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let mut curator = Self { child, stdin, lines, stderr };
+        let ready = curator.next_line(Duration::from_secs(60)).await;
+        assert_eq!(ready, "READY", "{}", curator.stderr());
+        curator
+    }
+
+    fn go(&mut self) {
+        self.stdin.write_all(b"GO\n").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    async fn next_line(&mut self, within: Duration) -> String {
+        match tokio::time::timeout(within, self.lines.recv()).await {
+            Ok(Some(line)) => line,
+            Ok(None) => panic!("the Curator program ended early: {}", self.stderr()),
+            Err(_) => panic!("no output from the Curator program in {within:?}: {}", self.stderr()),
+        }
+    }
+
+    /// Waits for `DONE <n>` and a clean exit; returns n.
+    async fn finish(mut self) -> usize {
+        loop {
+            let line = self.next_line(Duration::from_secs(120)).await;
+            if let Some(n) = line.strip_prefix("DONE ") {
+                let status = tokio::task::block_in_place(|| self.child.wait()).unwrap();
+                assert!(status.success(), "{status}: {}", self.stderr());
+                return n.parse().unwrap();
+            }
+        }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+}
+
+async fn connect(cs: &str) -> Client {
+    Client::builder().with_session_timeout(Duration::from_secs(10)).connect(cs).await.unwrap()
+}
+
+/// Prints and checks a finished run.
+fn report(name: &str, referee: &Referee, curator_done: usize, zkwire_done: usize, took: Duration) -> Tally {
+    let tally = std::mem::take(&mut *referee.tally.lock().unwrap());
+    let curator: usize = tally.acquisitions[0].iter().sum();
+    let zkwire: usize = tally.acquisitions[1].iter().sum();
+    println!(
+        "interop {name}: {} acquisitions in {took:?} — Curator {curator} {:?}, zkwire {zkwire} {:?} \
+         [mutex, read, write, semaphore]; side switches {}; violations {}",
+        curator + zkwire,
+        tally.acquisitions[0],
+        tally.acquisitions[1],
+        tally.side_switches,
+        tally.violations.len(),
+    );
+    assert!(tally.violations.is_empty(), "exclusion violations: {:?}", tally.violations);
+    assert_eq!(curator, curator_done, "every Curator acquisition reached the referee");
+    assert_eq!(zkwire, zkwire_done);
+    assert!(curator >= PER_SIDE && zkwire >= PER_SIDE, "half Curator, half zkwire");
+    // The two sides really interleaved, not one after the other.
+    assert!(tally.side_switches >= 50, "only {} hand-overs between the sides", tally.side_switches);
+    tally
+}
+
+/// Mutex: 4 Curator `InterProcessMutex` threads and 4 zkwire tasks, 150 cycles each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interop_mutex_with_curator() {
+    let _serial = SERIAL.lock().await;
+    let cs = fresh_chroot("recipes_interop_mutex").await;
+    let referee = Arc::new(Referee::start(0));
+    let mut curator = Curator::start(&cs, &referee, "mutex", 4, PER_SIDE / 4, "-").await;
+    let mut clients = Vec::new();
+    for _ in 0..ZKWIRE_TASKS {
+        clients.push(connect(&cs).await);
+    }
+    let started = Instant::now();
+    curator.go();
+    let tasks: Vec<_> = clients
+        .iter()
+        .map(|client| {
+            let (mutex, referee) = (Mutex::new(client.clone(), LOCK), referee.clone());
+            tokio::spawn(async move {
+                for step in 0..PER_SIDE / ZKWIRE_TASKS {
+                    let guard = mutex.lock().await.unwrap();
+                    referee.enter(Kind::Mutex);
+                    hold(step).await;
+                    referee.exit(Kind::Mutex);
+                    guard.release().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let curator_done = curator.finish().await;
+    report("mutex", &referee, curator_done, PER_SIDE, started.elapsed());
+    let observer = &clients[0];
+    assert!(observer.get_children(LOCK).await.unwrap().is_empty(), "no node left");
+    for c in clients {
+        c.close().await.unwrap();
+    }
+}
+
+/// Read/write lock: 4 Curator `InterProcessReadWriteLock` threads and 4 zkwire tasks, 150
+/// cycles each, 20% writes. No downgrade: Curator 5.4.0 predates CURATOR-621.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interop_rwlock_with_curator() {
+    const WRITE_PERCENT: usize = 20;
+    let _serial = SERIAL.lock().await;
+    let cs = fresh_chroot("recipes_interop_rw").await;
+    let referee = Arc::new(Referee::start(0));
+    let mut curator = Curator::start(&cs, &referee, "rw", 4, PER_SIDE / 4, &WRITE_PERCENT.to_string()).await;
+    let mut clients = Vec::new();
+    for _ in 0..ZKWIRE_TASKS {
+        clients.push(connect(&cs).await);
+    }
+    let started = Instant::now();
+    curator.go();
+    let tasks: Vec<_> = clients
+        .iter()
+        .enumerate()
+        .map(|(t, client)| {
+            let (rw, referee) = (RwLock::new(client.clone(), LOCK), referee.clone());
+            tokio::spawn(async move {
+                for step in 0..PER_SIDE / ZKWIRE_TASKS {
+                    // Every fifth acquisition writes, staggered across tasks.
+                    if (step + t) % (100 / WRITE_PERCENT) == 0 {
+                        let guard = rw.write().await.unwrap();
+                        referee.enter(Kind::Write);
+                        hold(step).await;
+                        referee.exit(Kind::Write);
+                        guard.release().await.unwrap();
+                    } else {
+                        let guard = rw.read().await.unwrap();
+                        referee.enter(Kind::Read);
+                        hold(step).await;
+                        referee.exit(Kind::Read);
+                        guard.release().await.unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let curator_done = curator.finish().await;
+    let tally = report("rw", &referee, curator_done, PER_SIDE, started.elapsed());
+    println!(
+        "interop rw: max readers together {}; reads entered next to the other side's readers {}",
+        tally.max_readers, tally.shared_reads
+    );
+    assert!(tally.acquisitions[0][2] > 0 && tally.acquisitions[1][2] > 0, "both sides wrote");
+    assert!(tally.max_readers > 1, "readers shared the lock");
+    assert!(tally.shared_reads > 0, "Curator and zkwire readers held the lock together");
+    assert!(clients[0].get_children(LOCK).await.unwrap().is_empty(), "no node left");
+    for c in clients {
+        c.close().await.unwrap();
+    }
+}
+
+/// Semaphore: Curator `InterProcessSemaphoreV2` with a `SharedCount` limit of 4 (2 threads ×
+/// 300 cycles) and zkwire's `Semaphore` reading the same node (4 tasks × 150 cycles); each
+/// acquire takes 1 or 2 leases. (With at most 2 Curator threads taking at most 2 leases,
+/// Curator's per-lease locking cannot deadlock under a limit of 4.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interop_semaphore_with_curator() {
+    const MAX: u32 = 4;
+    let _serial = SERIAL.lock().await;
+    let cs = fresh_chroot("recipes_interop_sem").await;
+    let admin = connect(&cs).await;
+    // A Curator SharedCount node: 4 bytes, big-endian.
+    admin.create("/count", &MAX.to_be_bytes(), &CreateOptions::new(CreateMode::Persistent)).await.unwrap();
+    let referee = Arc::new(Referee::start(MAX));
+    let mut curator = Curator::start(&cs, &referee, "semaphore", 2, PER_SIDE / 2, "/count:2").await;
+    let mut clients = Vec::new();
+    for _ in 0..ZKWIRE_TASKS {
+        clients.push(connect(&cs).await);
+    }
+    let started = Instant::now();
+    curator.go();
+    assert_eq!(
+        curator.next_line(Duration::from_secs(30)).await,
+        format!("COUNT {MAX}"),
+        "Curator reads our count"
+    );
+    let tasks: Vec<_> = clients
+        .iter()
+        .enumerate()
+        .map(|(t, client)| {
+            let limit = SemaphoreLimit::SharedCount("/count".into());
+            let (sem, referee) = (Semaphore::new(client.clone(), LOCK, limit), referee.clone());
+            tokio::spawn(async move {
+                for step in 0..PER_SIDE / ZKWIRE_TASKS {
+                    let n = 1 + (step + t) % 2;
+                    let leases = sem.acquire(n).await.unwrap();
+                    let kind = Kind::Leases(u32::try_from(n).unwrap());
+                    referee.enter(kind);
+                    hold(step).await;
+                    referee.exit(kind);
+                    for lease in leases {
+                        lease.release().await.unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let curator_done = curator.finish().await;
+    let tally = report("semaphore", &referee, curator_done, PER_SIDE, started.elapsed());
+    println!(
+        "interop semaphore: leases granted Curator {} zkwire {}; max leases inside {} (limit {MAX}); \
+         acquires entered next to the other side's leases {}",
+        tally.leases_granted[0], tally.leases_granted[1], tally.max_leases_inside, tally.shared_leases
+    );
+    assert_eq!(tally.max_leases_inside, MAX, "the limit was reached");
+    assert!(tally.shared_leases > 0, "Curator and zkwire held leases together");
+    assert!(admin.get_children("/lock/leases").await.unwrap().is_empty(), "no lease left");
+    assert!(admin.get_children("/lock/locks").await.unwrap().is_empty());
+    for c in clients {
+        c.close().await.unwrap();
+    }
+    admin.close().await.unwrap();
+}
+
+/// The control: zkwire contenders on another path than Curator's do not exclude them, and
+/// the referee must see it. Shows that the checks above can fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interop_referee_catches_a_broken_exclusion() {
+    const CYCLES: usize = 100;
+    let _serial = SERIAL.lock().await;
+    let cs = fresh_chroot("recipes_interop_control").await;
+    let referee = Arc::new(Referee::start(0));
+    let mut curator = Curator::start(&cs, &referee, "mutex", 2, CYCLES / 2, "-").await;
+    let mut clients = Vec::new();
+    for _ in 0..2 {
+        clients.push(connect(&cs).await);
+    }
+    curator.go();
+    let tasks: Vec<_> = clients
+        .iter()
+        .map(|client| {
+            let (mutex, referee) = (Mutex::new(client.clone(), "/elsewhere"), referee.clone());
+            tokio::spawn(async move {
+                for step in 0..CYCLES / 2 {
+                    let guard = mutex.lock().await.unwrap();
+                    referee.enter(Kind::Mutex);
+                    hold(step + 1).await;
+                    referee.exit(Kind::Mutex);
+                    guard.release().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    curator.finish().await;
+    let violations = referee.tally.lock().unwrap().violations.len();
+    println!("interop control: {violations} violations seen with the zkwire side on another path");
+    assert!(violations > 0, "the referee missed a broken exclusion");
+    for c in clients {
+        c.close().await.unwrap();
+    }
+}

@@ -1,0 +1,521 @@
+//! The semaphore against a real ZooKeeper: Curator's InterProcessSemaphoreV2 layout, limits
+//! fixed or from a SharedCount node (#22), session loss (#23), timeouts, cancellation and
+//! lost leases. Test names cite the test-matrix numbers; each test has its own chroot.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use zkwire::{Client, CreateMode, CreateOptions, SessionState};
+use zkwire_recipes::{ForeignChildPolicy, LockError, LockOptions, LostReason, Semaphore, SemaphoreLimit};
+use zkwire_testing::server::ZkServer;
+use zkwire_testing::support::{fresh_chroot, kill_session};
+
+const T: Duration = Duration::from_secs(2);
+
+async fn connect(cs: &str) -> Client {
+    Client::builder().with_session_timeout(T).connect(cs).await.unwrap()
+}
+
+async fn children(client: &Client, dir: &str) -> Vec<String> {
+    let mut c = client.get_children(dir).await.unwrap_or_default();
+    c.sort();
+    c
+}
+
+/// Polls until `dir` has exactly `n` children (background cleanup is asynchronous).
+async fn wait_children(client: &Client, dir: &str, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let c = children(client, dir).await;
+        if c.len() == n || Instant::now() > deadline {
+            return c;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn persistent() -> CreateOptions {
+    CreateOptions::new(CreateMode::Persistent)
+}
+
+/// A tiny deterministic generator (xorshift), so that runs are reproducible.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// Curator's layout: `P/locks/` mutex nodes and `P/leases/_c_<uuid>-lease-<seq>`; at most
+/// `max` leases, counting the waiter's own node; the timed-out waiter leaves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn layout_and_fixed_limit() {
+    let cs = fresh_chroot("recipes_sem_layout").await;
+    let (a, b) = (connect(&cs).await, connect(&cs).await);
+    let sa = Semaphore::new(a.clone(), "/s", SemaphoreLimit::Fixed(2));
+    let sb = Semaphore::new(b.clone(), "/s", SemaphoreLimit::Fixed(2));
+    let two = sa.acquire(2).await.unwrap();
+    assert_eq!(two.len(), 2);
+    for lease in &two {
+        let name = lease.path().strip_prefix("/s/leases/").unwrap();
+        assert!(name.starts_with("_c_") && name.len() == 40 + "lease-".len() + 10, "{name}");
+        assert!(name[40..].starts_with("lease-"), "{name}");
+        assert!(lease.is_held());
+        assert!(lease.fencing_token() > 0);
+    }
+    assert!(two[0].fencing_token() < two[1].fencing_token());
+    assert_eq!(children(&a, "/s").await, ["leases", "locks"]);
+    assert!(children(&a, "/s/locks").await.is_empty(), "the locks mutex is released after an acquire");
+
+    let started = Instant::now();
+    let r = sb.acquire_one_timeout(Duration::from_millis(300)).await;
+    let took = started.elapsed();
+    assert_eq!(r.err(), Some(LockError::Timeout));
+    assert!(took >= Duration::from_millis(300) && took < Duration::from_millis(900), "{took:?}");
+    assert_eq!(children(&a, "/s/leases").await.len(), 2, "the waiter's lease node is gone");
+    assert!(children(&a, "/s/locks").await.is_empty(), "and its locks node");
+    assert_eq!(sb.lease_nodes().await.unwrap().len(), 2);
+
+    // A waiter is granted as soon as a lease is returned.
+    let waiter = tokio::spawn(async move { sb.acquire_one().await });
+    while children(&a, "/s/leases").await.len() < 3 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut two = two;
+    two.pop().unwrap().release().await.unwrap();
+    let lease = tokio::time::timeout(T, waiter).await.unwrap().unwrap().unwrap();
+    assert!(lease.path().starts_with("/s/leases/"));
+    assert_eq!(children(&a, "/s/leases").await.len(), 2);
+    lease.release().await.unwrap();
+    drop(two);
+    assert!(wait_children(&a, "/s/leases", 0).await.is_empty(), "dropped leases are removed");
+    assert_eq!(sa.max_leases().await.unwrap(), 2);
+    assert!(sa.acquire(0).await.unwrap().is_empty());
+}
+
+/// More leases than the limit can never be granted: refused at once, nothing created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_many_leases_refused() {
+    let cs = fresh_chroot("recipes_sem_too_many").await;
+    let a = connect(&cs).await;
+    let s = Semaphore::new(a.clone(), "/s", SemaphoreLimit::Fixed(2));
+    let started = Instant::now();
+    assert_eq!(s.acquire(3).await.err(), Some(LockError::TooManyLeases { requested: 3, max: 2 }));
+    assert!(started.elapsed() < Duration::from_millis(100));
+    assert_eq!(a.exists("/s").await.unwrap(), None, "nothing created");
+    let zero = Semaphore::new(a.clone(), "/s", SemaphoreLimit::Fixed(0));
+    assert!(matches!(zero.acquire_one().await, Err(LockError::TooManyLeases { requested: 1, max: 0 })));
+}
+
+/// acquire(n) is all or nothing: on timeout the leases already obtained are given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partial_acquire_times_out_and_gives_back() {
+    let cs = fresh_chroot("recipes_sem_partial").await;
+    let (a, b) = (connect(&cs).await, connect(&cs).await);
+    let held = Semaphore::new(a.clone(), "/s", SemaphoreLimit::Fixed(3)).acquire(2).await.unwrap();
+    let sb = Semaphore::new(b.clone(), "/s", SemaphoreLimit::Fixed(3));
+    let started = Instant::now();
+    let r = sb.acquire_timeout(2, Duration::from_millis(400)).await;
+    let took = started.elapsed();
+    assert_eq!(r.err(), Some(LockError::Timeout));
+    assert!(took >= Duration::from_millis(400) && took < Duration::from_millis(1000), "{took:?}");
+    let left = children(&a, "/s/leases").await;
+    assert_eq!(left.len(), 2, "the first lease was given back, the waiting one deleted: {left:?}");
+    assert!(held.iter().all(|l| left.iter().any(|c| l.path().ends_with(c.as_str()))));
+    for lease in held {
+        lease.release().await.unwrap();
+    }
+    let three = sb.acquire_timeout(3, T).await.unwrap();
+    assert_eq!(three.len(), 3);
+    drop(three);
+    assert!(wait_children(&a, "/s/leases", 0).await.is_empty());
+}
+
+/// A limit kept in a Curator SharedCount node: read on every acquire and while waiting, so
+/// an increase wakes a waiter; a decrease never revokes, a request above it fails; a
+/// mismatched fixed limit, a malformed or missing node are errors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_count_limit() {
+    let cs = fresh_chroot("recipes_sem_shared").await;
+    let (a, b, admin) = (connect(&cs).await, connect(&cs).await, connect(&cs).await);
+    let count = SemaphoreLimit::SharedCount("/config/max".into());
+    let sa = Semaphore::new(a.clone(), "/s", count.clone());
+    assert_eq!(
+        sa.acquire_one().await.err(),
+        Some(LockError::SharedCountMissing { path: "/config/max".into() })
+    );
+    admin.create("/config", b"", &persistent()).await.unwrap();
+    admin.create("/config/max", &1_i32.to_be_bytes(), &persistent()).await.unwrap();
+    let first = sa.acquire_one().await.unwrap();
+    let sb = Semaphore::new(b.clone(), "/s", count.clone());
+    let waiter = tokio::spawn({
+        let sb = sb.clone();
+        async move { sb.acquire_one().await }
+    });
+    while children(&a, "/s/leases").await.len() < 2 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!waiter.is_finished());
+    let raised = Instant::now();
+    admin.set_data("/config/max", &2_i32.to_be_bytes(), None).await.unwrap();
+    let second = tokio::time::timeout(T, waiter).await.unwrap().unwrap().unwrap();
+    println!("a raised count woke the waiter in {:?}", raised.elapsed());
+    assert!(raised.elapsed() < Duration::from_millis(500));
+
+    // Lowering the count revokes nothing; the next acquire waits.
+    admin.set_data("/config/max", &1_i32.to_be_bytes(), None).await.unwrap();
+    assert!(first.is_held() && second.is_held());
+    assert_eq!(sb.acquire_one_timeout(Duration::from_millis(200)).await.err(), Some(LockError::Timeout));
+    assert_eq!(sb.acquire(2).await.err(), Some(LockError::TooManyLeases { requested: 2, max: 1 }));
+    first.release().await.unwrap();
+    second.release().await.unwrap();
+
+    // A fixed limit checked against the node.
+    let checked = |max| SemaphoreLimit::FixedChecked { max, shared_count: "/config/max".into() };
+    let r = Semaphore::new(a.clone(), "/s", checked(3)).acquire_one().await;
+    assert_eq!(r.err(), Some(LockError::LimitMismatch { configured: 3, shared: 1 }));
+    Semaphore::new(a.clone(), "/s", checked(1)).acquire_one().await.unwrap().release().await.unwrap();
+    // Seeded when missing, as Curator's SharedCount does (container parents).
+    let seeded = SemaphoreLimit::FixedChecked { max: 7, shared_count: "/other/config/max".into() };
+    assert_eq!(Semaphore::new(a.clone(), "/s2", seeded).max_leases().await.unwrap(), 7);
+    assert_eq!(&admin.get_data("/other/config/max").await.unwrap().0[..], &[0, 0, 0, 7]);
+
+    // Not a SharedCount.
+    for bad in [&b"2"[..], &[0, 0, 0, 0, 2][..], &[0x80, 0, 0, 0][..]] {
+        admin.set_data("/config/max", bad, None).await.unwrap();
+        let r = sb.acquire_one().await;
+        assert_eq!(
+            r.err(),
+            Some(LockError::BadSharedCount { path: "/config/max".into(), data: bad.to_vec() })
+        );
+    }
+    assert!(wait_children(&a, "/s/leases", 0).await.is_empty());
+    assert!(children(&a, "/s/locks").await.is_empty());
+}
+
+/// Dropping a pending acquire (queued on the mutex, or waiting for capacity) removes every
+/// node it created; a lease deleted externally reports lost(); a foreign child is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_lost_and_foreign() {
+    let cs = fresh_chroot("recipes_sem_cancel").await;
+    let (a, b, c) = (connect(&cs).await, connect(&cs).await, connect(&cs).await);
+    let held = Semaphore::new(a.clone(), "/s", SemaphoreLimit::Fixed(1)).acquire_one().await.unwrap();
+    let sb = Semaphore::new(b.clone(), "/s", SemaphoreLimit::Fixed(1));
+    let sc = Semaphore::new(c.clone(), "/s", SemaphoreLimit::Fixed(1));
+    // b waits for capacity holding the locks mutex; c queues on the mutex.
+    let pending_b = tokio::spawn(async move { sb.acquire_one().await });
+    while children(&a, "/s/leases").await.len() < 2 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let pending_c = tokio::spawn(async move { sc.acquire_one().await });
+    while children(&a, "/s/locks").await.len() < 2 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    pending_b.abort();
+    pending_c.abort();
+    assert_eq!(wait_children(&a, "/s/leases", 1).await.len(), 1);
+    assert!(wait_children(&a, "/s/locks", 0).await.is_empty());
+    for client in [&b, &c] {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while client.stats().watches > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(client.stats().watches, 0, "{:?}", client.stats());
+    }
+
+    let lost = held.lost();
+    c.delete(held.path(), None).await.unwrap();
+    assert_eq!(tokio::time::timeout(T, lost).await.unwrap(), LostReason::NodeDeleted);
+    assert_eq!(held.release().await, Err(LockError::Lost(LostReason::NodeDeleted)));
+
+    c.create("/s/leases/config", b"", &CreateOptions::new(CreateMode::Ephemeral)).await.unwrap();
+    let sb = Semaphore::new(b.clone(), "/s", SemaphoreLimit::Fixed(2));
+    assert_eq!(sb.acquire_one().await.err(), Some(LockError::ForeignChild { name: "config".into() }));
+    // Counted like Curator: the foreign child takes one of the two places.
+    let options = LockOptions::new().with_foreign_children(ForeignChildPolicy::CountLikeCurator);
+    let curator_like = Semaphore::with_options(b.clone(), "/s", SemaphoreLimit::Fixed(2), options);
+    let one = curator_like.acquire_one().await.unwrap();
+    assert_eq!(
+        curator_like.acquire_one_timeout(Duration::from_millis(200)).await.err(),
+        Some(LockError::Timeout)
+    );
+    one.release().await.unwrap();
+    assert_eq!(children(&a, "/s/leases").await, ["config"]);
+}
+
+/// #22: 10 clients × 100 loops, each acquiring a random number of leases (1..=8, one in ten
+/// 1..=25) of a limit of 25 kept in a SharedCount node (FixedChecked: the first one seeds it); the number of
+/// leases held at once never exceeds the limit and returns to 0; a participant configured
+/// with another limit is rejected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m22_semaphore_limits() {
+    const CLIENTS: usize = 10;
+    const LOOPS: usize = 100;
+    const LIMIT: u32 = 25;
+    let cs = fresh_chroot("recipes_m22").await;
+    let limit = SemaphoreLimit::FixedChecked { max: LIMIT, shared_count: "/m22-max".into() };
+    let held = Arc::new(AtomicUsize::new(0));
+    let max_held = Arc::new(AtomicUsize::new(0));
+    let over = Arc::new(AtomicUsize::new(0));
+    let leases_granted = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut clients = Vec::new();
+    let mut tasks = Vec::new();
+    for i in 0..CLIENTS {
+        let client = connect(&cs).await;
+        clients.push(client.clone());
+        let sem = Semaphore::new(client, "/sem", limit.clone());
+        let (held, max_held, over, leases_granted) =
+            (held.clone(), max_held.clone(), over.clone(), leases_granted.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d));
+            for _ in 0..LOOPS {
+                // Mostly small requests, every tenth up to the whole limit.
+                let upto = if rng.below(10) == 0 { u64::from(LIMIT) } else { 8 };
+                let n = 1 + rng.below(upto) as usize;
+                let leases = sem.acquire(n).await.unwrap();
+                assert_eq!(leases.len(), n);
+                let now = held.fetch_add(n, Ordering::SeqCst) + n;
+                max_held.fetch_max(now, Ordering::SeqCst);
+                if now > LIMIT as usize {
+                    over.fetch_add(1, Ordering::SeqCst);
+                }
+                leases_granted.fetch_add(n, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(rng.below(3))).await;
+                held.fetch_sub(n, Ordering::SeqCst);
+                for lease in leases {
+                    lease.release().await.unwrap();
+                }
+            }
+        }));
+    }
+    // Meanwhile, a participant that disagrees on the limit is rejected.
+    let odd = connect(&cs).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let r = Semaphore::new(
+        odd.clone(),
+        "/sem",
+        SemaphoreLimit::FixedChecked { max: LIMIT + 1, shared_count: "/m22-max".into() },
+    )
+    .acquire_one()
+    .await;
+    assert_eq!(r.err(), Some(LockError::LimitMismatch { configured: LIMIT + 1, shared: LIMIT }));
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let took = started.elapsed();
+    let granted = leases_granted.load(Ordering::SeqCst);
+    println!(
+        "m22: {} acquires ({granted} leases) by {CLIENTS} clients in {took:?}; max held at once = {} (limit {LIMIT}); over the limit: {}",
+        CLIENTS * LOOPS,
+        max_held.load(Ordering::SeqCst),
+        over.load(Ordering::SeqCst)
+    );
+    assert_eq!(over.load(Ordering::SeqCst), 0, "more leases than the limit at once");
+    assert!(max_held.load(Ordering::SeqCst) <= LIMIT as usize);
+    assert!(max_held.load(Ordering::SeqCst) > 1, "leases were shared");
+    assert_eq!(held.load(Ordering::SeqCst), 0);
+    assert!(children(&odd, "/sem/leases").await.is_empty(), "count back to 0");
+    assert!(children(&odd, "/sem/locks").await.is_empty());
+    for c in clients {
+        c.close().await.unwrap();
+    }
+    odd.close().await.unwrap();
+}
+
+/// A client, retried until a server answers.
+async fn connect_retrying(cs: &str) -> Client {
+    loop {
+        let attempt = Client::builder().with_session_timeout(T).connect(cs);
+        if let Ok(Ok(client)) = tokio::time::timeout(T, attempt).await {
+            return client;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// What #23's workers share with the test.
+struct Board {
+    /// Leases believed held right now: from the grant until the hold ends or lost() fires.
+    believed: AtomicUsize,
+    max_believed: AtomicUsize,
+    over: AtomicUsize,
+    /// 0: normal; 1: after the server stop; 2: after the session kills; 3: stop.
+    phase: AtomicUsize,
+    /// Grants per phase and worker.
+    grants: [[AtomicUsize; M23_WORKERS]; 3],
+    /// Each worker's current client (replaced after an expiry).
+    clients: [std::sync::Mutex<Option<Client>>; M23_WORKERS],
+    new_sessions: AtomicUsize,
+    /// Acquire errors other than a timeout or the end of the session.
+    unexpected: std::sync::Mutex<Vec<String>>,
+}
+
+/// Whether an acquire failed because its session is over.
+fn session_over(e: &LockError, client: &Client) -> bool {
+    matches!(e, LockError::Client(err) if err.is_terminal()) || client.state().is_terminal()
+}
+
+const M23_WORKERS: usize = 6;
+const M23_LIMIT: u32 = 2;
+
+async fn m23_worker(i: usize, cs: String, board: Arc<Board>) -> Client {
+    // The hold ends at the first disconnection (Curator's SUSPENDED rule), so that what the
+    // workers believe they hold can be counted against the limit.
+    let options = LockOptions::new().with_disconnect_grace(Duration::ZERO);
+    let mut client = connect_retrying(&cs).await;
+    *board.clients[i].lock().unwrap() = Some(client.clone());
+    let mut rng = Rng(0x51ed_270b_a3c4_4d11 ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9));
+    while board.phase.load(Ordering::SeqCst) < 3 {
+        let sem = Semaphore::with_options(
+            client.clone(),
+            "/sem",
+            SemaphoreLimit::Fixed(M23_LIMIT),
+            options.clone(),
+        );
+        match sem.acquire_one_timeout(Duration::from_secs(1)).await {
+            Ok(lease) => {
+                let lost = lease.lost();
+                if lease.is_held() {
+                    let now = board.believed.fetch_add(1, Ordering::SeqCst) + 1;
+                    board.max_believed.fetch_max(now, Ordering::SeqCst);
+                    if now > M23_LIMIT as usize {
+                        board.over.fetch_add(1, Ordering::SeqCst);
+                    }
+                    let phase = board.phase.load(Ordering::SeqCst).min(2);
+                    board.grants[phase][i].fetch_add(1, Ordering::SeqCst);
+                    tokio::select! {
+                        _ = lost => {}
+                        () = tokio::time::sleep(Duration::from_millis(5 + rng.below(25))) => {}
+                    }
+                    board.believed.fetch_sub(1, Ordering::SeqCst);
+                }
+                // Err(Lost) after a loss; the node is gone either way.
+                let _ = lease.release().await;
+            }
+            Err(LockError::Timeout) => {}
+            Err(e) if session_over(&e, &client) => {
+                println!("m23: worker {i}: {e}; new session");
+                client = connect_retrying(&cs).await;
+                *board.clients[i].lock().unwrap() = Some(client.clone());
+                board.new_sessions.fetch_add(1, Ordering::SeqCst);
+            }
+            Err(e) => {
+                let what = format!("worker {i}: {e:?} while {:?}", client.state());
+                println!("m23: unexpected error: {what}");
+                board.unexpected.lock().unwrap().push(what);
+            }
+        }
+    }
+    client
+}
+
+/// Polls until every worker has been granted a lease in `phase`.
+async fn all_granted(board: &Board, phase: usize, within: Duration) -> Duration {
+    let started = Instant::now();
+    while board.grants[phase].iter().any(|g| g.load(Ordering::SeqCst) == 0) {
+        assert!(
+            started.elapsed() < within,
+            "phase {phase}: not every worker re-acquired: {:?}",
+            board.grants[phase].iter().map(|g| g.load(Ordering::SeqCst)).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    started.elapsed()
+}
+
+/// #23: 6 workers cycle on a semaphore of 2 leases. (1) The server is stopped until every
+/// client has given its session up (local expiry, 4/3 T), then restarted: the workers
+/// start new sessions and all re-acquire once the server has expired the old ones. (2) Every
+/// session is then killed for real: again all re-acquire. Holds end at the first
+/// disconnection; what the workers believe they hold never exceeds the limit, and no lease
+/// node is left at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m23_semaphore_session_loss() {
+    let mut server = tokio::task::block_in_place(ZkServer::start).unwrap();
+    let cs = server.connect_string();
+    let board = Arc::new(Board {
+        believed: AtomicUsize::new(0),
+        max_believed: AtomicUsize::new(0),
+        over: AtomicUsize::new(0),
+        phase: AtomicUsize::new(0),
+        grants: Default::default(),
+        clients: Default::default(),
+        new_sessions: AtomicUsize::new(0),
+        unexpected: std::sync::Mutex::default(),
+    });
+    let started = Instant::now();
+    let workers: Vec<_> =
+        (0..M23_WORKERS).map(|i| tokio::spawn(m23_worker(i, cs.clone(), board.clone()))).collect();
+    all_granted(&board, 0, 10 * T).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // (1) Server down past every client's local expiry, then back. Grants count for a phase
+    // from its fault on: only new sessions can be granted then.
+    tokio::task::block_in_place(|| server.stop()).unwrap();
+    let down = Instant::now();
+    loop {
+        let states: Vec<SessionState> =
+            board.clients.iter().map(|c| c.lock().unwrap().as_ref().unwrap().state()).collect();
+        if states.iter().all(|s| s.is_terminal()) {
+            break;
+        }
+        assert!(down.elapsed() < 5 * T, "clients did not give up their sessions: {states:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    println!("m23: every session given up {:?} after the stop", down.elapsed());
+    board.phase.store(1, Ordering::SeqCst);
+    tokio::task::block_in_place(|| server.restart()).unwrap();
+    let took = all_granted(&board, 1, 10 * T).await;
+    println!("m23: all {M23_WORKERS} workers re-acquired {took:?} after the restart");
+
+    // (2) Every session killed for real.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for slot in &board.clients {
+        let client = slot.lock().unwrap().clone().unwrap();
+        kill_session(&cs, client.session_id(), client.session_password()).await.unwrap();
+    }
+    board.phase.store(2, Ordering::SeqCst);
+    let took = all_granted(&board, 2, 10 * T).await;
+    println!("m23: all {M23_WORKERS} workers re-acquired {took:?} after the session kills");
+
+    board.phase.store(3, Ordering::SeqCst);
+    let mut clients = Vec::new();
+    for w in workers {
+        clients.push(w.await.unwrap());
+    }
+    let observer = connect(&cs).await;
+    let leases = wait_children(&observer, "/sem/leases", 0).await;
+    let locks = wait_children(&observer, "/sem/locks", 0).await;
+    let grants: Vec<Vec<usize>> =
+        board.grants.iter().map(|p| p.iter().map(|g| g.load(Ordering::SeqCst)).collect()).collect();
+    println!(
+        "m23: grants per phase and worker {grants:?}; new sessions {}; max believed held {} (limit {M23_LIMIT}); \
+         over the limit {}; total {:?}",
+        board.new_sessions.load(Ordering::SeqCst),
+        board.max_believed.load(Ordering::SeqCst),
+        board.over.load(Ordering::SeqCst),
+        started.elapsed()
+    );
+    let unexpected = board.unexpected.lock().unwrap().clone();
+    assert!(unexpected.is_empty(), "acquires failed: {unexpected:?}");
+    assert!(leases.is_empty(), "orphan lease nodes: {leases:?}");
+    assert!(locks.is_empty(), "orphan locks nodes: {locks:?}");
+    assert_eq!(board.over.load(Ordering::SeqCst), 0, "more holders than the limit");
+    assert_eq!(board.believed.load(Ordering::SeqCst), 0);
+    assert!(
+        board.new_sessions.load(Ordering::SeqCst) >= 2 * M23_WORKERS,
+        "every worker got new sessions twice"
+    );
+    for c in clients {
+        c.close().await.unwrap();
+    }
+    observer.close().await.unwrap();
+}
