@@ -282,7 +282,14 @@ impl<C: Connect> Driver<C> {
 
     fn on_write(&mut self, written: io::Result<usize>) {
         match written {
-            Ok(n) if n > 0 => self.out.advance(n),
+            Ok(n) if n > 0 => {
+                self.out.advance(n);
+                if self.out.is_empty() {
+                    // Drop our handle on the session's send buffer, so that it can reuse the
+                    // allocation for the next frames instead of growing a new one.
+                    self.out = Bytes::new();
+                }
+            }
             Ok(_) | Err(_) => {
                 tracing::debug!(?written, "write failed");
                 self.close_transport();
@@ -321,7 +328,10 @@ impl<C: Connect> Driver<C> {
         tracing::debug!(%host, ?pause, "connecting");
         self.current_host = Some(host.clone());
         self.connecting = Some(Box::pin(async move {
-            tokio::time::sleep(pause).await;
+            // A zero pause must not wait for the next timer tick.
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+            }
             match tokio::time::timeout(timeout, connector.connect(&host)).await {
                 Ok(result) => result,
                 Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")),
@@ -506,8 +516,11 @@ async fn read_some<R: tokio::io::AsyncRead + Unpin>(
 ) -> io::Result<usize> {
     match reader {
         Some(r) => {
-            // Keep room for a typical reply without reallocating per read.
-            buf.reserve(64 * 1024);
+            // Keep room for a typical reply; reserve only when the spare room runs low, so
+            // that reads do not allocate while earlier replies still hold the buffer.
+            if buf.capacity() - buf.len() < 4096 {
+                buf.reserve(64 * 1024);
+            }
             r.read_buf(buf).await
         }
         None => std::future::pending().await,

@@ -563,6 +563,8 @@ impl Session {
     }
 
     fn write_frame(&mut self, now: Instant, xid: i32, op: OpCode, body: &[u8]) {
+        // One reservation per frame (length, header, body), not one per put.
+        self.transmit.reserve(12 + body.len());
         encode_frame(&mut self.transmit, |buf| {
             RequestHeader { xid, op }.encode(buf);
             buf.put_slice(body);
