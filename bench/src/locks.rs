@@ -1,0 +1,461 @@
+//! `lock-cycle` (one session, uncontended acquire + release) and `lock-contention` (8
+//! sessions on one mutex, mutual exclusion checked).
+//!
+//! zkwire: `zkwire_recipes::Mutex`. kezhuw: `Client::lock` with `LockPrefix::new_curator`
+//! (the same Curator layout). Both are measured releasing in the foreground (awaited delete)
+//! and, in `lock-cycle`, by dropping the guard (each library's background delete). Raw: the
+//! bare recipe on one socket: create (EPHEMERAL_SEQUENTIAL) and getChildren written together;
+//! in `lock-cycle` the release delete rides in the same write as the next cycle's create.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use zkwire::proto::{
+    Acl, Create2Response, CreateMode, CreateRequest, DeleteRequest, ErrorCode, ExistsRequest, GetChildrenRequest,
+    GetChildrenResponse, OpCode, WatcherEvent, NOTIFICATION_XID,
+};
+
+use crate::measure::{Hist, Measured, Phase, Window};
+use crate::raw::{self, RawConn, RawReply};
+use crate::runner::{run_workers, Worker};
+use crate::{BenchError, Ctx, Who};
+
+/// Sessions contending in `lock-contention`.
+pub(crate) const CONTENDERS: usize = 8;
+
+// ===== lock-cycle =====
+
+/// The cycle rows of one client: (param, measured).
+pub(crate) async fn cycle(ctx: &Ctx, who: Who) -> Result<Vec<(String, Measured)>, BenchError> {
+    let dir = ctx.path(&format!("cycle-{}", who.name()));
+    let mut rows = Vec::new();
+    match who {
+        Who::Zkwire => {
+            for drop_release in [false, true] {
+                let client = zkwire::Client::connect(&ctx.addr).await?;
+                let mutex = zkwire_recipes::Mutex::new(client.clone(), dir.clone());
+                let [m] = run_workers(ctx, vec![ZkwireCycle { mutex, drop_release }]).await?;
+                client.close().await?;
+                rows.push((release_param(drop_release), m));
+            }
+        }
+        Who::Kezhuw => {
+            for drop_release in [false, true] {
+                let client = zookeeper_client::Client::connect(&ctx.addr).await?;
+                let worker = KezhuwCycle { client: client.clone(), dir: dir.clone(), drop_release };
+                let [m] = run_workers(ctx, vec![worker]).await?;
+                // Let the last background delete go out before the session ends.
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                drop(client);
+                rows.push((release_param(drop_release), m));
+            }
+        }
+        Who::Raw => {
+            let conn = RawConn::connect(&ctx.addr, 30_000).await?;
+            let worker = RawCycle { lock: RawLock::new(conn, &dir), prev: None };
+            let [m] = run_workers(ctx, vec![worker]).await?;
+            rows.push(("release=pipelined".to_owned(), m));
+        }
+    }
+    Ok(rows)
+}
+
+fn release_param(drop_release: bool) -> String {
+    if drop_release { "release=drop" } else { "release=await" }.to_owned()
+}
+
+struct ZkwireCycle {
+    mutex: zkwire_recipes::Mutex,
+    drop_release: bool,
+}
+
+impl Worker for ZkwireCycle {
+    async fn step(&mut self) -> Result<usize, BenchError> {
+        let guard = self.mutex.lock().await?;
+        if self.drop_release {
+            drop(guard);
+        } else {
+            guard.release().await?;
+        }
+        Ok(0)
+    }
+}
+
+struct KezhuwCycle {
+    client: zookeeper_client::Client,
+    dir: String,
+    drop_release: bool,
+}
+
+impl Worker for KezhuwCycle {
+    async fn step(&mut self) -> Result<usize, BenchError> {
+        if self.drop_release {
+            let prefix = zookeeper_client::LockPrefix::new_curator(&self.dir, "lock-")?;
+            let options = zookeeper_client::LockOptions::new(zookeeper_client::Acls::anyone_all());
+            let lock = self.client.lock(prefix, b"", options).await?;
+            drop(lock);
+        } else {
+            let path = kezhuw_lock(&self.client, &self.dir).await?;
+            self.client.delete(&path, None).await?;
+        }
+        Ok(0)
+    }
+}
+
+/// Takes kezhuw's lock and returns its node, released by the caller with an awaited delete
+/// (the `LockClient` is forgotten so that its drop does not send a second delete).
+async fn kezhuw_lock(client: &zookeeper_client::Client, dir: &str) -> Result<String, BenchError> {
+    let prefix = zookeeper_client::LockPrefix::new_curator(dir, "lock-")?;
+    let options = zookeeper_client::LockOptions::new(zookeeper_client::Acls::anyone_all());
+    let lock = client.lock(prefix, b"", options).await?;
+    let path = lock.lock_path().to_owned();
+    std::mem::forget(lock);
+    Ok(path)
+}
+
+/// The bare lock recipe on a raw socket.
+struct RawLock {
+    conn: RawConn,
+    dir: String,
+    /// create(dir/lock-, EPHEMERAL_SEQUENTIAL) followed by getChildren(dir), pre-encoded.
+    create_and_list: Bytes,
+    list: Bytes,
+    /// Paths of watch notifications received while waiting for a reply.
+    events: Vec<String>,
+    /// Self-test: hold the lock without waiting for it (`--break-exclusion`).
+    cheat: bool,
+}
+
+impl RawLock {
+    fn new(conn: RawConn, dir: &str) -> Self {
+        let create = raw::frame(
+            1,
+            OpCode::Create2,
+            &CreateRequest {
+                path: format!("{dir}/lock-"),
+                data: Some(Bytes::new()),
+                acl: Acl::open_unsafe(),
+                mode: CreateMode::EphemeralSequential,
+            },
+        );
+        let list = raw::frame(1, OpCode::GetChildren, &GetChildrenRequest { path: dir.to_owned(), watch: false });
+        let mut both = BytesMut::from(&create[..]);
+        both.extend_from_slice(&list);
+        Self { conn, dir: dir.to_owned(), create_and_list: both.freeze(), list, events: Vec::new(), cheat: false }
+    }
+
+    /// The next reply, stashing notifications.
+    async fn reply(&mut self) -> Result<RawReply, BenchError> {
+        loop {
+            let r = self.conn.recv().await?;
+            if r.header.xid != NOTIFICATION_XID {
+                return Ok(r);
+            }
+            self.events.push(r.decode::<WatcherEvent>()?.path);
+        }
+    }
+
+    /// Waits for a notification on `path`.
+    async fn event(&mut self, path: &str) -> Result<(), BenchError> {
+        loop {
+            if let Some(i) = self.events.iter().position(|p| p == path) {
+                self.events.swap_remove(i);
+                return Ok(());
+            }
+            let r = self.conn.recv().await?;
+            if r.header.xid != NOTIFICATION_XID {
+                return Err(BenchError::msg("raw lock: a reply while only a notification was due"));
+            }
+            self.events.push(r.decode::<WatcherEvent>()?.path);
+        }
+    }
+
+    /// Reads the create and getChildren replies of `create_and_list` (already sent), then
+    /// waits until our node is first. Returns (sequence, czxid, path).
+    async fn acquire_sent(&mut self) -> Result<(i64, i64, String), BenchError> {
+        let created = self.reply().await?.ok()?.decode::<Create2Response>()?;
+        let mut children = self.reply().await?.ok()?.decode::<GetChildrenResponse>()?.children;
+        let me = created.path.rsplit('/').next().unwrap_or_default().to_owned();
+        let my_seq = sequence(&me)?;
+        loop {
+            let mut keyed = children.iter().map(|c| Ok((sequence(c)?, c))).collect::<Result<Vec<_>, BenchError>>()?;
+            keyed.sort_unstable();
+            let at = keyed
+                .iter()
+                .position(|(_, c)| **c == me)
+                .ok_or_else(|| BenchError::msg("raw lock: our node is not among the children"))?;
+            if at == 0 || self.cheat {
+                return Ok((my_seq, created.stat.czxid, created.path));
+            }
+            let predecessor = format!("{}/{}", self.dir, keyed[at - 1].1);
+            let exists = raw::frame(1, OpCode::Exists, &ExistsRequest { path: predecessor.clone(), watch: true });
+            self.conn.send(&exists).await?;
+            let r = self.reply().await?;
+            match r.header.err {
+                ErrorCode::Ok => self.event(&predecessor).await?,
+                ErrorCode::NoNode => {}
+                err => return Err(BenchError::msg(format!("raw lock: exists failed: {err:?}"))),
+            }
+            self.conn.send(&self.list.clone()).await?;
+            children = self.reply().await?.ok()?.decode::<GetChildrenResponse>()?.children;
+        }
+    }
+
+    async fn release(&mut self, path: String) -> Result<(), BenchError> {
+        self.conn.send(&raw::frame(1, OpCode::Delete, &DeleteRequest { path, version: -1 })).await?;
+        self.reply().await?.ok()?;
+        Ok(())
+    }
+}
+
+/// The sequence suffix of a lock node name (its last 10 characters).
+fn sequence(name: &str) -> Result<i64, BenchError> {
+    name.len()
+        .checked_sub(10)
+        .and_then(|at| name.get(at..))
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| BenchError::msg(format!("not a sequential node: {name}")))
+}
+
+struct RawCycle {
+    lock: RawLock,
+    /// The node held by the previous cycle: its delete goes out with the next create.
+    prev: Option<String>,
+}
+
+impl Worker for RawCycle {
+    async fn step(&mut self) -> Result<usize, BenchError> {
+        let prev = self.prev.take();
+        if let Some(path) = &prev {
+            let delete = raw::frame(1, OpCode::Delete, &DeleteRequest { path: path.clone(), version: -1 });
+            let mut out = BytesMut::with_capacity(delete.len() + self.lock.create_and_list.len());
+            out.extend_from_slice(&delete);
+            out.extend_from_slice(&self.lock.create_and_list);
+            self.lock.conn.send(&out).await?;
+            self.lock.reply().await?.ok()?;
+        } else {
+            let both = self.lock.create_and_list.clone();
+            self.lock.conn.send(&both).await?;
+        }
+        let (_, _, path) = self.lock.acquire_sent().await?;
+        self.prev = Some(path);
+        Ok(0)
+    }
+
+    async fn finish(mut self) -> Result<(), BenchError> {
+        if let Some(path) = self.prev.take() {
+            self.lock.release(path).await?;
+        }
+        self.lock.conn.close().await;
+        Ok(())
+    }
+}
+
+// ===== lock-contention =====
+
+/// What every contender checks and records.
+struct Shared {
+    phase: Phase,
+    holders: AtomicUsize,
+    violations: AtomicU64,
+    /// The sequence of the last holder: holders must come in strictly increasing order.
+    last_seq: AtomicI64,
+    /// The fencing token (czxid) of the last holder, where the client gives one.
+    last_token: AtomicI64,
+    grants: AtomicU64,
+    last_release: StdMutex<Option<Instant>>,
+    handoffs: StdMutex<Hist>,
+}
+
+impl Shared {
+    fn violation(&self, what: &str) {
+        let seen = self.violations.fetch_add(1, Ordering::SeqCst);
+        if seen < 10 {
+            eprintln!("!! MUTUAL EXCLUSION VIOLATION: {what}");
+        }
+    }
+
+    fn enter(&self, seq: i64, token: Option<i64>) {
+        let granted = Instant::now();
+        let others = self.holders.fetch_add(1, Ordering::SeqCst);
+        if others != 0 {
+            self.violation(&format!("granted (seq {seq}) while {others} other holder(s) held the lock"));
+        }
+        let prev = self.last_seq.fetch_max(seq, Ordering::SeqCst);
+        if prev >= seq {
+            self.violation(&format!("holder seq {seq} after holder seq {prev}"));
+        }
+        if let Some(token) = token {
+            let prev = self.last_token.fetch_max(token, Ordering::SeqCst);
+            if prev >= token {
+                self.violation(&format!("fencing token {token} after {prev}"));
+            }
+        }
+        let released = self.last_release.lock().map(|mut r| r.take()).unwrap_or(None);
+        if self.phase.get() == Phase::MEASURE {
+            self.grants.fetch_add(1, Ordering::Relaxed);
+            if let (Some(at), Ok(mut h)) = (released, self.handoffs.lock()) {
+                h.record(granted.saturating_duration_since(at));
+            }
+        }
+    }
+
+    fn leave(&self) {
+        if self.holders.load(Ordering::SeqCst) != 1 {
+            self.violation("another holder appeared during the critical section");
+        }
+        if let Ok(mut r) = self.last_release.lock() {
+            *r = Some(Instant::now());
+        }
+        self.holders.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// One contender's session.
+trait Contender: Send + 'static {
+    /// Acquires; returns the node's sequence, its fencing token if known, and the node path.
+    fn acquire(&mut self) -> impl Future<Output = Result<(i64, Option<i64>, Held), BenchError>> + Send;
+    fn release(&mut self, held: Held) -> impl Future<Output = Result<(), BenchError>> + Send;
+    fn close(self) -> impl Future<Output = ()> + Send;
+}
+
+enum Held {
+    Zkwire(zkwire_recipes::MutexGuard),
+    Path(String),
+}
+
+struct ZkwireContender {
+    client: zkwire::Client,
+    mutex: zkwire_recipes::Mutex,
+}
+
+impl Contender for ZkwireContender {
+    async fn acquire(&mut self) -> Result<(i64, Option<i64>, Held), BenchError> {
+        let guard = self.mutex.lock().await?;
+        let seq = sequence(guard.path())?;
+        let token = guard.fencing_token();
+        Ok((seq, Some(token), Held::Zkwire(guard)))
+    }
+
+    async fn release(&mut self, held: Held) -> Result<(), BenchError> {
+        match held {
+            Held::Zkwire(guard) => guard.release().await?,
+            Held::Path(_) => return Err(BenchError::msg("not a zkwire guard")),
+        }
+        Ok(())
+    }
+
+    async fn close(self) {
+        let _ = self.client.close().await;
+    }
+}
+
+struct KezhuwContender {
+    client: zookeeper_client::Client,
+    dir: String,
+}
+
+impl Contender for KezhuwContender {
+    async fn acquire(&mut self) -> Result<(i64, Option<i64>, Held), BenchError> {
+        let path = kezhuw_lock(&self.client, &self.dir).await?;
+        Ok((sequence(&path)?, None, Held::Path(path)))
+    }
+
+    async fn release(&mut self, held: Held) -> Result<(), BenchError> {
+        let Held::Path(path) = held else { return Err(BenchError::msg("not a path")) };
+        self.client.delete(&path, None).await?;
+        Ok(())
+    }
+
+    async fn close(self) {
+        drop(self.client);
+    }
+}
+
+struct RawContender {
+    lock: RawLock,
+}
+
+impl Contender for RawContender {
+    async fn acquire(&mut self) -> Result<(i64, Option<i64>, Held), BenchError> {
+        let both = self.lock.create_and_list.clone();
+        self.lock.conn.send(&both).await?;
+        let (seq, czxid, path) = self.lock.acquire_sent().await?;
+        Ok((seq, Some(czxid), Held::Path(path)))
+    }
+
+    async fn release(&mut self, held: Held) -> Result<(), BenchError> {
+        let Held::Path(path) = held else { return Err(BenchError::msg("not a path")) };
+        self.lock.release(path).await
+    }
+
+    async fn close(self) {
+        self.lock.conn.close().await;
+    }
+}
+
+/// `n` sessions of `who` contending for one mutex. Returns the measurement (ops are
+/// acquisitions, the histogram is handoff latency: from the holder starting its release to
+/// the next holder's grant) and the number of exclusion violations seen.
+pub(crate) async fn contention(ctx: &Ctx, who: Who, n: usize) -> Result<(Measured, u64), BenchError> {
+    let dir = ctx.path(&format!("contend-{}", who.name()));
+    let shared = Arc::new(Shared {
+        phase: Phase::default(),
+        holders: AtomicUsize::new(0),
+        violations: AtomicU64::new(0),
+        last_seq: AtomicI64::new(-1),
+        last_token: AtomicI64::new(i64::MIN),
+        grants: AtomicU64::new(0),
+        last_release: StdMutex::new(None),
+        handoffs: StdMutex::new(Hist::new()),
+    });
+    let mut tasks = Vec::with_capacity(n);
+    for _ in 0..n {
+        match who {
+            Who::Zkwire => {
+                let client = zkwire::Client::connect(&ctx.addr).await?;
+                let mutex = zkwire_recipes::Mutex::new(client.clone(), dir.clone());
+                tasks.push(tokio::spawn(contend(ZkwireContender { client, mutex }, shared.clone())));
+            }
+            Who::Kezhuw => {
+                let client = zookeeper_client::Client::connect(&ctx.addr).await?;
+                tasks.push(tokio::spawn(contend(KezhuwContender { client, dir: dir.clone() }, shared.clone())));
+            }
+            Who::Raw => {
+                let conn = RawConn::connect(&ctx.addr, 30_000).await?;
+                let mut lock = RawLock::new(conn, &dir);
+                lock.cheat = ctx.break_exclusion;
+                tasks.push(tokio::spawn(contend(RawContender { lock }, shared.clone())));
+            }
+        }
+    }
+    tokio::time::sleep(ctx.warmup).await;
+    let window = Window::begin();
+    shared.phase.set(Phase::MEASURE);
+    tokio::time::sleep(ctx.duration).await;
+    shared.phase.set(Phase::STOP);
+    let spent = window.end();
+    for task in tasks {
+        task.await??;
+    }
+    let grants = shared.grants.load(Ordering::Relaxed);
+    let hist = shared.handoffs.lock().map(|h| h.clone()).unwrap_or_else(|_| Hist::new());
+    let violations = shared.violations.load(Ordering::SeqCst);
+    Ok((Measured::new(grants, spent, hist), violations))
+}
+
+async fn contend<C: Contender>(mut c: C, shared: Arc<Shared>) -> Result<(), BenchError> {
+    while shared.phase.get() != Phase::STOP {
+        let (seq, token, held) = c.acquire().await?;
+        shared.enter(seq, token);
+        // Give every other task a chance to run (and to be wrongly granted) while we hold.
+        tokio::task::yield_now().await;
+        shared.leave();
+        c.release(held).await?;
+    }
+    c.close().await;
+    Ok(())
+}

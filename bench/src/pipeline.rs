@@ -1,0 +1,121 @@
+//! `pipeline`: one session with K getData requests in flight on a 100-byte znode.
+//!
+//! zkwire and kezhuw: K tasks sharing one client, each awaiting its getData in a loop (for
+//! K = 1, plain awaited getData). Raw: one task keeps K pre-encoded getData frames in flight
+//! on one socket, writing as many new frames as replies it just read, in one write.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use zkwire::proto::{GetDataRequest, OpCode};
+
+use crate::measure::{Hist, Measured, Phase, Window};
+use crate::raw::{self, RawConn};
+use crate::runner::{run_workers, Worker};
+use crate::{BenchError, Ctx, Who, PAYLOAD};
+
+struct ZkwireRead {
+    client: zkwire::Client,
+    path: Arc<str>,
+}
+
+impl Worker for ZkwireRead {
+    async fn step(&mut self) -> Result<usize, BenchError> {
+        let (data, _stat) = self.client.get_data(&self.path).await?;
+        check_len(data.len())?;
+        Ok(0)
+    }
+}
+
+struct KezhuwRead {
+    client: zookeeper_client::Client,
+    path: Arc<str>,
+}
+
+impl Worker for KezhuwRead {
+    async fn step(&mut self) -> Result<usize, BenchError> {
+        let (data, _stat) = self.client.get_data(&self.path).await?;
+        check_len(data.len())?;
+        Ok(0)
+    }
+}
+
+fn check_len(len: usize) -> Result<(), BenchError> {
+    if len == PAYLOAD {
+        Ok(())
+    } else {
+        Err(BenchError::msg(format!("getData returned {len} bytes, not {PAYLOAD}")))
+    }
+}
+
+/// One cell: `who` with `k` requests in flight.
+pub(crate) async fn run(ctx: &Ctx, who: Who, k: usize) -> Result<Measured, BenchError> {
+    let path: Arc<str> = ctx.path("data").into();
+    match who {
+        Who::Zkwire => {
+            let client = zkwire::Client::connect(&ctx.addr).await?;
+            let workers = (0..k).map(|_| ZkwireRead { client: client.clone(), path: path.clone() }).collect();
+            let [m] = run_workers(ctx, workers).await?;
+            client.close().await?;
+            Ok(m)
+        }
+        Who::Kezhuw => {
+            let client = zookeeper_client::Client::connect(&ctx.addr).await?;
+            let workers = (0..k).map(|_| KezhuwRead { client: client.clone(), path: path.clone() }).collect();
+            let [m] = run_workers(ctx, workers).await?;
+            drop(client);
+            Ok(m)
+        }
+        Who::Raw => run_raw(ctx, &path, k).await,
+    }
+}
+
+async fn run_raw(ctx: &Ctx, path: &str, k: usize) -> Result<Measured, BenchError> {
+    let mut conn = RawConn::connect(&ctx.addr, 30_000).await?;
+    let one = raw::frame(1, OpCode::GetData, &GetDataRequest { path: path.to_owned(), watch: false });
+    let batch: Bytes = one.repeat(k).into();
+    let phase = Arc::new(Phase::default());
+    let task_phase = phase.clone();
+    let task = tokio::spawn(async move {
+        let mut sent: VecDeque<Instant> = VecDeque::with_capacity(k);
+        let mut hist = Hist::new();
+        let now = Instant::now();
+        sent.extend(std::iter::repeat_n(now, k));
+        conn.send(&batch).await?;
+        loop {
+            let mut done = 0;
+            let mut reply = Some(conn.recv().await?);
+            while let Some(r) = reply {
+                let r = r.ok()?;
+                // The reply's length (ReplyHeader aside): 4 + 100 bytes of data + the Stat.
+                if r.body.len() != 4 + PAYLOAD + 68 {
+                    return Err(BenchError::msg("raw getData: unexpected reply length"));
+                }
+                let at = sent.pop_front().unwrap_or(now);
+                if task_phase.get() == Phase::MEASURE {
+                    hist.record(at.elapsed());
+                }
+                done += 1;
+                reply = conn.try_recv()?;
+            }
+            if task_phase.get() == Phase::STOP {
+                break;
+            }
+            let now = Instant::now();
+            sent.extend(std::iter::repeat_n(now, done));
+            conn.send(&batch[..done * one.len()]).await?;
+        }
+        conn.close().await;
+        Ok::<_, BenchError>(hist)
+    });
+    tokio::time::sleep(ctx.warmup).await;
+    let window = Window::begin();
+    phase.set(Phase::MEASURE);
+    tokio::time::sleep(ctx.duration).await;
+    phase.set(Phase::STOP);
+    let spent = window.end();
+    let hist = task.await??;
+    Ok(Measured::new(hist.count(), spent, hist))
+}
