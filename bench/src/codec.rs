@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use zkwire::jute::{encode_frame, Decode, Encode, Reader};
 use zkwire::proto::{
-    Acl, CreateMode, CreateRequest, ErrorCode, EventType, GetChildrenResponse, GetDataRequest, GetDataResponse,
-    KeeperState, OpCode, ReplyHeader, RequestHeader, SetDataRequest, SetDataResponse, Stat, WatcherEvent,
+    Acl, CreateMode, CreateRequest, ErrorCode, EventType, GetChildrenResponse, GetDataRequest,
+    GetDataResponse, KeeperState, OpCode, ReplyHeader, RequestHeader, SetDataRequest,
+    SetDataResponse, Stat, WatcherEvent,
 };
 
 use crate::measure::{Hist, Measured, Window};
@@ -43,13 +44,25 @@ fn stat() -> Stat {
 
 fn reply_frame(body: &impl Encode) -> Bytes {
     let mut out = Vec::new();
-    ReplyHeader { xid: 7, zxid: 0x1_0000_0f00, err: ErrorCode::Ok }.encode(&mut out);
+    ReplyHeader {
+        xid: 7,
+        zxid: 0x1_0000_0f00,
+        err: ErrorCode::Ok,
+    }
+    .encode(&mut out);
     body.encode(&mut out);
     out.into()
 }
 
 fn children() -> Vec<String> {
-    (0..8).map(|i| format!("_c_4f1b2a9e-55aa-4c1e-9a0b-1c2d3e4f5a6b-lock-{:010}", 1000 + i)).collect()
+    (0..8)
+        .map(|i| {
+            format!(
+                "_c_4f1b2a9e-55aa-4c1e-9a0b-1c2d3e4f5a6b-lock-{:010}",
+                1000 + i
+            )
+        })
+        .collect()
 }
 
 /// Times `f` for about [`BUDGET`]; returns the measurement (ops = calls).
@@ -74,19 +87,36 @@ fn time(mut f: impl FnMut()) -> Measured {
 
 pub(crate) fn run(results: &mut Results, clients: &[Who]) {
     let data = Bytes::from_static(&[b'x'; PAYLOAD]);
-    let get = GetDataRequest { path: PATH.to_owned(), watch: false };
-    let set = SetDataRequest { path: PATH.to_owned(), data: Some(data.clone()), version: -1 };
+    let get = GetDataRequest {
+        path: PATH.to_owned(),
+        watch: false,
+    };
+    let set = SetDataRequest {
+        path: PATH.to_owned(),
+        data: Some(data.clone()),
+        version: -1,
+    };
     let create = CreateRequest {
         path: format!("{LOCK_DIR}/_c_4f1b2a9e-55aa-4c1e-9a0b-1c2d3e4f5a6b-lock-"),
         data: Some(data.clone()),
         acl: Acl::open_unsafe(),
         mode: CreateMode::EphemeralSequential,
     };
-    let get_reply = reply_frame(&GetDataResponse { data: Some(data.clone()), stat: stat() });
+    let get_reply = reply_frame(&GetDataResponse {
+        data: Some(data.clone()),
+        stat: stat(),
+    });
     let set_reply = reply_frame(&SetDataResponse { stat: stat() });
-    let children_reply = reply_frame(&GetChildrenResponse { children: children() });
+    let children_reply = reply_frame(&GetChildrenResponse {
+        children: children(),
+    });
     let mut event = Vec::new();
-    ReplyHeader { xid: -1, zxid: -1, err: ErrorCode::Ok }.encode(&mut event);
+    ReplyHeader {
+        xid: -1,
+        zxid: -1,
+        err: ErrorCode::Ok,
+    }
+    .encode(&mut event);
     WatcherEvent {
         event_type: EventType::NodeDeleted,
         state: KeeperState::SyncConnected,
@@ -99,18 +129,45 @@ pub(crate) fn run(results: &mut Results, clients: &[Who]) {
     for &who in clients {
         let rows: Vec<(&str, Measured)> = match who {
             Who::Zkwire => vec![
-                ("encode GetData", time(|| zk_encode(&mut buf, OpCode::GetData, &get))),
-                ("encode SetData", time(|| zk_encode(&mut buf, OpCode::SetData, &set))),
-                ("encode Create2", time(|| zk_encode(&mut buf, OpCode::Create2, &create))),
-                ("decode GetData reply", time(|| zk_decode::<GetDataResponse>(&get_reply))),
-                ("decode SetData reply", time(|| zk_decode::<SetDataResponse>(&set_reply))),
-                ("decode GetChildren reply", time(|| zk_decode::<GetChildrenResponse>(&children_reply))),
-                ("decode notification", time(|| zk_decode::<WatcherEvent>(&event))),
+                (
+                    "encode GetData",
+                    time(|| zk_encode(&mut buf, OpCode::GetData, &get)),
+                ),
+                (
+                    "encode SetData",
+                    time(|| zk_encode(&mut buf, OpCode::SetData, &set)),
+                ),
+                (
+                    "encode Create2",
+                    time(|| zk_encode(&mut buf, OpCode::Create2, &create)),
+                ),
+                (
+                    "decode GetData reply",
+                    time(|| zk_decode::<GetDataResponse>(&get_reply)),
+                ),
+                (
+                    "decode SetData reply",
+                    time(|| zk_decode::<SetDataResponse>(&set_reply)),
+                ),
+                (
+                    "decode GetChildren reply",
+                    time(|| zk_decode::<GetChildrenResponse>(&children_reply)),
+                ),
+                (
+                    "decode notification",
+                    time(|| zk_decode::<WatcherEvent>(&event)),
+                ),
             ],
             Who::Raw => vec![
                 ("encode GetData", time(|| raw_encode_get(&mut buf, PATH))),
-                ("encode SetData", time(|| raw_encode_set(&mut buf, PATH, &data))),
-                ("encode Create2", time(|| raw_encode_create(&mut buf, &create.path, &data))),
+                (
+                    "encode SetData",
+                    time(|| raw_encode_set(&mut buf, PATH, &data)),
+                ),
+                (
+                    "encode Create2",
+                    time(|| raw_encode_create(&mut buf, &create.path, &data)),
+                ),
                 (
                     "decode GetData reply",
                     time(|| {
@@ -267,13 +324,24 @@ mod tests {
     fn raw_encoders_write_the_same_bytes_as_zkwire() {
         let data = Bytes::from_static(&[b'x'; PAYLOAD]);
         let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
-        zk_encode(&mut a, OpCode::GetData, &GetDataRequest { path: PATH.to_owned(), watch: false });
+        zk_encode(
+            &mut a,
+            OpCode::GetData,
+            &GetDataRequest {
+                path: PATH.to_owned(),
+                watch: false,
+            },
+        );
         raw_encode_get(&mut b, PATH);
         assert_eq!(a, b);
         zk_encode(
             &mut a,
             OpCode::SetData,
-            &SetDataRequest { path: PATH.to_owned(), data: Some(data.clone()), version: -1 },
+            &SetDataRequest {
+                path: PATH.to_owned(),
+                data: Some(data.clone()),
+                version: -1,
+            },
         );
         raw_encode_set(&mut b, PATH, &data);
         assert_eq!(a, b);
@@ -291,9 +359,20 @@ mod tests {
     #[test]
     fn raw_decoders_read_what_zkwire_reads() {
         let data = Bytes::from_static(&[b'x'; PAYLOAD]);
-        let frame = reply_frame(&GetDataResponse { data: Some(data.clone()), stat: stat() });
+        let frame = reply_frame(&GetDataResponse {
+            data: Some(data.clone()),
+            stat: stat(),
+        });
         assert_eq!(raw_decode_get(&frame), (data, stat()));
-        assert_eq!(raw_decode_set(&reply_frame(&SetDataResponse { stat: stat() })), stat());
-        assert_eq!(raw_decode_children(&reply_frame(&GetChildrenResponse { children: children() })), children());
+        assert_eq!(
+            raw_decode_set(&reply_frame(&SetDataResponse { stat: stat() })),
+            stat()
+        );
+        assert_eq!(
+            raw_decode_children(&reply_frame(&GetChildrenResponse {
+                children: children()
+            })),
+            children()
+        );
     }
 }

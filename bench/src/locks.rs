@@ -14,8 +14,8 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use zkwire::proto::{
-    Acl, Create2Response, CreateMode, CreateRequest, DeleteRequest, ErrorCode, ExistsRequest, GetChildrenRequest,
-    GetChildrenResponse, OpCode, WatcherEvent, NOTIFICATION_XID,
+    Acl, Create2Response, CreateMode, CreateRequest, DeleteRequest, ErrorCode, ExistsRequest,
+    GetChildrenRequest, GetChildrenResponse, OpCode, WatcherEvent, NOTIFICATION_XID,
 };
 
 use crate::measure::{Hist, Measured, Phase, Window};
@@ -37,7 +37,14 @@ pub(crate) async fn cycle(ctx: &Ctx, who: Who) -> Result<Vec<(String, Measured)>
             for drop_release in [false, true] {
                 let client = zkwire::Client::connect(&ctx.addr).await?;
                 let mutex = zkwire_recipes::Mutex::new(client.clone(), dir.clone());
-                let [m] = run_workers(ctx, vec![ZkwireCycle { mutex, drop_release }]).await?;
+                let [m] = run_workers(
+                    ctx,
+                    vec![ZkwireCycle {
+                        mutex,
+                        drop_release,
+                    }],
+                )
+                .await?;
                 client.close().await?;
                 rows.push((release_param(drop_release), m));
             }
@@ -45,7 +52,11 @@ pub(crate) async fn cycle(ctx: &Ctx, who: Who) -> Result<Vec<(String, Measured)>
         Who::Kezhuw => {
             for drop_release in [false, true] {
                 let client = zookeeper_client::Client::connect(&ctx.addr).await?;
-                let worker = KezhuwCycle { client: client.clone(), dir: dir.clone(), drop_release };
+                let worker = KezhuwCycle {
+                    client: client.clone(),
+                    dir: dir.clone(),
+                    drop_release,
+                };
                 let [m] = run_workers(ctx, vec![worker]).await?;
                 // Let the last background delete go out before the session ends.
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -55,7 +66,10 @@ pub(crate) async fn cycle(ctx: &Ctx, who: Who) -> Result<Vec<(String, Measured)>
         }
         Who::Raw => {
             let conn = RawConn::connect(&ctx.addr, 30_000).await?;
-            let worker = RawCycle { lock: RawLock::new(conn, &dir), prev: None };
+            let worker = RawCycle {
+                lock: RawLock::new(conn, &dir),
+                prev: None,
+            };
             let [m] = run_workers(ctx, vec![worker]).await?;
             rows.push(("release=pipelined".to_owned(), m));
         }
@@ -64,7 +78,12 @@ pub(crate) async fn cycle(ctx: &Ctx, who: Who) -> Result<Vec<(String, Measured)>
 }
 
 fn release_param(drop_release: bool) -> String {
-    if drop_release { "release=drop" } else { "release=await" }.to_owned()
+    if drop_release {
+        "release=drop"
+    } else {
+        "release=await"
+    }
+    .to_owned()
 }
 
 struct ZkwireCycle {
@@ -141,10 +160,24 @@ impl RawLock {
                 mode: CreateMode::EphemeralSequential,
             },
         );
-        let list = raw::frame(1, OpCode::GetChildren, &GetChildrenRequest { path: dir.to_owned(), watch: false });
+        let list = raw::frame(
+            1,
+            OpCode::GetChildren,
+            &GetChildrenRequest {
+                path: dir.to_owned(),
+                watch: false,
+            },
+        );
         let mut both = BytesMut::from(&create[..]);
         both.extend_from_slice(&list);
-        Self { conn, dir: dir.to_owned(), create_and_list: both.freeze(), list, events: Vec::new(), cheat: false }
+        Self {
+            conn,
+            dir: dir.to_owned(),
+            create_and_list: both.freeze(),
+            list,
+            events: Vec::new(),
+            cheat: false,
+        }
     }
 
     /// The next reply, stashing notifications.
@@ -167,7 +200,9 @@ impl RawLock {
             }
             let r = self.conn.recv().await?;
             if r.header.xid != NOTIFICATION_XID {
-                return Err(BenchError::msg("raw lock: a reply while only a notification was due"));
+                return Err(BenchError::msg(
+                    "raw lock: a reply while only a notification was due",
+                ));
             }
             self.events.push(r.decode::<WatcherEvent>()?.path);
         }
@@ -177,11 +212,24 @@ impl RawLock {
     /// waits until our node is first. Returns (sequence, czxid, path).
     async fn acquire_sent(&mut self) -> Result<(i64, i64, String), BenchError> {
         let created = self.reply().await?.ok()?.decode::<Create2Response>()?;
-        let mut children = self.reply().await?.ok()?.decode::<GetChildrenResponse>()?.children;
-        let me = created.path.rsplit('/').next().unwrap_or_default().to_owned();
+        let mut children = self
+            .reply()
+            .await?
+            .ok()?
+            .decode::<GetChildrenResponse>()?
+            .children;
+        let me = created
+            .path
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
         let my_seq = sequence(&me)?;
         loop {
-            let mut keyed = children.iter().map(|c| Ok((sequence(c)?, c))).collect::<Result<Vec<_>, BenchError>>()?;
+            let mut keyed = children
+                .iter()
+                .map(|c| Ok((sequence(c)?, c)))
+                .collect::<Result<Vec<_>, BenchError>>()?;
             keyed.sort_unstable();
             let at = keyed
                 .iter()
@@ -191,7 +239,14 @@ impl RawLock {
                 return Ok((my_seq, created.stat.czxid, created.path));
             }
             let predecessor = format!("{}/{}", self.dir, keyed[at - 1].1);
-            let exists = raw::frame(1, OpCode::Exists, &ExistsRequest { path: predecessor.clone(), watch: true });
+            let exists = raw::frame(
+                1,
+                OpCode::Exists,
+                &ExistsRequest {
+                    path: predecessor.clone(),
+                    watch: true,
+                },
+            );
             self.conn.send(&exists).await?;
             let r = self.reply().await?;
             match r.header.err {
@@ -200,12 +255,23 @@ impl RawLock {
                 err => return Err(BenchError::msg(format!("raw lock: exists failed: {err:?}"))),
             }
             self.conn.send(&self.list.clone()).await?;
-            children = self.reply().await?.ok()?.decode::<GetChildrenResponse>()?.children;
+            children = self
+                .reply()
+                .await?
+                .ok()?
+                .decode::<GetChildrenResponse>()?
+                .children;
         }
     }
 
     async fn release(&mut self, path: String) -> Result<(), BenchError> {
-        self.conn.send(&raw::frame(1, OpCode::Delete, &DeleteRequest { path, version: -1 })).await?;
+        self.conn
+            .send(&raw::frame(
+                1,
+                OpCode::Delete,
+                &DeleteRequest { path, version: -1 },
+            ))
+            .await?;
         self.reply().await?.ok()?;
         Ok(())
     }
@@ -230,7 +296,14 @@ impl Worker for RawCycle {
     async fn step(&mut self) -> Result<usize, BenchError> {
         let prev = self.prev.take();
         if let Some(path) = &prev {
-            let delete = raw::frame(1, OpCode::Delete, &DeleteRequest { path: path.clone(), version: -1 });
+            let delete = raw::frame(
+                1,
+                OpCode::Delete,
+                &DeleteRequest {
+                    path: path.clone(),
+                    version: -1,
+                },
+            );
             let mut out = BytesMut::with_capacity(delete.len() + self.lock.create_and_list.len());
             out.extend_from_slice(&delete);
             out.extend_from_slice(&self.lock.create_and_list);
@@ -282,7 +355,9 @@ impl Shared {
         let granted = Instant::now();
         let others = self.holders.fetch_add(1, Ordering::SeqCst);
         if others != 0 {
-            self.violation(&format!("granted (seq {seq}) while {others} other holder(s) held the lock"));
+            self.violation(&format!(
+                "granted (seq {seq}) while {others} other holder(s) held the lock"
+            ));
         }
         let prev = self.last_seq.fetch_max(seq, Ordering::SeqCst);
         if prev >= seq {
@@ -294,7 +369,11 @@ impl Shared {
                 self.violation(&format!("fencing token {token} after {prev}"));
             }
         }
-        let released = self.last_release.lock().map(|mut r| r.take()).unwrap_or(None);
+        let released = self
+            .last_release
+            .lock()
+            .map(|mut r| r.take())
+            .unwrap_or(None);
         if self.phase.get() == Phase::MEASURE {
             self.grants.fetch_add(1, Ordering::Relaxed);
             if let (Some(at), Ok(mut h)) = (released, self.handoffs.lock()) {
@@ -317,7 +396,9 @@ impl Shared {
 /// One contender's session.
 trait Contender: Send + 'static {
     /// Acquires; returns the node's sequence, its fencing token if known, and the node path.
-    fn acquire(&mut self) -> impl Future<Output = Result<(i64, Option<i64>, Held), BenchError>> + Send;
+    fn acquire(
+        &mut self,
+    ) -> impl Future<Output = Result<(i64, Option<i64>, Held), BenchError>> + Send;
     fn release(&mut self, held: Held) -> impl Future<Output = Result<(), BenchError>> + Send;
     fn close(self) -> impl Future<Output = ()> + Send;
 }
@@ -365,7 +446,9 @@ impl Contender for KezhuwContender {
     }
 
     async fn release(&mut self, held: Held) -> Result<(), BenchError> {
-        let Held::Path(path) = held else { return Err(BenchError::msg("not a path")) };
+        let Held::Path(path) = held else {
+            return Err(BenchError::msg("not a path"));
+        };
         self.client.delete(&path, None).await?;
         Ok(())
     }
@@ -388,7 +471,9 @@ impl Contender for RawContender {
     }
 
     async fn release(&mut self, held: Held) -> Result<(), BenchError> {
-        let Held::Path(path) = held else { return Err(BenchError::msg("not a path")) };
+        let Held::Path(path) = held else {
+            return Err(BenchError::msg("not a path"));
+        };
         self.lock.release(path).await
     }
 
@@ -400,7 +485,11 @@ impl Contender for RawContender {
 /// `n` sessions of `who` contending for one mutex. Returns the measurement (ops are
 /// acquisitions, the histogram is handoff latency: from the holder starting its release to
 /// the next holder's grant) and the number of exclusion violations seen.
-pub(crate) async fn contention(ctx: &Ctx, who: Who, n: usize) -> Result<(Measured, u64), BenchError> {
+pub(crate) async fn contention(
+    ctx: &Ctx,
+    who: Who,
+    n: usize,
+) -> Result<(Measured, u64), BenchError> {
     let dir = ctx.path(&format!("contend-{}", who.name()));
     let shared = Arc::new(Shared {
         phase: Phase::default(),
@@ -418,11 +507,20 @@ pub(crate) async fn contention(ctx: &Ctx, who: Who, n: usize) -> Result<(Measure
             Who::Zkwire => {
                 let client = zkwire::Client::connect(&ctx.addr).await?;
                 let mutex = zkwire_recipes::Mutex::new(client.clone(), dir.clone());
-                tasks.push(tokio::spawn(contend(ZkwireContender { client, mutex }, shared.clone())));
+                tasks.push(tokio::spawn(contend(
+                    ZkwireContender { client, mutex },
+                    shared.clone(),
+                )));
             }
             Who::Kezhuw => {
                 let client = zookeeper_client::Client::connect(&ctx.addr).await?;
-                tasks.push(tokio::spawn(contend(KezhuwContender { client, dir: dir.clone() }, shared.clone())));
+                tasks.push(tokio::spawn(contend(
+                    KezhuwContender {
+                        client,
+                        dir: dir.clone(),
+                    },
+                    shared.clone(),
+                )));
             }
             Who::Raw => {
                 let conn = RawConn::connect(&ctx.addr, 30_000).await?;
@@ -442,7 +540,11 @@ pub(crate) async fn contention(ctx: &Ctx, who: Who, n: usize) -> Result<(Measure
         task.await??;
     }
     let grants = shared.grants.load(Ordering::Relaxed);
-    let hist = shared.handoffs.lock().map(|h| h.clone()).unwrap_or_else(|_| Hist::new());
+    let hist = shared
+        .handoffs
+        .lock()
+        .map(|h| h.clone())
+        .unwrap_or_else(|_| Hist::new());
     let violations = shared.violations.load(Ordering::SeqCst);
     Ok((Measured::new(grants, spent, hist), violations))
 }

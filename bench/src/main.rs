@@ -129,7 +129,14 @@ pub(crate) const PAYLOAD: usize = 100;
 
 /// The workloads, in run order (sessions last: its 1,000 sessions per client stress the
 /// server the most).
-const WORKLOADS: [&str; 6] = ["codec", "pipeline", "write-latency", "lock-cycle", "lock-contention", "sessions"];
+const WORKLOADS: [&str; 6] = [
+    "codec",
+    "pipeline",
+    "write-latency",
+    "lock-cycle",
+    "lock-contention",
+    "sessions",
+];
 
 /// One result row: (workload, client, param) and what was measured.
 pub(crate) struct Row {
@@ -146,16 +153,34 @@ pub(crate) struct Results {
 }
 
 impl Results {
-    pub(crate) fn add(&mut self, workload: &'static str, who: Who, param: impl Into<String>, m: Measured) {
+    pub(crate) fn add(
+        &mut self,
+        workload: &'static str,
+        who: Who,
+        param: impl Into<String>,
+        m: Measured,
+    ) {
         let param = param.into();
-        match self.rows.iter_mut().find(|r| r.workload == workload && r.who == who && r.param == param) {
+        match self
+            .rows
+            .iter_mut()
+            .find(|r| r.workload == workload && r.who == who && r.param == param)
+        {
             Some(row) => row.m.merge(&m),
-            None => self.rows.push(Row { workload, who, param, m }),
+            None => self.rows.push(Row {
+                workload,
+                who,
+                param,
+                m,
+            }),
         }
     }
 
     pub(crate) fn get(&self, workload: &str, who: Who, param: &str) -> Option<&Measured> {
-        self.rows.iter().find(|r| r.workload == workload && r.who == who && r.param == param).map(|r| &r.m)
+        self.rows
+            .iter()
+            .find(|r| r.workload == workload && r.who == who && r.param == param)
+            .map(|r| &r.m)
     }
 }
 
@@ -205,7 +230,8 @@ fn parse_args() -> Result<Args, BenchError> {
     };
     let count = |v: Option<String>| -> Result<usize, BenchError> {
         let v = v.ok_or_else(|| BenchError::msg(USAGE))?;
-        v.parse().map_err(|_| BenchError::msg(format!("not a count: {v}")))
+        v.parse()
+            .map_err(|_| BenchError::msg(format!("not a count: {v}")))
     };
     while let Some(arg) = it.next() {
         match arg.as_str() {
@@ -224,7 +250,9 @@ fn parse_args() -> Result<Args, BenchError> {
                 let list = it.next().ok_or_else(|| BenchError::msg(USAGE))?;
                 args.clients = list
                     .split(',')
-                    .map(|c| Who::parse(c).ok_or_else(|| BenchError::msg(format!("unknown client {c}"))))
+                    .map(|c| {
+                        Who::parse(c).ok_or_else(|| BenchError::msg(format!("unknown client {c}")))
+                    })
                     .collect::<Result<_, _>>()?;
             }
             "--depths" => {
@@ -251,11 +279,17 @@ fn parse_args() -> Result<Args, BenchError> {
             // Internal: one client's idle sessions, in a process of their own.
             "--child-sessions" => {
                 let who = it.next().ok_or_else(|| BenchError::msg(USAGE))?;
-                args.child_sessions =
-                    Some(Who::parse(&who).ok_or_else(|| BenchError::msg(format!("unknown client {who}")))?);
+                args.child_sessions = Some(
+                    Who::parse(&who)
+                        .ok_or_else(|| BenchError::msg(format!("unknown client {who}")))?,
+                );
             }
             "-h" | "--help" => return Err(BenchError::msg(USAGE)),
-            other => return Err(BenchError::msg(format!("unknown argument {other}\n{USAGE}"))),
+            other => {
+                return Err(BenchError::msg(format!(
+                    "unknown argument {other}\n{USAGE}"
+                )))
+            }
         }
     }
     Ok(args)
@@ -275,10 +309,17 @@ fn main() -> std::process::ExitCode {
 /// Runs everything; `Ok(false)` when a check failed (mutual exclusion).
 fn run() -> Result<bool, BenchError> {
     let args = parse_args()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     if let Some(who) = args.child_sessions {
-        let addr = args.server.clone().ok_or_else(|| BenchError::msg("--child-sessions needs --server"))?;
-        return runtime.block_on(sessions::child(who, &addr, args.sessions)).map(|()| true);
+        let addr = args
+            .server
+            .clone()
+            .ok_or_else(|| BenchError::msg("--child-sessions needs --server"))?;
+        return runtime
+            .block_on(sessions::child(who, &addr, args.sessions))
+            .map(|()| true);
     }
     let wanted = |w: &str| args.only.is_empty() || args.only.iter().any(|o| o == w);
     let mut results = Results::default();
@@ -397,10 +438,18 @@ async fn run_server_workloads(
                 let (m, violations) = locks::contention(ctx, who, locks::CONTENDERS).await?;
                 progress(round, who, &m);
                 if violations > 0 {
-                    eprintln!("!! {}: {violations} mutual exclusion violations", who.name());
+                    eprintln!(
+                        "!! {}: {violations} mutual exclusion violations",
+                        who.name()
+                    );
                     ok = false;
                 }
-                results.add("lock-contention", who, format!("sessions={}", locks::CONTENDERS), m);
+                results.add(
+                    "lock-contention",
+                    who,
+                    format!("sessions={}", locks::CONTENDERS),
+                    m,
+                );
             }
         }
     }
@@ -430,10 +479,18 @@ async fn setup(admin: &zkwire::Client, ctx: &Ctx) -> Result<(), BenchError> {
     use zkwire::{CreateMode, CreateOptions};
     let persistent = CreateOptions::new(CreateMode::Persistent);
     admin.create(&ctx.root, b"", &persistent).await?;
-    admin.create(&ctx.path("data"), &[b'x'; PAYLOAD], &persistent).await?;
+    admin
+        .create(&ctx.path("data"), &[b'x'; PAYLOAD], &persistent)
+        .await?;
     for who in Who::ALL {
         for dir in ["cycle", "contend"] {
-            admin.create(&ctx.path(&format!("{dir}-{}", who.name())), b"", &persistent).await?;
+            admin
+                .create(
+                    &ctx.path(&format!("{dir}-{}", who.name())),
+                    b"",
+                    &persistent,
+                )
+                .await?;
         }
     }
     Ok(())

@@ -15,8 +15,13 @@ pub(crate) fn process_cpu_ns() -> Option<u64> {
         let mut path = entry.path();
         path.push("schedstat");
         // A thread may exit between the listing and the read: skip it.
-        let Ok(text) = std::fs::read_to_string(&path) else { continue };
-        let ns = text.split_whitespace().next().and_then(|f| f.parse::<u64>().ok())?;
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let ns = text
+            .split_whitespace()
+            .next()
+            .and_then(|f| f.parse::<u64>().ok())?;
         total += ns;
     }
     Some(total)
@@ -55,7 +60,10 @@ const BUCKETS: usize = 64 * (1 << SUB) + LINEAR as usize;
 
 impl Hist {
     pub(crate) fn new() -> Self {
-        Self { counts: vec![0; BUCKETS].into_boxed_slice(), total: 0 }
+        Self {
+            counts: vec![0; BUCKETS].into_boxed_slice(),
+            total: 0,
+        }
     }
 
     fn index(ns: u64) -> usize {
@@ -148,7 +156,11 @@ impl Window {
     pub(crate) fn begin() -> Self {
         let cpu = process_cpu_ns();
         let allocs = alloc_calls();
-        Self { start: Instant::now(), cpu, allocs }
+        Self {
+            start: Instant::now(),
+            cpu,
+            allocs,
+        }
     }
 
     pub(crate) fn end(self) -> Spent {
@@ -158,7 +170,11 @@ impl Window {
             (Some(a), Some(b)) => Some(b.saturating_sub(a)),
             _ => None,
         };
-        Spent { secs, cpu_ns, allocs }
+        Spent {
+            secs,
+            cpu_ns,
+            allocs,
+        }
     }
 }
 
@@ -185,7 +201,16 @@ impl Measured {
     pub(crate) fn new(ops: u64, spent: Spent, hist: Hist) -> Self {
         let rate = (spent.secs > 0.0).then(|| ops as f64 / spent.secs);
         let rounds = vec![(rate, hist.quantile_us(0.5))];
-        Self { ops, spent, cost_ops: ops, hist, ops_per_sec: None, rss_kib: None, quantiles_us: None, rounds }
+        Self {
+            ops,
+            spent,
+            cost_ops: ops,
+            hist,
+            ops_per_sec: None,
+            rss_kib: None,
+            quantiles_us: None,
+            rounds,
+        }
     }
 
     pub(crate) fn merge(&mut self, other: &Self) {
@@ -208,15 +233,18 @@ impl Measured {
     }
 
     pub(crate) fn ops_per_sec(&self) -> Option<f64> {
-        self.ops_per_sec.or_else(|| (self.spent.secs > 0.0).then(|| self.ops as f64 / self.spent.secs))
+        self.ops_per_sec
+            .or_else(|| (self.spent.secs > 0.0).then(|| self.ops as f64 / self.spent.secs))
     }
 
     pub(crate) fn p50_us(&self) -> Option<f64> {
-        self.quantiles_us.map_or_else(|| self.hist.quantile_us(0.5), |q| q.0)
+        self.quantiles_us
+            .map_or_else(|| self.hist.quantile_us(0.5), |q| q.0)
     }
 
     pub(crate) fn p99_us(&self) -> Option<f64> {
-        self.quantiles_us.map_or_else(|| self.hist.quantile_us(0.99), |q| q.1)
+        self.quantiles_us
+            .map_or_else(|| self.hist.quantile_us(0.99), |q| q.1)
     }
 
     pub(crate) fn cpu_us_per_op(&self) -> Option<f64> {
@@ -245,7 +273,10 @@ mod tests {
         assert!((p99 - 990.0).abs() < 20.0, "{p99}");
         for ns in [0u64, 1, 127, 128, 129, 1000, 123_456_789] {
             let v = Hist::value(Hist::index(ns)) as f64;
-            assert!((v - ns as f64).abs() <= ns as f64 * 0.02 + 1.0, "{ns} -> {v}");
+            assert!(
+                (v - ns as f64).abs() <= ns as f64 * 0.02 + 1.0,
+                "{ns} -> {v}"
+            );
         }
     }
 }

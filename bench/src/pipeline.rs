@@ -46,7 +46,9 @@ fn check_len(len: usize) -> Result<(), BenchError> {
     if len == PAYLOAD {
         Ok(())
     } else {
-        Err(BenchError::msg(format!("getData returned {len} bytes, not {PAYLOAD}")))
+        Err(BenchError::msg(format!(
+            "getData returned {len} bytes, not {PAYLOAD}"
+        )))
     }
 }
 
@@ -56,14 +58,24 @@ pub(crate) async fn run(ctx: &Ctx, who: Who, k: usize) -> Result<Measured, Bench
     match who {
         Who::Zkwire => {
             let client = zkwire::Client::connect(&ctx.addr).await?;
-            let workers = (0..k).map(|_| ZkwireRead { client: client.clone(), path: path.clone() }).collect();
+            let workers = (0..k)
+                .map(|_| ZkwireRead {
+                    client: client.clone(),
+                    path: path.clone(),
+                })
+                .collect();
             let [m] = run_workers(ctx, workers).await?;
             client.close().await?;
             Ok(m)
         }
         Who::Kezhuw => {
             let client = zookeeper_client::Client::connect(&ctx.addr).await?;
-            let workers = (0..k).map(|_| KezhuwRead { client: client.clone(), path: path.clone() }).collect();
+            let workers = (0..k)
+                .map(|_| KezhuwRead {
+                    client: client.clone(),
+                    path: path.clone(),
+                })
+                .collect();
             let [m] = run_workers(ctx, workers).await?;
             drop(client);
             Ok(m)
@@ -74,7 +86,14 @@ pub(crate) async fn run(ctx: &Ctx, who: Who, k: usize) -> Result<Measured, Bench
 
 async fn run_raw(ctx: &Ctx, path: &str, k: usize) -> Result<Measured, BenchError> {
     let mut conn = RawConn::connect(&ctx.addr, 30_000).await?;
-    let one = raw::frame(1, OpCode::GetData, &GetDataRequest { path: path.to_owned(), watch: false });
+    let one = raw::frame(
+        1,
+        OpCode::GetData,
+        &GetDataRequest {
+            path: path.to_owned(),
+            watch: false,
+        },
+    );
     let batch: Bytes = one.repeat(k).into();
     let phase = Arc::new(Phase::default());
     let task_phase = phase.clone();

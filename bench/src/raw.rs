@@ -6,7 +6,9 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use zkwire::jute::{encode_frame, Decode, Encode, FrameDecoder, Reader};
-use zkwire::proto::{ConnectRequest, ConnectResponse, ErrorCode, OpCode, ReplyHeader, RequestHeader};
+use zkwire::proto::{
+    ConnectRequest, ConnectResponse, ErrorCode, OpCode, ReplyHeader, RequestHeader,
+};
 
 use crate::BenchError;
 
@@ -54,7 +56,11 @@ impl RawConn {
     pub(crate) async fn connect(addr: &str, timeout_ms: i32) -> Result<Self, BenchError> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        let mut conn = Self { stream, decoder: FrameDecoder::default(), session_id: 0 };
+        let mut conn = Self {
+            stream,
+            decoder: FrameDecoder::default(),
+            session_id: 0,
+        };
         let request = ConnectRequest {
             protocol_version: 0,
             last_zxid_seen: 0,
@@ -67,8 +73,8 @@ impl RawConn {
         encode_frame(&mut out, |b| request.encode(b));
         conn.stream.write_all(&out).await?;
         let payload = conn.next_payload().await?;
-        let response =
-            ConnectResponse::decode_exact(&payload).map_err(|e| BenchError::msg(format!("raw handshake: {e}")))?;
+        let response = ConnectResponse::decode_exact(&payload)
+            .map_err(|e| BenchError::msg(format!("raw handshake: {e}")))?;
         if response.is_expired() {
             return Err(BenchError::msg("raw handshake refused"));
         }
@@ -139,7 +145,9 @@ impl Encode for Empty {
 
 fn split_reply(payload: Bytes) -> Result<RawReply, BenchError> {
     let mut r = Reader::new(&payload);
-    let header = r.read::<ReplyHeader>().map_err(|e| BenchError::msg(format!("raw header: {e}")))?;
+    let header = r
+        .read::<ReplyHeader>()
+        .map_err(|e| BenchError::msg(format!("raw header: {e}")))?;
     let body = payload.slice(r.position()..);
     Ok(RawReply { header, body })
 }

@@ -59,14 +59,21 @@ fn cell(v: Option<f64>, digits: usize) -> String {
 
 /// Every row, grouped by workload and param.
 pub(crate) fn print_table(out: &mut dyn Write, results: &Results) -> std::io::Result<()> {
-    writeln!(out, "| workload | param | client | ops/s | p50 µs | p99 µs | CPU µs/op | allocs/op | RSS KiB |")?;
+    writeln!(
+        out,
+        "| workload | param | client | ops/s | p50 µs | p99 µs | CPU µs/op | allocs/op | RSS KiB |"
+    )?;
     writeln!(out, "|---|---|---|---:|---:|---:|---:|---:|---:|")?;
     for row in &results.rows {
         let m = &row.m;
         let codec = row.workload == "codec";
         // For codec, latency columns say nothing; ns per record is 1e9 / ops/s.
         let ops = if codec {
-            format!("{} ({} ns)", cell(m.ops_per_sec(), 0), cell(m.ops_per_sec().map(|o| 1e9 / o), 1))
+            format!(
+                "{} ({} ns)",
+                cell(m.ops_per_sec(), 0),
+                cell(m.ops_per_sec().map(|o| 1e9 / o), 1)
+            )
         } else {
             cell(m.ops_per_sec(), 0)
         };
@@ -92,14 +99,23 @@ pub(crate) fn print_table(out: &mut dyn Write, results: &Results) -> std::io::Re
 /// as "min–max (median)".
 fn round_ratios(a: &Measured, b: &Measured, latency: bool) -> String {
     let pick = |r: &(Option<f64>, Option<f64>)| if latency { r.1 } else { r.0 };
-    let mut ratios: Vec<f64> =
-        a.rounds.iter().zip(b.rounds.iter()).filter_map(|(x, y)| ratio(pick(x), pick(y))).collect();
+    let mut ratios: Vec<f64> = a
+        .rounds
+        .iter()
+        .zip(b.rounds.iter())
+        .filter_map(|(x, y)| ratio(pick(x), pick(y)))
+        .collect();
     if ratios.is_empty() {
         return "–".to_owned();
     }
     ratios.sort_by(f64::total_cmp);
     let median = ratios[ratios.len() / 2];
-    format!("{:.2}–{:.2} ({:.2})", ratios[0], ratios[ratios.len() - 1], median)
+    format!(
+        "{:.2}–{:.2} ({:.2})",
+        ratios[0],
+        ratios[ratios.len() - 1],
+        median
+    )
 }
 
 fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
@@ -115,7 +131,11 @@ fn best<'a>(results: &'a Results, workload: &str, who: Who) -> Option<(&'a str, 
         .rows
         .iter()
         .filter(|r| r.workload == workload && r.who == who)
-        .max_by(|a, b| a.m.ops_per_sec().unwrap_or(0.0).total_cmp(&b.m.ops_per_sec().unwrap_or(0.0)))
+        .max_by(|a, b| {
+            a.m.ops_per_sec()
+                .unwrap_or(0.0)
+                .total_cmp(&b.m.ops_per_sec().unwrap_or(0.0))
+        })
         .map(|r| (r.param.as_str(), &r.m))
 }
 
@@ -132,8 +152,11 @@ fn targets(results: &Results) -> Vec<Target> {
     let get = |w: &str, who: Who, p: &str| results.get(w, who, p);
     let ops = |w: &str, who: Who, p: &str| get(w, who, p).and_then(Measured::ops_per_sec);
     let mut out = Vec::new();
-    let (z1, k1, r1) =
-        (ops("pipeline", Who::Zkwire, "K=1"), ops("pipeline", Who::Kezhuw, "K=1"), ops("pipeline", Who::Raw, "K=1"));
+    let (z1, k1, r1) = (
+        ops("pipeline", Who::Zkwire, "K=1"),
+        ops("pipeline", Who::Kezhuw, "K=1"),
+        ops("pipeline", Who::Raw, "K=1"),
+    );
     out.push(Target {
         what: "awaited getData (K=1) ≥ 0.95× raw".into(),
         measured: format!("{} vs {} ops/s", cell(z1, 0), cell(r1, 0)),
@@ -180,7 +203,10 @@ fn targets(results: &Results) -> Vec<Target> {
     }
     let zb = best(results, "lock-cycle", Who::Zkwire);
     let kb = best(results, "lock-cycle", Who::Kezhuw);
-    let (zo, ko) = (zb.and_then(|b| b.1.ops_per_sec()), kb.and_then(|b| b.1.ops_per_sec()));
+    let (zo, ko) = (
+        zb.and_then(|b| b.1.ops_per_sec()),
+        kb.and_then(|b| b.1.ops_per_sec()),
+    );
     out.push(Target {
         what: "uncontended lock-cycle ≥ 2× kezhuw (best release style each)".into(),
         measured: format!(
@@ -195,7 +221,11 @@ fn targets(results: &Results) -> Vec<Target> {
         bound: 2.0,
     });
     let contention = |who| {
-        results.rows.iter().find(|r| r.workload == "lock-contention" && r.who == who).and_then(|r| r.m.ops_per_sec())
+        results
+            .rows
+            .iter()
+            .find(|r| r.workload == "lock-contention" && r.who == who)
+            .and_then(|r| r.m.ops_per_sec())
     };
     let (zc, kc) = (contention(Who::Zkwire), contention(Who::Kezhuw));
     out.push(Target {
@@ -205,7 +235,11 @@ fn targets(results: &Results) -> Vec<Target> {
         at_least: true,
         bound: 1.5,
     });
-    let rss = results.rows.iter().find(|r| r.workload == "sessions" && r.who == Who::Zkwire).and_then(|r| r.m.rss_kib);
+    let rss = results
+        .rows
+        .iter()
+        .find(|r| r.workload == "sessions" && r.who == Who::Zkwire)
+        .and_then(|r| r.m.rss_kib);
     out.push(Target {
         what: "RSS per idle session ≤ 16 KiB".into(),
         measured: format!("{} KiB", cell(rss, 1)),
@@ -238,7 +272,14 @@ pub(crate) fn print_targets(out: &mut dyn Write, results: &Results) -> std::io::
             }
             None => "not measured",
         };
-        writeln!(out, "| {} | {} | {} | {} |", t.what, t.measured, cell(t.ratio, 2), met)?;
+        writeln!(
+            out,
+            "| {} | {} | {} | {} |",
+            t.what,
+            t.measured,
+            cell(t.ratio, 2),
+            met
+        )?;
     }
     writeln!(out)?;
     writeln!(
@@ -248,7 +289,10 @@ pub(crate) fn print_targets(out: &mut dyn Write, results: &Results) -> std::io::
     writeln!(out, "|---|---|---|---:|---:|---|---|")?;
     let mut seen: Vec<(&str, &str)> = Vec::new();
     for row in &results.rows {
-        if row.workload == "codec" || row.workload == "lock-cycle" || seen.contains(&(row.workload, &row.param)) {
+        if row.workload == "codec"
+            || row.workload == "lock-cycle"
+            || seen.contains(&(row.workload, &row.param))
+        {
             continue;
         }
         seen.push((row.workload, &row.param));
@@ -262,7 +306,9 @@ pub(crate) fn print_targets(out: &mut dyn Write, results: &Results) -> std::io::
         let z = get(Who::Zkwire);
         let pooled = |who| ratio(z.and_then(value), get(who).and_then(value));
         let paired = |who| match (z, get(who)) {
-            (Some(a), Some(b)) if row.workload != "sessions" => round_ratios(a, b, row.workload == "write-latency"),
+            (Some(a), Some(b)) if row.workload != "sessions" => {
+                round_ratios(a, b, row.workload == "write-latency")
+            }
             _ => "–".to_owned(),
         };
         writeln!(
@@ -287,8 +333,14 @@ pub(crate) fn print_targets(out: &mut dyn Write, results: &Results) -> std::io::
             cell(ratio(z, best_ops(Who::Raw)), 2)
         )?;
     }
-    for row in results.rows.iter().filter(|r| r.workload == "codec" && r.who == Who::Zkwire) {
-        let raw = results.get("codec", Who::Raw, &row.param).and_then(Measured::ops_per_sec);
+    for row in results
+        .rows
+        .iter()
+        .filter(|r| r.workload == "codec" && r.who == Who::Zkwire)
+    {
+        let raw = results
+            .get("codec", Who::Raw, &row.param)
+            .and_then(Measured::ops_per_sec);
         // ns per record: raw / zkwire in ops/s is zkwire / raw in time.
         writeln!(
             out,

@@ -24,22 +24,36 @@ pub(crate) async fn run(ctx: &Ctx, who: Who) -> Result<Measured, BenchError> {
         ctx.sessions.to_string(),
     ];
     let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(exe).args(args).stdin(Stdio::null()).stderr(Stdio::inherit()).output()
+        std::process::Command::new(exe)
+            .args(args)
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
     })
     .await??;
     let stdout = String::from_utf8_lossy(&output.stdout);
     if !output.status.success() {
-        return Err(BenchError::msg(format!("sessions child for {} failed: {}", who.name(), output.status)));
+        return Err(BenchError::msg(format!(
+            "sessions child for {} failed: {}",
+            who.name(),
+            output.status
+        )));
     }
-    parse_report(&stdout)
-        .ok_or_else(|| BenchError::msg(format!("sessions child for {}: bad report {stdout:?}", who.name())))
+    parse_report(&stdout).ok_or_else(|| {
+        BenchError::msg(format!(
+            "sessions child for {}: bad report {stdout:?}",
+            who.name()
+        ))
+    })
 }
 
 /// The child's report: `ops_per_sec p50_us p99_us cpu_us_per_op allocs_per_op rss_kib_per_session`.
 fn parse_report(text: &str) -> Option<Measured> {
     let line = text.lines().find_map(|l| l.strip_prefix("SESSIONS "))?;
     let f: Vec<Option<f64>> = line.split_whitespace().map(|v| v.parse().ok()).collect();
-    let [ops, p50, p99, cpu, allocs, rss, n] = f.as_slice() else { return None };
+    let [ops, p50, p99, cpu, allocs, rss, n] = f.as_slice() else {
+        return None;
+    };
     let n = (*n)? as u64;
     let spent = measure::Spent {
         secs: ops.map_or(0.0, |ops| n as f64 / ops),
@@ -117,7 +131,10 @@ pub(crate) async fn child(who: Who, addr: &str, n: usize) -> Result<(), BenchErr
         rss_after.unwrap_or(0)
     );
     sessions.push(first);
-    let closing: Vec<_> = sessions.into_iter().map(|s| tokio::spawn(close(s))).collect();
+    let closing: Vec<_> = sessions
+        .into_iter()
+        .map(|s| tokio::spawn(close(s)))
+        .collect();
     for c in closing {
         let _ = c.await;
     }

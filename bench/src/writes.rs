@@ -23,22 +23,45 @@ pub(crate) async fn run(ctx: &Ctx, who: Who) -> Result<[Measured; 3], BenchError
             let client = zkwire::Client::connect(&ctx.addr).await?;
             let persistent = zkwire::CreateOptions::new(CreateMode::Persistent);
             ensure_zkwire(&client, &set_path, &persistent).await?;
-            let [set] = run_workers(ctx, vec![ZkwireSet { client: client.clone(), path: set_path }]).await?;
-            let worker =
-                ZkwireCreateDelete { client: client.clone(), path: node_path, options: persistent, created: false };
+            let [set] = run_workers(
+                ctx,
+                vec![ZkwireSet {
+                    client: client.clone(),
+                    path: set_path,
+                }],
+            )
+            .await?;
+            let worker = ZkwireCreateDelete {
+                client: client.clone(),
+                path: node_path,
+                options: persistent,
+                created: false,
+            };
             let [create, delete] = run_workers(ctx, vec![worker]).await?;
             client.close().await?;
             Ok([set, create, delete])
         }
         Who::Kezhuw => {
             let client = zookeeper_client::Client::connect(&ctx.addr).await?;
-            let options = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+            let options = zookeeper_client::CreateMode::Persistent
+                .with_acls(zookeeper_client::Acls::anyone_all());
             match client.create(&set_path, &DATA, &options).await {
                 Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
                 Err(e) => return Err(e.into()),
             }
-            let [set] = run_workers(ctx, vec![KezhuwSet { client: client.clone(), path: set_path }]).await?;
-            let worker = KezhuwCreateDelete { client: client.clone(), path: node_path, created: false };
+            let [set] = run_workers(
+                ctx,
+                vec![KezhuwSet {
+                    client: client.clone(),
+                    path: set_path,
+                }],
+            )
+            .await?;
+            let worker = KezhuwCreateDelete {
+                client: client.clone(),
+                path: node_path,
+                created: false,
+            };
             let [create, delete] = run_workers(ctx, vec![worker]).await?;
             drop(client);
             Ok([set, create, delete])
@@ -60,9 +83,21 @@ pub(crate) async fn run(ctx: &Ctx, who: Who) -> Result<[Measured; 3], BenchError
             let set = raw::frame(
                 1,
                 OpCode::SetData,
-                &SetDataRequest { path: set_path, data: Some(Bytes::from_static(&DATA)), version: -1 },
+                &SetDataRequest {
+                    path: set_path,
+                    data: Some(Bytes::from_static(&DATA)),
+                    version: -1,
+                },
             );
-            let [set] = run_workers(ctx, vec![RawSteps { conn, frames: vec![set], next: 0 }]).await?;
+            let [set] = run_workers(
+                ctx,
+                vec![RawSteps {
+                    conn,
+                    frames: vec![set],
+                    next: 0,
+                }],
+            )
+            .await?;
             let conn = RawConn::connect(&ctx.addr, 30_000).await?;
             let create = raw::frame(
                 1,
@@ -74,15 +109,33 @@ pub(crate) async fn run(ctx: &Ctx, who: Who) -> Result<[Measured; 3], BenchError
                     mode: CreateMode::Persistent,
                 },
             );
-            let delete = raw::frame(1, OpCode::Delete, &DeleteRequest { path: node_path, version: -1 });
-            let [create, delete] =
-                run_workers(ctx, vec![RawSteps { conn, frames: vec![create, delete], next: 0 }]).await?;
+            let delete = raw::frame(
+                1,
+                OpCode::Delete,
+                &DeleteRequest {
+                    path: node_path,
+                    version: -1,
+                },
+            );
+            let [create, delete] = run_workers(
+                ctx,
+                vec![RawSteps {
+                    conn,
+                    frames: vec![create, delete],
+                    next: 0,
+                }],
+            )
+            .await?;
             Ok([set, create, delete])
         }
     }
 }
 
-async fn ensure_zkwire(client: &zkwire::Client, path: &str, options: &zkwire::CreateOptions) -> Result<(), BenchError> {
+async fn ensure_zkwire(
+    client: &zkwire::Client,
+    path: &str,
+    options: &zkwire::CreateOptions,
+) -> Result<(), BenchError> {
     match client.create(path, &DATA, options).await {
         Ok(_) | Err(zkwire::Error::NodeExists) => Ok(()),
         Err(e) => Err(e.into()),
@@ -154,7 +207,8 @@ impl Worker for KezhuwCreateDelete {
             self.created = false;
             Ok(1)
         } else {
-            let options = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+            let options = zookeeper_client::CreateMode::Persistent
+                .with_acls(zookeeper_client::Acls::anyone_all());
             self.client.create(&self.path, &DATA, &options).await?;
             self.created = true;
             Ok(0)

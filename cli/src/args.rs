@@ -19,12 +19,20 @@ pub(crate) struct Flag {
 
 /// A boolean flag.
 pub(crate) const fn switch(short: Option<char>, long: &'static str) -> Flag {
-    Flag { short, long, value: false }
+    Flag {
+        short,
+        long,
+        value: false,
+    }
 }
 
 /// A flag with a value.
 pub(crate) const fn valued(short: Option<char>, long: &'static str) -> Flag {
-    Flag { short, long, value: true }
+    Flag {
+        short,
+        long,
+        value: true,
+    }
 }
 
 /// Flags every verb accepts, before or after the verb.
@@ -69,12 +77,20 @@ impl Parsed {
 
     /// The flag's value (the last one given wins).
     pub(crate) fn value(&self, long: &str) -> Option<&str> {
-        self.flags.iter().rev().find(|(name, _)| *name == long).map(|(_, v)| v.as_str())
+        self.flags
+            .iter()
+            .rev()
+            .find(|(name, _)| *name == long)
+            .map(|(_, v)| v.as_str())
     }
 
     /// Every value given for a repeatable flag, in order.
     pub(crate) fn values(&self, long: &str) -> Vec<&str> {
-        self.flags.iter().filter(|(name, _)| *name == long).map(|(_, v)| v.as_str()).collect()
+        self.flags
+            .iter()
+            .filter(|(name, _)| *name == long)
+            .map(|(_, v)| v.as_str())
+            .collect()
     }
 
     /// The flag's value as a duration.
@@ -87,7 +103,10 @@ impl Parsed {
     /// The flag's value as a number.
     pub(crate) fn number<T: std::str::FromStr>(&self, long: &str) -> Result<Option<T>, Failure> {
         self.value(long)
-            .map(|v| v.parse().map_err(|_| Failure::usage(format!("--{long}: not a valid number: {v:?}"))))
+            .map(|v| {
+                v.parse()
+                    .map_err(|_| Failure::usage(format!("--{long}: not a valid number: {v:?}")))
+            })
             .transpose()
     }
 
@@ -97,7 +116,11 @@ impl Parsed {
     }
 
     /// The `required` operands, then up to `optional.len()` more.
-    pub(crate) fn operands_between(&self, required: &[&str], optional: &[&str]) -> Result<Vec<String>, Failure> {
+    pub(crate) fn operands_between(
+        &self,
+        required: &[&str],
+        optional: &[&str],
+    ) -> Result<Vec<String>, Failure> {
         if let Some(missing) = required.get(self.operands.len()) {
             return Err(Failure::usage(format!("missing operand {missing}")));
         }
@@ -114,7 +137,11 @@ impl Parsed {
 /// # Errors
 /// A usage failure saying what is wrong with it.
 pub(crate) fn check_path(path: &str, sequential: bool) -> Result<(), Failure> {
-    let checked = if sequential { zkwire::path::validate_sequential_path(path) } else { zkwire::path::validate_path(path) };
+    let checked = if sequential {
+        zkwire::path::validate_sequential_path(path)
+    } else {
+        zkwire::path::validate_path(path)
+    };
     checked.map_err(|e| Failure::usage(e.to_string()))
 }
 
@@ -146,7 +173,13 @@ pub(crate) fn parse(args: &[String], verbs: &[VerbSpec]) -> Result<Invocation, F
             };
         };
         if arg.starts_with('-') && arg.len() > 1 {
-            take_flag(arg, &mut rest, GLOBAL_FLAGS, &mut parsed, "before the command")?;
+            take_flag(
+                arg,
+                &mut rest,
+                GLOBAL_FLAGS,
+                &mut parsed,
+                "before the command",
+            )?;
             continue;
         }
         break verbs
@@ -180,7 +213,10 @@ fn parse_verb_args<'a>(
         }
         if arg.starts_with('-') && arg.len() > 1 {
             take_flag(arg, rest, flags, parsed, &context)?;
-        } else if spec.command_after.is_some_and(|n| parsed.operands.len() >= n) {
+        } else if spec
+            .command_after
+            .is_some_and(|n| parsed.operands.len() >= n)
+        {
             parsed.command.push(arg.clone());
             parsed.command.extend(rest.by_ref().cloned());
             break;
@@ -250,9 +286,25 @@ mod tests {
     use super::*;
 
     const VERBS: &[VerbSpec] = &[
-        VerbSpec { name: "create", flags: &[switch(Some('e'), "ephemeral"), switch(Some('s'), "sequential"), valued(None, "ttl")], command_after: None },
-        VerbSpec { name: "set", flags: &[valued(Some('v'), "version")], command_after: None },
-        VerbSpec { name: "lock", flags: &[valued(None, "timeout")], command_after: Some(1) },
+        VerbSpec {
+            name: "create",
+            flags: &[
+                switch(Some('e'), "ephemeral"),
+                switch(Some('s'), "sequential"),
+                valued(None, "ttl"),
+            ],
+            command_after: None,
+        },
+        VerbSpec {
+            name: "set",
+            flags: &[valued(Some('v'), "version")],
+            command_after: None,
+        },
+        VerbSpec {
+            name: "lock",
+            flags: &[valued(None, "timeout")],
+            command_after: Some(1),
+        },
     ];
 
     fn args(line: &str) -> Vec<String> {
@@ -291,13 +343,22 @@ mod tests {
 
     #[test]
     fn errors_are_usage_errors() {
-        for line in ["bogus", "create -x /a", "set /a -v", "--ttl 1s create /a", "create --json=1 /a"] {
+        for line in [
+            "bogus",
+            "create -x /a",
+            "set /a -v",
+            "--ttl 1s create /a",
+            "create --json=1 /a",
+        ] {
             match parse(&args(line), VERBS) {
                 Err(f) => assert_eq!(f.code, crate::fail::USAGE, "{line}"),
                 Ok(other) => panic!("{line}: {other:?}"),
             }
         }
         assert!(matches!(parse(&[], VERBS), Ok(Invocation::Help)));
-        assert!(matches!(parse(&args("--version"), VERBS), Ok(Invocation::Version)));
+        assert!(matches!(
+            parse(&args("--version"), VERBS),
+            Ok(Invocation::Version)
+        ));
     }
 }

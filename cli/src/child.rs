@@ -36,16 +36,34 @@ impl Running {
     ///
     /// # Errors
     /// Exit code 127 when the program is not found, 126 when it cannot be run.
-    pub(crate) fn spawn(argv: &[String], env: &[(&str, String)], foreground: bool) -> Result<Self, Failure> {
-        let (program, args) = argv.split_first().ok_or_else(|| Failure::usage("missing command to run"))?;
+    pub(crate) fn spawn(
+        argv: &[String],
+        env: &[(&str, String)],
+        foreground: bool,
+    ) -> Result<Self, Failure> {
+        let (program, args) = argv
+            .split_first()
+            .ok_or_else(|| Failure::usage("missing command to run"))?;
         let mut command = Command::new(program);
-        command.args(args).envs(env.iter().map(|(k, v)| (*k, v))).stdin(Stdio::inherit());
+        command
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (*k, v)))
+            .stdin(Stdio::inherit());
         if !foreground {
             command.process_group(0);
         }
         let child = command.spawn().map_err(|e| spawn_failure(program, &e))?;
-        let pid = child.id().ok_or_else(|| Failure::new(CANNOT_EXEC, format!("{program}: exited before it could be watched")))?;
-        Ok(Self { child, pid, own_group: !foreground })
+        let pid = child.id().ok_or_else(|| {
+            Failure::new(
+                CANNOT_EXEC,
+                format!("{program}: exited before it could be watched"),
+            )
+        })?;
+        Ok(Self {
+            child,
+            pid,
+            own_group: !foreground,
+        })
     }
 
     /// Waits for the command to exit.
@@ -62,7 +80,11 @@ impl Running {
     /// Sends `signal` (a name such as `TERM`) to the command (its whole group when it has
     /// its own). Best effort: the command may be gone already.
     pub(crate) fn signal(&self, signal: &str) {
-        let target = if self.own_group { format!("-{}", self.pid) } else { self.pid.to_string() };
+        let target = if self.own_group {
+            format!("-{}", self.pid)
+        } else {
+            self.pid.to_string()
+        };
         send_signal(signal, &target);
     }
 
@@ -130,6 +152,10 @@ pub(crate) fn exit_code(status: ExitStatus) -> u8 {
 }
 
 fn spawn_failure(program: &str, error: &io::Error) -> Failure {
-    let code = if error.kind() == io::ErrorKind::NotFound { NOT_FOUND } else { CANNOT_EXEC };
+    let code = if error.kind() == io::ErrorKind::NotFound {
+        NOT_FOUND
+    } else {
+        CANNOT_EXEC
+    };
     Failure::new(code, format!("cannot run {program:?}: {error}"))
 }

@@ -37,14 +37,28 @@ impl Global {
     pub(crate) fn from_parsed(parsed: &Parsed) -> Result<Self, Failure> {
         let server = match parsed.value("server") {
             Some(s) => s.to_owned(),
-            None => std::env::var(SERVER_ENV).ok().filter(|s| !s.is_empty()).unwrap_or_else(|| DEFAULT_SERVER.to_owned()),
+            None => std::env::var(SERVER_ENV)
+                .ok()
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| DEFAULT_SERVER.to_owned()),
         };
-        let session_timeout = parsed.duration("session-timeout")?.unwrap_or(DEFAULT_SESSION_TIMEOUT);
+        let session_timeout = parsed
+            .duration("session-timeout")?
+            .unwrap_or(DEFAULT_SESSION_TIMEOUT);
         if session_timeout < Duration::from_millis(100) {
             return Err(Failure::usage("--session-timeout must be at least 100ms"));
         }
-        let auth = parsed.values("auth").into_iter().map(parse_auth).collect::<Result<_, _>>()?;
-        Ok(Self { server, session_timeout, auth, json: parsed.has("json") })
+        let auth = parsed
+            .values("auth")
+            .into_iter()
+            .map(parse_auth)
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
+            server,
+            session_timeout,
+            auth,
+            json: parsed.has("json"),
+        })
     }
 
     /// Connects, waiting at most the session timeout for a server to accept the session.
@@ -56,7 +70,10 @@ impl Global {
         for (scheme, credentials) in &self.auth {
             builder = builder.with_auth(scheme.clone(), credentials.clone());
         }
-        builder.connect(&self.server).await.map_err(|e| self.connect_failure(&e))
+        builder
+            .connect(&self.server)
+            .await
+            .map_err(|e| self.connect_failure(&e))
     }
 
     /// Runs `work` on a new session whose requests are bounded by the session timeout, then
@@ -99,8 +116,12 @@ impl Global {
 /// `scheme:credentials`, e.g. `digest:alice:secret`.
 fn parse_auth(text: &str) -> Result<(String, Vec<u8>), Failure> {
     match text.split_once(':') {
-        Some((scheme, credentials)) if !scheme.is_empty() => Ok((scheme.to_owned(), credentials.as_bytes().to_vec())),
+        Some((scheme, credentials)) if !scheme.is_empty() => {
+            Ok((scheme.to_owned(), credentials.as_bytes().to_vec()))
+        }
         // The value may be a secret: do not echo it.
-        _ => Err(Failure::usage("--auth takes scheme:credentials (e.g. digest:user:password)")),
+        _ => Err(Failure::usage(
+            "--auth takes scheme:credentials (e.g. digest:user:password)",
+        )),
     }
 }

@@ -56,12 +56,18 @@ struct Progress {
 
 impl Progress {
     fn note_error(&self, error: String) {
-        let mut first = self.first_error.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut first = self
+            .first_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         first.get_or_insert(error);
     }
 
     fn failover(&self) -> Option<String> {
-        self.failover.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.failover
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -73,7 +79,9 @@ pub(crate) async fn demo(p: &Parsed) -> Result<u8, Failure> {
         rounds: p.number("rounds")?.unwrap_or(DEFAULT_ROUNDS),
     };
     if !(1..=32).contains(&settings.workers) || !(1..=1000).contains(&settings.rounds) {
-        return Err(Failure::usage("--workers takes 1 to 32, --rounds 1 to 1000"));
+        return Err(Failure::usage(
+            "--workers takes 1 to 32, --rounds 1 to 1000",
+        ));
     }
     let dir = scratch_dir()?;
     let ctrl_c = tokio::signal::ctrl_c();
@@ -88,7 +96,9 @@ pub(crate) async fn demo(p: &Parsed) -> Result<u8, Failure> {
 
 async fn run(settings: Settings, dir: &Path) -> Result<u8, Failure> {
     let started = Instant::now();
-    out::note(&format!("starting a local {NODES}-node ZooKeeper ensemble…"));
+    out::note(&format!(
+        "starting a local {NODES}-node ZooKeeper ensemble…"
+    ));
     let ensemble = tokio::task::spawn_blocking(|| ZkEnsemble::start(NODES))
         .await
         .map_err(|e| Failure::new(FAILED, format!("cannot start ZooKeeper: {e}")))?
@@ -104,8 +114,16 @@ async fn run(settings: Settings, dir: &Path) -> Result<u8, Failure> {
     let progress = Arc::new(Progress::default());
     let run_started = Instant::now();
     let workers = spawn_workers(settings, &connect, dir, &progress)?;
-    let killer = tokio::spawn(kill_leader_midway(ensemble.clone(), progress.clone(), settings.total()));
-    let ticker = tokio::spawn(show_progress(progress.clone(), settings.total(), run_started));
+    let killer = tokio::spawn(kill_leader_midway(
+        ensemble.clone(),
+        progress.clone(),
+        settings.total(),
+    ));
+    let ticker = tokio::spawn(show_progress(
+        progress.clone(),
+        settings.total(),
+        run_started,
+    ));
     for worker in workers {
         let _ = worker.await;
     }
@@ -116,15 +134,22 @@ async fn run(settings: Settings, dir: &Path) -> Result<u8, Failure> {
     finish_progress_line();
     let analysis = analyse(parse_log(&read(dir, "log")));
     let report = Report::gather(settings, dir, &progress, analysis, elapsed);
-    tokio::task::spawn_blocking(move || drop(ensemble)).await.map_err(|e| Failure::new(FAILED, e.to_string()))?;
+    tokio::task::spawn_blocking(move || drop(ensemble))
+        .await
+        .map_err(|e| Failure::new(FAILED, e.to_string()))?;
     out::lines(&report.lines())?;
     Ok(if report.passed() { 0 } else { FAILED })
 }
 
 /// A fresh directory for the shared files.
 fn scratch_dir() -> Result<PathBuf, Failure> {
-    let dir = std::env::temp_dir().join(format!("zkw-demo-{}-{}", std::process::id(), crate::demo_worker::now_us()));
-    std::fs::create_dir_all(&dir).map_err(|e| Failure::new(FAILED, format!("cannot create {}: {e}", dir.display())))?;
+    let dir = std::env::temp_dir().join(format!(
+        "zkw-demo-{}-{}",
+        std::process::id(),
+        crate::demo_worker::now_us()
+    ));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Failure::new(FAILED, format!("cannot create {}: {e}", dir.display())))?;
     Ok(dir)
 }
 
@@ -139,10 +164,16 @@ fn spawn_workers(
     dir: &Path,
     progress: &Arc<Progress>,
 ) -> Result<Vec<tokio::task::JoinHandle<()>>, Failure> {
-    let exe = std::env::current_exe().map_err(|e| Failure::new(FAILED, format!("cannot find my own executable: {e}")))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| Failure::new(FAILED, format!("cannot find my own executable: {e}")))?;
     Ok((0..settings.workers)
         .map(|_| {
-            let (exe, connect, dir, progress) = (exe.clone(), connect.to_owned(), dir.to_owned(), progress.clone());
+            let (exe, connect, dir, progress) = (
+                exe.clone(),
+                connect.to_owned(),
+                dir.to_owned(),
+                progress.clone(),
+            );
             tokio::spawn(async move {
                 for _ in 0..settings.rounds {
                     one_round(&exe, &connect, &dir, &progress).await;
@@ -176,7 +207,15 @@ async fn one_round(exe: &Path, connect: &str, dir: &Path, progress: &Progress) {
 /// Runs one `zkw lock`; the first line of its stderr on failure.
 async fn lock_once(exe: &Path, connect: &str, dir: &Path) -> Result<(), String> {
     let output = Command::new(exe)
-        .args(["--server", connect, "--session-timeout", WORKER_SESSION_TIMEOUT, "lock", LOCK_PATH, "--"])
+        .args([
+            "--server",
+            connect,
+            "--session-timeout",
+            WORKER_SESSION_TIMEOUT,
+            "lock",
+            LOCK_PATH,
+            "--",
+        ])
         .arg(exe)
         .arg("__demo-worker")
         .arg(dir)
@@ -192,12 +231,24 @@ async fn lock_once(exe: &Path, connect: &str, dir: &Path) -> Result<(), String> 
     }
     let stderr = String::from_utf8_lossy(&output.stderr);
     let first = stderr.lines().next().unwrap_or("").trim().to_owned();
-    Err(format!("zkw lock exited with {}: {first}", output.status.code().map_or("a signal".to_owned(), |c| c.to_string())))
+    Err(format!(
+        "zkw lock exited with {}: {first}",
+        output
+            .status
+            .code()
+            .map_or("a signal".to_owned(), |c| c.to_string())
+    ))
 }
 
 /// Kills the leader once half the acquisitions are done, then times the election.
-async fn kill_leader_midway(ensemble: Arc<StdMutex<ZkEnsemble>>, progress: Arc<Progress>, total: usize) {
-    while progress.done.load(Ordering::Relaxed) + progress.failed.load(Ordering::Relaxed) < total / 2 {
+async fn kill_leader_midway(
+    ensemble: Arc<StdMutex<ZkEnsemble>>,
+    progress: Arc<Progress>,
+    total: usize,
+) {
+    while progress.done.load(Ordering::Relaxed) + progress.failed.load(Ordering::Relaxed)
+        < total / 2
+    {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let at = progress.done.load(Ordering::Relaxed);
@@ -207,7 +258,10 @@ async fn kill_leader_midway(ensemble: Arc<StdMutex<ZkEnsemble>>, progress: Arc<P
     })
     .await
     .unwrap_or_else(|e| format!("could not kill the leader: {e}"));
-    *progress.failover.lock().unwrap_or_else(PoisonError::into_inner) = Some(report);
+    *progress
+        .failover
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner) = Some(report);
 }
 
 /// Kills the current leader and waits (up to 20 s) for another one; describes what happened.
@@ -237,8 +291,13 @@ async fn show_progress(progress: Arc<Progress>, total: usize, started: Instant) 
     let mut last_quarter = 0;
     loop {
         let done = progress.done.load(Ordering::Relaxed);
-        let failover = progress.failover().unwrap_or_else(|| "leader still up".to_owned());
-        let line = format!("{done}/{total} acquisitions · {} · {failover}", show_duration(started.elapsed()));
+        let failover = progress
+            .failover()
+            .unwrap_or_else(|| "leader still up".to_owned());
+        let line = format!(
+            "{done}/{total} acquisitions · {} · {failover}",
+            show_duration(started.elapsed())
+        );
         let quarter = done * 4 / total.max(1);
         if terminal {
             let mut stderr = std::io::stderr().lock();
@@ -274,7 +333,13 @@ struct Report {
 }
 
 impl Report {
-    fn gather(settings: Settings, dir: &Path, progress: &Progress, analysis: Analysis, elapsed: Duration) -> Self {
+    fn gather(
+        settings: Settings,
+        dir: &Path,
+        progress: &Progress,
+        analysis: Analysis,
+        elapsed: Duration,
+    ) -> Self {
         Self {
             settings,
             analysis,
@@ -282,8 +347,14 @@ impl Report {
             violations: read(dir, "violations").lines().map(str::to_owned).collect(),
             retries: progress.retries.load(Ordering::Relaxed),
             failed: progress.failed.load(Ordering::Relaxed),
-            first_error: progress.first_error.lock().unwrap_or_else(PoisonError::into_inner).clone(),
-            failover: progress.failover().unwrap_or_else(|| "the leader was not killed".to_owned()),
+            first_error: progress
+                .first_error
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+            failover: progress
+                .failover()
+                .unwrap_or_else(|| "the leader was not killed".to_owned()),
             elapsed,
         }
     }
@@ -299,17 +370,25 @@ impl Report {
     }
 
     fn counter_matches(&self) -> bool {
-        usize::try_from(self.counter).is_ok_and(|c| c == self.analysis.acquisitions) && self.analysis.counts_sequential
+        usize::try_from(self.counter).is_ok_and(|c| c == self.analysis.acquisitions)
+            && self.analysis.counts_sequential
     }
 
     fn passed(&self) -> bool {
-        self.all_acquired() && self.exclusive() && self.analysis.tokens_increasing && self.counter_matches()
+        self.all_acquired()
+            && self.exclusive()
+            && self.analysis.tokens_increasing
+            && self.counter_matches()
     }
 
     fn lines(&self) -> Vec<String> {
         let a = &self.analysis;
         let p = |q| quantile(&a.handoffs, q).map_or_else(|| "-".to_owned(), show_duration);
-        let max = a.handoffs.iter().max().map_or_else(|| "-".to_owned(), |d| show_duration(*d));
+        let max = a
+            .handoffs
+            .iter()
+            .max()
+            .map_or_else(|| "-".to_owned(), |d| show_duration(*d));
         let mut lines = vec![
             format!(
                 "zkw demo: {} worker processes × {} rounds on a {NODES}-node ensemble, every hold through `zkw lock`",
@@ -331,8 +410,17 @@ impl Report {
                 self.first_error.as_deref().unwrap_or("-")
             ));
         }
-        lines.extend(self.violations.iter().take(5).map(|v| format!("  violation               {v}")));
-        lines.push(if self.passed() { "PASS: every invariant held".to_owned() } else { "FAIL: see the lines marked FAIL".to_owned() });
+        lines.extend(
+            self.violations
+                .iter()
+                .take(5)
+                .map(|v| format!("  violation               {v}")),
+        );
+        lines.push(if self.passed() {
+            "PASS: every invariant held".to_owned()
+        } else {
+            "FAIL: see the lines marked FAIL".to_owned()
+        });
         lines
     }
 }

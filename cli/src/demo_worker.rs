@@ -32,13 +32,27 @@ pub(crate) fn run(dir: &Path) -> Result<u8, Failure> {
     let token: i64 = std::env::var(FENCING_TOKEN_ENV)
         .ok()
         .and_then(|t| t.parse().ok())
-        .ok_or_else(|| Failure::new(FAILED, format!("{FENCING_TOKEN_ENV} is not set: run me under zkw lock")))?;
+        .ok_or_else(|| {
+            Failure::new(
+                FAILED,
+                format!("{FENCING_TOKEN_ENV} is not set: run me under zkw lock"),
+            )
+        })?;
     let enter = now_us();
     let marker = dir.join("inside");
-    match OpenOptions::new().write(true).create_new(true).open(&marker) {
-        Ok(mut file) => file.write_all(token.to_string().as_bytes()).map_err(io_failure)?,
+    match OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&marker)
+    {
+        Ok(mut file) => file
+            .write_all(token.to_string().as_bytes())
+            .map_err(io_failure)?,
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            record_violation(dir, &format!("overlap: token {token} entered while another holder was inside"))?;
+            record_violation(
+                dir,
+                &format!("overlap: token {token} entered while another holder was inside"),
+            )?;
             return Ok(VIOLATION);
         }
         Err(e) => return Err(io_failure(e)),
@@ -54,7 +68,11 @@ pub(crate) fn run(dir: &Path) -> Result<u8, Failure> {
             return Ok(VIOLATION);
         }
     };
-    append(&dir.join("log"), &format!("{count} {token} {enter} {exit}\n")).map_err(io_failure)?;
+    append(
+        &dir.join("log"),
+        &format!("{count} {token} {enter} {exit}\n"),
+    )
+    .map_err(io_failure)?;
     Ok(0)
 }
 
@@ -68,10 +86,14 @@ fn update_counter(dir: &Path, token: i64) -> Result<Result<u64, String>, Failure
     };
     let (count, last) = parse_counter(&text);
     if token <= last {
-        return Ok(Err(format!("stale token {token}: the resource has already seen {last}")));
+        return Ok(Err(format!(
+            "stale token {token}: the resource has already seen {last}"
+        )));
     }
     let tmp = dir.join("counter.tmp");
-    fs::write(&tmp, format!("{} {token}\n", count + 1)).and_then(|()| fs::rename(&tmp, &path)).map_err(io_failure)?;
+    fs::write(&tmp, format!("{} {token}\n", count + 1))
+        .and_then(|()| fs::rename(&tmp, &path))
+        .map_err(io_failure)?;
     Ok(Ok(count + 1))
 }
 
@@ -89,12 +111,18 @@ fn record_violation(dir: &Path, what: &str) -> Result<(), Failure> {
 
 /// Appends one line with a single write (`O_APPEND`: lines from several processes do not mix).
 fn append(path: &Path, line: &str) -> io::Result<()> {
-    OpenOptions::new().create(true).append(true).open(path)?.write_all(line.as_bytes())
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?
+        .write_all(line.as_bytes())
 }
 
 /// Wall-clock microseconds since the epoch (comparable across processes).
 pub(crate) fn now_us() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
 fn io_failure(e: io::Error) -> Failure {
@@ -158,14 +186,22 @@ pub(crate) fn analyse(mut sections: Vec<Section>) -> Analysis {
         .windows(2)
         .map(|w| Duration::from_micros(w[1].enter_us.saturating_sub(w[0].exit_us)))
         .collect();
-    Analysis { acquisitions: sections.len(), max_concurrent, tokens_increasing, counts_sequential, handoffs }
+    Analysis {
+        acquisitions: sections.len(),
+        max_concurrent,
+        tokens_increasing,
+        counts_sequential,
+        handoffs,
+    }
 }
 
 /// The largest number of intervals that contain a common instant (an exit at the same
 /// microsecond as an entry does not overlap it).
 fn max_overlap(sections: &[Section]) -> usize {
-    let mut edges: Vec<(u64, i32)> =
-        sections.iter().flat_map(|s| [(s.enter_us, 1), (s.exit_us, -1)]).collect();
+    let mut edges: Vec<(u64, i32)> = sections
+        .iter()
+        .flat_map(|s| [(s.enter_us, 1), (s.exit_us, -1)])
+        .collect();
     // Exits sort before entries at the same instant.
     edges.sort_unstable();
     let (mut inside, mut most) = (0i32, 0i32);
@@ -191,21 +227,37 @@ mod tests {
     use super::*;
 
     fn section(count: u64, token: i64, enter_us: u64, exit_us: u64) -> Section {
-        Section { count, token, enter_us, exit_us }
+        Section {
+            count,
+            token,
+            enter_us,
+            exit_us,
+        }
     }
 
     #[test]
     fn exclusive_run_passes() {
-        let a = analyse(vec![section(2, 20, 300, 400), section(1, 10, 100, 200), section(3, 30, 450, 500)]);
+        let a = analyse(vec![
+            section(2, 20, 300, 400),
+            section(1, 10, 100, 200),
+            section(3, 30, 450, 500),
+        ]);
         assert_eq!(a.acquisitions, 3);
         assert_eq!(a.max_concurrent, 1);
         assert!(a.tokens_increasing && a.counts_sequential);
-        assert_eq!(a.handoffs, [Duration::from_micros(100), Duration::from_micros(50)]);
+        assert_eq!(
+            a.handoffs,
+            [Duration::from_micros(100), Duration::from_micros(50)]
+        );
     }
 
     #[test]
     fn violations_are_seen() {
-        let a = analyse(vec![section(1, 10, 100, 300), section(2, 5, 200, 400), section(2, 30, 400, 500)]);
+        let a = analyse(vec![
+            section(1, 10, 100, 300),
+            section(2, 5, 200, 400),
+            section(2, 30, 400, 500),
+        ]);
         assert_eq!(a.max_concurrent, 2);
         assert!(!a.tokens_increasing);
         assert!(!a.counts_sequential);

@@ -7,17 +7,26 @@ use std::time::Duration;
 /// # Errors
 /// A message saying what is wrong.
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
     let scale = match unit {
         "ms" => 0.001,
         "" | "s" => 1.0,
         "m" | "min" => 60.0,
         "h" => 3600.0,
-        _ => return Err(format!("unknown unit {unit:?} in {text:?} (use ms, s, m or h)")),
+        _ => {
+            return Err(format!(
+                "unknown unit {unit:?} in {text:?} (use ms, s, m or h)"
+            ))
+        }
     };
-    let value: f64 = number.parse().map_err(|_| format!("not a duration: {text:?} (e.g. 500ms, 5s, 2m)"))?;
-    Duration::try_from_secs_f64(value * scale).map_err(|_| format!("duration out of range: {text:?}"))
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("not a duration: {text:?} (e.g. 500ms, 5s, 2m)"))?;
+    Duration::try_from_secs_f64(value * scale)
+        .map_err(|_| format!("duration out of range: {text:?}"))
 }
 
 /// A duration as a person would write it: `250ms`, `1.5s`, `90s`.

@@ -32,7 +32,10 @@ pub(crate) struct Failure {
 impl Failure {
     /// A failure with an exit code.
     pub(crate) fn new(code: u8, message: impl Into<String>) -> Self {
-        Self { code, message: one_line(&message.into()) }
+        Self {
+            code,
+            message: one_line(&message.into()),
+        }
     }
 
     /// A command-line error (exit code 2).
@@ -49,7 +52,10 @@ impl Failure {
     pub(crate) fn lock(context: &str, error: &LockError) -> Self {
         match error {
             LockError::Client(e) => Self::zk(context, e),
-            LockError::Timeout => Self::new(LOCK_TIMEOUT, format!("{context}: not acquired before the timeout")),
+            LockError::Timeout => Self::new(
+                LOCK_TIMEOUT,
+                format!("{context}: not acquired before the timeout"),
+            ),
             LockError::Lost(_) => Self::new(LOCK_LOST, format!("{context}: {error}")),
             other => Self::new(FAILED, format!("{context}: {other}")),
         }
@@ -72,7 +78,12 @@ fn zk_code(error: &Error) -> u8 {
 
 /// Keeps the first line of a message (errors are one line); empty stays empty (a silent exit).
 fn one_line(message: &str) -> String {
-    message.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default().to_owned()
+    message
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or_default()
+        .to_owned()
 }
 
 #[cfg(test)]
@@ -81,7 +92,10 @@ mod tests {
 
     #[test]
     fn codes_and_single_lines() {
-        assert_eq!(Failure::zk("/a", &Error::NoNode), Failure::new(FAILED, "/a: node does not exist"));
+        assert_eq!(
+            Failure::zk("/a", &Error::NoNode),
+            Failure::new(FAILED, "/a: node does not exist")
+        );
         assert_eq!(Failure::zk("/a", &Error::Timeout).code, UNAVAILABLE);
         assert_eq!(Failure::lock("/l", &LockError::Timeout).code, LOCK_TIMEOUT);
         assert_eq!(Failure::new(1, "first\nsecond").message, "first");

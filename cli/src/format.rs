@@ -44,7 +44,10 @@ pub(crate) fn stat_json(stat: &Stat) -> Json {
 pub(crate) fn data_json(data: &[u8]) -> (&'static str, Json) {
     match std::str::from_utf8(data) {
         Ok(text) => ("data", Json::str(text)),
-        Err(_) => ("data_hex", Json::Str(data.iter().map(|b| format!("{b:02x}")).collect())),
+        Err(_) => (
+            "data_hex",
+            Json::Str(data.iter().map(|b| format!("{b:02x}")).collect()),
+        ),
     }
 }
 
@@ -68,26 +71,45 @@ fn civil_date(days: i64) -> (i64, i64, i64) {
     let shifted = days + 719_468;
     let era = shifted.div_euclid(146_097);
     let day_of_era = shifted.rem_euclid(146_097);
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
     let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
     let month_from_march = (5 * day_of_year + 2) / 153;
     let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
-    let month = if month_from_march < 10 { month_from_march + 3 } else { month_from_march - 9 };
+    let month = if month_from_march < 10 {
+        month_from_march + 3
+    } else {
+        month_from_march - 9
+    };
     let year = year_of_era + era * 400 + i64::from(month <= 2);
     (year, month, day)
 }
 
 /// Permissions as ZooKeeper's letters, in its order: `cdrwa`.
 pub(crate) fn perms_letters(perms: Perms) -> String {
-    PERM_LETTERS.iter().filter(|(_, p)| perms.contains(*p)).map(|(c, _)| *c).collect()
+    PERM_LETTERS
+        .iter()
+        .filter(|(_, p)| perms.contains(*p))
+        .map(|(c, _)| *c)
+        .collect()
 }
 
-const PERM_LETTERS: [(char, Perms); 5] =
-    [('c', Perms::CREATE), ('d', Perms::DELETE), ('r', Perms::READ), ('w', Perms::WRITE), ('a', Perms::ADMIN)];
+const PERM_LETTERS: [(char, Perms); 5] = [
+    ('c', Perms::CREATE),
+    ('d', Perms::DELETE),
+    ('r', Perms::READ),
+    ('w', Perms::WRITE),
+    ('a', Perms::ADMIN),
+];
 
 /// An ACL entry as `scheme:id:perms` (the form `acl set` takes).
 pub(crate) fn acl_entry(acl: &Acl) -> String {
-    format!("{}:{}:{}", acl.id.scheme, acl.id.id, perms_letters(acl.perms))
+    format!(
+        "{}:{}:{}",
+        acl.id.scheme,
+        acl.id.id,
+        perms_letters(acl.perms)
+    )
 }
 
 /// An ACL entry as a JSON object.
@@ -109,7 +131,11 @@ pub(crate) fn parse_acl(spec: &str) -> Result<Vec<Acl>, Failure> {
 }
 
 fn parse_acl_entry(entry: &str) -> Result<Acl, Failure> {
-    let bad = |why: &str| Failure::usage(format!("bad ACL entry {entry:?}: {why} (expected scheme:id:perms, e.g. world:anyone:cdrwa)"));
+    let bad = |why: &str| {
+        Failure::usage(format!(
+            "bad ACL entry {entry:?}: {why} (expected scheme:id:perms, e.g. world:anyone:cdrwa)"
+        ))
+    };
     let (scheme, rest) = entry.split_once(':').ok_or_else(|| bad("no ':'"))?;
     let (id, letters) = rest.rsplit_once(':').ok_or_else(|| bad("no permissions"))?;
     if scheme.is_empty() {
@@ -117,7 +143,10 @@ fn parse_acl_entry(entry: &str) -> Result<Acl, Failure> {
     }
     let mut perms = Perms(0);
     for letter in letters.chars() {
-        let (_, p) = PERM_LETTERS.iter().find(|(c, _)| *c == letter).ok_or_else(|| bad("permissions are letters from cdrwa"))?;
+        let (_, p) = PERM_LETTERS
+            .iter()
+            .find(|(c, _)| *c == letter)
+            .ok_or_else(|| bad("permissions are letters from cdrwa"))?;
         perms = perms | *p;
     }
     Ok(Acl::new(perms, Id::new(scheme, id)))
@@ -137,9 +166,18 @@ mod tests {
 
     #[test]
     fn acl_round_trip() {
-        let acl = parse_acl("world:anyone:cdrwa,digest:bob:abc=:rw,auth::a,ip:10.0.0.0/8:r").unwrap_or_default();
+        let acl = parse_acl("world:anyone:cdrwa,digest:bob:abc=:rw,auth::a,ip:10.0.0.0/8:r")
+            .unwrap_or_default();
         let text: Vec<String> = acl.iter().map(acl_entry).collect();
-        assert_eq!(text, ["world:anyone:cdrwa", "digest:bob:abc=:rw", "auth::a", "ip:10.0.0.0/8:r"]);
+        assert_eq!(
+            text,
+            [
+                "world:anyone:cdrwa",
+                "digest:bob:abc=:rw",
+                "auth::a",
+                "ip:10.0.0.0/8:r"
+            ]
+        );
         assert_eq!(acl[0].perms, Perms::ALL);
         for bad in ["world", "world:anyone:x", ":x:r", ""] {
             assert!(parse_acl(bad).is_err(), "{bad}");

@@ -13,7 +13,8 @@ use std::time::Duration;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use zkwire::Client;
 use zkwire_recipes::{
-    Lease, LockError, LostReason, Mutex, MutexGuard, ReadGuard, RwLock, Semaphore, SemaphoreLimit, WriteGuard,
+    Lease, LockError, LostReason, Mutex, MutexGuard, ReadGuard, RwLock, Semaphore, SemaphoreLimit,
+    WriteGuard,
 };
 
 use crate::args::{check_path, Parsed};
@@ -120,7 +121,10 @@ async fn hold_and_run(
             return Err(Failure::new(signal_exit_code(name), format!("interrupted by SIG{name} while waiting for the {} on {}", kind.noun(), args.path)));
         }
     };
-    let env = [(FENCING_TOKEN_ENV, held.fencing_token().to_string()), (LOCK_NODE_ENV, held.path().to_owned())];
+    let env = [
+        (FENCING_TOKEN_ENV, held.fencing_token().to_string()),
+        (LOCK_NODE_ENV, held.path().to_owned()),
+    ];
     let mut running = match Running::spawn(&args.command, &env, args.foreground) {
         Ok(running) => running,
         Err(failure) => {
@@ -150,7 +154,9 @@ async fn supervise(
             name = signals.any() => forward(running, name, args.foreground),
         }
     };
-    let code = status.map(exit_code).map_err(|e| Failure::new(FAILED, format!("cannot wait for the command: {e}")))?;
+    let code = status
+        .map(exit_code)
+        .map_err(|e| Failure::new(FAILED, format!("cannot wait for the command: {e}")))?;
     // The verdict is about the command's run: was the hold intact when it exited?
     let intact = held.is_held();
     let released = tokio::time::timeout(g.session_timeout, held.release()).await;
@@ -162,7 +168,10 @@ async fn supervise(
             Ok(code)
         }
         (true, Err(_)) => {
-            out::note(&format!("could not release the {} in time; it is freed when the session ends", kind.noun()));
+            out::note(&format!(
+                "could not release the {} in time; it is freed when the session ends",
+                kind.noun()
+            ));
             Ok(code)
         }
         (false, released) => Err(Failure::new(
@@ -170,7 +179,10 @@ async fn supervise(
             format!(
                 "{} lost as the command exited ({}); it had exited with code {code}",
                 kind.noun(),
-                released.ok().and_then(Result::err).map_or_else(|| "hold no longer trusted".to_owned(), |e| lost_text(&e))
+                released
+                    .ok()
+                    .and_then(Result::err)
+                    .map_or_else(|| "hold no longer trusted".to_owned(), |e| lost_text(&e))
             ),
         )),
     }
@@ -192,7 +204,10 @@ async fn lost_while_running(
     // Best effort, briefly: the node may still exist (after a disconnection, say); if it
     // cannot be deleted now, it goes when the session expires.
     let _ = tokio::time::timeout(g.session_timeout.min(LOST_RELEASE_LIMIT), held.release()).await;
-    Err(Failure::new(LOCK_LOST, format!("{} lost ({reason}); {how}", kind.noun())))
+    Err(Failure::new(
+        LOCK_LOST,
+        format!("{} lost ({reason}); {how}", kind.noun()),
+    ))
 }
 
 fn lost_text(e: &LockError) -> String {
@@ -214,11 +229,21 @@ fn acquire_failure(args: &LockArgs, kind: Kind, error: &LockError) -> Failure {
     match (error, args.timeout) {
         (LockError::Timeout, Some(t)) => Failure::new(
             LOCK_TIMEOUT,
-            format!("{} on {} not acquired within {}", kind.noun(), args.path, show_duration(t)),
+            format!(
+                "{} on {} not acquired within {}",
+                kind.noun(),
+                args.path,
+                show_duration(t)
+            ),
         ),
-        (LockError::Client(e), _) if e.is_terminal() => {
-            Failure::new(UNAVAILABLE, format!("{}: the session ended while waiting for the {} ({e})", args.path, kind.noun()))
-        }
+        (LockError::Client(e), _) if e.is_terminal() => Failure::new(
+            UNAVAILABLE,
+            format!(
+                "{}: the session ended while waiting for the {} ({e})",
+                args.path,
+                kind.noun()
+            ),
+        ),
         _ => Failure::lock(&args.path, error),
     }
 }
@@ -289,14 +314,28 @@ impl Held {
 }
 
 /// Acquires the recipe `kind` on `path`, within `timeout` if given.
-async fn acquire(client: Client, path: String, kind: Kind, timeout: Option<Duration>) -> Result<Held, LockError> {
+async fn acquire(
+    client: Client,
+    path: String,
+    kind: Kind,
+    timeout: Option<Duration>,
+) -> Result<Held, LockError> {
     match (kind, timeout) {
         (Kind::Mutex, None) => Mutex::new(client, path).lock().await.map(Held::Mutex),
-        (Kind::Mutex, Some(t)) => Mutex::new(client, path).lock_timeout(t).await.map(Held::Mutex),
+        (Kind::Mutex, Some(t)) => Mutex::new(client, path)
+            .lock_timeout(t)
+            .await
+            .map(Held::Mutex),
         (Kind::Read, None) => RwLock::new(client, path).read().await.map(Held::Read),
-        (Kind::Read, Some(t)) => RwLock::new(client, path).read_timeout(t).await.map(Held::Read),
+        (Kind::Read, Some(t)) => RwLock::new(client, path)
+            .read_timeout(t)
+            .await
+            .map(Held::Read),
         (Kind::Write, None) => RwLock::new(client, path).write().await.map(Held::Write),
-        (Kind::Write, Some(t)) => RwLock::new(client, path).write_timeout(t).await.map(Held::Write),
+        (Kind::Write, Some(t)) => RwLock::new(client, path)
+            .write_timeout(t)
+            .await
+            .map(Held::Write),
         (Kind::Semaphore(n), t) => {
             let semaphore = Semaphore::new(client, path, SemaphoreLimit::Fixed(n));
             let lease = match t {
@@ -317,8 +356,14 @@ struct Signals {
 
 impl Signals {
     fn new() -> Result<Self, Failure> {
-        let listen = |kind| signal(kind).map_err(|e| Failure::new(FAILED, format!("cannot handle signals: {e}")));
-        Ok(Self { int: listen(SignalKind::interrupt())?, term: listen(SignalKind::terminate())?, hup: listen(SignalKind::hangup())? })
+        let listen = |kind| {
+            signal(kind).map_err(|e| Failure::new(FAILED, format!("cannot handle signals: {e}")))
+        };
+        Ok(Self {
+            int: listen(SignalKind::interrupt())?,
+            term: listen(SignalKind::terminate())?,
+            hup: listen(SignalKind::hangup())?,
+        })
     }
 
     /// The name of the next signal received (`INT`, `TERM` or `HUP`).

@@ -30,9 +30,17 @@ use fail::{Failure, FAILED};
 use lock::Kind;
 
 fn main() -> ExitCode {
-    let argv: Vec<String> = match std::env::args_os().skip(1).map(|a| a.into_string()).collect() {
+    let argv: Vec<String> = match std::env::args_os()
+        .skip(1)
+        .map(|a| a.into_string())
+        .collect()
+    {
         Ok(argv) => argv,
-        Err(bad) => return report(&Failure::usage(format!("argument is not valid UTF-8: {bad:?}"))),
+        Err(bad) => {
+            return report(&Failure::usage(format!(
+                "argument is not valid UTF-8: {bad:?}"
+            )))
+        }
     };
     match execute(&argv) {
         Ok(code) => ExitCode::from(code),
@@ -101,6 +109,8 @@ async fn dispatch(verb: &str, g: &Global, p: &Parsed) -> Result<u8, Failure> {
         "sem" => lock::run(g, p, Kind::Semaphore(lock::leases(p)?)).await,
         "sandbox" => done(sandbox::sandbox(g, p).await),
         "demo" => demo::demo(p).await,
-        other => Err(Failure::usage(format!("unknown command {other:?} (see zkw --help)"))),
+        other => Err(Failure::usage(format!(
+            "unknown command {other:?} (see zkw --help)"
+        ))),
     }
 }

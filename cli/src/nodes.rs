@@ -19,8 +19,16 @@ pub(crate) async fn ls(g: &Global, p: &Parsed) -> Result<(), Failure> {
     let (recursive, with_stat) = (p.has("recursive"), p.has("stat"));
     let (listed, stat) = g
         .with_session(|client| async move {
-            let listed = if recursive { subtree(&client, &path).await? } else { children(&client, &path).await? };
-            let stat = if with_stat { Some(exists(&client, &path).await?) } else { None };
+            let listed = if recursive {
+                subtree(&client, &path).await?
+            } else {
+                children(&client, &path).await?
+            };
+            let stat = if with_stat {
+                Some(exists(&client, &path).await?)
+            } else {
+                None
+            };
             Ok((listed, stat))
         })
         .await?;
@@ -37,7 +45,10 @@ pub(crate) async fn ls(g: &Global, p: &Parsed) -> Result<(), Failure> {
 
 /// The children of `path`, sorted.
 async fn children(client: &Client, path: &str) -> Result<Vec<String>, Failure> {
-    let mut children = client.get_children(path).await.map_err(|e| Failure::zk(path, &e))?;
+    let mut children = client
+        .get_children(path)
+        .await
+        .map_err(|e| Failure::zk(path, &e))?;
     children.sort();
     Ok(children)
 }
@@ -82,10 +93,19 @@ async fn exists(client: &Client, path: &str) -> Result<Stat, Failure> {
 pub(crate) async fn get(g: &Global, p: &Parsed) -> Result<(), Failure> {
     let [path] = one_operand(p, "PATH")?;
     let (data, stat) = g
-        .with_session(|client| async move { client.get_data(&path).await.map_err(|e| Failure::zk(&path, &e)) })
+        .with_session(|client| async move {
+            client
+                .get_data(&path)
+                .await
+                .map_err(|e| Failure::zk(&path, &e))
+        })
         .await?;
     if g.json {
-        return out::json(&Json::Obj(vec![("path", Json::str(&p.operands[0])), data_json(&data), ("stat", stat_json(&stat))]));
+        return out::json(&Json::Obj(vec![
+            ("path", Json::str(&p.operands[0])),
+            data_json(&data),
+            ("stat", stat_json(&stat)),
+        ]));
     }
     out::bytes_line(&data)?;
     if p.has("stat") {
@@ -97,14 +117,19 @@ pub(crate) async fn get(g: &Global, p: &Parsed) -> Result<(), Failure> {
 /// `stat PATH`: the node's Stat.
 pub(crate) async fn stat(g: &Global, p: &Parsed) -> Result<(), Failure> {
     let [path] = one_operand(p, "PATH")?;
-    let stat = g.with_session(|client| async move { exists(&client, &path).await }).await?;
+    let stat = g
+        .with_session(|client| async move { exists(&client, &path).await })
+        .await?;
     print_stat(g, &p.operands[0], &stat, true)
 }
 
 /// A Stat as the result of a verb: JSON always, the human form only when `human`.
 fn print_stat(g: &Global, path: &str, stat: &Stat, human: bool) -> Result<(), Failure> {
     if g.json {
-        return out::json(&Json::obj([("path", Json::str(path)), ("stat", stat_json(stat))]));
+        return out::json(&Json::obj([
+            ("path", Json::str(path)),
+            ("stat", stat_json(stat)),
+        ]));
     }
     if human {
         return out::line(&stat_lines(stat));
@@ -119,7 +144,10 @@ pub(crate) async fn set(g: &Global, p: &Parsed) -> Result<(), Failure> {
     let data = data_argument(&data)?;
     let stat = g
         .with_session(|client| async move {
-            client.set_data(&path, &data, version).await.map_err(|e| Failure::zk(&path, &e))
+            client
+                .set_data(&path, &data, version)
+                .await
+                .map_err(|e| Failure::zk(&path, &e))
         })
         .await?;
     print_stat(g, &p.operands[0], &stat, false)
@@ -130,28 +158,43 @@ pub(crate) async fn create(g: &Global, p: &Parsed) -> Result<(), Failure> {
     let operands = p.operands_between(&["PATH"], &["DATA"])?;
     let path = operands[0].clone();
     check_path(&path, p.has("sequential"))?;
-    let data = operands.get(1).map(|d| data_argument(d)).transpose()?.unwrap_or_default();
+    let data = operands
+        .get(1)
+        .map(|d| data_argument(d))
+        .transpose()?
+        .unwrap_or_default();
     let options = create_options(p)?;
     let (created, stat) = g
         .with_session(|client| async move {
-            client.create(&path, &data, &options).await.map_err(|e| Failure::zk(&path, &e))
+            client
+                .create(&path, &data, &options)
+                .await
+                .map_err(|e| Failure::zk(&path, &e))
         })
         .await?;
     if g.json {
-        return out::json(&Json::obj([("path", Json::str(&created)), ("stat", stat_json(&stat))]));
+        return out::json(&Json::obj([
+            ("path", Json::str(&created)),
+            ("stat", stat_json(&stat)),
+        ]));
     }
     out::line(&created)
 }
 
 /// The create mode and TTL the flags ask for.
 fn create_options(p: &Parsed) -> Result<CreateOptions, Failure> {
-    let (ephemeral, sequential, container) = (p.has("ephemeral"), p.has("sequential"), p.has("container"));
+    let (ephemeral, sequential, container) =
+        (p.has("ephemeral"), p.has("sequential"), p.has("container"));
     let ttl = p.duration("ttl")?;
     if container && (ephemeral || sequential || ttl.is_some()) {
-        return Err(Failure::usage("-c (container) cannot be combined with -e, -s or --ttl"));
+        return Err(Failure::usage(
+            "-c (container) cannot be combined with -e, -s or --ttl",
+        ));
     }
     if ephemeral && ttl.is_some() {
-        return Err(Failure::usage("--ttl is for persistent nodes; it cannot be combined with -e"));
+        return Err(Failure::usage(
+            "--ttl is for persistent nodes; it cannot be combined with -e",
+        ));
     }
     let mode = match (container, ephemeral, sequential, ttl.is_some()) {
         (true, ..) => CreateMode::Container,
@@ -182,13 +225,20 @@ pub(crate) async fn rm(g: &Global, p: &Parsed) -> Result<(), Failure> {
             if recursive {
                 delete_subtree(&client, &path).await
             } else {
-                client.delete(&path, version).await.map(|()| 1).map_err(|e| Failure::zk(&path, &e))
+                client
+                    .delete(&path, version)
+                    .await
+                    .map(|()| 1)
+                    .map_err(|e| Failure::zk(&path, &e))
             }
         })
         .await?;
     if g.json {
         let deleted = i64::try_from(deleted).unwrap_or(i64::MAX);
-        return out::json(&Json::obj([("path", Json::str(&p.operands[0])), ("deleted", deleted.into())]));
+        return out::json(&Json::obj([
+            ("path", Json::str(&p.operands[0])),
+            ("deleted", deleted.into()),
+        ]));
     }
     Ok(())
 }
@@ -208,9 +258,15 @@ async fn delete_subtree(client: &Client, root: &str) -> Result<usize, Failure> {
 /// `sync PATH`: waits until the server we are connected to has caught up with the leader.
 pub(crate) async fn sync(g: &Global, p: &Parsed) -> Result<(), Failure> {
     let [path] = one_operand(p, "PATH")?;
-    g.with_session(|client| async move { client.sync(&path).await.map_err(|e| Failure::zk(&path, &e)) }).await?;
+    g.with_session(
+        |client| async move { client.sync(&path).await.map_err(|e| Failure::zk(&path, &e)) },
+    )
+    .await?;
     if g.json {
-        return out::json(&Json::obj([("path", Json::str(&p.operands[0])), ("synced", true.into())]));
+        return out::json(&Json::obj([
+            ("path", Json::str(&p.operands[0])),
+            ("synced", true.into()),
+        ]));
     }
     Ok(())
 }
@@ -219,16 +275,30 @@ pub(crate) async fn sync(g: &Global, p: &Parsed) -> Result<(), Failure> {
 pub(crate) async fn whoami(g: &Global, p: &Parsed) -> Result<(), Failure> {
     p.expect_operands(&[])?;
     let ids = g
-        .with_session(|client| async move { client.who_am_i().await.map_err(|e| Failure::zk("whoami", &e)) })
+        .with_session(|client| async move {
+            client
+                .who_am_i()
+                .await
+                .map_err(|e| Failure::zk("whoami", &e))
+        })
         .await?;
     if g.json {
         let items = ids
             .iter()
-            .map(|i| Json::obj([("scheme", Json::str(&i.auth_scheme)), ("user", Json::str(&i.user))]))
+            .map(|i| {
+                Json::obj([
+                    ("scheme", Json::str(&i.auth_scheme)),
+                    ("user", Json::str(&i.user)),
+                ])
+            })
             .collect();
         return out::json(&Json::Arr(items));
     }
-    out::lines(&ids.iter().map(|i| format!("{}:{}", i.auth_scheme, i.user)).collect::<Vec<_>>())
+    out::lines(
+        &ids.iter()
+            .map(|i| format!("{}:{}", i.auth_scheme, i.user))
+            .collect::<Vec<_>>(),
+    )
 }
 
 /// `acl get PATH` / `acl set PATH ACL [-v VERSION]`.
@@ -236,7 +306,9 @@ pub(crate) async fn acl(g: &Global, p: &Parsed) -> Result<(), Failure> {
     match p.operands.first().map(String::as_str) {
         Some("get") => acl_get(g, p).await,
         Some("set") => acl_set(g, p).await,
-        Some(other) => Err(Failure::usage(format!("acl takes get or set, not {other:?}"))),
+        Some(other) => Err(Failure::usage(format!(
+            "acl takes get or set, not {other:?}"
+        ))),
         None => Err(Failure::usage("missing operand get|set")),
     }
 }
@@ -244,12 +316,21 @@ pub(crate) async fn acl(g: &Global, p: &Parsed) -> Result<(), Failure> {
 async fn acl_get(g: &Global, p: &Parsed) -> Result<(), Failure> {
     let [_, path] = two_operands(p, "get", "PATH")?;
     let (acl, stat) = g
-        .with_session(|client| async move { client.get_acl(&path).await.map_err(|e| Failure::zk(&path, &e)) })
+        .with_session(|client| async move {
+            client
+                .get_acl(&path)
+                .await
+                .map_err(|e| Failure::zk(&path, &e))
+        })
         .await?;
     if g.json {
         let entries = Json::Arr(acl.iter().map(acl_json).collect());
         let path = Json::str(&p.operands[1]);
-        return out::json(&Json::obj([("path", path), ("acl", entries), ("aversion", stat.aversion.into())]));
+        return out::json(&Json::obj([
+            ("path", path),
+            ("acl", entries),
+            ("aversion", stat.aversion.into()),
+        ]));
     }
     out::lines(&acl.iter().map(acl_entry).collect::<Vec<_>>())
 }
@@ -261,7 +342,10 @@ async fn acl_set(g: &Global, p: &Parsed) -> Result<(), Failure> {
     let version = p.number::<i32>("version")?;
     let stat = g
         .with_session(|client| async move {
-            client.set_acl(&path, &acl, version).await.map_err(|e| Failure::zk(&path, &e))
+            client
+                .set_acl(&path, &acl, version)
+                .await
+                .map_err(|e| Failure::zk(&path, &e))
         })
         .await?;
     print_stat(g, &operands[1], &stat, false)
@@ -278,7 +362,10 @@ fn one_operand(p: &Parsed, name: &str) -> Result<[String; 1], Failure> {
 /// The two operands a verb takes; the one named PATH is checked.
 fn two_operands(p: &Parsed, first: &str, second: &str) -> Result<[String; 2], Failure> {
     let mut operands = p.expect_operands(&[first, second])?.into_iter();
-    let pair = [operands.next().unwrap_or_default(), operands.next().unwrap_or_default()];
+    let pair = [
+        operands.next().unwrap_or_default(),
+        operands.next().unwrap_or_default(),
+    ];
     for (name, value) in [first, second].iter().zip(&pair) {
         if *name == "PATH" {
             check_path(value, false)?;

@@ -22,7 +22,11 @@ pub(crate) fn line(text: &str) -> Result<(), Failure> {
 /// As [`line`].
 pub(crate) fn bytes_line(bytes: &[u8]) -> Result<(), Failure> {
     let mut stdout = io::stdout().lock();
-    stdout.write_all(bytes).and_then(|()| stdout.write_all(b"\n")).and_then(|()| stdout.flush()).map_err(write_failure)
+    stdout
+        .write_all(bytes)
+        .and_then(|()| stdout.write_all(b"\n"))
+        .and_then(|()| stdout.flush())
+        .map_err(write_failure)
 }
 
 /// Writes a JSON document on one line.
@@ -46,7 +50,10 @@ fn write_failure(e: io::Error) -> Failure {
         // The reader has all it wanted: stop quietly.
         Failure::new(BROKEN_PIPE, "")
     } else {
-        Failure::new(crate::fail::FAILED, format!("cannot write to standard output: {e}"))
+        Failure::new(
+            crate::fail::FAILED,
+            format!("cannot write to standard output: {e}"),
+        )
     }
 }
 

@@ -54,12 +54,18 @@ pub(crate) async fn sandbox(g: &Global, p: &Parsed) -> Result<(), Failure> {
     p.expect_operands(&[])?;
     let nodes = p.number::<usize>("ensemble")?.unwrap_or(1);
     if !(1..=MAX_ENSEMBLE).contains(&nodes) {
-        return Err(Failure::usage(format!("--ensemble takes 1 to {MAX_ENSEMBLE} servers")));
+        return Err(Failure::usage(format!(
+            "--ensemble takes 1 to {MAX_ENSEMBLE} servers"
+        )));
     }
     // Ctrl-C during the start still stops cleanly: the handler is in place first.
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
-    let what = if nodes == 1 { "a standalone server".to_owned() } else { format!("a {nodes}-node ensemble") };
+    let what = if nodes == 1 {
+        "a standalone server".to_owned()
+    } else {
+        format!("a {nodes}-node ensemble")
+    };
     out::note(&format!("starting {what}…"));
     let local = tokio::select! {
         local = Local::start(nodes) => local?,
@@ -67,12 +73,17 @@ pub(crate) async fn sandbox(g: &Global, p: &Parsed) -> Result<(), Failure> {
     };
     let connect = local.connect_string();
     let printed = if g.json {
-        out::json(&Json::obj([("connect_string", Json::str(&connect)), ("servers", i64::try_from(nodes).unwrap_or(0).into())]))
+        out::json(&Json::obj([
+            ("connect_string", Json::str(&connect)),
+            ("servers", i64::try_from(nodes).unwrap_or(0).into()),
+        ]))
     } else {
         out::line(&connect)
     };
     if printed.is_ok() {
-        out::note(&format!("{what} is running; try: zkw --server {connect} ls /   (Ctrl-C stops it)"));
+        out::note(&format!(
+            "{what} is running; try: zkw --server {connect} ls /   (Ctrl-C stops it)"
+        ));
         let _ = ctrl_c.await;
         out::note("stopping…");
     }

@@ -4,10 +4,26 @@ use crate::args::{switch, valued, VerbSpec};
 
 /// Every verb `zkw` knows (the hidden `__demo-worker` included).
 pub(crate) const VERBS: &[VerbSpec] = &[
-    VerbSpec { name: "ls", flags: &[switch(Some('R'), "recursive"), switch(Some('s'), "stat")], command_after: None },
-    VerbSpec { name: "get", flags: &[switch(Some('s'), "stat")], command_after: None },
-    VerbSpec { name: "stat", flags: &[], command_after: None },
-    VerbSpec { name: "set", flags: &[valued(Some('v'), "version")], command_after: None },
+    VerbSpec {
+        name: "ls",
+        flags: &[switch(Some('R'), "recursive"), switch(Some('s'), "stat")],
+        command_after: None,
+    },
+    VerbSpec {
+        name: "get",
+        flags: &[switch(Some('s'), "stat")],
+        command_after: None,
+    },
+    VerbSpec {
+        name: "stat",
+        flags: &[],
+        command_after: None,
+    },
+    VerbSpec {
+        name: "set",
+        flags: &[valued(Some('v'), "version")],
+        command_after: None,
+    },
     VerbSpec {
         name: "create",
         flags: &[
@@ -18,25 +34,80 @@ pub(crate) const VERBS: &[VerbSpec] = &[
         ],
         command_after: None,
     },
-    VerbSpec { name: "rm", flags: &[switch(Some('r'), "recursive"), valued(Some('v'), "version")], command_after: None },
-    VerbSpec { name: "watch", flags: &[switch(None, "recursive")], command_after: None },
-    VerbSpec { name: "acl", flags: &[valued(Some('v'), "version")], command_after: None },
-    VerbSpec { name: "sync", flags: &[], command_after: None },
-    VerbSpec { name: "whoami", flags: &[], command_after: None },
-    VerbSpec { name: "lock", flags: LOCK_FLAGS, command_after: Some(1) },
-    VerbSpec { name: "rlock", flags: LOCK_FLAGS, command_after: Some(1) },
-    VerbSpec { name: "wlock", flags: LOCK_FLAGS, command_after: Some(1) },
-    VerbSpec { name: "sem", flags: SEM_FLAGS, command_after: Some(1) },
-    VerbSpec { name: "sandbox", flags: &[valued(None, "ensemble")], command_after: None },
-    VerbSpec { name: "demo", flags: &[valued(None, "workers"), valued(None, "rounds")], command_after: None },
-    VerbSpec { name: "__demo-worker", flags: &[], command_after: None },
+    VerbSpec {
+        name: "rm",
+        flags: &[switch(Some('r'), "recursive"), valued(Some('v'), "version")],
+        command_after: None,
+    },
+    VerbSpec {
+        name: "watch",
+        flags: &[switch(None, "recursive")],
+        command_after: None,
+    },
+    VerbSpec {
+        name: "acl",
+        flags: &[valued(Some('v'), "version")],
+        command_after: None,
+    },
+    VerbSpec {
+        name: "sync",
+        flags: &[],
+        command_after: None,
+    },
+    VerbSpec {
+        name: "whoami",
+        flags: &[],
+        command_after: None,
+    },
+    VerbSpec {
+        name: "lock",
+        flags: LOCK_FLAGS,
+        command_after: Some(1),
+    },
+    VerbSpec {
+        name: "rlock",
+        flags: LOCK_FLAGS,
+        command_after: Some(1),
+    },
+    VerbSpec {
+        name: "wlock",
+        flags: LOCK_FLAGS,
+        command_after: Some(1),
+    },
+    VerbSpec {
+        name: "sem",
+        flags: SEM_FLAGS,
+        command_after: Some(1),
+    },
+    VerbSpec {
+        name: "sandbox",
+        flags: &[valued(None, "ensemble")],
+        command_after: None,
+    },
+    VerbSpec {
+        name: "demo",
+        flags: &[valued(None, "workers"), valued(None, "rounds")],
+        command_after: None,
+    },
+    VerbSpec {
+        name: "__demo-worker",
+        flags: &[],
+        command_after: None,
+    },
 ];
 
-const LOCK_FLAGS: &[crate::args::Flag] =
-    &[valued(None, "timeout"), valued(None, "kill-after"), switch(None, "foreground")];
+const LOCK_FLAGS: &[crate::args::Flag] = &[
+    valued(None, "timeout"),
+    valued(None, "kill-after"),
+    switch(None, "foreground"),
+];
 
-const SEM_FLAGS: &[crate::args::Flag] =
-    &[valued(None, "leases"), valued(None, "timeout"), valued(None, "kill-after"), switch(None, "foreground")];
+const SEM_FLAGS: &[crate::args::Flag] = &[
+    valued(None, "leases"),
+    valued(None, "timeout"),
+    valued(None, "kill-after"),
+    switch(None, "foreground"),
+];
 
 /// `zkw --help`.
 pub(crate) const MAIN: &str = "\

@@ -13,14 +13,25 @@ pub(crate) async fn watch(g: &Global, p: &Parsed) -> Result<(), Failure> {
     let path = p.expect_operands(&["PATH"])?.remove(0);
     check_path(&path, false)?;
     let recursive = p.has("recursive");
-    let mode = if recursive { AddWatchMode::PersistentRecursive } else { AddWatchMode::Persistent };
+    let mode = if recursive {
+        AddWatchMode::PersistentRecursive
+    } else {
+        AddWatchMode::Persistent
+    };
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     let client = g.connect().await?;
     let mut states = client.state_stream();
-    let mut events =
-        client.with_timeout(g.session_timeout).add_watch(&path, mode).await.map_err(|e| Failure::zk(&path, &e))?;
-    let scope = if recursive { " and everything under it" } else { "" };
+    let mut events = client
+        .with_timeout(g.session_timeout)
+        .add_watch(&path, mode)
+        .await
+        .map_err(|e| Failure::zk(&path, &e))?;
+    let scope = if recursive {
+        " and everything under it"
+    } else {
+        ""
+    };
     out::note(&format!("watching {path}{scope} (Ctrl-C to stop)"));
     let result = loop {
         tokio::select! {
@@ -44,7 +55,10 @@ pub(crate) async fn watch(g: &Global, p: &Parsed) -> Result<(), Failure> {
 }
 
 fn session_over(state: &str) -> Failure {
-    Failure::new(UNAVAILABLE, format!("the session ended ({state}); the watch is gone"))
+    Failure::new(
+        UNAVAILABLE,
+        format!("the session ended ({state}); the watch is gone"),
+    )
 }
 
 /// One event: `NodeDataChanged /path`, or a JSON object.

@@ -13,9 +13,14 @@ fn sandbox_round_trip(args: &[&str]) {
     all.extend_from_slice(args);
     let mut sandbox = command(&all).spawn().unwrap();
     let stdout = lines_of(sandbox.stdout.take().unwrap());
-    let connect = stdout.recv_timeout(Duration::from_secs(90)).expect("a connect string");
+    let connect = stdout
+        .recv_timeout(Duration::from_secs(90))
+        .expect("a connect string");
     assert!(connect.starts_with("127.0.0.1:"), "{connect}");
-    assert_eq!(zkw(&connect, &["create", "/made-in-sandbox", "yes"]).ok(), "/made-in-sandbox\n");
+    assert_eq!(
+        zkw(&connect, &["create", "/made-in-sandbox", "yes"]).ok(),
+        "/made-in-sandbox\n"
+    );
     assert_eq!(zkw(&connect, &["get", "/made-in-sandbox"]).ok(), "yes\n");
     signal(sandbox.id(), "INT");
     let out = finish(sandbox, Duration::from_secs(30));
@@ -37,7 +42,10 @@ fn sandbox_ensemble() {
 
 #[test]
 fn sandbox_rejects_bad_sizes() {
-    assert_eq!(run(&["sandbox", "--ensemble", "0"]).fails(2), "zkw: --ensemble takes 1 to 9 servers");
+    assert_eq!(
+        run(&["sandbox", "--ensemble", "0"]).fails(2),
+        "zkw: --ensemble takes 1 to 9 servers"
+    );
 }
 
 #[test]
@@ -52,7 +60,11 @@ fn small_demo_passes() {
         "hand-off latency        p50 ",
         "PASS: every invariant held",
     ] {
-        assert!(summary.contains(expected), "missing {expected:?} in:\n{summary}\n{}", out.stderr);
+        assert!(
+            summary.contains(expected),
+            "missing {expected:?} in:\n{summary}\n{}",
+            out.stderr
+        );
     }
     assert!(summary.contains("killed after"), "{summary}");
 }

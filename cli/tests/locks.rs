@@ -7,25 +7,57 @@ mod common;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{chroot, command, finish, lines_of, running, scratch, signal, wait_file, wait_line, zkw};
+use common::{
+    chroot, command, finish, lines_of, running, scratch, signal, wait_file, wait_line, zkw,
+};
 
 #[test]
 fn exit_codes_and_environment_pass_through() {
     let cs = chroot("cli-lock-codes");
-    let env = zkw(&cs, &["lock", "/l", "--", "sh", "-c", "echo \"$ZKW_FENCING_TOKEN $ZKW_LOCK_NODE\""]);
+    let env = zkw(
+        &cs,
+        &[
+            "lock",
+            "/l",
+            "--",
+            "sh",
+            "-c",
+            "echo \"$ZKW_FENCING_TOKEN $ZKW_LOCK_NODE\"",
+        ],
+    );
     let printed = env.ok().trim().to_owned();
     let (token, node) = printed.split_once(' ').unwrap();
     assert!(token.parse::<i64>().unwrap() > 0, "{printed}");
-    assert!(node.starts_with("/l/_c_") && node.contains("-lock-"), "{printed}");
+    assert!(
+        node.starts_with("/l/_c_") && node.contains("-lock-"),
+        "{printed}"
+    );
     // The node is gone once zkw exits.
     assert_eq!(zkw(&cs, &["ls", "/l"]).ok(), "");
-    assert_eq!(zkw(&cs, &["lock", "/l", "--", "sh", "-c", "exit 7"]).code, Some(7));
-    assert_eq!(zkw(&cs, &["lock", "/l", "--", "sh", "-c", "kill -KILL $$"]).code, Some(128 + 9));
+    assert_eq!(
+        zkw(&cs, &["lock", "/l", "--", "sh", "-c", "exit 7"]).code,
+        Some(7)
+    );
+    assert_eq!(
+        zkw(&cs, &["lock", "/l", "--", "sh", "-c", "kill -KILL $$"]).code,
+        Some(128 + 9)
+    );
     // Without `--`, the command starts at the first operand after PATH.
-    assert_eq!(zkw(&cs, &["lock", "/l", "echo", "--timeout", "x"]).ok(), "--timeout x\n");
+    assert_eq!(
+        zkw(&cs, &["lock", "/l", "echo", "--timeout", "x"]).ok(),
+        "--timeout x\n"
+    );
     let missing = zkw(&cs, &["lock", "/l", "--", "/nonexistent/program"]);
-    assert!(missing.fails(127).contains("cannot run \"/nonexistent/program\""), "{missing:?}");
-    assert_eq!(zkw(&cs, &["lock", "/l", "--", "/etc/passwd"]).code, Some(126));
+    assert!(
+        missing
+            .fails(127)
+            .contains("cannot run \"/nonexistent/program\""),
+        "{missing:?}"
+    );
+    assert_eq!(
+        zkw(&cs, &["lock", "/l", "--", "/etc/passwd"]).code,
+        Some(126)
+    );
     assert_eq!(zkw(&cs, &["ls", "/l"]).ok(), "");
 }
 
@@ -42,20 +74,43 @@ fn lock_excludes_across_four_processes() {
             let (cs, dir) = (cs.clone(), dir.clone());
             thread::spawn(move || {
                 (0..3)
-                    .map(|_| zkw(&cs, &["lock", "/mutex", "--", "sh", "-c", script, dir.to_str().unwrap()]))
+                    .map(|_| {
+                        zkw(
+                            &cs,
+                            &[
+                                "lock",
+                                "/mutex",
+                                "--",
+                                "sh",
+                                "-c",
+                                script,
+                                dir.to_str().unwrap(),
+                            ],
+                        )
+                    })
                     .collect::<Vec<_>>()
             })
         })
         .collect();
     for worker in workers {
         for out in worker.join().unwrap() {
-            assert_eq!(out.code, Some(0), "a command found another holder inside: {out:?}");
+            assert_eq!(
+                out.code,
+                Some(0),
+                "a command found another holder inside: {out:?}"
+            );
         }
     }
-    let tokens: Vec<i64> =
-        std::fs::read_to_string(dir.join("tokens")).unwrap().lines().map(|t| t.parse().unwrap()).collect();
+    let tokens: Vec<i64> = std::fs::read_to_string(dir.join("tokens"))
+        .unwrap()
+        .lines()
+        .map(|t| t.parse().unwrap())
+        .collect();
     assert_eq!(tokens.len(), 12);
-    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "fencing tokens not increasing: {tokens:?}");
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "fencing tokens not increasing: {tokens:?}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -65,17 +120,36 @@ fn lost_lock_terminates_the_command() {
     let cs = chroot("cli-lock-lost");
     let dir = scratch("lost");
     let script = "echo $$ > \"$0/pid\"; echo \"$ZKW_LOCK_NODE\" > \"$0/node\"; exec sleep 60";
-    let holder = command(&["--server", &cs, "lock", "/lost", "--", "sh", "-c", script, dir.to_str().unwrap()])
-        .spawn()
-        .unwrap();
+    let holder = command(&[
+        "--server",
+        &cs,
+        "lock",
+        "/lost",
+        "--",
+        "sh",
+        "-c",
+        script,
+        dir.to_str().unwrap(),
+    ])
+    .spawn()
+    .unwrap();
     let node = wait_file(&dir.join("node"), Duration::from_secs(30));
-    let pid: u32 = wait_file(&dir.join("pid"), Duration::from_secs(5)).parse().unwrap();
+    let pid: u32 = wait_file(&dir.join("pid"), Duration::from_secs(5))
+        .parse()
+        .unwrap();
     assert!(running(pid));
     let deleted = Instant::now();
     zkw(&cs, &["rm", &node]).ok();
     let out = finish(holder, Duration::from_secs(30));
-    assert_eq!(out.fails(75), "zkw: lock lost (lock node deleted); terminated the command");
-    assert!(deleted.elapsed() < Duration::from_secs(5), "took {:?}", deleted.elapsed());
+    assert_eq!(
+        out.fails(75),
+        "zkw: lock lost (lock node deleted); terminated the command"
+    );
+    assert!(
+        deleted.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        deleted.elapsed()
+    );
     assert!(!running(pid), "the command survived");
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -87,18 +161,36 @@ fn lost_lock_kills_a_command_that_ignores_sigterm() {
     let dir = scratch("stubborn");
     let script = "trap '' TERM; sleep 60 & echo $! > \"$0/pid\"; echo \"$ZKW_LOCK_NODE\" > \"$0/node\"; wait";
     let holder = command(&[
-        "--server", &cs, "lock", "/stubborn", "--kill-after", "1s", "--", "sh", "-c", script, dir.to_str().unwrap(),
+        "--server",
+        &cs,
+        "lock",
+        "/stubborn",
+        "--kill-after",
+        "1s",
+        "--",
+        "sh",
+        "-c",
+        script,
+        dir.to_str().unwrap(),
     ])
     .spawn()
     .unwrap();
     let node = wait_file(&dir.join("node"), Duration::from_secs(30));
-    let grandchild: u32 = wait_file(&dir.join("pid"), Duration::from_secs(5)).parse().unwrap();
+    let grandchild: u32 = wait_file(&dir.join("pid"), Duration::from_secs(5))
+        .parse()
+        .unwrap();
     let deleted = Instant::now();
     zkw(&cs, &["rm", &node]).ok();
     let out = finish(holder, Duration::from_secs(30));
-    assert_eq!(out.fails(75), "zkw: lock lost (lock node deleted); killed the command (it outlived SIGTERM)");
+    assert_eq!(
+        out.fails(75),
+        "zkw: lock lost (lock node deleted); killed the command (it outlived SIGTERM)"
+    );
     let took = deleted.elapsed();
-    assert!(took >= Duration::from_millis(900) && took < Duration::from_secs(6), "took {took:?}");
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(6),
+        "took {took:?}"
+    );
     // The whole process group went, not only the direct child.
     thread::sleep(Duration::from_millis(200));
     assert!(!running(grandchild), "the command's child survived");
@@ -110,13 +202,27 @@ fn timeout_gives_up_with_73() {
     let cs = chroot("cli-lock-timeout");
     let dir = scratch("timeout");
     let holder = command(&[
-        "--server", &cs, "lock", "/busy", "--", "sh", "-c", "touch \"$0/held\"; sleep 3", dir.to_str().unwrap(),
+        "--server",
+        &cs,
+        "lock",
+        "/busy",
+        "--",
+        "sh",
+        "-c",
+        "touch \"$0/held\"; sleep 3",
+        dir.to_str().unwrap(),
     ])
     .spawn()
     .unwrap();
     wait_file_exists(&dir.join("held"));
-    let out = zkw(&cs, &["lock", "/busy", "--timeout", "500ms", "--", "echo", "never"]);
-    assert_eq!(out.fails(73), "zkw: lock on /busy not acquired within 500ms");
+    let out = zkw(
+        &cs,
+        &["lock", "/busy", "--timeout", "500ms", "--", "echo", "never"],
+    );
+    assert_eq!(
+        out.fails(73),
+        "zkw: lock on /busy not acquired within 500ms"
+    );
     assert!(out.elapsed < Duration::from_secs(3), "{out:?}");
     assert_eq!(finish(holder, Duration::from_secs(30)).code, Some(0));
     // Only the holder's node was ever left, and it is gone too.
@@ -129,25 +235,45 @@ fn ctrl_c_while_waiting_leaves_no_node() {
     let cs = chroot("cli-lock-ctrl-c");
     let dir = scratch("ctrl-c");
     let holder = command(&[
-        "--server", &cs, "lock", "/wait", "--", "sh", "-c", "touch \"$0/held\"; sleep 3", dir.to_str().unwrap(),
+        "--server",
+        &cs,
+        "lock",
+        "/wait",
+        "--",
+        "sh",
+        "-c",
+        "touch \"$0/held\"; sleep 3",
+        dir.to_str().unwrap(),
     ])
     .spawn()
     .unwrap();
     wait_file_exists(&dir.join("held"));
-    let mut waiter = command(&["--server", &cs, "lock", "/wait", "--", "echo", "never"]).spawn().unwrap();
+    let mut waiter = command(&["--server", &cs, "lock", "/wait", "--", "echo", "never"])
+        .spawn()
+        .unwrap();
     let stderr = lines_of(waiter.stderr.take().unwrap());
     // Wait until its node is queued behind the holder's.
     let deadline = Instant::now() + Duration::from_secs(20);
     while zkw(&cs, &["ls", "/wait"]).ok().lines().count() < 2 {
-        assert!(Instant::now() < deadline, "the second contender never queued");
+        assert!(
+            Instant::now() < deadline,
+            "the second contender never queued"
+        );
         thread::sleep(Duration::from_millis(50));
     }
     signal(waiter.id(), "INT");
     let out = finish(waiter, Duration::from_secs(15));
     assert_eq!(out.code, Some(130), "{out:?}");
     let line = wait_line(&stderr, "zkw:", Duration::from_secs(1));
-    assert_eq!(line, "zkw: interrupted by SIGINT while waiting for the lock on /wait");
-    assert_eq!(zkw(&cs, &["ls", "/wait"]).ok().lines().count(), 1, "the interrupted contender left its node");
+    assert_eq!(
+        line,
+        "zkw: interrupted by SIGINT while waiting for the lock on /wait"
+    );
+    assert_eq!(
+        zkw(&cs, &["ls", "/wait"]).ok().lines().count(),
+        1,
+        "the interrupted contender left its node"
+    );
     assert_eq!(finish(holder, Duration::from_secs(30)).code, Some(0));
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -157,12 +283,26 @@ fn sigterm_is_passed_to_the_command() {
     let cs = chroot("cli-lock-forward");
     let dir = scratch("forward");
     let script = "trap 'echo got-term; exit 3' TERM; touch \"$0/ready\"; sleep 30 & wait";
-    let mut holder =
-        command(&["--server", &cs, "lock", "/fwd", "--", "sh", "-c", script, dir.to_str().unwrap()]).spawn().unwrap();
+    let mut holder = command(&[
+        "--server",
+        &cs,
+        "lock",
+        "/fwd",
+        "--",
+        "sh",
+        "-c",
+        script,
+        dir.to_str().unwrap(),
+    ])
+    .spawn()
+    .unwrap();
     let stdout = lines_of(holder.stdout.take().unwrap());
     wait_file_exists(&dir.join("ready"));
     signal(holder.id(), "TERM");
-    assert_eq!(wait_line(&stdout, "got", Duration::from_secs(10)), "got-term");
+    assert_eq!(
+        wait_line(&stdout, "got", Duration::from_secs(10)),
+        "got-term"
+    );
     let out = finish(holder, Duration::from_secs(15));
     assert_eq!(out.code, Some(3), "{out:?}");
     assert_eq!(zkw(&cs, &["ls", "/fwd"]).ok(), "");
@@ -174,16 +314,53 @@ fn readers_share_and_writers_wait() {
     let cs = chroot("cli-rwlock");
     let dir = scratch("rwlock");
     let reader = command(&[
-        "--server", &cs, "rlock", "/rw", "--", "sh", "-c", "touch \"$0/reading\"; sleep 2", dir.to_str().unwrap(),
+        "--server",
+        &cs,
+        "rlock",
+        "/rw",
+        "--",
+        "sh",
+        "-c",
+        "touch \"$0/reading\"; sleep 2",
+        dir.to_str().unwrap(),
     ])
     .spawn()
     .unwrap();
     wait_file_exists(&dir.join("reading"));
-    let second = zkw(&cs, &["rlock", "/rw", "--timeout", "1s", "--", "echo", "second reader"]);
+    let second = zkw(
+        &cs,
+        &[
+            "rlock",
+            "/rw",
+            "--timeout",
+            "1s",
+            "--",
+            "echo",
+            "second reader",
+        ],
+    );
     assert_eq!(second.ok(), "second reader\n");
-    let writer = zkw(&cs, &["wlock", "/rw", "--timeout", "300ms", "--", "echo", "writer"]);
-    assert_eq!(writer.fails(73), "zkw: write lock on /rw not acquired within 300ms");
-    let waited = zkw(&cs, &["wlock", "/rw", "--timeout", "20s", "--", "sh", "-c", "echo $ZKW_FENCING_TOKEN"]);
+    let writer = zkw(
+        &cs,
+        &["wlock", "/rw", "--timeout", "300ms", "--", "echo", "writer"],
+    );
+    assert_eq!(
+        writer.fails(73),
+        "zkw: write lock on /rw not acquired within 300ms"
+    );
+    let waited = zkw(
+        &cs,
+        &[
+            "wlock",
+            "/rw",
+            "--timeout",
+            "20s",
+            "--",
+            "sh",
+            "-c",
+            "echo $ZKW_FENCING_TOKEN",
+        ],
+    );
     assert!(waited.ok().trim().parse::<i64>().is_ok(), "{waited:?}");
     assert_eq!(finish(reader, Duration::from_secs(30)).code, Some(0));
     let _ = std::fs::remove_dir_all(dir);
@@ -197,23 +374,64 @@ fn semaphore_admits_n_holders() {
     let script = "touch \"$0/in.$$\"; ls \"$0\" | grep -c '^in\\.' >> \"$0/seen\"; sleep 1.5; rm \"$0/in.$$\"";
     let holders: Vec<_> = (0..3)
         .map(|_| {
-            command(&["--server", &cs, "sem", "/sem", "--leases", "2", "--", "sh", "-c", script, dir.to_str().unwrap()])
-                .spawn()
-                .unwrap()
+            command(&[
+                "--server",
+                &cs,
+                "sem",
+                "/sem",
+                "--leases",
+                "2",
+                "--",
+                "sh",
+                "-c",
+                script,
+                dir.to_str().unwrap(),
+            ])
+            .spawn()
+            .unwrap()
         })
         .collect();
     for holder in holders {
         assert_eq!(finish(holder, Duration::from_secs(30)).code, Some(0));
     }
-    let seen: Vec<u32> =
-        std::fs::read_to_string(dir.join("seen")).unwrap().lines().map(|n| n.trim().parse().unwrap()).collect();
+    let seen: Vec<u32> = std::fs::read_to_string(dir.join("seen"))
+        .unwrap()
+        .lines()
+        .map(|n| n.trim().parse().unwrap())
+        .collect();
     assert_eq!(seen.len(), 3);
-    assert!(seen.iter().all(|&n| n <= 2), "more than 2 holders at once: {seen:?}");
-    assert_eq!(seen.iter().max(), Some(&2), "the two leases were never used at once: {seen:?}");
-    let busy = command(&["--server", &cs, "sem", "/sem", "--leases", "1", "--", "sleep", "2"]).spawn().unwrap();
+    assert!(
+        seen.iter().all(|&n| n <= 2),
+        "more than 2 holders at once: {seen:?}"
+    );
+    assert_eq!(
+        seen.iter().max(),
+        Some(&2),
+        "the two leases were never used at once: {seen:?}"
+    );
+    let busy = command(&[
+        "--server", &cs, "sem", "/sem", "--leases", "1", "--", "sleep", "2",
+    ])
+    .spawn()
+    .unwrap();
     thread::sleep(Duration::from_millis(700));
-    let refused = zkw(&cs, &["sem", "/sem", "--leases", "1", "--timeout", "300ms", "--", "true"]);
-    assert_eq!(refused.fails(73), "zkw: lease on /sem not acquired within 300ms");
+    let refused = zkw(
+        &cs,
+        &[
+            "sem",
+            "/sem",
+            "--leases",
+            "1",
+            "--timeout",
+            "300ms",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(
+        refused.fails(73),
+        "zkw: lease on /sem not acquired within 300ms"
+    );
     assert_eq!(finish(busy, Duration::from_secs(30)).code, Some(0));
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -221,7 +439,11 @@ fn semaphore_admits_n_holders() {
 fn wait_file_exists(path: &std::path::Path) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !path.exists() {
-        assert!(Instant::now() < deadline, "{} never appeared", path.display());
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
         thread::sleep(Duration::from_millis(20));
     }
 }

@@ -18,20 +18,39 @@ fn create_get_set_stat_ls_rm() {
     let stale = zkw(&cs, &["set", "/a", "again", "-v", "0"]);
     assert_eq!(stale.fails(1), "zkw: /a: version does not match");
     let stat = zkw(&cs, &["stat", "/a"]);
-    assert!(stat.ok().contains("dataVersion = 1\n") && stat.stdout.contains("dataLength = 5\n"), "{stat:?}");
+    assert!(
+        stat.ok().contains("dataVersion = 1\n") && stat.stdout.contains("dataLength = 5\n"),
+        "{stat:?}"
+    );
 
     zkw(&cs, &["create", "/a/b"]).ok();
     zkw(&cs, &["create", "/a/b/c", "deep"]).ok();
     zkw(&cs, &["create", "/a/x"]).ok();
     assert_eq!(zkw(&cs, &["ls", "/a"]).ok(), "b\nx\n");
-    assert_eq!(zkw(&cs, &["ls", "-R", "/a"]).ok(), "/a\n/a/b\n/a/b/c\n/a/x\n");
+    assert_eq!(
+        zkw(&cs, &["ls", "-R", "/a"]).ok(),
+        "/a\n/a/b\n/a/b/c\n/a/x\n"
+    );
     let with_stat = zkw(&cs, &["ls", "-s", "/a"]);
-    assert!(with_stat.ok().starts_with("b\nx\ncZxid = 0x") && with_stat.stdout.contains("numChildren = 2"), "{with_stat:?}");
+    assert!(
+        with_stat.ok().starts_with("b\nx\ncZxid = 0x")
+            && with_stat.stdout.contains("numChildren = 2"),
+        "{with_stat:?}"
+    );
 
-    assert_eq!(zkw(&cs, &["rm", "/a"]).fails(1), "zkw: /a: node has children");
+    assert_eq!(
+        zkw(&cs, &["rm", "/a"]).fails(1),
+        "zkw: /a: node has children"
+    );
     zkw(&cs, &["rm", "/a/x", "-v", "0"]).ok();
-    assert_eq!(zkw(&cs, &["rm", "-r", "/a", "--json"]).ok(), "{\"path\":\"/a\",\"deleted\":3}\n");
-    assert_eq!(zkw(&cs, &["get", "/a"]).fails(1), "zkw: /a: node does not exist");
+    assert_eq!(
+        zkw(&cs, &["rm", "-r", "/a", "--json"]).ok(),
+        "{\"path\":\"/a\",\"deleted\":3}\n"
+    );
+    assert_eq!(
+        zkw(&cs, &["get", "/a"]).fails(1),
+        "zkw: /a: node does not exist"
+    );
     assert_eq!(zkw(&cs, &["ls", "/"]).ok(), "");
 }
 
@@ -39,21 +58,43 @@ fn create_get_set_stat_ls_rm() {
 fn create_modes() {
     let cs = chroot("cli-modes");
     zkw(&cs, &["create", "/d"]).ok();
-    assert_eq!(zkw(&cs, &["create", "-s", "/d/seq-"]).ok(), "/d/seq-0000000000\n");
-    assert_eq!(zkw(&cs, &["create", "/d/seq-", "-s"]).ok(), "/d/seq-0000000001\n");
+    assert_eq!(
+        zkw(&cs, &["create", "-s", "/d/seq-"]).ok(),
+        "/d/seq-0000000000\n"
+    );
+    assert_eq!(
+        zkw(&cs, &["create", "/d/seq-", "-s"]).ok(),
+        "/d/seq-0000000001\n"
+    );
     // Ephemeral: gone when zkw's session closes, that is when it exits.
     assert_eq!(zkw(&cs, &["create", "-e", "/d/eph"]).ok(), "/d/eph\n");
-    assert!(zkw(&cs, &["create", "-es", "/d/eph-"]).ok().starts_with("/d/eph-00000000"));
+    assert!(zkw(&cs, &["create", "-es", "/d/eph-"])
+        .ok()
+        .starts_with("/d/eph-00000000"));
     zkw(&cs, &["create", "-c", "/d/box"]).ok();
     zkw(&cs, &["create", "--ttl", "1h", "/d/ttl"]).ok();
-    assert_eq!(zkw(&cs, &["ls", "/d"]).ok(), "box\nseq-0000000000\nseq-0000000001\nttl\n");
+    assert_eq!(
+        zkw(&cs, &["ls", "/d"]).ok(),
+        "box\nseq-0000000000\nseq-0000000001\nttl\n"
+    );
     // The server hides the container and TTL markers from clients (ephemeralOwner reads 0);
     // that it accepted createContainer and createTTL is what can be seen.
-    assert!(zkw(&cs, &["stat", "/d/box", "--json"]).ok().contains("\"ephemeral_owner\":0"));
-    assert_eq!(zkw(&cs, &["create", "/d/x", "-c", "-e"]).fails(2), "zkw: -c (container) cannot be combined with -e, -s or --ttl");
-    assert_eq!(zkw(&cs, &["create", "/d/x", "-e", "--ttl", "5s"]).fails(2), "zkw: --ttl is for persistent nodes; it cannot be combined with -e");
+    assert!(zkw(&cs, &["stat", "/d/box", "--json"])
+        .ok()
+        .contains("\"ephemeral_owner\":0"));
+    assert_eq!(
+        zkw(&cs, &["create", "/d/x", "-c", "-e"]).fails(2),
+        "zkw: -c (container) cannot be combined with -e, -s or --ttl"
+    );
+    assert_eq!(
+        zkw(&cs, &["create", "/d/x", "-e", "--ttl", "5s"]).fails(2),
+        "zkw: --ttl is for persistent nodes; it cannot be combined with -e"
+    );
     assert_eq!(zkw(&cs, &["create", "/d/x", "--ttl", "5q"]).code, Some(2));
-    assert_eq!(zkw(&cs, &["create", "/nope/x"]).fails(1), "zkw: /nope/x: node does not exist");
+    assert_eq!(
+        zkw(&cs, &["create", "/nope/x"]).fails(1),
+        "zkw: /nope/x: node does not exist"
+    );
 }
 
 #[test]
@@ -68,17 +109,26 @@ fn json_output_escapes_strings() {
     let ls = zkw(&cs, &["ls", "/", "--json"]);
     assert_eq!(ls.ok(), "{\"path\":\"/\",\"children\":[\"j\"]}\n");
     let created = zkw(&cs, &["create", "/k", "--json"]);
-    assert!(created.ok().starts_with("{\"path\":\"/k\",\"stat\":{"), "{created:?}");
+    assert!(
+        created.ok().starts_with("{\"path\":\"/k\",\"stat\":{"),
+        "{created:?}"
+    );
 }
 
 #[test]
 fn set_reads_standard_input() {
     let cs = chroot("cli-stdin");
     zkw(&cs, &["create", "/in"]).ok();
-    let mut child = command(&["--server", &cs, "set", "/in", "-"]).stdin(std::process::Stdio::piped()).spawn().unwrap();
+    let mut child = command(&["--server", &cs, "set", "/in", "-"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"piped\xffbytes").unwrap();
     finish(child, Duration::from_secs(30)).ok();
-    assert_eq!(zkw(&cs, &["get", "/in", "--json"]).ok().split(',').nth(1), Some("\"data_hex\":\"7069706564ff6279746573\""));
+    assert_eq!(
+        zkw(&cs, &["get", "/in", "--json"]).ok().split(',').nth(1),
+        Some("\"data_hex\":\"7069706564ff6279746573\"")
+    );
 }
 
 #[test]
@@ -91,28 +141,44 @@ fn acl_get_and_set() {
         zkw(&cs, &["acl", "get", "/p", "--json"]).ok(),
         "{\"path\":\"/p\",\"acl\":[{\"scheme\":\"world\",\"id\":\"anyone\",\"perms\":\"r\"}],\"aversion\":1}\n"
     );
-    assert_eq!(zkw(&cs, &["set", "/p", "y"]).fails(1), "zkw: /p: not authorized by the node's ACL");
+    assert_eq!(
+        zkw(&cs, &["set", "/p", "y"]).fails(1),
+        "zkw: /p: not authorized by the node's ACL"
+    );
     assert_eq!(zkw(&cs, &["get", "/p"]).ok(), "x\n");
     let bad = zkw(&cs, &["acl", "set", "/p", "world:anyone:xyz"]);
     assert!(bad.fails(2).contains("bad ACL entry"), "{bad:?}");
-    assert_eq!(zkw(&cs, &["acl", "frob", "/p"]).fails(2), "zkw: acl takes get or set, not \"frob\"");
+    assert_eq!(
+        zkw(&cs, &["acl", "frob", "/p"]).fails(2),
+        "zkw: acl takes get or set, not \"frob\""
+    );
 }
 
 #[test]
 fn sync_and_whoami() {
     let cs = chroot("cli-session");
     assert_eq!(zkw(&cs, &["sync", "/"]).ok(), "");
-    assert_eq!(zkw(&cs, &["sync", "/", "--json"]).ok(), "{\"path\":\"/\",\"synced\":true}\n");
+    assert_eq!(
+        zkw(&cs, &["sync", "/", "--json"]).ok(),
+        "{\"path\":\"/\",\"synced\":true}\n"
+    );
     assert_eq!(zkw(&cs, &["whoami"]).ok(), "ip:127.0.0.1\n");
     let digest = zkw(&cs, &["--auth", "digest:alice:secret", "whoami", "--json"]);
-    assert!(digest.ok().contains("{\"scheme\":\"digest\",\"user\":\"alice\"}"), "{digest:?}");
+    assert!(
+        digest
+            .ok()
+            .contains("{\"scheme\":\"digest\",\"user\":\"alice\"}"),
+        "{digest:?}"
+    );
 }
 
 #[test]
 fn watch_streams_events_until_ctrl_c() {
     let cs = chroot("cli-watch");
     zkw(&cs, &["create", "/w"]).ok();
-    let mut watcher = command(&["--server", &cs, "watch", "/w", "--recursive"]).spawn().unwrap();
+    let mut watcher = command(&["--server", &cs, "watch", "/w", "--recursive"])
+        .spawn()
+        .unwrap();
     let events = lines_of(watcher.stdout.take().unwrap());
     let notes = lines_of(watcher.stderr.take().unwrap());
     wait_line(&notes, "watching /w", Duration::from_secs(30));
@@ -131,22 +197,39 @@ fn watch_streams_events_until_ctrl_c() {
 #[test]
 fn watch_json_on_one_node() {
     let cs = chroot("cli-watch-json");
-    let mut watcher = command(&["--server", &cs, "--json", "watch", "/solo"]).spawn().unwrap();
+    let mut watcher = command(&["--server", &cs, "--json", "watch", "/solo"])
+        .spawn()
+        .unwrap();
     let events = lines_of(watcher.stdout.take().unwrap());
     let notes = lines_of(watcher.stderr.take().unwrap());
     wait_line(&notes, "watching /solo", Duration::from_secs(30));
     zkw(&cs, &["create", "/solo", "x"]).ok();
     let line = wait_line(&events, "solo", Duration::from_secs(10));
-    assert!(line.starts_with("{\"event\":\"NodeCreated\",\"path\":\"/solo\",\"zxid\":"), "{line}");
+    assert!(
+        line.starts_with("{\"event\":\"NodeCreated\",\"path\":\"/solo\",\"zxid\":"),
+        "{line}"
+    );
     signal(watcher.id(), "INT");
     assert_eq!(finish(watcher, Duration::from_secs(15)).code, Some(0));
 }
 
 #[test]
 fn unreachable_server_is_one_line_and_code_69() {
-    let out = run(&["--server", "127.0.0.1:1", "--session-timeout", "1s", "ls", "/"]);
+    let out = run(&[
+        "--server",
+        "127.0.0.1:1",
+        "--session-timeout",
+        "1s",
+        "ls",
+        "/",
+    ]);
     let line = out.fails(69);
-    assert!(line.starts_with("zkw: cannot connect to 127.0.0.1:1: no ZooKeeper server answered within 1.0s"), "{line}");
+    assert!(
+        line.starts_with(
+            "zkw: cannot connect to 127.0.0.1:1: no ZooKeeper server answered within 1.0s"
+        ),
+        "{line}"
+    );
     assert!(out.elapsed < Duration::from_secs(5), "{out:?}");
     // The environment variable is the fallback for --server.
     let mut env = command(&["--session-timeout", "500ms", "get", "/x"]);
@@ -160,31 +243,82 @@ fn bad_paths_and_command_lines_are_usage_errors() {
     // Checked before connecting: no server needed, no waiting.
     let unreachable = "127.0.0.1:1";
     let out = zkw(unreachable, &["get", "no-slash"]);
-    assert_eq!(out.fails(2), "zkw: invalid path \"no-slash\": path must start with '/'");
+    assert_eq!(
+        out.fails(2),
+        "zkw: invalid path \"no-slash\": path must start with '/'"
+    );
     assert!(out.elapsed < Duration::from_secs(2));
-    assert!(zkw(unreachable, &["ls", "/a//b"]).fails(2).starts_with("zkw: invalid path \"/a//b\""));
-    assert_eq!(zkw(unreachable, &["--session-timeout", "300ms", "rm", "/"]).code, Some(69));
-    assert_eq!(run(&["frobnicate"]).fails(2), "zkw: unknown command \"frobnicate\" (see zkw --help)");
+    assert!(zkw(unreachable, &["ls", "/a//b"])
+        .fails(2)
+        .starts_with("zkw: invalid path \"/a//b\""));
+    assert_eq!(
+        zkw(unreachable, &["--session-timeout", "300ms", "rm", "/"]).code,
+        Some(69)
+    );
+    assert_eq!(
+        run(&["frobnicate"]).fails(2),
+        "zkw: unknown command \"frobnicate\" (see zkw --help)"
+    );
     assert_eq!(run(&["ls"]).fails(2), "zkw: missing operand PATH");
-    assert_eq!(run(&["ls", "/", "/b"]).fails(2), "zkw: unexpected operand \"/b\"");
-    assert_eq!(run(&["ls", "-z", "/"]).fails(2), "zkw: unknown option -z for ls");
-    assert_eq!(run(&["set", "/a", "x", "-v"]).fails(2), "zkw: --version needs a value");
-    assert_eq!(run(&["set", "/a", "x", "-v", "two"]).fails(2), "zkw: --version: not a valid number: \"two\"");
+    assert_eq!(
+        run(&["ls", "/", "/b"]).fails(2),
+        "zkw: unexpected operand \"/b\""
+    );
+    assert_eq!(
+        run(&["ls", "-z", "/"]).fails(2),
+        "zkw: unknown option -z for ls"
+    );
+    assert_eq!(
+        run(&["set", "/a", "x", "-v"]).fails(2),
+        "zkw: --version needs a value"
+    );
+    assert_eq!(
+        run(&["set", "/a", "x", "-v", "two"]).fails(2),
+        "zkw: --version: not a valid number: \"two\""
+    );
     assert_eq!(run(&["--session-timeout", "soon", "ls", "/"]).code, Some(2));
-    assert_eq!(run(&["--server", "127.0.0.1:99999", "ls", "/"]).code, Some(2));
-    assert_eq!(run(&["lock", "/l"]).fails(2), "zkw: missing command to run (PATH -- CMD ARGS…)");
-    assert_eq!(run(&["sem", "/s", "--", "true"]).fails(2), "zkw: sem needs --leases N");
+    assert_eq!(
+        run(&["--server", "127.0.0.1:99999", "ls", "/"]).code,
+        Some(2)
+    );
+    assert_eq!(
+        run(&["lock", "/l"]).fails(2),
+        "zkw: missing command to run (PATH -- CMD ARGS…)"
+    );
+    assert_eq!(
+        run(&["sem", "/s", "--", "true"]).fails(2),
+        "zkw: sem needs --leases N"
+    );
 }
 
 #[test]
 fn help_texts() {
     let help = run(&["--help"]);
-    for verb in ["ls PATH", "get PATH", "stat PATH", "set PATH", "create PATH", "rm PATH", "watch PATH", "acl get", "sync PATH", "whoami", "lock PATH", "rlock PATH", "wlock PATH", "sem PATH", "sandbox", "demo"] {
+    for verb in [
+        "ls PATH",
+        "get PATH",
+        "stat PATH",
+        "set PATH",
+        "create PATH",
+        "rm PATH",
+        "watch PATH",
+        "acl get",
+        "sync PATH",
+        "whoami",
+        "lock PATH",
+        "rlock PATH",
+        "wlock PATH",
+        "sem PATH",
+        "sandbox",
+        "demo",
+    ] {
         assert!(help.ok().contains(verb), "{verb} missing from --help");
     }
     assert!(help.stdout.contains("75 lock lost"));
     let lock_help = run(&["lock", "--help"]);
-    assert!(lock_help.ok().contains("ZKW_FENCING_TOKEN") && lock_help.stdout.contains("--kill-after"));
+    assert!(
+        lock_help.ok().contains("ZKW_FENCING_TOKEN") && lock_help.stdout.contains("--kill-after")
+    );
     assert!(run(&["create", "-h"]).ok().starts_with("Usage: zkw create"));
     assert!(run(&["--version"]).ok().starts_with("zkw 0."));
     let bare = run(&[]);

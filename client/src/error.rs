@@ -214,7 +214,10 @@ impl Error {
     pub fn is_terminal(&self) -> bool {
         matches!(
             self,
-            Self::SessionExpired | Self::AuthFailed | Self::Closed | Self::SessionClosedRequireSaslAuth
+            Self::SessionExpired
+                | Self::AuthFailed
+                | Self::Closed
+                | Self::SessionClosedRequireSaslAuth
         )
     }
 }
@@ -290,8 +293,14 @@ mod tests {
     #[test]
     fn codes_map_to_variants_and_unknown_codes_survive() {
         assert_eq!(Error::from_code(ErrorCode::NoNode), Error::NoNode);
-        assert_eq!(Error::from_code(ErrorCode::SessionExpired), Error::SessionExpired);
-        assert_eq!(Error::from_code(ErrorCode::from_i32(-999)), Error::Server(-999));
+        assert_eq!(
+            Error::from_code(ErrorCode::SessionExpired),
+            Error::SessionExpired
+        );
+        assert_eq!(
+            Error::from_code(ErrorCode::from_i32(-999)),
+            Error::Server(-999)
+        );
     }
 
     #[test]

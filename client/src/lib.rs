@@ -19,22 +19,25 @@
 //! ```
 #![forbid(unsafe_code)]
 
-pub mod jute;
-pub mod proto;
 mod client;
 pub mod connect_string;
 pub mod driver;
 pub mod error;
-#[cfg(any(fuzzing, feature = "fuzzing"))] pub mod fuzzing;
+#[cfg(any(fuzzing, feature = "fuzzing"))]
+pub mod fuzzing;
+pub mod jute;
 pub mod path;
+pub mod proto;
 pub mod session;
 
 pub use client::{
-    Client, ClientBuilder, ClientStats, CreateOptions, OneshotWatcher, Op, OpResult, PersistentWatcher,
-    ReadOp, ReadResult, StateStream, StatsHandle, WatchedEvent,
+    Client, ClientBuilder, ClientStats, CreateOptions, OneshotWatcher, Op, OpResult,
+    PersistentWatcher, ReadOp, ReadResult, StateStream, StatsHandle, WatchedEvent,
 };
 pub use error::Error;
-pub use proto::{Acl, AddWatchMode, ClientInfo, CreateMode, EventType, Id, KeeperState, Perms, Stat, WatcherType};
+pub use proto::{
+    Acl, AddWatchMode, ClientInfo, CreateMode, EventType, Id, KeeperState, Perms, Stat, WatcherType,
+};
 pub use session::SessionState;
 
 /// The README's examples, compiled as doctests.

@@ -76,7 +76,11 @@ where
     T: Encode + Decode + PartialEq + Debug,
 {
     let bytes = v.to_bytes();
-    prop_assert_eq!(v.encoded_len(), bytes.len(), "encoded_len disagrees with to_bytes");
+    prop_assert_eq!(
+        v.encoded_len(),
+        bytes.len(),
+        "encoded_len disagrees with to_bytes"
+    );
     // `encode` appends exactly those bytes and leaves what was already there alone.
     let mut buf = BytesMut::from(&b"head"[..]);
     v.encode(&mut buf);
@@ -263,12 +267,26 @@ fn edit() -> impl Strategy<Value = Edit> {
 
 /// Replacement bytes biased towards the values that matter to jute: 0, 1, -1 and friends.
 fn edit_byte() -> impl Strategy<Value = u8> {
-    prop_oneof![Just(0u8), Just(1), Just(0x7f), Just(0x80), Just(0xff), any::<u8>()]
+    prop_oneof![
+        Just(0u8),
+        Just(1),
+        Just(0x7f),
+        Just(0x80),
+        Just(0xff),
+        any::<u8>()
+    ]
 }
 
 /// Replacement ints biased towards null (-1), bad lengths and small counts.
 fn edit_int() -> impl Strategy<Value = i32> {
-    prop_oneof![Just(-1i32), Just(-2), Just(i32::MIN), Just(i32::MAX), 0..=8i32, any::<i32>(),]
+    prop_oneof![
+        Just(-1i32),
+        Just(-2),
+        Just(i32::MIN),
+        Just(i32::MAX),
+        0..=8i32,
+        any::<i32>(),
+    ]
 }
 
 /// A valid encoding with some bytes overwritten and perhaps cut short.
@@ -462,30 +480,45 @@ fn acls() -> impl Strategy<Value = Vec<Acl>> {
 }
 
 fn connect_request() -> impl Strategy<Value = ConnectRequest> {
-    (any::<i32>(), any::<i64>(), any::<i32>(), any::<i64>(), bytes(), any::<bool>()).prop_map(
-        |(protocol_version, last_zxid_seen, timeout, session_id, passwd, read_only)| {
-            ConnectRequest {
+    (
+        any::<i32>(),
+        any::<i64>(),
+        any::<i32>(),
+        any::<i64>(),
+        bytes(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(protocol_version, last_zxid_seen, timeout, session_id, passwd, read_only)| {
+                ConnectRequest {
+                    protocol_version,
+                    last_zxid_seen,
+                    timeout,
+                    session_id,
+                    passwd,
+                    read_only,
+                }
+            },
+        )
+}
+
+fn connect_response() -> impl Strategy<Value = ConnectResponse> {
+    (
+        any::<i32>(),
+        any::<i32>(),
+        any::<i64>(),
+        bytes(),
+        option::of(any::<bool>()),
+    )
+        .prop_map(
+            |(protocol_version, timeout, session_id, passwd, read_only)| ConnectResponse {
                 protocol_version,
-                last_zxid_seen,
                 timeout,
                 session_id,
                 passwd,
                 read_only,
-            }
-        },
-    )
-}
-
-fn connect_response() -> impl Strategy<Value = ConnectResponse> {
-    (any::<i32>(), any::<i32>(), any::<i64>(), bytes(), option::of(any::<bool>())).prop_map(
-        |(protocol_version, timeout, session_id, passwd, read_only)| ConnectResponse {
-            protocol_version,
-            timeout,
-            session_id,
-            passwd,
-            read_only,
-        },
-    )
+            },
+        )
 }
 
 fn request_header() -> impl Strategy<Value = RequestHeader> {
@@ -517,13 +550,26 @@ fn who_am_i_response() -> impl Strategy<Value = WhoAmIResponse> {
 }
 
 fn create_request() -> impl Strategy<Value = CreateRequest> {
-    (string(), opt_bytes(), acls(), create_mode())
-        .prop_map(|(path, data, acl, mode)| CreateRequest { path, data, acl, mode })
+    (string(), opt_bytes(), acls(), create_mode()).prop_map(|(path, data, acl, mode)| {
+        CreateRequest {
+            path,
+            data,
+            acl,
+            mode,
+        }
+    })
 }
 
 fn create_ttl_request() -> impl Strategy<Value = CreateTtlRequest> {
-    (string(), opt_bytes(), acls(), create_mode(), any::<i64>())
-        .prop_map(|(path, data, acl, mode, ttl)| CreateTtlRequest { path, data, acl, mode, ttl })
+    (string(), opt_bytes(), acls(), create_mode(), any::<i64>()).prop_map(
+        |(path, data, acl, mode, ttl)| CreateTtlRequest {
+            path,
+            data,
+            acl,
+            mode,
+            ttl,
+        },
+    )
 }
 
 fn create_response() -> impl Strategy<Value = CreateResponse> {
@@ -661,23 +707,31 @@ fn set_watches() -> impl Strategy<Value = SetWatches> {
 }
 
 fn set_watches2() -> impl Strategy<Value = SetWatches2> {
-    (any::<i64>(), strings(), strings(), strings(), strings(), strings()).prop_map(
-        |(
-            relative_zxid,
-            data_watches,
-            exist_watches,
-            child_watches,
-            persistent_watches,
-            persistent_recursive_watches,
-        )| SetWatches2 {
-            relative_zxid,
-            data_watches,
-            exist_watches,
-            child_watches,
-            persistent_watches,
-            persistent_recursive_watches,
-        },
+    (
+        any::<i64>(),
+        strings(),
+        strings(),
+        strings(),
+        strings(),
+        strings(),
     )
+        .prop_map(
+            |(
+                relative_zxid,
+                data_watches,
+                exist_watches,
+                child_watches,
+                persistent_watches,
+                persistent_recursive_watches,
+            )| SetWatches2 {
+                relative_zxid,
+                data_watches,
+                exist_watches,
+                child_watches,
+                persistent_watches,
+                persistent_recursive_watches,
+            },
+        )
 }
 
 fn add_watch_request() -> impl Strategy<Value = AddWatchRequest> {

@@ -11,8 +11,8 @@ use zkwire::connect_string::HostPort;
 use zkwire::driver::Connect;
 use zkwire::jute::{encode_frame, Decode, Encode, FrameDecoder, Reader};
 use zkwire::proto::{
-    ConnectRequest, ConnectResponse, ErrorCode, GetDataRequest, GetDataResponse, OpCode, ReplyHeader,
-    RequestHeader, Stat,
+    ConnectRequest, ConnectResponse, ErrorCode, GetDataRequest, GetDataResponse, OpCode,
+    ReplyHeader, RequestHeader, Stat,
 };
 use zkwire::Client;
 
@@ -64,11 +64,18 @@ async fn serve(mut io: DuplexStream) {
         let mut r = Reader::new(&frame);
         let header = r.read::<RequestHeader>().unwrap();
         let mut out = BytesMut::new();
-        let reply = ReplyHeader { xid: header.xid, zxid: 7, err: ErrorCode::Ok };
+        let reply = ReplyHeader {
+            xid: header.xid,
+            zxid: 7,
+            err: ErrorCode::Ok,
+        };
         match header.op {
             OpCode::GetData => {
                 let request = GetDataRequest::decode_exact(&frame.slice(8..)).unwrap();
-                let body = GetDataResponse { data: Some(request.path.into_bytes().into()), stat: Stat::default() };
+                let body = GetDataResponse {
+                    data: Some(request.path.into_bytes().into()),
+                    stat: Stat::default(),
+                };
                 encode_frame(&mut out, |b| {
                     reply.encode(b);
                     body.encode(b);
@@ -90,7 +97,10 @@ async fn serve(mut io: DuplexStream) {
 #[tokio::test]
 async fn client_runs_over_an_in_memory_stream() {
     let pipes = Pipes::default();
-    let client = Client::builder().connect_with("fake-host:1/app", pipes.clone()).await.unwrap();
+    let client = Client::builder()
+        .connect_with("fake-host:1/app", pipes.clone())
+        .await
+        .unwrap();
     assert_eq!(client.session_id(), 0x42);
     let (data, _) = client.get_data("/x").await.unwrap();
     assert_eq!(&data[..], b"/app/x", "the chroot is added on the way out");

@@ -63,13 +63,19 @@ pub(crate) fn enqueue(client: &Client, job: Job) {
         return;
     }
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        tracing::warn!(?job, "no tokio runtime: the lock node stays until the session ends");
+        tracing::warn!(
+            ?job,
+            "no tokio runtime: the lock node stays until the session ends"
+        );
         return;
     };
     let start = {
         let mut queues = registry().lock().unwrap_or_else(PoisonError::into_inner);
         let queue = queues.entry(session).or_default();
-        queue.jobs.push_back(Queued { client: client.clone(), job });
+        queue.jobs.push_back(Queued {
+            client: client.clone(),
+            job,
+        });
         !std::mem::replace(&mut queue.running, true)
     };
     if start {
@@ -86,7 +92,10 @@ pub(crate) fn pending(session: i64) -> usize {
 
 async fn run(session: i64) {
     // Aborted with its runtime: let the next job start a new worker.
-    let mut running = Running { session, ended: false };
+    let mut running = Running {
+        session,
+        ended: false,
+    };
     loop {
         let next = {
             let mut queues = registry().lock().unwrap_or_else(PoisonError::into_inner);
@@ -98,7 +107,9 @@ async fn run(session: i64) {
             }
             next
         };
-        let Some(Queued { client, job }) = next else { return };
+        let Some(Queued { client, job }) = next else {
+            return;
+        };
         if let Err(e) = run_job(&client, &job).await {
             if e.is_terminal() {
                 // The session is over: every ephemeral node of it is gone already.

@@ -155,9 +155,21 @@ mod tests {
         assert!(!LockError::UpgradeRefused.is_retryable());
         assert!(!LockError::SequenceWrapped { name: "x".into() }.is_retryable());
         assert!(!LockError::ForeignChild { name: "x".into() }.is_retryable());
-        assert!(!LockError::TooManyLeases { requested: 3, max: 2 }.is_retryable());
-        assert!(!LockError::LimitMismatch { configured: 3, shared: 2 }.is_retryable());
+        assert!(!LockError::TooManyLeases {
+            requested: 3,
+            max: 2
+        }
+        .is_retryable());
+        assert!(!LockError::LimitMismatch {
+            configured: 3,
+            shared: 2
+        }
+        .is_retryable());
         assert!(!LockError::SharedCountMissing { path: "/c".into() }.is_retryable());
-        assert!(!LockError::BadSharedCount { path: "/c".into(), data: vec![1] }.is_retryable());
+        assert!(!LockError::BadSharedCount {
+            path: "/c".into(),
+            data: vec![1]
+        }
+        .is_retryable());
     }
 }

@@ -52,7 +52,9 @@ impl fmt::Display for Uuid {
 
 fn random_u64() -> u64 {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
     let mut hasher = RandomState::new().build_hasher();
     hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
     hasher.write_u128(nanos);
@@ -70,10 +72,20 @@ mod tests {
         let u = Uuid::new_v4().to_string();
         assert_eq!(u.len(), 36);
         let groups: Vec<&str> = u.split('-').collect();
-        assert_eq!(groups.iter().map(|g| g.len()).collect::<Vec<_>>(), [8, 4, 4, 4, 12]);
-        assert!(u.bytes().all(|b| b == b'-' || b.is_ascii_digit() || (b'a'..=b'f').contains(&b)), "{u}");
+        assert_eq!(
+            groups.iter().map(|g| g.len()).collect::<Vec<_>>(),
+            [8, 4, 4, 4, 12]
+        );
+        assert!(
+            u.bytes()
+                .all(|b| b == b'-' || b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+            "{u}"
+        );
         assert_eq!(&u[14..15], "4", "version nibble: {u}");
-        assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"), "variant nibble: {u}");
+        assert!(
+            matches!(&u[19..20], "8" | "9" | "a" | "b"),
+            "variant nibble: {u}"
+        );
     }
 
     #[test]
@@ -85,7 +97,11 @@ mod tests {
         let p = Uuid::new_v4().protected_prefix();
         assert_eq!(p.len(), 40);
         assert!(p.starts_with("_c_") && p.ends_with('-'), "{p}");
-        let shape = |s: &str| s.bytes().map(|b| if b == b'-' { '-' } else { 'x' }).collect::<String>();
+        let shape = |s: &str| {
+            s.bytes()
+                .map(|b| if b == b'-' { '-' } else { 'x' })
+                .collect::<String>()
+        };
         assert_eq!(shape(&p), shape("_c_f290140d-9856-42ad-b9bf-348ffc086062-"));
     }
 }

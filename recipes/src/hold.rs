@@ -32,8 +32,20 @@ impl Hold {
     /// Starts watching a node we were just granted.
     pub(crate) fn new(client: Client, node: Node, grace: Option<Duration>) -> Self {
         let (tx, rx) = watch::channel(None);
-        let monitor = tokio::spawn(monitor(client.clone(), node.path.clone(), node.stat.mzxid, grace, tx));
-        Self { client, node, lost: rx, monitor, armed: true }
+        let monitor = tokio::spawn(monitor(
+            client.clone(),
+            node.path.clone(),
+            node.stat.mzxid,
+            grace,
+            tx,
+        ));
+        Self {
+            client,
+            node,
+            lost: rx,
+            monitor,
+            armed: true,
+        }
     }
 
     pub(crate) fn is_held(&self) -> bool {
@@ -77,9 +89,11 @@ impl Hold {
                 Error::NoNode => Err(LockError::Lost(LostReason::NodeDeleted)),
                 other => Err(other.into()),
             },
-            Err(Error::MultiFailed { index, error }) => {
-                Err(Error::MultiFailed { index: index - 1, error }.into())
+            Err(Error::MultiFailed { index, error }) => Err(Error::MultiFailed {
+                index: index - 1,
+                error,
             }
+            .into()),
             Err(e) => Err(e.into()),
         }
     }
@@ -97,7 +111,9 @@ impl Hold {
                 // lock is caught below through `lost_before`.
                 Err(Error::NoNode) if attempt > 0 => break Ok(()),
                 Err(Error::NoNode) => break Err(LockError::Lost(LostReason::NodeDeleted)),
-                Err(e) if e.is_terminal() => break Err(LockError::Lost(LostReason::SessionEnded(ended(&e)))),
+                Err(e) if e.is_terminal() => {
+                    break Err(LockError::Lost(LostReason::SessionEnded(ended(&e))))
+                }
                 Err(e) if e.is_retryable() => {
                     tokio::time::sleep(backoff(attempt)).await;
                     attempt += 1;
@@ -135,7 +151,12 @@ async fn monitor(
     let _ = tx.send(Some(reason));
 }
 
-async fn watch_hold(client: &Client, path: &str, mzxid: i64, grace: Option<Duration>) -> LostReason {
+async fn watch_hold(
+    client: &Client,
+    path: &str,
+    mzxid: i64,
+    grace: Option<Duration>,
+) -> LostReason {
     // Subscribe first, then read the state: no change can slip between the two.
     let mut states = client.state_stream();
     let mut disconnected_at = match client.state() {
@@ -179,9 +200,15 @@ async fn node_changed(client: &Client, path: &str, mzxid: i64) -> LostReason {
                     EventType::NodeDeleted => return LostReason::NodeDeleted,
                     EventType::NodeDataChanged => return LostReason::NodeChanged,
                     EventType::None => match event.state {
-                        KeeperState::Expired => return LostReason::SessionEnded(SessionState::Expired),
-                        KeeperState::AuthFailed => return LostReason::SessionEnded(SessionState::AuthFailed),
-                        KeeperState::Closed => return LostReason::SessionEnded(SessionState::Closed),
+                        KeeperState::Expired => {
+                            return LostReason::SessionEnded(SessionState::Expired)
+                        }
+                        KeeperState::AuthFailed => {
+                            return LostReason::SessionEnded(SessionState::AuthFailed)
+                        }
+                        KeeperState::Closed => {
+                            return LostReason::SessionEnded(SessionState::Closed)
+                        }
                         _ => {}
                     },
                     // Nothing else fires a data watch; re-arm.
@@ -208,7 +235,9 @@ async fn node_changed(client: &Client, path: &str, mzxid: i64) -> LostReason {
 fn grace_for(client: &Client, grace: Option<Duration>) -> Duration {
     grace.unwrap_or_else(|| {
         let (num, den) = DISCONNECT_GRACE_RATIO;
-        client.session_timeout().map_or(Duration::ZERO, |t| t * num / den)
+        client
+            .session_timeout()
+            .map_or(Duration::ZERO, |t| t * num / den)
     })
 }
 

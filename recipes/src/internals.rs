@@ -63,7 +63,11 @@ pub(crate) struct Node {
 
 impl Node {
     fn new(dir: &str, name: String, stat: Stat) -> Self {
-        Self { path: path::join(dir, &name), name, stat }
+        Self {
+            path: path::join(dir, &name),
+            name,
+            stat,
+        }
     }
 }
 
@@ -90,7 +94,9 @@ pub(crate) async fn acquire(
     let mut attempt = Attempt::new(dir);
     let run = attempt.run(contest, blocking);
     let result = match deadline {
-        Some(at) => tokio::time::timeout_at(at, run).await.unwrap_or(Err(LockError::Timeout)),
+        Some(at) => tokio::time::timeout_at(at, run)
+            .await
+            .unwrap_or(Err(LockError::Timeout)),
         None => run.await,
     };
     match result {
@@ -157,8 +163,14 @@ impl Attempt {
         const MAX_PARENT_ROUNDS: u32 = 16;
         let base = format!("{}{}", self.prefix, contest.marker);
         let (path, mode) = match &contest.tie {
-            Some(tie) => (path::join(&self.dir, &format!("{base}{}", tie.suffix)), CreateMode::Ephemeral),
-            None => (path::join(&self.dir, &base), CreateMode::EphemeralSequential),
+            Some(tie) => (
+                path::join(&self.dir, &format!("{base}{}", tie.suffix)),
+                CreateMode::Ephemeral,
+            ),
+            None => (
+                path::join(&self.dir, &base),
+                CreateMode::EphemeralSequential,
+            ),
         };
         let options = CreateOptions::new(mode).with_acl(self.options.acl.clone());
         let (mut retries, mut parent_rounds) = (0, 0);
@@ -272,7 +284,11 @@ impl Attempt {
                 Err(e) => return Err(e.into()),
             };
             self.delete_duplicates(&children, &ours).await;
-            let sorted = sort_children(children, contest.sort_markers, self.options.foreign_children)?;
+            let sorted = sort_children(
+                children,
+                contest.sort_markers,
+                self.options.foreign_children,
+            )?;
             match (contest.predicate)(&sorted, &ours) {
                 Decision::Held => return Ok(true),
                 Decision::Missing => {
@@ -302,7 +318,9 @@ impl Attempt {
     /// Our node by guid, after a sync: the first one our session owns; any other one with
     /// our guid and our session (a create that applied twice) is deleted.
     async fn find_ours(&mut self) -> Result<Option<Node>, LockError> {
-        let mut owned = owned_by_guid(&self.client, &self.dir, &self.prefix).await?.into_iter();
+        let mut owned = owned_by_guid(&self.client, &self.dir, &self.prefix)
+            .await?
+            .into_iter();
         let Some((name, stat)) = owned.next() else {
             return Ok(None);
         };
@@ -316,11 +334,17 @@ impl Attempt {
     /// Deletes children carrying our guid other than our node, if our session owns them
     /// (a late duplicate of a retried create: recipes.md §10 item 3c).
     pub(crate) async fn delete_duplicates(&mut self, children: &[String], ours: &str) {
-        if !children.iter().any(|c| c.starts_with(&self.prefix) && c != ours) {
+        if !children
+            .iter()
+            .any(|c| c.starts_with(&self.prefix) && c != ours)
+        {
             return;
         }
         let session = self.client.session_id();
-        for child in children.iter().filter(|c| c.starts_with(&self.prefix) && *c != ours) {
+        for child in children
+            .iter()
+            .filter(|c| c.starts_with(&self.prefix) && *c != ours)
+        {
             let child_path = path::join(&self.dir, child);
             // Best effort: a duplicate missed now is seen on the next scan or by the sweep.
             if let Ok(Some(stat)) = self.client.exists(&child_path).await {
@@ -389,7 +413,13 @@ impl Attempt {
     fn hand_off(&mut self) {
         if self.unsure {
             // Covers the node too: it carries the guid.
-            cleanup::enqueue(&self.client, Job::Sweep { dir: self.dir.clone(), prefix: self.prefix.clone() });
+            cleanup::enqueue(
+                &self.client,
+                Job::Sweep {
+                    dir: self.dir.clone(),
+                    prefix: self.prefix.clone(),
+                },
+            );
         } else if let Some(node) = &self.node {
             cleanup::enqueue(&self.client, Job::Delete(node.path.clone()));
         }
@@ -487,20 +517,33 @@ mod tests {
     use crate::sequence::{exclusive, MUTEX_MARKERS};
 
     fn mutex_contest() -> Contest {
-        Contest { marker: "lock-", sort_markers: MUTEX_MARKERS, predicate: exclusive, tie: None }
+        Contest {
+            marker: "lock-",
+            sort_markers: MUTEX_MARKERS,
+            predicate: exclusive,
+            tie: None,
+        }
     }
 
     async fn setup(name: &str) -> (Dir, Client) {
         let cs = fresh_chroot(name).await;
         let a = Client::connect(&cs).await.unwrap();
         let b = Client::connect(&cs).await.unwrap();
-        let dir = Dir { client: a, path: "/lock".into(), options: LockOptions::default() };
+        let dir = Dir {
+            client: a,
+            path: "/lock".into(),
+            options: LockOptions::default(),
+        };
         (dir, b)
     }
 
     async fn plant(client: &Client, prefix: &str) -> String {
         let opts = CreateOptions::new(CreateMode::EphemeralSequential);
-        client.create(&format!("/lock/{prefix}lock-"), b"", &opts).await.unwrap().0
+        client
+            .create(&format!("/lock/{prefix}lock-"), b"", &opts)
+            .await
+            .unwrap()
+            .0
     }
 
     async fn children(client: &Client) -> Vec<String> {
@@ -513,7 +556,9 @@ mod tests {
     async fn a_node_of_our_session_with_our_guid_is_adopted() {
         let (dir, _b) = setup("guid_adopt").await;
         let mut attempt = Attempt::new(&dir);
-        create_containers(&dir.client, "/lock", &dir.options).await.unwrap();
+        create_containers(&dir.client, "/lock", &dir.options)
+            .await
+            .unwrap();
         // As if an earlier create had applied but its reply was lost.
         let planted = plant(&dir.client, &attempt.prefix).await;
         attempt.unsure = true;
@@ -521,7 +566,11 @@ mod tests {
         let node = attempt.node.clone().unwrap();
         assert_eq!(node.path, planted, "adopted, not created again");
         assert_eq!(node.stat.ephemeral_owner, dir.client.session_id());
-        assert!(node.stat.czxid > 0, "the Stat comes from exists: {:?}", node.stat);
+        assert!(
+            node.stat.czxid > 0,
+            "the Stat comes from exists: {:?}",
+            node.stat
+        );
         assert_eq!(children(&dir.client).await.len(), 1);
         attempt.abandon().await;
         assert!(children(&dir.client).await.is_empty(), "abandon removed it");
@@ -531,7 +580,9 @@ mod tests {
     async fn a_node_of_another_session_with_our_guid_is_not_adopted() {
         let (dir, b) = setup("guid_foreign_session").await;
         let mut attempt = Attempt::new(&dir);
-        create_containers(&dir.client, "/lock", &dir.options).await.unwrap();
+        create_containers(&dir.client, "/lock", &dir.options)
+            .await
+            .unwrap();
         // Same guid, another session (an old session of ours, CURATOR-498, or an impostor).
         let theirs = plant(&b, &attempt.prefix).await;
         attempt.unsure = true;
@@ -539,30 +590,52 @@ mod tests {
         let ours = attempt.node.clone().unwrap();
         assert_ne!(ours.path, theirs);
         assert_eq!(ours.stat.ephemeral_owner, dir.client.session_id());
-        assert_eq!(children(&dir.client).await.len(), 2, "theirs untouched, ours created");
+        assert_eq!(
+            children(&dir.client).await.len(),
+            2,
+            "theirs untouched, ours created"
+        );
         // Abandoning sweeps by guid but only our session's nodes.
         attempt.abandon().await;
-        assert_eq!(children(&dir.client).await, vec![theirs.trim_start_matches("/lock/").to_owned()]);
+        assert_eq!(
+            children(&dir.client).await,
+            vec![theirs.trim_start_matches("/lock/").to_owned()]
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn duplicates_of_our_session_are_deleted() {
         let (dir, b) = setup("guid_duplicates").await;
         let mut attempt = Attempt::new(&dir);
-        create_containers(&dir.client, "/lock", &dir.options).await.unwrap();
+        create_containers(&dir.client, "/lock", &dir.options)
+            .await
+            .unwrap();
         let first = plant(&dir.client, &attempt.prefix).await;
         let _second = plant(&dir.client, &attempt.prefix).await;
         let theirs = plant(&b, &attempt.prefix).await;
         attempt.unsure = true;
         attempt.create(&mutex_contest()).await.unwrap();
-        assert_eq!(attempt.node.as_ref().unwrap().path, first, "the earliest one is kept");
+        assert_eq!(
+            attempt.node.as_ref().unwrap().path,
+            first,
+            "the earliest one is kept"
+        );
         let left = children(&dir.client).await;
         assert_eq!(left.len(), 2, "{left:?}");
-        assert!(left.iter().all(|c| first.ends_with(c.as_str()) || theirs.ends_with(c.as_str())), "{left:?}");
+        assert!(
+            left.iter()
+                .all(|c| first.ends_with(c.as_str()) || theirs.ends_with(c.as_str())),
+            "{left:?}"
+        );
 
         // The wait loop's scan also deletes a late duplicate.
         let late = plant(&dir.client, &attempt.prefix).await;
-        attempt.delete_duplicates(&children(&dir.client).await, &attempt.node.clone().unwrap().name).await;
+        attempt
+            .delete_duplicates(
+                &children(&dir.client).await,
+                &attempt.node.clone().unwrap().name,
+            )
+            .await;
         assert_eq!(dir.client.exists(&late).await.unwrap(), None);
         attempt.disarm();
     }
@@ -571,7 +644,9 @@ mod tests {
     async fn dropping_an_unsure_attempt_sweeps_its_guid_in_the_background() {
         let (dir, b) = setup("guid_sweep").await;
         let mut attempt = Attempt::new(&dir);
-        create_containers(&dir.client, "/lock", &dir.options).await.unwrap();
+        create_containers(&dir.client, "/lock", &dir.options)
+            .await
+            .unwrap();
         let ours = plant(&dir.client, &attempt.prefix).await;
         let theirs = plant(&b, &attempt.prefix).await;
         attempt.unsure = true;
@@ -582,7 +657,10 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert_eq!(dir.client.exists(&ours).await.unwrap(), None, "swept");
-        assert!(dir.client.exists(&theirs).await.unwrap().is_some(), "another session's node is kept");
+        assert!(
+            dir.client.exists(&theirs).await.unwrap().is_some(),
+            "another session's node is kept"
+        );
         assert_eq!(cleanup::pending(session), 0);
     }
 
@@ -594,7 +672,11 @@ mod tests {
     async fn missing_parents_are_created() {
         let cs = fresh_chroot("guid_parents").await;
         let a = Client::connect(&cs).await.unwrap();
-        let dir = Dir { client: a.clone(), path: "/x/y/z".into(), options: LockOptions::default() };
+        let dir = Dir {
+            client: a.clone(),
+            path: "/x/y/z".into(),
+            options: LockOptions::default(),
+        };
         let mut attempt = Attempt::new(&dir);
         attempt.create(&mutex_contest()).await.unwrap();
         let node = attempt.node.clone().unwrap();

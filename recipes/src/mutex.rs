@@ -67,7 +67,13 @@ impl Mutex {
 
     /// A mutex on `path` with `options` (node data, ACLs, foreign-child policy, grace).
     pub fn with_options(client: Client, path: impl Into<String>, options: LockOptions) -> Self {
-        Self { dir: Dir { client, path: path.into(), options } }
+        Self {
+            dir: Dir {
+                client,
+                path: path.into(),
+                options,
+            },
+        }
     }
 
     /// The lock directory.
@@ -112,7 +118,9 @@ impl Mutex {
     /// # Cancel safety
     /// As [`lock`](Self::lock).
     pub async fn lock_timeout(&self, timeout: Duration) -> Result<MutexGuard, LockError> {
-        self.acquire(true, Some(Instant::now() + timeout)).await?.ok_or(LockError::Timeout)
+        self.acquire(true, Some(Instant::now() + timeout))
+            .await?
+            .ok_or(LockError::Timeout)
     }
 
     async fn acquire(
@@ -128,7 +136,11 @@ impl Mutex {
         };
         match acquire(&self.dir, &contest, blocking, deadline).await? {
             Outcome::Held(node) => {
-                let hold = Hold::new(self.dir.client.clone(), node, self.dir.options.disconnect_grace);
+                let hold = Hold::new(
+                    self.dir.client.clone(),
+                    node,
+                    self.dir.options.disconnect_grace,
+                );
                 Ok(Some(MutexGuard { hold }))
             }
             Outcome::Busy => Ok(None),

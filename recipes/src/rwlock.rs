@@ -79,7 +79,14 @@ impl RwLock {
 
     /// A read/write lock on `path` with `options`.
     pub fn with_options(client: Client, path: impl Into<String>, options: LockOptions) -> Self {
-        Self { dir: Dir { client, path: path.into(), options }, held: Arc::default() }
+        Self {
+            dir: Dir {
+                client,
+                path: path.into(),
+                options,
+            },
+            held: Arc::default(),
+        }
     }
 
     /// The lock directory.
@@ -112,7 +119,9 @@ impl RwLock {
     /// # Errors
     /// [`LockError::Timeout`]; as [`read`](Self::read).
     pub async fn read_timeout(&self, timeout: Duration) -> Result<ReadGuard, LockError> {
-        self.read_inner(true, Some(Instant::now() + timeout)).await?.ok_or(LockError::Timeout)
+        self.read_inner(true, Some(Instant::now() + timeout))
+            .await?
+            .ok_or(LockError::Timeout)
     }
 
     /// Waits for the write lock.
@@ -125,7 +134,9 @@ impl RwLock {
     /// # Cancel safety
     /// Cancel safe: dropping the future removes its node.
     pub async fn write(&self) -> Result<WriteGuard, LockError> {
-        self.write_inner(true, None).await?.ok_or(LockError::Timeout)
+        self.write_inner(true, None)
+            .await?
+            .ok_or(LockError::Timeout)
     }
 
     /// The write lock if no one else holds or waits for the lock, without waiting.
@@ -141,7 +152,9 @@ impl RwLock {
     /// # Errors
     /// [`LockError::Timeout`]; as [`write`](Self::write).
     pub async fn write_timeout(&self, timeout: Duration) -> Result<WriteGuard, LockError> {
-        self.write_inner(true, Some(Instant::now() + timeout)).await?.ok_or(LockError::Timeout)
+        self.write_inner(true, Some(Instant::now() + timeout))
+            .await?
+            .ok_or(LockError::Timeout)
     }
 
     async fn read_inner(
@@ -150,7 +163,10 @@ impl RwLock {
         deadline: Option<Instant>,
     ) -> Result<Option<ReadGuard>, LockError> {
         let writer = self.lock_held().writer.clone();
-        let tie = writer.map(|(writer_path, suffix)| Tie { suffix, writer_path });
+        let tie = writer.map(|(writer_path, suffix)| Tie {
+            suffix,
+            writer_path,
+        });
         self.read_with(tie, blocking, deadline).await
     }
 
@@ -160,12 +176,23 @@ impl RwLock {
         blocking: bool,
         deadline: Option<Instant>,
     ) -> Result<Option<ReadGuard>, LockError> {
-        let contest = Contest { marker: READ_MARKER, sort_markers: RW_MARKERS, predicate: shared, tie };
+        let contest = Contest {
+            marker: READ_MARKER,
+            sort_markers: RW_MARKERS,
+            predicate: shared,
+            tie,
+        };
         let Some(hold) = self.acquire(&contest, blocking, deadline).await? else {
             return Ok(None);
         };
         self.lock_held().readers += 1;
-        Ok(Some(ReadGuard { hold, _registered: Registration { rw: self.clone(), writer_path: None } }))
+        Ok(Some(ReadGuard {
+            hold,
+            _registered: Registration {
+                rw: self.clone(),
+                writer_path: None,
+            },
+        }))
     }
 
     async fn write_inner(
@@ -182,15 +209,27 @@ impl RwLock {
                 return Err(LockError::Reentrant);
             }
         }
-        let contest =
-            Contest { marker: WRITE_MARKER, sort_markers: RW_MARKERS, predicate: exclusive, tie: None };
+        let contest = Contest {
+            marker: WRITE_MARKER,
+            sort_markers: RW_MARKERS,
+            predicate: exclusive,
+            tie: None,
+        };
         let Some(hold) = self.acquire(&contest, blocking, deadline).await? else {
             return Ok(None);
         };
-        let suffix = suffix_after(&hold.node().name, WRITE_MARKER).unwrap_or_default().to_owned();
+        let suffix = suffix_after(&hold.node().name, WRITE_MARKER)
+            .unwrap_or_default()
+            .to_owned();
         let path = hold.node().path.clone();
         self.lock_held().writer = Some((path.clone(), suffix));
-        Ok(Some(WriteGuard { hold, registered: Registration { rw: self.clone(), writer_path: Some(path) } }))
+        Ok(Some(WriteGuard {
+            hold,
+            registered: Registration {
+                rw: self.clone(),
+                writer_path: Some(path),
+            },
+        }))
     }
 
     async fn acquire(
@@ -199,12 +238,16 @@ impl RwLock {
         blocking: bool,
         deadline: Option<Instant>,
     ) -> Result<Option<Hold>, LockError> {
-        Ok(match acquire(&self.dir, contest, blocking, deadline).await? {
-            Outcome::Held(node) => {
-                Some(Hold::new(self.dir.client.clone(), node, self.dir.options.disconnect_grace))
-            }
-            Outcome::Busy => None,
-        })
+        Ok(
+            match acquire(&self.dir, contest, blocking, deadline).await? {
+                Outcome::Held(node) => Some(Hold::new(
+                    self.dir.client.clone(),
+                    node,
+                    self.dir.options.disconnect_grace,
+                )),
+                Outcome::Busy => None,
+            },
+        )
     }
 
     fn lock_held(&self) -> std::sync::MutexGuard<'_, Held> {
@@ -321,9 +364,18 @@ impl WriteGuard {
     /// [`LockError::Lost`] if our write node is gone; the client's errors.
     pub async fn downgrade_read(&self) -> Result<ReadGuard, LockError> {
         let node = self.hold.node();
-        let suffix = suffix_after(&node.name, WRITE_MARKER).unwrap_or_default().to_owned();
-        let tie = Tie { suffix, writer_path: node.path.clone() };
-        self.registered.rw.read_with(Some(tie), true, None).await?.ok_or(LockError::Timeout)
+        let suffix = suffix_after(&node.name, WRITE_MARKER)
+            .unwrap_or_default()
+            .to_owned();
+        let tie = Tie {
+            suffix,
+            writer_path: node.path.clone(),
+        };
+        self.registered
+            .rw
+            .read_with(Some(tie), true, None)
+            .await?
+            .ok_or(LockError::Timeout)
     }
 
     /// Downgrades: takes the read lock, then releases the write lock. No writer can get in

@@ -25,7 +25,12 @@ const LEASE_MARKERS: &[&str] = &[LEASE_MARKER];
 
 /// How a lease node is named (the predicate is unused: leases are counted, not ordered).
 fn lease_contest() -> Contest {
-    Contest { marker: LEASE_MARKER, sort_markers: LEASE_MARKERS, predicate: exclusive, tie: None }
+    Contest {
+        marker: LEASE_MARKER,
+        sort_markers: LEASE_MARKERS,
+        predicate: exclusive,
+        tie: None,
+    }
 }
 
 /// Where a [`Semaphore`]'s maximum number of leases comes from.
@@ -153,8 +158,17 @@ impl Semaphore {
     ) -> Self {
         let path = path.into();
         let locks = Mutex::with_options(client.clone(), path::join(&path, LOCKS), options.clone());
-        let leases = Dir { client, path: path::join(&path, LEASES), options };
-        Self { path, leases, locks, limit }
+        let leases = Dir {
+            client,
+            path: path::join(&path, LEASES),
+            options,
+        };
+        Self {
+            path,
+            leases,
+            locks,
+            limit,
+        }
     }
 
     /// The semaphore's directory.
@@ -191,7 +205,11 @@ impl Semaphore {
     ///
     /// # Cancel safety
     /// As [`acquire`](Self::acquire).
-    pub async fn acquire_timeout(&self, n: usize, timeout: Duration) -> Result<Vec<Lease>, LockError> {
+    pub async fn acquire_timeout(
+        &self,
+        n: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Lease>, LockError> {
         self.acquire_inner(n, Some(Instant::now() + timeout)).await
     }
 
@@ -203,7 +221,10 @@ impl Semaphore {
     /// # Cancel safety
     /// As [`acquire`](Self::acquire).
     pub async fn acquire_one(&self) -> Result<Lease, LockError> {
-        self.acquire_inner(1, None).await?.pop().ok_or(LockError::Timeout)
+        self.acquire_inner(1, None)
+            .await?
+            .pop()
+            .ok_or(LockError::Timeout)
     }
 
     /// One lease with a deadline: [`acquire_timeout(1, timeout)`](Self::acquire_timeout).
@@ -214,7 +235,10 @@ impl Semaphore {
     /// # Cancel safety
     /// As [`acquire`](Self::acquire).
     pub async fn acquire_one_timeout(&self, timeout: Duration) -> Result<Lease, LockError> {
-        self.acquire_inner(1, Some(Instant::now() + timeout)).await?.pop().ok_or(LockError::Timeout)
+        self.acquire_inner(1, Some(Instant::now() + timeout))
+            .await?
+            .pop()
+            .ok_or(LockError::Timeout)
     }
 
     /// The current limit: the fixed number, or the SharedCount node's value (checked against
@@ -239,7 +263,11 @@ impl Semaphore {
         }
     }
 
-    async fn acquire_inner(&self, n: usize, deadline: Option<Instant>) -> Result<Vec<Lease>, LockError> {
+    async fn acquire_inner(
+        &self,
+        n: usize,
+        deadline: Option<Instant>,
+    ) -> Result<Vec<Lease>, LockError> {
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -248,7 +276,11 @@ impl Semaphore {
         check_quantity(n, max)?;
         let locks = match deadline {
             Some(at) if at <= Instant::now() => return Err(LockError::Timeout),
-            Some(at) => self.locks.lock_timeout(at.saturating_duration_since(Instant::now())).await?,
+            Some(at) => {
+                self.locks
+                    .lock_timeout(at.saturating_duration_since(Instant::now()))
+                    .await?
+            }
             None => self.locks.lock().await?,
         };
         let mut leases = Vec::with_capacity(n);
@@ -271,10 +303,15 @@ impl Semaphore {
             let mut attempt = Attempt::new(&self.leases);
             match within(deadline, self.one_lease(&mut attempt, n)).await {
                 Ok(true) => {
-                    let Some(node) = attempt.node().cloned() else { continue };
+                    let Some(node) = attempt.node().cloned() else {
+                        continue;
+                    };
                     attempt.disarm();
-                    let hold =
-                        Hold::new(self.leases.client.clone(), node, self.leases.options.disconnect_grace);
+                    let hold = Hold::new(
+                        self.leases.client.clone(),
+                        node,
+                        self.leases.options.disconnect_grace,
+                    );
                     leases.push(Lease { hold });
                 }
                 // Our node vanished (deleted by someone): a new one, as Curator's
@@ -302,17 +339,17 @@ impl Semaphore {
         loop {
             let (max, limit_changed) = self.limit_and_watch().await?;
             check_quantity(requested, max)?;
-            let (children, _, children_changed) = match client.get_children_and_watch(&self.leases.path).await
-            {
-                Ok(listed) => listed,
-                Err(Error::NoNode) => return Ok(false),
-                Err(e) if e.is_retryable() => {
-                    tokio::time::sleep(backoff(retries)).await;
-                    retries += 1;
-                    continue;
-                }
-                Err(e) => return Err(e.into()),
-            };
+            let (children, _, children_changed) =
+                match client.get_children_and_watch(&self.leases.path).await {
+                    Ok(listed) => listed,
+                    Err(Error::NoNode) => return Ok(false),
+                    Err(e) if e.is_retryable() => {
+                        tokio::time::sleep(backoff(retries)).await;
+                        retries += 1;
+                        continue;
+                    }
+                    Err(e) => return Err(e.into()),
+                };
             attempt.delete_duplicates(&children, &ours).await;
             if !children.contains(&ours) {
                 tracing::debug!(node = ours, "our lease node vanished; creating a new one");
@@ -345,7 +382,10 @@ impl Semaphore {
                 let seed = Some((*max, &self.leases.options));
                 let (count, watcher) = read_count(client, shared_count, seed).await?;
                 if count != *max {
-                    return Err(LockError::LimitMismatch { configured: *max, shared: count });
+                    return Err(LockError::LimitMismatch {
+                        configured: *max,
+                        shared: count,
+                    });
                 }
                 Ok((count, Some(watcher)))
             }
@@ -423,7 +463,9 @@ async fn within<T>(
     fut: impl Future<Output = Result<T, LockError>>,
 ) -> Result<T, LockError> {
     match deadline {
-        Some(at) => tokio::time::timeout_at(at, fut).await.unwrap_or(Err(LockError::Timeout)),
+        Some(at) => tokio::time::timeout_at(at, fut)
+            .await
+            .unwrap_or(Err(LockError::Timeout)),
         None => fut.await,
     }
 }
@@ -490,9 +532,15 @@ async fn read_count(
     let mut retries = 0;
     loop {
         let error = match client.get_data_and_watch(count_path).await {
-            Ok((data, _, watcher)) => return decode_count(count_path, &data).map(|count| (count, watcher)),
+            Ok((data, _, watcher)) => {
+                return decode_count(count_path, &data).map(|count| (count, watcher))
+            }
             Err(Error::NoNode) => match seed {
-                None => return Err(LockError::SharedCountMissing { path: count_path.to_owned() }),
+                None => {
+                    return Err(LockError::SharedCountMissing {
+                        path: count_path.to_owned(),
+                    })
+                }
                 Some((max, options)) => match seed_count(client, count_path, max, options).await {
                     Ok(()) => continue,
                     Err(e) => e,
@@ -509,9 +557,15 @@ async fn read_count(
 }
 
 /// Creates the SharedCount node with `max` (someone else's seed is fine too).
-async fn seed_count(client: &Client, count_path: &str, max: u32, options: &LockOptions) -> Result<(), Error> {
+async fn seed_count(
+    client: &Client,
+    count_path: &str,
+    max: u32,
+    options: &LockOptions,
+) -> Result<(), Error> {
     let data = encode_count(max);
-    let persistent = CreateOptions::new(CreateMode::Persistent).with_acl(options.parent_acl.clone());
+    let persistent =
+        CreateOptions::new(CreateMode::Persistent).with_acl(options.parent_acl.clone());
     for _ in 0..16 {
         match client.create(count_path, &data, &persistent).await {
             Ok(_) | Err(Error::NodeExists) => return Ok(()),
@@ -533,7 +587,10 @@ fn encode_count(count: u32) -> [u8; 4] {
 
 /// Curator `SharedCount.fromBytes`, refusing what is not a 4-byte non-negative int.
 fn decode_count(count_path: &str, data: &[u8]) -> Result<u32, LockError> {
-    let bad = || LockError::BadSharedCount { path: count_path.to_owned(), data: data.to_vec() };
+    let bad = || LockError::BadSharedCount {
+        path: count_path.to_owned(),
+        data: data.to_vec(),
+    };
     let bytes: [u8; 4] = data.try_into().map_err(|_| bad())?;
     u32::try_from(i32::from_be_bytes(bytes)).map_err(|_| bad())
 }
@@ -549,10 +606,19 @@ mod tests {
         assert_eq!(encode_count(5), [0, 0, 0, 5]);
         assert_eq!(encode_count(0x0102_0304), [1, 2, 3, 4]);
         assert_eq!(decode_count("/c", &[0, 0, 1, 0]).unwrap(), 256);
-        for bad in [&b""[..], &[0, 0, 5][..], &[0, 0, 0, 0, 5][..], &[0xff, 0xff, 0xff, 0xff][..], b"5"] {
+        for bad in [
+            &b""[..],
+            &[0, 0, 5][..],
+            &[0, 0, 0, 0, 5][..],
+            &[0xff, 0xff, 0xff, 0xff][..],
+            b"5",
+        ] {
             assert_eq!(
                 decode_count("/c", bad),
-                Err(LockError::BadSharedCount { path: "/c".into(), data: bad.to_vec() }),
+                Err(LockError::BadSharedCount {
+                    path: "/c".into(),
+                    data: bad.to_vec()
+                }),
                 "{bad:?}"
             );
         }
@@ -561,7 +627,13 @@ mod tests {
     #[test]
     fn quantity_against_limit() {
         assert!(check_quantity(3, 3).is_ok());
-        assert_eq!(check_quantity(4, 3), Err(LockError::TooManyLeases { requested: 4, max: 3 }));
+        assert_eq!(
+            check_quantity(4, 3),
+            Err(LockError::TooManyLeases {
+                requested: 4,
+                max: 3
+            })
+        );
         assert!(check_quantity(1, 0).is_err());
         assert!(check_quantity(usize::MAX, u32::MAX).is_err());
     }

@@ -108,14 +108,20 @@ pub(crate) fn sort_children(
     let mut sorted = Vec::with_capacity(names.len());
     for name in names {
         let (key_at, found) = sort_key_at(&name, markers);
-        let seq = if found { name.get(key_at..).and_then(parse_sequence) } else { None };
+        let seq = if found {
+            name.get(key_at..).and_then(parse_sequence)
+        } else {
+            None
+        };
         match seq {
             Some(s) if s < 0 => return Err(LockError::SequenceWrapped { name }),
             Some(s) if s >= WRAP_WARNING => {
                 tracing::warn!(child = %name, "lock directory sequence is close to wrapping at 2^31");
             }
             Some(_) => {}
-            None if policy == ForeignChildPolicy::Reject => return Err(LockError::ForeignChild { name }),
+            None if policy == ForeignChildPolicy::Reject => {
+                return Err(LockError::ForeignChild { name })
+            }
             None => {}
         }
         sorted.push(Contender { name, key_at, seq });
@@ -134,7 +140,9 @@ pub(crate) fn exclusive(sorted: &[Contender], ours: &str) -> Decision {
     let Some(me) = sorted.iter().find(|c| c.name == ours) else {
         return Decision::Missing;
     };
-    let predecessor = sorted.iter().rfind(|c| c.name != ours && c.key().cmp(me.key()) != Ordering::Greater);
+    let predecessor = sorted
+        .iter()
+        .rfind(|c| c.name != ours && c.key().cmp(me.key()) != Ordering::Greater);
     match predecessor {
         None => Decision::Held,
         Some(p) => Decision::Wait(p.name.clone()),
@@ -148,7 +156,9 @@ pub(crate) fn shared(sorted: &[Contender], ours: &str) -> Decision {
     let Some(me) = sorted.iter().find(|c| c.name == ours) else {
         return Decision::Missing;
     };
-    let nearest_writer = sorted.iter().rfind(|c| c.name != ours && c.is_writer() && c.key() < me.key());
+    let nearest_writer = sorted
+        .iter()
+        .rfind(|c| c.name != ours && c.is_writer() && c.key() < me.key());
     match nearest_writer {
         None => Decision::Held,
         Some(w) => Decision::Wait(w.name.clone()),
@@ -220,29 +230,59 @@ mod tests {
         let kids = vec![format!("{U1}lock-0000000001"), "config".to_owned()];
         assert_eq!(
             sort_children(kids.clone(), MUTEX_MARKERS, ForeignChildPolicy::Reject),
-            Err(LockError::ForeignChild { name: "config".into() })
+            Err(LockError::ForeignChild {
+                name: "config".into()
+            })
         );
-        let counted =
-            sort_children(kids.clone(), MUTEX_MARKERS, ForeignChildPolicy::CountLikeCurator).unwrap();
+        let counted = sort_children(
+            kids.clone(),
+            MUTEX_MARKERS,
+            ForeignChildPolicy::CountLikeCurator,
+        )
+        .unwrap();
         // "0…" < "c…": the foreign child sorts after the lock node, keyed by its whole name.
-        assert_eq!(counted.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), [&kids[0], "config"]);
+        assert_eq!(
+            counted.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+            [&kids[0], "config"]
+        );
         assert_eq!(counted[1].seq, None);
         // A marker with a malformed tail, or a read/write node in a mutex dir, is foreign too.
-        for bad in ["lock-12", "lock-abcdefghij", "x-lock-00000000001", "_c_x-__WRIT__0000000001"] {
-            let r = sort_children(vec![bad.to_owned()], MUTEX_MARKERS, ForeignChildPolicy::Reject);
-            assert_eq!(r, Err(LockError::ForeignChild { name: bad.into() }), "{bad}");
+        for bad in [
+            "lock-12",
+            "lock-abcdefghij",
+            "x-lock-00000000001",
+            "_c_x-__WRIT__0000000001",
+        ] {
+            let r = sort_children(
+                vec![bad.to_owned()],
+                MUTEX_MARKERS,
+                ForeignChildPolicy::Reject,
+            );
+            assert_eq!(
+                r,
+                Err(LockError::ForeignChild { name: bad.into() }),
+                "{bad}"
+            );
         }
     }
 
     #[test]
     fn any_negative_suffix_is_a_wrap() {
-        let mixed = vec![format!("{U1}lock-0000000001"), format!("{U2}lock--2147483648")];
+        let mixed = vec![
+            format!("{U1}lock-0000000001"),
+            format!("{U2}lock--2147483648"),
+        ];
         assert_eq!(
             sort_children(mixed, MUTEX_MARKERS, ForeignChildPolicy::CountLikeCurator),
-            Err(LockError::SequenceWrapped { name: format!("{U2}lock--2147483648") })
+            Err(LockError::SequenceWrapped {
+                name: format!("{U2}lock--2147483648")
+            })
         );
         // Negatives only are mis-ordered as well: -2147483648 was created first but sorts last.
-        let negatives = vec![format!("{U1}lock--2147483647"), format!("{U2}lock--000000042")];
+        let negatives = vec![
+            format!("{U1}lock--2147483647"),
+            format!("{U2}lock--000000042"),
+        ];
         assert!(matches!(
             sort_children(negatives, MUTEX_MARKERS, ForeignChildPolicy::Reject),
             Err(LockError::SequenceWrapped { .. })
@@ -271,7 +311,11 @@ mod tests {
         let r4 = format!("{U2}__READ__0000000004");
         let kids = vec![r4.clone(), w3.clone(), r2.clone(), w1.clone()];
         let s = sort_children(kids, RW_MARKERS, ForeignChildPolicy::Reject).unwrap();
-        assert_eq!(shared(&s, &r4), Decision::Wait(w3.clone()), "nearest, not first, writer");
+        assert_eq!(
+            shared(&s, &r4),
+            Decision::Wait(w3.clone()),
+            "nearest, not first, writer"
+        );
         assert_eq!(shared(&s, &r2), Decision::Wait(w1.clone()));
         assert_eq!(exclusive(&s, &w1), Decision::Held);
         assert_eq!(exclusive(&s, &w3), Decision::Wait(r2.clone()));
@@ -284,22 +328,37 @@ mod tests {
             ForeignChildPolicy::Reject,
         )
         .unwrap();
-        assert_eq!(shared(&s, &tie), Decision::Held, "a tie with a writer does not block the reader");
+        assert_eq!(
+            shared(&s, &tie),
+            Decision::Held,
+            "a tie with a writer does not block the reader"
+        );
         assert_eq!(shared(&s, &r2), Decision::Wait(w1.clone()));
         // Once the writer is gone, the tie read node blocks later writers but not readers.
-        let s =
-            sort_children(vec![w3.clone(), tie.clone(), r2.clone()], RW_MARKERS, ForeignChildPolicy::Reject)
-                .unwrap();
+        let s = sort_children(
+            vec![w3.clone(), tie.clone(), r2.clone()],
+            RW_MARKERS,
+            ForeignChildPolicy::Reject,
+        )
+        .unwrap();
         assert_eq!(shared(&s, &r2), Decision::Held);
         assert_eq!(exclusive(&s, &w3), Decision::Wait(r2.clone()));
         // A writer tied with another node is never granted.
-        let s = sort_children(vec![w1.clone(), tie.clone()], RW_MARKERS, ForeignChildPolicy::Reject).unwrap();
+        let s = sort_children(
+            vec![w1.clone(), tie.clone()],
+            RW_MARKERS,
+            ForeignChildPolicy::Reject,
+        )
+        .unwrap();
         assert!(matches!(exclusive(&s, &w1), Decision::Wait(_)));
     }
 
     #[test]
     fn suffix_of_our_node() {
-        assert_eq!(suffix_after(&format!("{U1}__WRIT__0000000042"), WRITE_MARKER), Some("0000000042"));
+        assert_eq!(
+            suffix_after(&format!("{U1}__WRIT__0000000042"), WRITE_MARKER),
+            Some("0000000042")
+        );
         assert_eq!(suffix_after("__WRIT__42", WRITE_MARKER), None);
     }
 }

@@ -77,7 +77,10 @@ async fn contender(i: usize, cs: String, board: Arc<Board>) -> Client {
                         () = tokio::time::sleep(hold) => {}
                     }
                     board.holds.lock().unwrap().push((start, Instant::now(), i));
-                    let _ = board.holder.compare_exchange(i + 1, 0, Ordering::SeqCst, Ordering::SeqCst);
+                    let _ =
+                        board
+                            .holder
+                            .compare_exchange(i + 1, 0, Ordering::SeqCst, Ordering::SeqCst);
                 }
                 // While disconnected the delete waits for a connection; past T it is left
                 // to the background worker (or the end of the session).
@@ -124,7 +127,13 @@ async fn m19_mutex_chaos_light() {
     let contenders: Vec<_> = proxies
         .iter()
         .enumerate()
-        .map(|(i, p)| tokio::spawn(contender(i, format!("{}/{chroot}", p.connect_string()), board.clone())))
+        .map(|(i, p)| {
+            tokio::spawn(contender(
+                i,
+                format!("{}/{chroot}", p.connect_string()),
+                board.clone(),
+            ))
+        })
         .collect();
 
     // ZKWIRE_CHAOS_SEED=<n> replays another schedule.
@@ -140,8 +149,11 @@ async fn m19_mutex_chaos_light() {
         let holder = board.holder.load(Ordering::SeqCst).checked_sub(1);
         let any = rng.below(CONTENDERS as u64) as usize;
         // One proxy or, one time in three, all of them.
-        let targets: Vec<&FaultProxy> =
-            if rng.below(3) == 0 { proxies.iter().collect() } else { vec![&proxies[any]] };
+        let targets: Vec<&FaultProxy> = if rng.below(3) == 0 {
+            proxies.iter().collect()
+        } else {
+            vec![&proxies[any]]
+        };
         match rng.below(4) {
             0 => {
                 targets.iter().for_each(|p| p.cut_all());
@@ -218,12 +230,22 @@ async fn m19_mutex_chaos_light() {
         board.new_sessions.load(Ordering::SeqCst),
         overlaps.len()
     );
-    assert!(overlaps.is_empty(), "believed holds overlap (holder, intruder, overlap): {overlaps:?}");
+    assert!(
+        overlaps.is_empty(),
+        "believed holds overlap (holder, intruder, overlap): {overlaps:?}"
+    );
     let unexpected = board.unexpected.lock().unwrap().clone();
     assert!(unexpected.is_empty(), "acquires failed: {unexpected:?}");
-    assert!(cuts + blackholes + expiries + delays >= 6, "faults were injected");
+    assert!(
+        cuts + blackholes + expiries + delays >= 6,
+        "faults were injected"
+    );
     assert!(holds.len() > 100, "the lock was used");
-    let observer = Client::builder().with_session_timeout(T).connect(&cs).await.unwrap();
+    let observer = Client::builder()
+        .with_session_timeout(T)
+        .connect(&cs)
+        .await
+        .unwrap();
     let deadline = Instant::now() + 2 * T;
     let mut left = observer.get_children("/l").await.unwrap_or_default();
     while !left.is_empty() && Instant::now() < deadline {

@@ -14,7 +14,11 @@ use zkwire_testing::support::{fresh_chroot, kill_session};
 const T: Duration = Duration::from_secs(2);
 
 async fn connect(cs: &str) -> Client {
-    Client::builder().with_session_timeout(T).connect(cs).await.unwrap()
+    Client::builder()
+        .with_session_timeout(T)
+        .connect(cs)
+        .await
+        .unwrap()
 }
 
 async fn children(client: &Client, dir: &str) -> Vec<String> {
@@ -39,16 +43,30 @@ async fn proxied(name: &str) -> (String, FaultProxy, String) {
 async fn m16_create_reply_lost_is_recovered_by_guid() {
     let (cs, proxy, via) = proxied("recipes_m16").await;
     let observer = connect(&cs).await;
-    observer.create("/l", b"", &CreateOptions::new(CreateMode::Persistent)).await.unwrap();
+    observer
+        .create("/l", b"", &CreateOptions::new(CreateMode::Persistent))
+        .await
+        .unwrap();
     let a = connect(&via).await;
     let session = a.session_id();
     proxy.cut_after_request(OpCode::Create2, 1);
-    let guard = tokio::time::timeout(3 * T, Mutex::new(a.clone(), "/l").lock()).await.unwrap().unwrap();
+    let guard = tokio::time::timeout(3 * T, Mutex::new(a.clone(), "/l").lock())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(proxy.triggered(), 1, "the create's reply was lost");
-    assert_eq!(proxy.requests_seen(OpCode::Create2), 1, "recovered without a second create");
+    assert_eq!(
+        proxy.requests_seen(OpCode::Create2),
+        1,
+        "recovered without a second create"
+    );
     assert_eq!(a.session_id(), session, "same session");
     let kids = children(&observer, "/l").await;
-    assert_eq!(kids.len(), 1, "exactly one node for this contender: {kids:?}");
+    assert_eq!(
+        kids.len(),
+        1,
+        "exactly one node for this contender: {kids:?}"
+    );
     assert!(guard.path().ends_with(&kids[0]));
     assert!(guard.fencing_token() > 0);
 
@@ -68,7 +86,10 @@ async fn m16_create_reply_lost_is_recovered_by_guid() {
 async fn m17_session_killed_before_the_retry() {
     let (cs, proxy, via) = proxied("recipes_m17").await;
     let observer = connect(&cs).await;
-    observer.create("/l", b"", &CreateOptions::new(CreateMode::Persistent)).await.unwrap();
+    observer
+        .create("/l", b"", &CreateOptions::new(CreateMode::Persistent))
+        .await
+        .unwrap();
     let a = connect(&via).await;
     proxy.refuse(true);
     proxy.cut_after_request(OpCode::Create2, 1);
@@ -81,13 +102,32 @@ async fn m17_session_killed_before_the_retry() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(proxy.triggered(), 1);
-    assert_eq!(children(&observer, "/l").await.len(), 1, "the create applied");
-    kill_session(&shared_server().connect_string(), a.session_id(), a.session_password()).await.unwrap();
+    assert_eq!(
+        children(&observer, "/l").await.len(),
+        1,
+        "the create applied"
+    );
+    kill_session(
+        &shared_server().connect_string(),
+        a.session_id(),
+        a.session_password(),
+    )
+    .await
+    .unwrap();
     proxy.refuse(false);
     let r = tokio::time::timeout(3 * T, pending).await.unwrap().unwrap();
     assert_eq!(r.err(), Some(LockError::Client(Error::SessionExpired)));
-    assert!(children(&observer, "/l").await.is_empty(), "the node went with the session");
-    Mutex::new(observer.clone(), "/l").lock_timeout(T).await.unwrap().release().await.unwrap();
+    assert!(
+        children(&observer, "/l").await.is_empty(),
+        "the node went with the session"
+    );
+    Mutex::new(observer.clone(), "/l")
+        .lock_timeout(T)
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
 }
 
 /// Missing parents are containers: reaped once empty, and recreated by the next acquire.
@@ -111,10 +151,18 @@ async fn containers_are_reaped_and_recreated() {
     while a.exists("/app").await.unwrap().is_some() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(a.exists("/app").await.unwrap(), None, "every container level reaped once empty");
+    assert_eq!(
+        a.exists("/app").await.unwrap(),
+        None,
+        "every container level reaped once empty"
+    );
 
     let g = mutex.lock().await.unwrap();
-    assert!(g.path().ends_with("-lock-0000000000"), "the sequence restarted: {}", g.path());
+    assert!(
+        g.path().ends_with("-lock-0000000000"),
+        "the sequence restarted: {}",
+        g.path()
+    );
     assert!(g.fencing_token() > first_token, "the token did not");
     g.release().await.unwrap();
     a.close().await.unwrap();
@@ -127,26 +175,39 @@ async fn containers_are_reaped_and_recreated() {
 async fn final_failure_is_swept_by_guid_in_the_background() {
     let (cs, proxy, via) = proxied("recipes_sweep").await;
     let observer = connect(&cs).await;
-    observer.create("/l", b"", &CreateOptions::new(CreateMode::Persistent)).await.unwrap();
+    observer
+        .create("/l", b"", &CreateOptions::new(CreateMode::Persistent))
+        .await
+        .unwrap();
     let a = connect(&via).await;
     proxy.refuse(true);
     proxy.cut_after_request(OpCode::Create2, 1);
     let started = Instant::now();
-    let r = Mutex::new(a.clone(), "/l").lock_timeout(Duration::from_millis(300)).await;
+    let r = Mutex::new(a.clone(), "/l")
+        .lock_timeout(Duration::from_millis(300))
+        .await;
     let took = started.elapsed();
     assert_eq!(r.err(), Some(LockError::Timeout));
     assert!(
         took < Duration::from_millis(300) + Duration::from_millis(700),
         "deadline + cleanup grace: {took:?}"
     );
-    assert_eq!(children(&observer, "/l").await.len(), 1, "the orphan, until the client is back");
+    assert_eq!(
+        children(&observer, "/l").await.len(),
+        1,
+        "the orphan, until the client is back"
+    );
     proxy.refuse(false);
     let deadline = Instant::now() + 2 * T;
     while !children(&observer, "/l").await.is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(children(&observer, "/l").await.is_empty(), "swept");
-    assert_eq!(a.state(), zkwire::SessionState::Connected, "same session, still alive");
+    assert_eq!(
+        a.state(),
+        zkwire::SessionState::Connected,
+        "same session, still alive"
+    );
     a.close().await.unwrap();
 }
 
@@ -157,7 +218,10 @@ async fn final_failure_is_swept_by_guid_in_the_background() {
 async fn a_waiter_survives_a_connection_cut() {
     let (cs, proxy, via) = proxied("recipes_waiter_cut").await;
     let holder_client = connect(&cs).await;
-    let holder = Mutex::new(holder_client.clone(), "/l").lock().await.unwrap();
+    let holder = Mutex::new(holder_client.clone(), "/l")
+        .lock()
+        .await
+        .unwrap();
     let a = connect(&via).await;
     let waiter = tokio::spawn({
         let a = a.clone();
@@ -169,16 +233,31 @@ async fn a_waiter_survives_a_connection_cut() {
     proxy.cut_all();
     tokio::time::sleep(Duration::from_millis(100)).await;
     holder.release().await.unwrap();
-    let g = tokio::time::timeout(2 * T, waiter).await.expect("acquires after the cut").unwrap().unwrap();
+    let g = tokio::time::timeout(2 * T, waiter)
+        .await
+        .expect("acquires after the cut")
+        .unwrap()
+        .unwrap();
     assert!(g.is_held());
     assert_eq!(children(&holder_client, "/l").await.len(), 1);
     let mut states = a.state_stream();
     proxy.cut_all();
     let mut seen = Vec::new();
     while seen.last() != Some(&zkwire::SessionState::Connected) {
-        seen.push(tokio::time::timeout(T, states.next()).await.unwrap().unwrap());
+        seen.push(
+            tokio::time::timeout(T, states.next())
+                .await
+                .unwrap()
+                .unwrap(),
+        );
     }
-    assert_eq!(seen, [zkwire::SessionState::Disconnected, zkwire::SessionState::Connected]);
+    assert_eq!(
+        seen,
+        [
+            zkwire::SessionState::Disconnected,
+            zkwire::SessionState::Connected
+        ]
+    );
     assert!(g.is_held(), "a blip shorter than the grace is not a loss");
     g.release().await.unwrap();
     a.close().await.unwrap();
@@ -191,7 +270,10 @@ async fn connection_loss_while_creating_parents() {
     let (cs, proxy, via) = proxied("recipes_parents_cut").await;
     let a = connect(&via).await;
     proxy.cut_after_request(OpCode::CreateContainer, 1);
-    let guard = tokio::time::timeout(3 * T, Mutex::new(a.clone(), "/deep/er/l").lock()).await.unwrap().unwrap();
+    let guard = tokio::time::timeout(3 * T, Mutex::new(a.clone(), "/deep/er/l").lock())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(proxy.triggered(), 1, "a container create's reply was lost");
     let observer = connect(&cs).await;
     assert_eq!(children(&observer, "/deep/er/l").await.len(), 1);

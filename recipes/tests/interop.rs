@@ -44,7 +44,10 @@ fn program() -> &'static JavaProgram {
         let classpath = java::curator_classpath().map_err(|e| e.to_string())?;
         let started = Instant::now();
         let program = java::compile(&[&source], &classpath).map_err(|e| e.to_string())?;
-        println!("interop: CuratorContender.java compiled in {:?}", started.elapsed());
+        println!(
+            "interop: CuratorContender.java compiled in {:?}",
+            started.elapsed()
+        );
         Ok(program)
     });
     match built {
@@ -121,14 +124,18 @@ impl Tally {
         match kind {
             Kind::Mutex => {
                 if self.mutex > 0 {
-                    self.violations.push(format!("{side:?} entered the mutex with {} inside", self.mutex));
+                    self.violations.push(format!(
+                        "{side:?} entered the mutex with {} inside",
+                        self.mutex
+                    ));
                 }
                 self.mutex += 1;
                 self.acquisitions[me][0] += 1;
             }
             Kind::Read => {
                 if self.writers > 0 {
-                    self.violations.push(format!("{side:?} reader entered with a writer inside"));
+                    self.violations
+                        .push(format!("{side:?} reader entered with a writer inside"));
                 }
                 if self.readers[other] > 0 {
                     self.shared_reads += 1;
@@ -155,7 +162,10 @@ impl Tally {
                 self.leases[me] += n;
                 let inside = self.leases[0] + self.leases[1];
                 if inside > self.max_leases {
-                    self.violations.push(format!("{inside} leases inside (limit {})", self.max_leases));
+                    self.violations.push(format!(
+                        "{inside} leases inside (limit {})",
+                        self.max_leases
+                    ));
                 }
                 self.max_leases_inside = self.max_leases_inside.max(inside);
                 self.acquisitions[me][3] += 1;
@@ -174,7 +184,9 @@ impl Tally {
         };
         match counter.checked_sub(by) {
             Some(left) => *counter = left,
-            None => self.violations.push(format!("{side:?} exited {kind:?} without entering")),
+            None => self
+                .violations
+                .push(format!("{side:?} exited {kind:?} without entering")),
         }
     }
 }
@@ -188,7 +200,10 @@ struct Referee {
 
 impl Referee {
     fn start(max_leases: u32) -> Self {
-        let tally = Arc::new(StdMutex::new(Tally { max_leases, ..Tally::default() }));
+        let tally = Arc::new(StdMutex::new(Tally {
+            max_leases,
+            ..Tally::default()
+        }));
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let stop = Arc::new(AtomicBool::new(false));
@@ -226,11 +241,17 @@ impl Drop for Referee {
 /// One Curator thread's connection: `ENTER J <kind>` / `EXIT J <kind>`, each answered `OK`.
 fn serve(stream: TcpStream, tally: &StdMutex<Tally>) {
     let _ = stream.set_nodelay(true);
-    let Ok(mut out) = stream.try_clone() else { return };
+    let Ok(mut out) = stream.try_clone() else {
+        return;
+    };
     for line in BufReader::new(stream).lines() {
         let Ok(line) = line else { return };
         let words: Vec<&str> = line.split_whitespace().collect();
-        let reply = match (words.first(), words.get(1), Kind::parse(words.get(2..).unwrap_or_default())) {
+        let reply = match (
+            words.first(),
+            words.get(1),
+            Kind::parse(words.get(2..).unwrap_or_default()),
+        ) {
             (Some(&"ENTER"), Some(&"J"), Some(kind)) => {
                 tally.lock().unwrap().enter(Side::Curator, kind);
                 "OK\n"
@@ -240,7 +261,11 @@ fn serve(stream: TcpStream, tally: &StdMutex<Tally>) {
                 "OK\n"
             }
             _ => {
-                tally.lock().unwrap().violations.push(format!("bad referee line {line:?}"));
+                tally
+                    .lock()
+                    .unwrap()
+                    .violations
+                    .push(format!("bad referee line {line:?}"));
                 "ERR\n"
             }
         };
@@ -279,7 +304,10 @@ impl Curator {
         let port = referee.port.to_string();
         let (threads, cycles) = (threads.to_string(), cycles.to_string());
         let mut child = program
-            .spawn("CuratorContender", &[cs, &port, recipe, LOCK, &threads, &cycles, param])
+            .spawn(
+                "CuratorContender",
+                &[cs, &port, recipe, LOCK, &threads, &cycles, param],
+            )
             .unwrap_or_else(|e| panic!("{e}"));
         let stdin = child.take_stdin().unwrap();
         let stdout = child.take_stdout().unwrap();
@@ -300,10 +328,17 @@ impl Curator {
                 if n == 0 {
                     return;
                 }
-                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         });
-        let mut curator = Self { child, stdin, lines, stderr };
+        let mut curator = Self {
+            child,
+            stdin,
+            lines,
+            stderr,
+        };
         let ready = curator.next_line(Duration::from_secs(60)).await;
         assert_eq!(ready, "READY", "{}", curator.stderr());
         curator
@@ -318,7 +353,10 @@ impl Curator {
         match tokio::time::timeout(within, self.lines.recv()).await {
             Ok(Some(line)) => line,
             Ok(None) => panic!("the Curator program ended early: {}", self.stderr()),
-            Err(_) => panic!("no output from the Curator program in {within:?}: {}", self.stderr()),
+            Err(_) => panic!(
+                "no output from the Curator program in {within:?}: {}",
+                self.stderr()
+            ),
         }
     }
 
@@ -340,11 +378,21 @@ impl Curator {
 }
 
 async fn connect(cs: &str) -> Client {
-    Client::builder().with_session_timeout(Duration::from_secs(10)).connect(cs).await.unwrap()
+    Client::builder()
+        .with_session_timeout(Duration::from_secs(10))
+        .connect(cs)
+        .await
+        .unwrap()
 }
 
 /// Prints and checks a finished run.
-fn report(name: &str, referee: &Referee, curator_done: usize, zkwire_done: usize, took: Duration) -> Tally {
+fn report(
+    name: &str,
+    referee: &Referee,
+    curator_done: usize,
+    zkwire_done: usize,
+    took: Duration,
+) -> Tally {
     let tally = std::mem::take(&mut *referee.tally.lock().unwrap());
     let curator: usize = tally.acquisitions[0].iter().sum();
     let zkwire: usize = tally.acquisitions[1].iter().sum();
@@ -357,12 +405,26 @@ fn report(name: &str, referee: &Referee, curator_done: usize, zkwire_done: usize
         tally.side_switches,
         tally.violations.len(),
     );
-    assert!(tally.violations.is_empty(), "exclusion violations: {:?}", tally.violations);
-    assert_eq!(curator, curator_done, "every Curator acquisition reached the referee");
+    assert!(
+        tally.violations.is_empty(),
+        "exclusion violations: {:?}",
+        tally.violations
+    );
+    assert_eq!(
+        curator, curator_done,
+        "every Curator acquisition reached the referee"
+    );
     assert_eq!(zkwire, zkwire_done);
-    assert!(curator >= PER_SIDE && zkwire >= PER_SIDE, "half Curator, half zkwire");
+    assert!(
+        curator >= PER_SIDE && zkwire >= PER_SIDE,
+        "half Curator, half zkwire"
+    );
     // The two sides really interleaved, not one after the other.
-    assert!(tally.side_switches >= 50, "only {} hand-overs between the sides", tally.side_switches);
+    assert!(
+        tally.side_switches >= 50,
+        "only {} hand-overs between the sides",
+        tally.side_switches
+    );
     tally
 }
 
@@ -400,7 +462,10 @@ async fn interop_mutex_with_curator() {
     let curator_done = curator.finish().await;
     report("mutex", &referee, curator_done, PER_SIDE, started.elapsed());
     let observer = &clients[0];
-    assert!(observer.get_children(LOCK).await.unwrap().is_empty(), "no node left");
+    assert!(
+        observer.get_children(LOCK).await.unwrap().is_empty(),
+        "no node left"
+    );
     for c in clients {
         c.close().await.unwrap();
     }
@@ -414,7 +479,15 @@ async fn interop_rwlock_with_curator() {
     let _serial = SERIAL.lock().await;
     let cs = fresh_chroot("recipes_interop_rw").await;
     let referee = Arc::new(Referee::start(0));
-    let mut curator = Curator::start(&cs, &referee, "rw", 4, PER_SIDE / 4, &WRITE_PERCENT.to_string()).await;
+    let mut curator = Curator::start(
+        &cs,
+        &referee,
+        "rw",
+        4,
+        PER_SIDE / 4,
+        &WRITE_PERCENT.to_string(),
+    )
+    .await;
     let mut clients = Vec::new();
     for _ in 0..ZKWIRE_TASKS {
         clients.push(connect(&cs).await);
@@ -455,10 +528,19 @@ async fn interop_rwlock_with_curator() {
         "interop rw: max readers together {}; reads entered next to the other side's readers {}",
         tally.max_readers, tally.shared_reads
     );
-    assert!(tally.acquisitions[0][2] > 0 && tally.acquisitions[1][2] > 0, "both sides wrote");
+    assert!(
+        tally.acquisitions[0][2] > 0 && tally.acquisitions[1][2] > 0,
+        "both sides wrote"
+    );
     assert!(tally.max_readers > 1, "readers shared the lock");
-    assert!(tally.shared_reads > 0, "Curator and zkwire readers held the lock together");
-    assert!(clients[0].get_children(LOCK).await.unwrap().is_empty(), "no node left");
+    assert!(
+        tally.shared_reads > 0,
+        "Curator and zkwire readers held the lock together"
+    );
+    assert!(
+        clients[0].get_children(LOCK).await.unwrap().is_empty(),
+        "no node left"
+    );
     for c in clients {
         c.close().await.unwrap();
     }
@@ -475,7 +557,14 @@ async fn interop_semaphore_with_curator() {
     let cs = fresh_chroot("recipes_interop_sem").await;
     let admin = connect(&cs).await;
     // A Curator SharedCount node: 4 bytes, big-endian.
-    admin.create("/count", &MAX.to_be_bytes(), &CreateOptions::new(CreateMode::Persistent)).await.unwrap();
+    admin
+        .create(
+            "/count",
+            &MAX.to_be_bytes(),
+            &CreateOptions::new(CreateMode::Persistent),
+        )
+        .await
+        .unwrap();
     let referee = Arc::new(Referee::start(MAX));
     let mut curator = Curator::start(&cs, &referee, "semaphore", 2, PER_SIDE / 2, "/count:2").await;
     let mut clients = Vec::new();
@@ -514,15 +603,27 @@ async fn interop_semaphore_with_curator() {
         task.await.unwrap();
     }
     let curator_done = curator.finish().await;
-    let tally = report("semaphore", &referee, curator_done, PER_SIDE, started.elapsed());
+    let tally = report(
+        "semaphore",
+        &referee,
+        curator_done,
+        PER_SIDE,
+        started.elapsed(),
+    );
     println!(
         "interop semaphore: leases granted Curator {} zkwire {}; max leases inside {} (limit {MAX}); \
          acquires entered next to the other side's leases {}",
         tally.leases_granted[0], tally.leases_granted[1], tally.max_leases_inside, tally.shared_leases
     );
     assert_eq!(tally.max_leases_inside, MAX, "the limit was reached");
-    assert!(tally.shared_leases > 0, "Curator and zkwire held leases together");
-    assert!(admin.get_children("/lock/leases").await.unwrap().is_empty(), "no lease left");
+    assert!(
+        tally.shared_leases > 0,
+        "Curator and zkwire held leases together"
+    );
+    assert!(
+        admin.get_children("/lock/leases").await.unwrap().is_empty(),
+        "no lease left"
+    );
     assert!(admin.get_children("/lock/locks").await.unwrap().is_empty());
     for c in clients {
         c.close().await.unwrap();

@@ -16,7 +16,11 @@ use zkwire_testing::support::{fresh_chroot, kill_session};
 const T: Duration = Duration::from_secs(2);
 
 async fn connect(cs: &str) -> Client {
-    Client::builder().with_session_timeout(T).connect(cs).await.unwrap()
+    Client::builder()
+        .with_session_timeout(T)
+        .connect(cs)
+        .await
+        .unwrap()
 }
 
 async fn children(client: &Client, dir: &str) -> Vec<String> {
@@ -55,7 +59,9 @@ async fn m18_mutex_exclusion_stress() {
     let violations = Arc::new(AtomicUsize::new(0));
     let last_token = Arc::new(AtomicI64::new(0));
     let token_regressions = Arc::new(AtomicUsize::new(0));
-    let intervals = Arc::new(std::sync::Mutex::new(Vec::with_capacity(SESSIONS * TASKS * CYCLES)));
+    let intervals = Arc::new(std::sync::Mutex::new(Vec::with_capacity(
+        SESSIONS * TASKS * CYCLES,
+    )));
     let started = Instant::now();
     let mut tasks = Vec::new();
     let mut clients = Vec::new();
@@ -116,8 +122,15 @@ async fn m18_mutex_exclusion_stress() {
     assert_eq!(cycles, SESSIONS * TASKS * CYCLES);
     assert_eq!(violations.load(Ordering::SeqCst), 0, "two holders at once");
     assert_eq!(overlaps, 0, "overlapping hold intervals");
-    assert_eq!(token_regressions.load(Ordering::SeqCst), 0, "fencing tokens must strictly increase");
-    assert!(children(&clients[0], "/locks/m18").await.is_empty(), "no node left");
+    assert_eq!(
+        token_regressions.load(Ordering::SeqCst),
+        0,
+        "fencing tokens must strictly increase"
+    );
+    assert!(
+        children(&clients[0], "/locks/m18").await.is_empty(),
+        "no node left"
+    );
     for c in clients {
         c.close().await.unwrap();
     }
@@ -137,9 +150,15 @@ async fn try_lock_semantics() {
     assert_eq!(children(&a, "/l").await.len(), 1);
     held.release().await.unwrap();
     let again = mb.try_lock().await.unwrap().expect("free again");
-    assert_eq!(children(&a, "/l").await, vec![again.path().trim_start_matches("/l/").to_owned()]);
+    assert_eq!(
+        children(&a, "/l").await,
+        vec![again.path().trim_start_matches("/l/").to_owned()]
+    );
     drop(again);
-    assert!(wait_children(&a, "/l", 0).await.is_empty(), "dropping the guard removed the node");
+    assert!(
+        wait_children(&a, "/l", 0).await.is_empty(),
+        "dropping the guard removed the node"
+    );
 }
 
 /// lock_timeout with a holder present: one deadline for the whole call, then no node left.
@@ -154,7 +173,10 @@ async fn lock_timeout_gives_up_once_and_leaves_nothing() {
     let took = started.elapsed();
     println!("lock_timeout(400 ms) returned after {took:?}");
     assert!(matches!(r, Err(LockError::Timeout)), "{r:?}");
-    assert!(took >= Duration::from_millis(400) && took < Duration::from_millis(900), "{took:?}");
+    assert!(
+        took >= Duration::from_millis(400) && took < Duration::from_millis(900),
+        "{took:?}"
+    );
     assert_eq!(
         children(&a, "/l").await,
         vec![holder.path().trim_start_matches("/l/").to_owned()],
@@ -194,7 +216,11 @@ async fn m24_acquire_cancel_and_external_delete() {
         } => {}
     }
     let left = wait_children(&a, "/l", 1).await;
-    assert_eq!(left.len(), 1, "the cancelled waiter's node is gone: {left:?}");
+    assert_eq!(
+        left.len(),
+        1,
+        "the cancelled waiter's node is gone: {left:?}"
+    );
     let deadline = Instant::now() + Duration::from_secs(1);
     while b.stats().watches > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -208,14 +234,20 @@ async fn m24_acquire_cancel_and_external_delete() {
     let victim = loop {
         let kids = children(&a, "/l").await;
         if kids.len() == 2 {
-            break kids.into_iter().find(|k| !holder.path().ends_with(k.as_str())).unwrap();
+            break kids
+                .into_iter()
+                .find(|k| !holder.path().ends_with(k.as_str()))
+                .unwrap();
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
     a.delete(&format!("/l/{victim}"), None).await.unwrap();
     holder.release().await.unwrap();
-    let g =
-        tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("still acquires").unwrap().unwrap();
+    let g = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("still acquires")
+        .unwrap()
+        .unwrap();
     assert!(!g.path().ends_with(&victim), "a new node");
     g.release().await.unwrap();
     // The next acquire by the cancelled one works.
@@ -232,16 +264,33 @@ async fn lost_fires_on_session_kill() {
     let guard = Mutex::new(a.clone(), "/l").lock().await.unwrap();
     let lost = guard.lost();
     let started = Instant::now();
-    kill_session(&shared_server().connect_string(), a.session_id(), a.session_password()).await.unwrap();
-    let reason = tokio::time::timeout(2 * T, lost).await.expect("lost() fires");
-    println!("lost after a session kill: {reason} in {:?}", started.elapsed());
+    kill_session(
+        &shared_server().connect_string(),
+        a.session_id(),
+        a.session_password(),
+    )
+    .await
+    .unwrap();
+    let reason = tokio::time::timeout(2 * T, lost)
+        .await
+        .expect("lost() fires");
+    println!(
+        "lost after a session kill: {reason} in {:?}",
+        started.elapsed()
+    );
     assert!(
-        matches!(reason, LostReason::NodeDeleted | LostReason::SessionEnded(_) | LostReason::Disconnected(_)),
+        matches!(
+            reason,
+            LostReason::NodeDeleted | LostReason::SessionEnded(_) | LostReason::Disconnected(_)
+        ),
         "{reason:?}"
     );
     assert!(!guard.is_held());
     // A new session can take the lock; the old guard's release reports the loss.
-    let g = Mutex::new(observer.clone(), "/l").lock_timeout(2 * T).await.unwrap();
+    let g = Mutex::new(observer.clone(), "/l")
+        .lock_timeout(2 * T)
+        .await
+        .unwrap();
     assert!(matches!(guard.release().await, Err(LockError::Lost(_))));
     g.release().await.unwrap();
 }
@@ -252,30 +301,62 @@ async fn lost_fires_on_session_kill() {
 async fn lost_on_external_delete_and_change_and_fenced_multi() {
     let cs = fresh_chroot("recipes_lost_delete").await;
     let (a, admin) = (connect(&cs).await, connect(&cs).await);
-    admin.create("/res", b"0", &CreateOptions::new(CreateMode::Persistent)).await.unwrap();
+    admin
+        .create("/res", b"0", &CreateOptions::new(CreateMode::Persistent))
+        .await
+        .unwrap();
     let mutex = Mutex::new(a.clone(), "/l");
 
     let guard = mutex.lock().await.unwrap();
-    let r = guard.multi_fenced(&[Op::set_data("/res", &b"1"[..], None)]).await.unwrap();
+    let r = guard
+        .multi_fenced(&[Op::set_data("/res", &b"1"[..], None)])
+        .await
+        .unwrap();
     assert!(matches!(r.as_slice(), [OpResult::SetData { .. }]), "{r:?}");
     // A failing op reports its index within the caller's ops.
-    let r = guard.multi_fenced(&[Op::set_data("/res", &b"x"[..], None), Op::delete("/missing", None)]).await;
-    assert!(matches!(r, Err(LockError::Client(Error::MultiFailed { index: 1, .. }))), "{r:?}");
+    let r = guard
+        .multi_fenced(&[
+            Op::set_data("/res", &b"x"[..], None),
+            Op::delete("/missing", None),
+        ])
+        .await;
+    assert!(
+        matches!(
+            r,
+            Err(LockError::Client(Error::MultiFailed { index: 1, .. }))
+        ),
+        "{r:?}"
+    );
     let lost = guard.lost();
     admin.delete(guard.path(), None).await.unwrap();
     let reason = tokio::time::timeout(T, lost).await.unwrap();
     assert_eq!(reason, LostReason::NodeDeleted);
     assert!(!guard.is_held());
-    let r = guard.multi_fenced(&[Op::set_data("/res", &b"2"[..], None)]).await;
+    let r = guard
+        .multi_fenced(&[Op::set_data("/res", &b"2"[..], None)])
+        .await;
     assert_eq!(r, Err(LockError::Lost(LostReason::NodeDeleted)));
-    assert_eq!(&admin.get_data("/res").await.unwrap().0[..], b"1", "nothing applied");
-    assert_eq!(guard.release().await, Err(LockError::Lost(LostReason::NodeDeleted)));
+    assert_eq!(
+        &admin.get_data("/res").await.unwrap().0[..],
+        b"1",
+        "nothing applied"
+    );
+    assert_eq!(
+        guard.release().await,
+        Err(LockError::Lost(LostReason::NodeDeleted))
+    );
 
     // Data change (a Curator-style revocation request): lost, though the node exists.
     let guard = mutex.lock().await.unwrap();
     let lost = guard.lost();
-    admin.set_data(guard.path(), b"__REVOKE__", None).await.unwrap();
-    assert_eq!(tokio::time::timeout(T, lost).await.unwrap(), LostReason::NodeChanged);
+    admin
+        .set_data(guard.path(), b"__REVOKE__", None)
+        .await
+        .unwrap();
+    assert_eq!(
+        tokio::time::timeout(T, lost).await.unwrap(),
+        LostReason::NodeChanged
+    );
     // The fence is the node's existence, whatever its version (check with version -1).
     assert!(guard.multi_fenced(&[]).await.unwrap().is_empty());
     assert_eq!(
@@ -292,11 +373,16 @@ async fn lost_on_external_delete_and_change_and_fenced_multi() {
 async fn check_minus_one_matches_any_version() {
     let cs = fresh_chroot("recipes_check_any").await;
     let c = connect(&cs).await;
-    c.create("/n", b"", &CreateOptions::new(CreateMode::Persistent)).await.unwrap();
+    c.create("/n", b"", &CreateOptions::new(CreateMode::Persistent))
+        .await
+        .unwrap();
     for _ in 0..3 {
         c.set_data("/n", b"x", None).await.unwrap();
     }
-    assert_eq!(c.multi(&[Op::check("/n", -1)]).await.unwrap(), vec![OpResult::Check]);
+    assert_eq!(
+        c.multi(&[Op::check("/n", -1)]).await.unwrap(),
+        vec![OpResult::Check]
+    );
     let r = c.multi(&[Op::check("/n", 0)]).await;
     assert!(
         matches!(r, Err(Error::MultiFailed { index: 0, ref error }) if **error == Error::BadVersion),
@@ -323,10 +409,15 @@ async fn lost_after_disconnect_grace() {
     let mut states = a.state_stream();
     proxy.refuse(true);
     proxy.cut_all();
-    let next = tokio::time::timeout(T, states.next()).await.unwrap().unwrap();
+    let next = tokio::time::timeout(T, states.next())
+        .await
+        .unwrap()
+        .unwrap();
     let disconnected = Instant::now();
     assert_eq!(next, zkwire::SessionState::Disconnected);
-    let reason = tokio::time::timeout(T, lost).await.expect("lost() within T");
+    let reason = tokio::time::timeout(T, lost)
+        .await
+        .expect("lost() within T");
     let after = disconnected.elapsed();
     println!("lost after disconnection: {reason} ({after:?} after Disconnected; T = {granted:?})");
     assert!(matches!(reason, LostReason::Disconnected(_)), "{reason:?}");
@@ -347,11 +438,17 @@ async fn zero_grace_loses_at_once() {
     let chroot = cs.rsplit_once('/').map(|(_, c)| c).unwrap();
     let a = connect(&format!("{}/{chroot}", proxy.connect_string())).await;
     let options = LockOptions::new().with_disconnect_grace(Duration::ZERO);
-    let guard = Mutex::with_options(a.clone(), "/l", options).lock().await.unwrap();
+    let guard = Mutex::with_options(a.clone(), "/l", options)
+        .lock()
+        .await
+        .unwrap();
     let lost = guard.lost();
     proxy.cut_all();
     let reason = tokio::time::timeout(T, lost).await.unwrap();
-    assert!(matches!(reason, LostReason::Disconnected(d) if d < Duration::from_millis(100)), "{reason:?}");
+    assert!(
+        matches!(reason, LostReason::Disconnected(d) if d < Duration::from_millis(100)),
+        "{reason:?}"
+    );
     // The session survives a short cut: release still deletes the node, and reports the loss.
     assert_eq!(guard.release().await, Err(LockError::Lost(reason)));
     assert!(children(&a, "/l").await.is_empty());
@@ -364,20 +461,45 @@ async fn zero_grace_loses_at_once() {
 async fn foreign_child_detected() {
     let cs = fresh_chroot("recipes_foreign").await;
     let (a, admin) = (connect(&cs).await, connect(&cs).await);
-    admin.create("/l", b"", &CreateOptions::new(CreateMode::Persistent)).await.unwrap();
+    admin
+        .create("/l", b"", &CreateOptions::new(CreateMode::Persistent))
+        .await
+        .unwrap();
     admin.create("/l/config", b"", &ephemeral()).await.unwrap();
     let r = Mutex::new(a.clone(), "/l").lock_timeout(T).await;
-    assert_eq!(r.err(), Some(LockError::ForeignChild { name: "config".into() }));
-    assert_eq!(children(&a, "/l").await, vec!["config".to_owned()], "our node was removed");
+    assert_eq!(
+        r.err(),
+        Some(LockError::ForeignChild {
+            name: "config".into()
+        })
+    );
+    assert_eq!(
+        children(&a, "/l").await,
+        vec!["config".to_owned()],
+        "our node was removed"
+    );
 
     // Counted like Curator: "config" sorts after "0000000001", so we hold.
-    let curator_like = LockOptions::new().with_foreign_children(ForeignChildPolicy::CountLikeCurator);
-    let g = Mutex::with_options(a.clone(), "/l", curator_like.clone()).lock_timeout(T).await.unwrap();
+    let curator_like =
+        LockOptions::new().with_foreign_children(ForeignChildPolicy::CountLikeCurator);
+    let g = Mutex::with_options(a.clone(), "/l", curator_like.clone())
+        .lock_timeout(T)
+        .await
+        .unwrap();
     g.release().await.unwrap();
     // ...but "0-foreign" sorts before any sequence: Curator would wedge behind it (CURATOR-43).
-    admin.create("/l/0-foreign", b"", &ephemeral()).await.unwrap();
-    let r = Mutex::with_options(a.clone(), "/l", curator_like).try_lock().await.unwrap();
-    assert!(r.is_none(), "blocked by a foreign child that sorts first, as in Curator");
+    admin
+        .create("/l/0-foreign", b"", &ephemeral())
+        .await
+        .unwrap();
+    let r = Mutex::with_options(a.clone(), "/l", curator_like)
+        .try_lock()
+        .await
+        .unwrap();
+    assert!(
+        r.is_none(),
+        "blocked by a foreign child that sorts first, as in Curator"
+    );
     assert_eq!(children(&a, "/l").await.len(), 2);
 }
 
@@ -386,18 +508,39 @@ async fn foreign_child_detected() {
 async fn sequence_wrap_detected() {
     let cs = fresh_chroot("recipes_wrap").await;
     let (a, admin) = (connect(&cs).await, connect(&cs).await);
-    admin.create("/l", b"", &CreateOptions::new(CreateMode::Persistent)).await.unwrap();
-    let wrapped = "_c_0b8f1a44-1f4e-4c3a-9d42-5c7e2b0d6a11-lock--2147483648";
     admin
-        .create("/l/_c_6e1c0a2b-7f3d-4e5a-8b9c-0d1e2f3a4b5c-lock-0000000001", b"", &ephemeral())
+        .create("/l", b"", &CreateOptions::new(CreateMode::Persistent))
         .await
         .unwrap();
-    admin.create(&format!("/l/{wrapped}"), b"", &ephemeral()).await.unwrap();
+    let wrapped = "_c_0b8f1a44-1f4e-4c3a-9d42-5c7e2b0d6a11-lock--2147483648";
+    admin
+        .create(
+            "/l/_c_6e1c0a2b-7f3d-4e5a-8b9c-0d1e2f3a4b5c-lock-0000000001",
+            b"",
+            &ephemeral(),
+        )
+        .await
+        .unwrap();
+    admin
+        .create(&format!("/l/{wrapped}"), b"", &ephemeral())
+        .await
+        .unwrap();
     let r = Mutex::new(a.clone(), "/l").lock_timeout(T).await;
-    assert_eq!(r.err(), Some(LockError::SequenceWrapped { name: wrapped.into() }));
+    assert_eq!(
+        r.err(),
+        Some(LockError::SequenceWrapped {
+            name: wrapped.into()
+        })
+    );
     assert_eq!(children(&a, "/l").await.len(), 2, "our node was removed");
     // Negative suffixes only: still refused (string order reverses their creation order).
-    admin.delete("/l/_c_6e1c0a2b-7f3d-4e5a-8b9c-0d1e2f3a4b5c-lock-0000000001", None).await.unwrap();
+    admin
+        .delete(
+            "/l/_c_6e1c0a2b-7f3d-4e5a-8b9c-0d1e2f3a4b5c-lock-0000000001",
+            None,
+        )
+        .await
+        .unwrap();
     let r = Mutex::new(a.clone(), "/l").try_lock().await;
     assert!(matches!(r, Err(LockError::SequenceWrapped { .. })), "{r:?}");
     assert_eq!(children(&a, "/l").await, vec![wrapped.to_owned()]);
@@ -413,20 +556,29 @@ async fn nothing_keeps_the_client_alive() {
     let holder = Mutex::new(observer.clone(), "/l").lock().await.unwrap();
     let mutex = Mutex::new(a.clone(), "/l");
     assert!(mutex.try_lock().await.unwrap().is_none());
-    assert!(matches!(mutex.lock_timeout(Duration::from_millis(100)).await, Err(LockError::Timeout)));
+    assert!(matches!(
+        mutex.lock_timeout(Duration::from_millis(100)).await,
+        Err(LockError::Timeout)
+    ));
     let cancelled = tokio::time::timeout(Duration::from_millis(100), mutex.lock()).await;
     assert!(cancelled.is_err());
     holder.release().await.unwrap();
     let g = mutex.lock().await.unwrap();
     let lost = g.lost();
     drop(g);
-    assert_eq!(tokio::time::timeout(T, lost).await.unwrap(), LostReason::Released);
+    assert_eq!(
+        tokio::time::timeout(T, lost).await.unwrap(),
+        LostReason::Released
+    );
     let g = mutex.lock().await.unwrap();
     g.release().await.unwrap();
     let last = mutex.lock().await.unwrap();
     assert!(wait_children(&observer, "/l", 1).await.len() == 1);
     drop(last);
-    assert!(wait_children(&observer, "/l", 0).await.is_empty(), "every node removed");
+    assert!(
+        wait_children(&observer, "/l", 0).await.is_empty(),
+        "every node removed"
+    );
     let deadline = Instant::now() + Duration::from_secs(5);
     while a.stats().watches > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -440,5 +592,9 @@ async fn nothing_keeps_the_client_alive() {
     while handle.stats().driver_running && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert!(!handle.stats().driver_running, "something still holds the client: {:?}", handle.stats());
+    assert!(
+        !handle.stats().driver_running,
+        "something still holds the client: {:?}",
+        handle.stats()
+    );
 }

@@ -13,7 +13,11 @@ use zkwire_testing::support::fresh_chroot;
 const T: Duration = Duration::from_secs(2);
 
 async fn connect(cs: &str) -> Client {
-    Client::builder().with_session_timeout(T).connect(cs).await.unwrap()
+    Client::builder()
+        .with_session_timeout(T)
+        .connect(cs)
+        .await
+        .unwrap()
 }
 
 async fn children(client: &Client, dir: &str) -> Vec<String> {
@@ -59,8 +63,10 @@ async fn m21_rwlock_readers_share_writers_exclude() {
             for i in 0..ITERATIONS {
                 if (i + c) % 10 == 0 {
                     let guard = rw.write().await.unwrap();
-                    let (w, r) =
-                        (tally.writers.fetch_add(1, Ordering::SeqCst), tally.readers.load(Ordering::SeqCst));
+                    let (w, r) = (
+                        tally.writers.fetch_add(1, Ordering::SeqCst),
+                        tally.readers.load(Ordering::SeqCst),
+                    );
                     if w != 0 || r != 0 {
                         tally.violations.fetch_add(1, Ordering::SeqCst);
                     }
@@ -90,7 +96,10 @@ async fn m21_rwlock_readers_share_writers_exclude() {
     for t in tasks {
         t.await.unwrap();
     }
-    let (reads, writes) = (tally.reads.load(Ordering::SeqCst), tally.writes.load(Ordering::SeqCst));
+    let (reads, writes) = (
+        tally.reads.load(Ordering::SeqCst),
+        tally.writes.load(Ordering::SeqCst),
+    );
     let max_readers = tally.max_readers.load(Ordering::SeqCst);
     println!(
         "m21: {reads} reads + {writes} writes by {CLIENTS} sessions in {:?}; max concurrent readers = {max_readers}; \
@@ -124,7 +133,11 @@ async fn m21_upgrade_refused() {
         Some(LockError::UpgradeRefused),
         "clones are the same participant"
     );
-    assert_eq!(children(&a, "/rw").await.len(), 1, "no writer node was created");
+    assert_eq!(
+        children(&a, "/rw").await.len(),
+        1,
+        "no writer node was created"
+    );
     read.release().await.unwrap();
 
     let write = rw.write().await.unwrap();
@@ -154,7 +167,11 @@ async fn m21_downgrade_allowed() {
     assert!(still_pending(&mut queued_write, Duration::from_millis(200)).await);
 
     let read = write.downgrade().await.unwrap();
-    assert!(read.path().ends_with(&format!("__READ__{writer_seq}")), "tie layout: {}", read.path());
+    assert!(
+        read.path().ends_with(&format!("__READ__{writer_seq}")),
+        "tie layout: {}",
+        read.path()
+    );
     assert!(read.is_held());
     let stat = a.exists(read.path()).await.unwrap().unwrap();
     assert_eq!(stat.ephemeral_owner, a.session_id());
@@ -166,9 +183,15 @@ async fn m21_downgrade_allowed() {
         "a writer got in during the downgrade"
     );
     let third = RwLock::new(c.clone(), "/rw");
-    assert!(third.try_read().await.unwrap().is_none(), "a reader after a queued writer waits");
+    assert!(
+        third.try_read().await.unwrap().is_none(),
+        "a reader after a queued writer waits"
+    );
     read.release().await.unwrap();
-    let w = tokio::time::timeout(T, queued_write).await.expect("the writer gets in").unwrap();
+    let w = tokio::time::timeout(T, queued_write)
+        .await
+        .expect("the writer gets in")
+        .unwrap();
     w.release().await.unwrap();
 
     // read() on the instance holding the write lock is the same downgrade step.
@@ -177,7 +200,11 @@ async fn m21_downgrade_allowed() {
     let other_reader = third.try_read().await.unwrap();
     assert!(other_reader.is_none(), "the write lock is still held");
     write.release().await.unwrap();
-    let other_reader = third.try_read().await.unwrap().expect("readers share with the downgraded reader");
+    let other_reader = third
+        .try_read()
+        .await
+        .unwrap()
+        .expect("readers share with the downgraded reader");
     other_reader.release().await.unwrap();
     read.release().await.unwrap();
     assert!(children(&a, "/rw").await.is_empty());
@@ -194,11 +221,16 @@ async fn ties_from_peers_and_lost_writer() {
     let w = peer_rw.write().await.unwrap();
     let seq = w.path().rsplit("__WRIT__").next().unwrap().to_owned();
     let tie = format!("/rw/_c_a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d-__READ__{seq}");
-    peer.create(&tie, b"", &CreateOptions::new(CreateMode::Ephemeral)).await.unwrap();
+    peer.create(&tie, b"", &CreateOptions::new(CreateMode::Ephemeral))
+        .await
+        .unwrap();
     w.release().await.unwrap();
 
     let rw = RwLock::new(a.clone(), "/rw");
-    assert!(rw.try_write().await.unwrap().is_none(), "the peer's tie read blocks writers");
+    assert!(
+        rw.try_write().await.unwrap().is_none(),
+        "the peer's tie read blocks writers"
+    );
     let r = rw.try_read().await.unwrap().expect("but not readers");
     r.release().await.unwrap();
     peer.delete(&tie, None).await.unwrap();
@@ -207,5 +239,9 @@ async fn ties_from_peers_and_lost_writer() {
     peer.delete(w.path(), None).await.unwrap();
     let r = w.downgrade_read().await;
     assert!(matches!(r, Err(LockError::Lost(_))), "{r:?}");
-    assert!(children(&a, "/rw").await.is_empty(), "nothing left: {:?}", children(&a, "/rw").await);
+    assert!(
+        children(&a, "/rw").await.is_empty(),
+        "nothing left: {:?}",
+        children(&a, "/rw").await
+    );
 }

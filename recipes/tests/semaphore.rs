@@ -8,14 +8,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zkwire::{Client, CreateMode, CreateOptions, SessionState};
-use zkwire_recipes::{ForeignChildPolicy, LockError, LockOptions, LostReason, Semaphore, SemaphoreLimit};
+use zkwire_recipes::{
+    ForeignChildPolicy, LockError, LockOptions, LostReason, Semaphore, SemaphoreLimit,
+};
 use zkwire_testing::server::ZkServer;
 use zkwire_testing::support::{fresh_chroot, kill_session};
 
 const T: Duration = Duration::from_secs(2);
 
 async fn connect(cs: &str) -> Client {
-    Client::builder().with_session_timeout(T).connect(cs).await.unwrap()
+    Client::builder()
+        .with_session_timeout(T)
+        .connect(cs)
+        .await
+        .unwrap()
 }
 
 async fn children(client: &Client, dir: &str) -> Vec<String> {
@@ -64,22 +70,38 @@ async fn layout_and_fixed_limit() {
     assert_eq!(two.len(), 2);
     for lease in &two {
         let name = lease.path().strip_prefix("/s/leases/").unwrap();
-        assert!(name.starts_with("_c_") && name.len() == 40 + "lease-".len() + 10, "{name}");
+        assert!(
+            name.starts_with("_c_") && name.len() == 40 + "lease-".len() + 10,
+            "{name}"
+        );
         assert!(name[40..].starts_with("lease-"), "{name}");
         assert!(lease.is_held());
         assert!(lease.fencing_token() > 0);
     }
     assert!(two[0].fencing_token() < two[1].fencing_token());
     assert_eq!(children(&a, "/s").await, ["leases", "locks"]);
-    assert!(children(&a, "/s/locks").await.is_empty(), "the locks mutex is released after an acquire");
+    assert!(
+        children(&a, "/s/locks").await.is_empty(),
+        "the locks mutex is released after an acquire"
+    );
 
     let started = Instant::now();
     let r = sb.acquire_one_timeout(Duration::from_millis(300)).await;
     let took = started.elapsed();
     assert_eq!(r.err(), Some(LockError::Timeout));
-    assert!(took >= Duration::from_millis(300) && took < Duration::from_millis(900), "{took:?}");
-    assert_eq!(children(&a, "/s/leases").await.len(), 2, "the waiter's lease node is gone");
-    assert!(children(&a, "/s/locks").await.is_empty(), "and its locks node");
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_millis(900),
+        "{took:?}"
+    );
+    assert_eq!(
+        children(&a, "/s/leases").await.len(),
+        2,
+        "the waiter's lease node is gone"
+    );
+    assert!(
+        children(&a, "/s/locks").await.is_empty(),
+        "and its locks node"
+    );
     assert_eq!(sb.lease_nodes().await.unwrap().len(), 2);
 
     // A waiter is granted as soon as a lease is returned.
@@ -89,12 +111,19 @@ async fn layout_and_fixed_limit() {
     }
     let mut two = two;
     two.pop().unwrap().release().await.unwrap();
-    let lease = tokio::time::timeout(T, waiter).await.unwrap().unwrap().unwrap();
+    let lease = tokio::time::timeout(T, waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert!(lease.path().starts_with("/s/leases/"));
     assert_eq!(children(&a, "/s/leases").await.len(), 2);
     lease.release().await.unwrap();
     drop(two);
-    assert!(wait_children(&a, "/s/leases", 0).await.is_empty(), "dropped leases are removed");
+    assert!(
+        wait_children(&a, "/s/leases", 0).await.is_empty(),
+        "dropped leases are removed"
+    );
     assert_eq!(sa.max_leases().await.unwrap(), 2);
     assert!(sa.acquire(0).await.unwrap().is_empty());
 }
@@ -106,11 +135,23 @@ async fn too_many_leases_refused() {
     let a = connect(&cs).await;
     let s = Semaphore::new(a.clone(), "/s", SemaphoreLimit::Fixed(2));
     let started = Instant::now();
-    assert_eq!(s.acquire(3).await.err(), Some(LockError::TooManyLeases { requested: 3, max: 2 }));
+    assert_eq!(
+        s.acquire(3).await.err(),
+        Some(LockError::TooManyLeases {
+            requested: 3,
+            max: 2
+        })
+    );
     assert!(started.elapsed() < Duration::from_millis(100));
     assert_eq!(a.exists("/s").await.unwrap(), None, "nothing created");
     let zero = Semaphore::new(a.clone(), "/s", SemaphoreLimit::Fixed(0));
-    assert!(matches!(zero.acquire_one().await, Err(LockError::TooManyLeases { requested: 1, max: 0 })));
+    assert!(matches!(
+        zero.acquire_one().await,
+        Err(LockError::TooManyLeases {
+            requested: 1,
+            max: 0
+        })
+    ));
 }
 
 /// acquire(n) is all or nothing: on timeout the leases already obtained are given back.
@@ -118,16 +159,28 @@ async fn too_many_leases_refused() {
 async fn partial_acquire_times_out_and_gives_back() {
     let cs = fresh_chroot("recipes_sem_partial").await;
     let (a, b) = (connect(&cs).await, connect(&cs).await);
-    let held = Semaphore::new(a.clone(), "/s", SemaphoreLimit::Fixed(3)).acquire(2).await.unwrap();
+    let held = Semaphore::new(a.clone(), "/s", SemaphoreLimit::Fixed(3))
+        .acquire(2)
+        .await
+        .unwrap();
     let sb = Semaphore::new(b.clone(), "/s", SemaphoreLimit::Fixed(3));
     let started = Instant::now();
     let r = sb.acquire_timeout(2, Duration::from_millis(400)).await;
     let took = started.elapsed();
     assert_eq!(r.err(), Some(LockError::Timeout));
-    assert!(took >= Duration::from_millis(400) && took < Duration::from_millis(1000), "{took:?}");
+    assert!(
+        took >= Duration::from_millis(400) && took < Duration::from_millis(1000),
+        "{took:?}"
+    );
     let left = children(&a, "/s/leases").await;
-    assert_eq!(left.len(), 2, "the first lease was given back, the waiting one deleted: {left:?}");
-    assert!(held.iter().all(|l| left.iter().any(|c| l.path().ends_with(c.as_str()))));
+    assert_eq!(
+        left.len(),
+        2,
+        "the first lease was given back, the waiting one deleted: {left:?}"
+    );
+    assert!(held
+        .iter()
+        .all(|l| left.iter().any(|c| l.path().ends_with(c.as_str()))));
     for lease in held {
         lease.release().await.unwrap();
     }
@@ -148,10 +201,15 @@ async fn shared_count_limit() {
     let sa = Semaphore::new(a.clone(), "/s", count.clone());
     assert_eq!(
         sa.acquire_one().await.err(),
-        Some(LockError::SharedCountMissing { path: "/config/max".into() })
+        Some(LockError::SharedCountMissing {
+            path: "/config/max".into()
+        })
     );
     admin.create("/config", b"", &persistent()).await.unwrap();
-    admin.create("/config/max", &1_i32.to_be_bytes(), &persistent()).await.unwrap();
+    admin
+        .create("/config/max", &1_i32.to_be_bytes(), &persistent())
+        .await
+        .unwrap();
     let first = sa.acquire_one().await.unwrap();
     let sb = Semaphore::new(b.clone(), "/s", count.clone());
     let waiter = tokio::spawn({
@@ -164,28 +222,78 @@ async fn shared_count_limit() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(!waiter.is_finished());
     let raised = Instant::now();
-    admin.set_data("/config/max", &2_i32.to_be_bytes(), None).await.unwrap();
-    let second = tokio::time::timeout(T, waiter).await.unwrap().unwrap().unwrap();
+    admin
+        .set_data("/config/max", &2_i32.to_be_bytes(), None)
+        .await
+        .unwrap();
+    let second = tokio::time::timeout(T, waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     println!("a raised count woke the waiter in {:?}", raised.elapsed());
     assert!(raised.elapsed() < Duration::from_millis(500));
 
     // Lowering the count revokes nothing; the next acquire waits.
-    admin.set_data("/config/max", &1_i32.to_be_bytes(), None).await.unwrap();
+    admin
+        .set_data("/config/max", &1_i32.to_be_bytes(), None)
+        .await
+        .unwrap();
     assert!(first.is_held() && second.is_held());
-    assert_eq!(sb.acquire_one_timeout(Duration::from_millis(200)).await.err(), Some(LockError::Timeout));
-    assert_eq!(sb.acquire(2).await.err(), Some(LockError::TooManyLeases { requested: 2, max: 1 }));
+    assert_eq!(
+        sb.acquire_one_timeout(Duration::from_millis(200))
+            .await
+            .err(),
+        Some(LockError::Timeout)
+    );
+    assert_eq!(
+        sb.acquire(2).await.err(),
+        Some(LockError::TooManyLeases {
+            requested: 2,
+            max: 1
+        })
+    );
     first.release().await.unwrap();
     second.release().await.unwrap();
 
     // A fixed limit checked against the node.
-    let checked = |max| SemaphoreLimit::FixedChecked { max, shared_count: "/config/max".into() };
-    let r = Semaphore::new(a.clone(), "/s", checked(3)).acquire_one().await;
-    assert_eq!(r.err(), Some(LockError::LimitMismatch { configured: 3, shared: 1 }));
-    Semaphore::new(a.clone(), "/s", checked(1)).acquire_one().await.unwrap().release().await.unwrap();
+    let checked = |max| SemaphoreLimit::FixedChecked {
+        max,
+        shared_count: "/config/max".into(),
+    };
+    let r = Semaphore::new(a.clone(), "/s", checked(3))
+        .acquire_one()
+        .await;
+    assert_eq!(
+        r.err(),
+        Some(LockError::LimitMismatch {
+            configured: 3,
+            shared: 1
+        })
+    );
+    Semaphore::new(a.clone(), "/s", checked(1))
+        .acquire_one()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
     // Seeded when missing, as Curator's SharedCount does (container parents).
-    let seeded = SemaphoreLimit::FixedChecked { max: 7, shared_count: "/other/config/max".into() };
-    assert_eq!(Semaphore::new(a.clone(), "/s2", seeded).max_leases().await.unwrap(), 7);
-    assert_eq!(&admin.get_data("/other/config/max").await.unwrap().0[..], &[0, 0, 0, 7]);
+    let seeded = SemaphoreLimit::FixedChecked {
+        max: 7,
+        shared_count: "/other/config/max".into(),
+    };
+    assert_eq!(
+        Semaphore::new(a.clone(), "/s2", seeded)
+            .max_leases()
+            .await
+            .unwrap(),
+        7
+    );
+    assert_eq!(
+        &admin.get_data("/other/config/max").await.unwrap().0[..],
+        &[0, 0, 0, 7]
+    );
 
     // Not a SharedCount.
     for bad in [&b"2"[..], &[0, 0, 0, 0, 2][..], &[0x80, 0, 0, 0][..]] {
@@ -193,7 +301,10 @@ async fn shared_count_limit() {
         let r = sb.acquire_one().await;
         assert_eq!(
             r.err(),
-            Some(LockError::BadSharedCount { path: "/config/max".into(), data: bad.to_vec() })
+            Some(LockError::BadSharedCount {
+                path: "/config/max".into(),
+                data: bad.to_vec()
+            })
         );
     }
     assert!(wait_children(&a, "/s/leases", 0).await.is_empty());
@@ -206,7 +317,10 @@ async fn shared_count_limit() {
 async fn cancel_lost_and_foreign() {
     let cs = fresh_chroot("recipes_sem_cancel").await;
     let (a, b, c) = (connect(&cs).await, connect(&cs).await, connect(&cs).await);
-    let held = Semaphore::new(a.clone(), "/s", SemaphoreLimit::Fixed(1)).acquire_one().await.unwrap();
+    let held = Semaphore::new(a.clone(), "/s", SemaphoreLimit::Fixed(1))
+        .acquire_one()
+        .await
+        .unwrap();
     let sb = Semaphore::new(b.clone(), "/s", SemaphoreLimit::Fixed(1));
     let sc = Semaphore::new(c.clone(), "/s", SemaphoreLimit::Fixed(1));
     // b waits for capacity holding the locks mutex; c queues on the mutex.
@@ -232,18 +346,38 @@ async fn cancel_lost_and_foreign() {
 
     let lost = held.lost();
     c.delete(held.path(), None).await.unwrap();
-    assert_eq!(tokio::time::timeout(T, lost).await.unwrap(), LostReason::NodeDeleted);
-    assert_eq!(held.release().await, Err(LockError::Lost(LostReason::NodeDeleted)));
+    assert_eq!(
+        tokio::time::timeout(T, lost).await.unwrap(),
+        LostReason::NodeDeleted
+    );
+    assert_eq!(
+        held.release().await,
+        Err(LockError::Lost(LostReason::NodeDeleted))
+    );
 
-    c.create("/s/leases/config", b"", &CreateOptions::new(CreateMode::Ephemeral)).await.unwrap();
+    c.create(
+        "/s/leases/config",
+        b"",
+        &CreateOptions::new(CreateMode::Ephemeral),
+    )
+    .await
+    .unwrap();
     let sb = Semaphore::new(b.clone(), "/s", SemaphoreLimit::Fixed(2));
-    assert_eq!(sb.acquire_one().await.err(), Some(LockError::ForeignChild { name: "config".into() }));
+    assert_eq!(
+        sb.acquire_one().await.err(),
+        Some(LockError::ForeignChild {
+            name: "config".into()
+        })
+    );
     // Counted like Curator: the foreign child takes one of the two places.
     let options = LockOptions::new().with_foreign_children(ForeignChildPolicy::CountLikeCurator);
     let curator_like = Semaphore::with_options(b.clone(), "/s", SemaphoreLimit::Fixed(2), options);
     let one = curator_like.acquire_one().await.unwrap();
     assert_eq!(
-        curator_like.acquire_one_timeout(Duration::from_millis(200)).await.err(),
+        curator_like
+            .acquire_one_timeout(Duration::from_millis(200))
+            .await
+            .err(),
         Some(LockError::Timeout)
     );
     one.release().await.unwrap();
@@ -260,7 +394,10 @@ async fn m22_semaphore_limits() {
     const LOOPS: usize = 100;
     const LIMIT: u32 = 25;
     let cs = fresh_chroot("recipes_m22").await;
-    let limit = SemaphoreLimit::FixedChecked { max: LIMIT, shared_count: "/m22-max".into() };
+    let limit = SemaphoreLimit::FixedChecked {
+        max: LIMIT,
+        shared_count: "/m22-max".into(),
+    };
     let held = Arc::new(AtomicUsize::new(0));
     let max_held = Arc::new(AtomicUsize::new(0));
     let over = Arc::new(AtomicUsize::new(0));
@@ -272,13 +409,22 @@ async fn m22_semaphore_limits() {
         let client = connect(&cs).await;
         clients.push(client.clone());
         let sem = Semaphore::new(client, "/sem", limit.clone());
-        let (held, max_held, over, leases_granted) =
-            (held.clone(), max_held.clone(), over.clone(), leases_granted.clone());
+        let (held, max_held, over, leases_granted) = (
+            held.clone(),
+            max_held.clone(),
+            over.clone(),
+            leases_granted.clone(),
+        );
         tasks.push(tokio::spawn(async move {
-            let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d));
+            let mut rng =
+                Rng(0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d));
             for _ in 0..LOOPS {
                 // Mostly small requests, every tenth up to the whole limit.
-                let upto = if rng.below(10) == 0 { u64::from(LIMIT) } else { 8 };
+                let upto = if rng.below(10) == 0 {
+                    u64::from(LIMIT)
+                } else {
+                    8
+                };
                 let n = 1 + rng.below(upto) as usize;
                 let leases = sem.acquire(n).await.unwrap();
                 assert_eq!(leases.len(), n);
@@ -302,11 +448,20 @@ async fn m22_semaphore_limits() {
     let r = Semaphore::new(
         odd.clone(),
         "/sem",
-        SemaphoreLimit::FixedChecked { max: LIMIT + 1, shared_count: "/m22-max".into() },
+        SemaphoreLimit::FixedChecked {
+            max: LIMIT + 1,
+            shared_count: "/m22-max".into(),
+        },
     )
     .acquire_one()
     .await;
-    assert_eq!(r.err(), Some(LockError::LimitMismatch { configured: LIMIT + 1, shared: LIMIT }));
+    assert_eq!(
+        r.err(),
+        Some(LockError::LimitMismatch {
+            configured: LIMIT + 1,
+            shared: LIMIT
+        })
+    );
     for task in tasks {
         task.await.unwrap();
     }
@@ -318,11 +473,18 @@ async fn m22_semaphore_limits() {
         max_held.load(Ordering::SeqCst),
         over.load(Ordering::SeqCst)
     );
-    assert_eq!(over.load(Ordering::SeqCst), 0, "more leases than the limit at once");
+    assert_eq!(
+        over.load(Ordering::SeqCst),
+        0,
+        "more leases than the limit at once"
+    );
     assert!(max_held.load(Ordering::SeqCst) <= LIMIT as usize);
     assert!(max_held.load(Ordering::SeqCst) > 1, "leases were shared");
     assert_eq!(held.load(Ordering::SeqCst), 0);
-    assert!(children(&odd, "/sem/leases").await.is_empty(), "count back to 0");
+    assert!(
+        children(&odd, "/sem/leases").await.is_empty(),
+        "count back to 0"
+    );
     assert!(children(&odd, "/sem/locks").await.is_empty());
     for c in clients {
         c.close().await.unwrap();
@@ -420,11 +582,17 @@ async fn m23_worker(i: usize, cs: String, board: Arc<Board>) -> Client {
 /// Polls until every worker has been granted a lease in `phase`.
 async fn all_granted(board: &Board, phase: usize, within: Duration) -> Duration {
     let started = Instant::now();
-    while board.grants[phase].iter().any(|g| g.load(Ordering::SeqCst) == 0) {
+    while board.grants[phase]
+        .iter()
+        .any(|g| g.load(Ordering::SeqCst) == 0)
+    {
         assert!(
             started.elapsed() < within,
             "phase {phase}: not every worker re-acquired: {:?}",
-            board.grants[phase].iter().map(|g| g.load(Ordering::SeqCst)).collect::<Vec<_>>()
+            board.grants[phase]
+                .iter()
+                .map(|g| g.load(Ordering::SeqCst))
+                .collect::<Vec<_>>()
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -452,8 +620,9 @@ async fn m23_semaphore_session_loss() {
         unexpected: std::sync::Mutex::default(),
     });
     let started = Instant::now();
-    let workers: Vec<_> =
-        (0..M23_WORKERS).map(|i| tokio::spawn(m23_worker(i, cs.clone(), board.clone()))).collect();
+    let workers: Vec<_> = (0..M23_WORKERS)
+        .map(|i| tokio::spawn(m23_worker(i, cs.clone(), board.clone())))
+        .collect();
     all_granted(&board, 0, 10 * T).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
 
@@ -462,15 +631,24 @@ async fn m23_semaphore_session_loss() {
     tokio::task::block_in_place(|| server.stop()).unwrap();
     let down = Instant::now();
     loop {
-        let states: Vec<SessionState> =
-            board.clients.iter().map(|c| c.lock().unwrap().as_ref().unwrap().state()).collect();
+        let states: Vec<SessionState> = board
+            .clients
+            .iter()
+            .map(|c| c.lock().unwrap().as_ref().unwrap().state())
+            .collect();
         if states.iter().all(|s| s.is_terminal()) {
             break;
         }
-        assert!(down.elapsed() < 5 * T, "clients did not give up their sessions: {states:?}");
+        assert!(
+            down.elapsed() < 5 * T,
+            "clients did not give up their sessions: {states:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    println!("m23: every session given up {:?} after the stop", down.elapsed());
+    println!(
+        "m23: every session given up {:?} after the stop",
+        down.elapsed()
+    );
     board.phase.store(1, Ordering::SeqCst);
     tokio::task::block_in_place(|| server.restart()).unwrap();
     let took = all_granted(&board, 1, 10 * T).await;
@@ -480,7 +658,9 @@ async fn m23_semaphore_session_loss() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     for slot in &board.clients {
         let client = slot.lock().unwrap().clone().unwrap();
-        kill_session(&cs, client.session_id(), client.session_password()).await.unwrap();
+        kill_session(&cs, client.session_id(), client.session_password())
+            .await
+            .unwrap();
     }
     board.phase.store(2, Ordering::SeqCst);
     let took = all_granted(&board, 2, 10 * T).await;
@@ -494,8 +674,11 @@ async fn m23_semaphore_session_loss() {
     let observer = connect(&cs).await;
     let leases = wait_children(&observer, "/sem/leases", 0).await;
     let locks = wait_children(&observer, "/sem/locks", 0).await;
-    let grants: Vec<Vec<usize>> =
-        board.grants.iter().map(|p| p.iter().map(|g| g.load(Ordering::SeqCst)).collect()).collect();
+    let grants: Vec<Vec<usize>> = board
+        .grants
+        .iter()
+        .map(|p| p.iter().map(|g| g.load(Ordering::SeqCst)).collect())
+        .collect();
     println!(
         "m23: grants per phase and worker {grants:?}; new sessions {}; max believed held {} (limit {M23_LIMIT}); \
          over the limit {}; total {:?}",
@@ -508,7 +691,11 @@ async fn m23_semaphore_session_loss() {
     assert!(unexpected.is_empty(), "acquires failed: {unexpected:?}");
     assert!(leases.is_empty(), "orphan lease nodes: {leases:?}");
     assert!(locks.is_empty(), "orphan locks nodes: {locks:?}");
-    assert_eq!(board.over.load(Ordering::SeqCst), 0, "more holders than the limit");
+    assert_eq!(
+        board.over.load(Ordering::SeqCst),
+        0,
+        "more holders than the limit"
+    );
     assert_eq!(board.believed.load(Ordering::SeqCst), 0);
     assert!(
         board.new_sessions.load(Ordering::SeqCst) >= 2 * M23_WORKERS,

@@ -58,8 +58,13 @@ const CURATOR_JARS: &[&str] = &[
 const OPTIONAL_JARS: &[&str] = &["failureaccess.jar", "slf4j-nop.jar"];
 
 /// JVM flags for a small, quick-starting test program.
-const JVM_FLAGS: &[&str] =
-    &["-Xmx128m", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData"];
+const JVM_FLAGS: &[&str] = &[
+    "-Xmx128m",
+    "-Xss512k",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:-UsePerfData",
+];
 
 /// Why a Java program could not be built or started.
 #[derive(Debug)]
@@ -122,12 +127,17 @@ pub fn curator_classpath() -> Result<OsString, JavaError> {
         .map(|p| p.display().to_string())
         .collect();
     if !missing.is_empty() {
-        return Err(JavaError::CuratorNotFound(format!("missing {}", missing.join(", "))));
+        return Err(JavaError::CuratorNotFound(format!(
+            "missing {}",
+            missing.join(", ")
+        )));
     }
-    let jars = CURATOR_JARS
-        .iter()
-        .map(|jar| dir.join(jar))
-        .chain(OPTIONAL_JARS.iter().map(|jar| dir.join(jar)).filter(|p| p.is_file()));
+    let jars = CURATOR_JARS.iter().map(|jar| dir.join(jar)).chain(
+        OPTIONAL_JARS
+            .iter()
+            .map(|jar| dir.join(jar))
+            .filter(|p| p.is_file()),
+    );
     env::join_paths(jars).map_err(|e| JavaError::CuratorNotFound(format!("bad jar path: {e}")))
 }
 
@@ -142,11 +152,15 @@ pub fn java_binary() -> Result<PathBuf, JavaError> {
             return if java.is_file() {
                 Ok(java)
             } else {
-                Err(JavaError::JdkNotFound(format!("{JAVA_ENV}={} does not exist", java.display())))
+                Err(JavaError::JdkNotFound(format!(
+                    "{JAVA_ENV}={} does not exist",
+                    java.display()
+                )))
             };
         }
-        return find_on_path(java.as_os_str())
-            .ok_or_else(|| JavaError::JdkNotFound(format!("{JAVA_ENV}={} is not on PATH", java.display())));
+        return find_on_path(java.as_os_str()).ok_or_else(|| {
+            JavaError::JdkNotFound(format!("{JAVA_ENV}={} is not on PATH", java.display()))
+        });
     }
     find_tool("java")
 }
@@ -159,7 +173,11 @@ pub fn java_binary() -> Result<PathBuf, JavaError> {
 pub fn javac_binary() -> Result<PathBuf, JavaError> {
     if let Ok(java) = java_binary() {
         let real = fs::canonicalize(&java).unwrap_or(java);
-        if let Some(sibling) = real.parent().map(|d| d.join("javac")).filter(|p| p.is_file()) {
+        if let Some(sibling) = real
+            .parent()
+            .map(|d| d.join("javac"))
+            .filter(|p| p.is_file())
+        {
             return Ok(sibling);
         }
     }
@@ -176,12 +194,16 @@ fn find_tool(name: &str) -> Result<PathBuf, JavaError> {
             return Ok(candidate);
         }
     }
-    Err(JavaError::JdkNotFound(format!("no `{name}` on PATH or in $JAVA_HOME/bin")))
+    Err(JavaError::JdkNotFound(format!(
+        "no `{name}` on PATH or in $JAVA_HOME/bin"
+    )))
 }
 
 fn find_on_path(name: &OsStr) -> Option<PathBuf> {
     let path = env::var_os("PATH")?;
-    env::split_paths(&path).map(|dir| dir.join(name)).find(|p| p.is_file())
+    env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
 }
 
 /// A compiled Java program: its classes in a temporary directory (removed on drop) and the
@@ -202,7 +224,11 @@ pub fn compile(sources: &[&Path], classpath: &OsStr) -> Result<JavaProgram, Java
     let javac = javac_binary()?;
     let java = java_binary()?;
     let classes = temp_dir()?;
-    let program = JavaProgram { classes, classpath: classpath.to_owned(), java };
+    let program = JavaProgram {
+        classes,
+        classpath: classpath.to_owned(),
+        java,
+    };
     let output = Command::new(&javac)
         .args(["-encoding", "UTF-8", "-nowarn", "-d"])
         .arg(&program.classes)
@@ -255,7 +281,12 @@ impl JavaProgram {
             classpath.push(&self.classpath);
         }
         let mut command = Command::new(&self.java);
-        command.args(JVM_FLAGS).arg("-Dfile.encoding=UTF-8").arg("-cp").arg(classpath).arg(main_class);
+        command
+            .args(JVM_FLAGS)
+            .arg("-Dfile.encoding=UTF-8")
+            .arg("-cp")
+            .arg(classpath)
+            .arg(main_class);
         command
     }
 
@@ -339,9 +370,14 @@ impl Drop for JavaChild {
 /// A fresh directory under the system's temporary directory.
 fn temp_dir() -> Result<PathBuf, JavaError> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-    let name =
-        format!("zkwire-java-{}-{}-{nanos}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let name = format!(
+        "zkwire-java-{}-{}-{nanos}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
     let dir = env::temp_dir().join(name);
     fs::create_dir_all(&dir).map_err(io_error(format!("creating {}", dir.display())))?;
     Ok(dir)
@@ -367,12 +403,19 @@ mod tests {
              + \" \" + a[0]); } }",
         )
         .unwrap();
-        let output = compile_and_run(&source, &classpath, "Probe", &["ok"]).unwrap_or_else(|e| panic!("{e}"));
+        let output = compile_and_run(&source, &classpath, "Probe", &["ok"])
+            .unwrap_or_else(|e| panic!("{e}"));
         let _ = fs::remove_dir_all(&dir);
         let stdout = String::from_utf8_lossy(&output.stdout);
-        assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
         assert!(
-            stdout.contains("locks") && stdout.contains("leases") && stdout.trim_end().ends_with("ok"),
+            output.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            stdout.contains("locks")
+                && stdout.contains("leases")
+                && stdout.trim_end().ends_with("ok"),
             "{stdout}"
         );
     }
@@ -380,6 +423,10 @@ mod tests {
     #[test]
     fn missing_jars_name_the_package() {
         let e = JavaError::CuratorNotFound("missing /usr/share/java/curator-recipes.jar".into());
-        assert!(e.to_string().contains("apt-get install -y libcurator-recipes-java"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("apt-get install -y libcurator-recipes-java"),
+            "{e}"
+        );
     }
 }

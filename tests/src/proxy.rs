@@ -241,7 +241,11 @@ impl FaultProxy {
             control: watch::Sender::new(0),
         });
         let accept = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
-        Ok(Self { addr, shared, accept })
+        Ok(Self {
+            addr,
+            shared,
+            accept,
+        })
     }
 
     /// The address clients connect to.
@@ -289,7 +293,10 @@ impl FaultProxy {
     /// Ops are matched exactly: the client's creates use `Create2` (15), containers
     /// `CreateContainer` (19), TTL nodes `CreateTtl` (21).
     pub fn cut_after_request(&self, op: OpCode, n: usize) {
-        *lock(&self.shared.trigger) = Some(Trigger { op, remaining: n.max(1) });
+        *lock(&self.shared.trigger) = Some(Trigger {
+            op,
+            remaining: n.max(1),
+        });
     }
 
     /// Disarms the [`cut_after_request`](Self::cut_after_request) trigger, if armed.
@@ -320,13 +327,15 @@ impl FaultProxy {
     /// One-way stall: while on, server→client bytes are held (client→server bytes still
     /// flow); switched off, they are delivered in order.
     pub fn hold_server_to_client(&self, on: bool) {
-        self.shared.update(|f| f.hold[Direction::ServerToClient.index()] = on);
+        self.shared
+            .update(|f| f.hold[Direction::ServerToClient.index()] = on);
     }
 
     /// One-way stall: while on, client→server bytes are held (server→client bytes still
     /// flow); switched off, they are delivered in order.
     pub fn hold_client_to_server(&self, on: bool) {
-        self.shared.update(|f| f.hold[Direction::ClientToServer.index()] = on);
+        self.shared
+            .update(|f| f.hold[Direction::ClientToServer.index()] = on);
     }
 
     /// Delays every frame read from now on, in both directions, by `d` (zero turns it off).
@@ -358,7 +367,11 @@ impl FaultProxy {
     pub fn heal(&self) {
         self.disarm();
         self.shared.update(|f| {
-            *f = Faults { cut_epoch: f.cut_epoch, reset_epoch: f.reset_epoch, ..Faults::default() }
+            *f = Faults {
+                cut_epoch: f.cut_epoch,
+                reset_epoch: f.reset_epoch,
+                ..Faults::default()
+            }
         });
     }
 
@@ -384,13 +397,23 @@ impl FaultProxy {
     /// Client requests with opcode `op` seen so far, including swallowed pings and the
     /// frames that fired a trigger.
     pub fn requests_seen(&self, op: OpCode) -> usize {
-        self.shared.stats().requests.get(&op.as_i32()).copied().unwrap_or(0)
+        self.shared
+            .stats()
+            .requests
+            .get(&op.as_i32())
+            .copied()
+            .unwrap_or(0)
     }
 
     /// The largest payload (the frame's length prefix: header plus record) of a client
     /// request with opcode `op`, 0 if none was seen.
     pub fn max_frame_len(&self, op: OpCode) -> usize {
-        self.shared.stats().max_len.get(&op.as_i32()).copied().unwrap_or(0)
+        self.shared
+            .stats()
+            .max_len
+            .get(&op.as_i32())
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Every client→server frame so far (up to [`MAX_LOG`]), in the order the proxy read them
@@ -450,7 +473,10 @@ fn admit(client: TcpStream, shared: &Arc<Shared>, tasks: &mut JoinSet<()>) {
     }
     // The epochs are read here, not in the task, so that a cut issued after this accept
     // reaches the connection even if its task has not run yet.
-    let birth = Birth { cut: faults.cut_epoch, reset: faults.reset_epoch };
+    let birth = Birth {
+        cut: faults.cut_epoch,
+        reset: faults.reset_epoch,
+    };
     let guard = ActiveGuard::new(Arc::clone(shared));
     tasks.spawn(run_connection(client, guard, birth));
 }
@@ -503,7 +529,9 @@ async fn run_connection(mut client: TcpStream, guard: ActiveGuard, birth: Birth)
     // Forward small frames at once; split mode relies on each 1-byte write leaving alone.
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
-    let end = Conn::new(shared, birth).pump(&mut client, &mut server).await;
+    let end = Conn::new(shared, birth)
+        .pump(&mut client, &mut server)
+        .await;
     match end {
         End::Reset => {
             let _ = client.set_zero_linger();
@@ -538,7 +566,10 @@ struct Framer {
 
 impl Framer {
     fn new() -> Self {
-        Self { decoder: FrameDecoder::new(MAX_PARSED_FRAME), raw: false }
+        Self {
+            decoder: FrameDecoder::new(MAX_PARSED_FRAME),
+            raw: false,
+        }
     }
 
     fn push(&mut self, data: &[u8]) -> Vec<Piece> {
@@ -582,7 +613,11 @@ fn set_watches_path_bytes(op: OpCode, body: &Bytes) -> Option<usize> {
     match op {
         OpCode::SetWatches => {
             let w = SetWatches::decode_exact(body).ok()?;
-            Some(total(&[&w.data_watches, &w.exist_watches, &w.child_watches]))
+            Some(total(&[
+                &w.data_watches,
+                &w.exist_watches,
+                &w.child_watches,
+            ]))
         }
         OpCode::SetWatches2 => {
             let w = SetWatches2::decode_exact(body).ok()?;
@@ -618,7 +653,9 @@ impl Stats {
     fn log_set_watches(&mut self, op: OpCode, payload: &Bytes) {
         let body = payload.slice(payload.len().min(8)..);
         match set_watches_path_bytes(op, &body) {
-            Some(n) if self.set_watches_path_bytes.len() < MAX_LOG => self.set_watches_path_bytes.push(n),
+            Some(n) if self.set_watches_path_bytes.len() < MAX_LOG => {
+                self.set_watches_path_bytes.push(n)
+            }
             Some(_) => {}
             None => self.counts.undecodable_set_watches += 1,
         }
@@ -684,7 +721,11 @@ impl Lane {
 
     fn push(&mut self, bytes: Bytes, release_at: Instant, last: bool) {
         self.queued += bytes.len();
-        self.queue.push_back(Chunk { bytes, release_at, last });
+        self.queue.push_back(Chunk {
+            bytes,
+            release_at,
+            last,
+        });
     }
 
     /// What to write next (empty for nothing): the rest of the front chunk, or one byte of
@@ -712,7 +753,10 @@ impl Lane {
     /// Records `n` bytes written; returns the chunk if it is now fully written.
     fn advance(&mut self, n: usize) -> Option<Chunk> {
         self.written += n;
-        let done = self.queue.front().is_some_and(|c| self.written >= c.bytes.len());
+        let done = self
+            .queue
+            .front()
+            .is_some_and(|c| self.written >= c.bytes.len());
         if !done {
             return None;
         }
@@ -751,7 +795,10 @@ impl Conn {
         Self {
             shared,
             birth,
-            lanes: [Lane::new(Direction::ClientToServer), Lane::new(Direction::ServerToClient)],
+            lanes: [
+                Lane::new(Direction::ClientToServer),
+                Lane::new(Direction::ServerToClient),
+            ],
             doomed: false,
         }
     }
@@ -774,7 +821,11 @@ impl Conn {
             let now = Instant::now();
             let to_server = self.lanes[C2S].next_write(now, &faults);
             let to_client = self.lanes[S2C].next_write(now, &faults);
-            let wake = self.lanes.iter().filter_map(|l| l.wake_at(now, &faults)).min();
+            let wake = self
+                .lanes
+                .iter()
+                .filter_map(|l| l.wake_at(now, &faults))
+                .min();
             let read_client = !self.doomed && self.lanes[C2S].wants_read(&faults);
             let read_server = self.lanes[S2C].wants_read(&faults);
             tokio::select! {
@@ -824,7 +875,10 @@ impl Conn {
         }
         // A peer that closed ends the connection once what it sent has been forwarded (a
         // closeSession, or an "expired" ConnectResponse, must get through).
-        self.lanes.iter().any(|l| l.eof && l.queue.is_empty()).then_some(End::Closed)
+        self.lanes
+            .iter()
+            .any(|l| l.eof && l.queue.is_empty())
+            .then_some(End::Closed)
     }
 
     /// Empties both queues; true when that threw away a trigger's frame, which leaves
@@ -896,8 +950,11 @@ impl Conn {
     /// forwards it as the connection's last frame (a fired trigger).
     fn on_request(&mut self, payload: &Bytes, faults: &Faults) -> Option<bool> {
         let lane = &mut self.lanes[C2S];
-        let header =
-            if std::mem::take(&mut lane.first) { None } else { decode_prefix::<RequestHeader>(payload) };
+        let header = if std::mem::take(&mut lane.first) {
+            None
+        } else {
+            decode_prefix::<RequestHeader>(payload)
+        };
         self.shared.stats().log_client(header.as_ref(), payload);
         let Some(header) = header else {
             return Some(false);
@@ -911,8 +968,11 @@ impl Conn {
 
     fn on_reply(&mut self, payload: &Bytes) {
         let lane = &mut self.lanes[S2C];
-        let header =
-            if std::mem::take(&mut lane.first) { None } else { decode_prefix::<ReplyHeader>(payload) };
+        let header = if std::mem::take(&mut lane.first) {
+            None
+        } else {
+            decode_prefix::<ReplyHeader>(payload)
+        };
         self.shared.stats().log_server(header, payload);
     }
 }

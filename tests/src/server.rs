@@ -249,7 +249,10 @@ pub enum ServerError {
 
 impl ServerError {
     fn io(context: impl Into<String>, source: io::Error) -> Self {
-        Self::Io { context: context.into(), source }
+        Self::Io {
+            context: context.into(),
+            source,
+        }
     }
 }
 
@@ -260,7 +263,12 @@ impl fmt::Display for ServerError {
             Self::ZooKeeperNotFound(detail) => write!(f, "{ZK_INSTALL_HINT} ({detail})"),
             Self::BashNotFound(detail) => write!(f, "{BASH_INSTALL_HINT} ({detail})"),
             Self::Io { context, source } => write!(f, "{context}: {source}"),
-            Self::Startup { what, reason, log_path, log_tail } => {
+            Self::Startup {
+                what,
+                reason,
+                log_path,
+                log_tail,
+            } => {
                 let removed = if log_path.exists() {
                     ""
                 } else {
@@ -330,7 +338,10 @@ impl Default for ServerConfig {
             max_session_timeout_ms: 60_000,
             extra: Vec::new(),
             jvm_props: vec![
-                ("zookeeper.extendedTypesEnabled".to_owned(), "true".to_owned()),
+                (
+                    "zookeeper.extendedTypesEnabled".to_owned(),
+                    "true".to_owned(),
+                ),
                 ("zookeeper.forceSync".to_owned(), "no".to_owned()),
             ],
             startup_timeout: None,
@@ -534,10 +545,7 @@ fn resolve_java() -> Result<PathBuf, ServerError> {
             };
         }
         return find_on_path(&value.to_string_lossy()).ok_or_else(|| {
-            ServerError::JavaNotFound(format!(
-                "{JAVA_ENV}={} is not on PATH",
-                as_path.display()
-            ))
+            ServerError::JavaNotFound(format!("{JAVA_ENV}={} is not on PATH", as_path.display()))
         });
     }
     if let Some(found) = find_on_path("java") {
@@ -580,12 +588,13 @@ pub fn default_classpath() -> Result<OsString, ServerError> {
             missing.join(", ")
         )));
     }
-    let jars = REQUIRED_JARS
-        .iter()
-        .map(|jar| dir.join(jar))
-        .chain(OPTIONAL_JARS.iter().map(|jar| dir.join(jar)).filter(|p| p.is_file()));
-    env::join_paths(jars)
-        .map_err(|e| ServerError::ZooKeeperNotFound(format!("bad jar path: {e}")))
+    let jars = REQUIRED_JARS.iter().map(|jar| dir.join(jar)).chain(
+        OPTIONAL_JARS
+            .iter()
+            .map(|jar| dir.join(jar))
+            .filter(|p| p.is_file()),
+    );
+    env::join_paths(jars).map_err(|e| ServerError::ZooKeeperNotFound(format!("bad jar path: {e}")))
 }
 
 fn resolve_classpath() -> Result<OsString, ServerError> {
@@ -601,7 +610,11 @@ fn resolve_runtime() -> Result<Runtime, ServerError> {
         .ok_or_else(|| ServerError::BashNotFound("no `bash` on PATH or at /bin/bash".to_owned()))?;
     let java = resolve_java()?;
     let classpath = resolve_classpath()?;
-    Ok(Runtime { bash, java, classpath })
+    Ok(Runtime {
+        bash,
+        java,
+        classpath,
+    })
 }
 
 // ---------------------------------------------------------------------------
@@ -880,7 +893,10 @@ impl Node {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => {
-                return Err(ServerError::io(format!("removing {}", self.pid_path.display()), e));
+                return Err(ServerError::io(
+                    format!("removing {}", self.pid_path.display()),
+                    e,
+                ));
             }
         }
 
@@ -916,7 +932,11 @@ impl Node {
             }
         })?;
         let stdin = watchdog.stdin.take();
-        *self.proc() = Some(Proc { watchdog, stdin, java_pid: None });
+        *self.proc() = Some(Proc {
+            watchdog,
+            stdin,
+            java_pid: None,
+        });
         Ok(())
     }
 
@@ -1041,7 +1061,11 @@ impl Node {
 
     /// Polls until [`Self::probe`] succeeds. Fails early when the process
     /// exits; on timeout leaves the process running (callers kill it).
-    fn wait_ready(&self, accept: fn(&Mode) -> bool, deadline: Instant) -> Result<Mode, ServerError> {
+    fn wait_ready(
+        &self,
+        accept: fn(&Mode) -> bool,
+        deadline: Instant,
+    ) -> Result<Mode, ServerError> {
         loop {
             let last = match self.probe(accept) {
                 Ok(mode) => return Ok(mode),
@@ -1086,7 +1110,11 @@ impl Node {
 
     fn remove_dir(&self) {
         if self.keep {
-            eprintln!("zkwire-testing: kept {} in {}", self.label, self.dir.display());
+            eprintln!(
+                "zkwire-testing: kept {} in {}",
+                self.label,
+                self.dir.display()
+            );
         } else {
             let _ = fs::remove_dir_all(&self.dir);
         }
@@ -1283,8 +1311,14 @@ impl ZkServer {
     pub fn restart(&mut self) -> Result<(), ServerError> {
         self.node.kill()?;
         self.node.spawn("restarting")?;
-        let timeout = self.config.startup_timeout.unwrap_or(STANDALONE_START_TIMEOUT);
-        match self.node.wait_ready(|m| *m == Mode::Standalone, Instant::now() + timeout) {
+        let timeout = self
+            .config
+            .startup_timeout
+            .unwrap_or(STANDALONE_START_TIMEOUT);
+        match self
+            .node
+            .wait_ready(|m| *m == Mode::Standalone, Instant::now() + timeout)
+        {
             Ok(_) => Ok(()),
             Err(e) => {
                 let _ = self.node.kill();
@@ -1358,7 +1392,10 @@ impl ZkEnsemble {
         if n == 0 {
             return Err(ServerError::io(
                 "starting an ensemble",
-                io::Error::new(io::ErrorKind::InvalidInput, "an ensemble needs at least one node"),
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "an ensemble needs at least one node",
+                ),
             ));
         }
         let runtime = resolve_runtime()?;
@@ -1390,7 +1427,10 @@ impl ZkEnsemble {
                     &runtime,
                 )?);
             }
-            let ensemble = Self { nodes, config: config.clone() };
+            let ensemble = Self {
+                nodes,
+                config: config.clone(),
+            };
             for node in &ensemble.nodes {
                 node.spawn("starting")?;
             }
@@ -1412,7 +1452,10 @@ impl ZkEnsemble {
     fn node(&self, i: usize) -> &Node {
         match self.nodes.get(i) {
             Some(node) => node,
-            None => panic!("ensemble node index {i} out of range 0..{}", self.nodes.len()),
+            None => panic!(
+                "ensemble node index {i} out of range 0..{}",
+                self.nodes.len()
+            ),
         }
     }
 
@@ -1429,7 +1472,11 @@ impl ZkEnsemble {
     /// Connect string naming every node in index order:
     /// `"127.0.0.1:p0,127.0.0.1:p1,127.0.0.1:p2"`.
     pub fn connect_string(&self) -> String {
-        self.nodes.iter().map(Node::connect_string).collect::<Vec<_>>().join(",")
+        self.nodes
+            .iter()
+            .map(Node::connect_string)
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     /// Connect string of node `i` alone, `"127.0.0.1:<port>"`.
@@ -1501,7 +1548,9 @@ impl ZkEnsemble {
         (0..self.nodes.len())
             .map(|i| {
                 let node = &self.nodes[i];
-                let mode = self.mode(i).map_or_else(|| "-".to_owned(), |m| m.to_string());
+                let mode = self
+                    .mode(i)
+                    .map_or_else(|| "-".to_owned(), |m| m.to_string());
                 format!(
                     "node {i} (myid {}) {}: running={} mode={mode} log={}",
                     i + 1,
@@ -1556,7 +1605,11 @@ impl ZkEnsemble {
                 );
                 let culprit = &self.nodes[not_ready.map_or(0, |(i, _)| i)];
                 return Err(ServerError::Startup {
-                    what: format!("{}-node ensemble {}", self.nodes.len(), self.connect_string()),
+                    what: format!(
+                        "{}-node ensemble {}",
+                        self.nodes.len(),
+                        self.connect_string()
+                    ),
                     reason,
                     log_path: culprit.log_path.clone(),
                     log_tail: tail_of(&culprit.log_path, ERROR_LOG_LINES),
@@ -1600,7 +1653,10 @@ impl ZkEnsemble {
         let node = self.node(i);
         node.kill()?;
         node.spawn("restarting")?;
-        let timeout = self.config.startup_timeout.unwrap_or(ENSEMBLE_START_TIMEOUT);
+        let timeout = self
+            .config
+            .startup_timeout
+            .unwrap_or(ENSEMBLE_START_TIMEOUT);
         match node.wait_ready(Mode::is_quorum_member, Instant::now() + timeout) {
             Ok(_) => Ok(()),
             Err(e) => {
@@ -1673,7 +1729,10 @@ mod tests {
         .unwrap();
         node.spawn("starting").unwrap();
         let err = node
-            .wait_ready(|m| *m == Mode::Standalone, Instant::now() + Duration::from_secs(20))
+            .wait_ready(
+                |m| *m == Mode::Standalone,
+                Instant::now() + Duration::from_secs(20),
+            )
             .unwrap_err();
         assert!(err.to_string().contains("exited while starting"), "{err}");
         assert!(node.log_mentions_bind_failure(), "{err}");

@@ -24,7 +24,11 @@ pub async fn delete_recursive(client: &Client, path: &str) -> Result<(), Error> 
         Err(e) => return Err(e),
     };
     for child in children {
-        let child_path = if path == "/" { format!("/{child}") } else { format!("{path}/{child}") };
+        let child_path = if path == "/" {
+            format!("/{child}")
+        } else {
+            format!("{path}/{child}")
+        };
         Box::pin(delete_recursive(client, &child_path)).await?;
     }
     match client.delete(path, None).await {
@@ -39,10 +43,16 @@ pub async fn delete_recursive(client: &Client, path: &str) -> Result<(), Error> 
 /// When the server cannot be started or reached: the test then fails with the reason.
 pub async fn fresh_chroot(name: &str) -> String {
     let server = shared_server();
-    let root = Client::connect(&server.connect_string()).await.expect("connect to the shared server");
+    let root = Client::connect(&server.connect_string())
+        .await
+        .expect("connect to the shared server");
     let chroot = format!("/{name}");
-    delete_recursive(&root, &chroot).await.expect("clean the chroot");
-    root.create(&chroot, b"", &CreateOptions::new(CreateMode::Persistent)).await.expect("create the chroot");
+    delete_recursive(&root, &chroot)
+        .await
+        .expect("clean the chroot");
+    root.create(&chroot, b"", &CreateOptions::new(CreateMode::Persistent))
+        .await
+        .expect("create the chroot");
     root.close().await.expect("close");
     format!("{}{chroot}", server.connect_string())
 }
@@ -53,7 +63,9 @@ pub async fn fresh_chroot(name: &str) -> String {
 /// As [`fresh_chroot`].
 pub async fn client_in_chroot(name: &str) -> Client {
     let cs = fresh_chroot(name).await;
-    Client::connect(&cs).await.expect("connect under the chroot")
+    Client::connect(&cs)
+        .await
+        .expect("connect under the chroot")
 }
 
 /// Ends a session for real, as the server sees it: a second connection attaches with the
@@ -76,13 +88,22 @@ pub async fn kill_session(addr: &str, session_id: i64, passwd: Bytes) -> io::Res
     };
     let mut out = BytesMut::new();
     encode_frame(&mut out, |b| connect.encode(b));
-    encode_frame(&mut out, |b| RequestHeader { xid: 1, op: OpCode::CloseSession }.encode(b));
+    encode_frame(&mut out, |b| {
+        RequestHeader {
+            xid: 1,
+            op: OpCode::CloseSession,
+        }
+        .encode(b)
+    });
     stream.write_all(&out).await?;
     let mut frames = FrameDecoder::default();
     let response = read_frame(&mut stream, &mut frames).await?;
     let response = ConnectResponse::decode_exact(&response).map_err(invalid)?;
     if response.is_expired() {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "session already gone"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "session already gone",
+        ));
     }
     // The closeSession reply, then EOF.
     read_frame(&mut stream, &mut frames).await.map(drop)
@@ -93,11 +114,17 @@ async fn read_frame(stream: &mut TcpStream, frames: &mut FrameDecoder) -> io::Re
         if let Some(frame) = frames.next_frame().map_err(invalid)? {
             return Ok(frame);
         }
-        let n = tokio::time::timeout(Duration::from_secs(10), stream.read_buf(frames.buffer_mut()))
-            .await
-            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no reply from the server"))??;
+        let n = tokio::time::timeout(
+            Duration::from_secs(10),
+            stream.read_buf(frames.buffer_mut()),
+        )
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no reply from the server"))??;
         if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "server closed the connection"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "server closed the connection",
+            ));
         }
     }
 }
@@ -108,7 +135,9 @@ fn invalid(e: impl std::error::Error + Send + Sync + 'static) -> io::Error {
 
 /// The number of file descriptors this process has open (Linux `/proc/self/fd`).
 pub fn open_fds() -> usize {
-    std::fs::read_dir("/proc/self/fd").map(Iterator::count).unwrap_or(0)
+    std::fs::read_dir("/proc/self/fd")
+        .map(Iterator::count)
+        .unwrap_or(0)
 }
 
 /// The leak check run after a test (matrix #27): closes `client`, then asserts that nothing
@@ -121,7 +150,11 @@ pub fn open_fds() -> usize {
 pub async fn assert_no_leaks(client: Client, fds_before: usize) {
     client.close().await.expect("close");
     let stats = client.stats();
-    assert_eq!((stats.in_flight, stats.queued, stats.watches), (0, 0, 0), "after close: {stats:?}");
+    assert_eq!(
+        (stats.in_flight, stats.queued, stats.watches),
+        (0, 0, 0),
+        "after close: {stats:?}"
+    );
     let handle = client.stats_handle();
     drop(client);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -129,7 +162,10 @@ pub async fn assert_no_leaks(client: Client, fds_before: usize) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let stats = handle.stats();
-    assert!(!stats.driver_running, "the client task is still running: {stats:?}");
+    assert!(
+        !stats.driver_running,
+        "the client task is still running: {stats:?}"
+    );
     assert_eq!(stats.waiting_callers, 0, "{stats:?}");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     while open_fds() > fds_before && tokio::time::Instant::now() < deadline {
@@ -145,7 +181,13 @@ pub fn sockets_to(ports: &[u16]) -> usize {
         .into_iter()
         .flatten()
         .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-        .filter_map(|l| l.to_str()?.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok())
+        .filter_map(|l| {
+            l.to_str()?
+                .strip_prefix("socket:[")?
+                .strip_suffix(']')?
+                .parse()
+                .ok()
+        })
         .collect();
     ["/proc/self/net/tcp", "/proc/self/net/tcp6"]
         .iter()
@@ -170,15 +212,24 @@ pub fn sockets_to(ports: &[u16]) -> usize {
 pub async fn assert_no_leaks_to(client: Client, ports: &[u16]) {
     client.close().await.expect("close");
     let stats = client.stats();
-    assert_eq!((stats.in_flight, stats.queued, stats.watches), (0, 0, 0), "after close: {stats:?}");
+    assert_eq!(
+        (stats.in_flight, stats.queued, stats.watches),
+        (0, 0, 0),
+        "after close: {stats:?}"
+    );
     let handle = client.stats_handle();
     drop(client);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while (handle.stats().driver_running || sockets_to(ports) > 0) && tokio::time::Instant::now() < deadline {
+    while (handle.stats().driver_running || sockets_to(ports) > 0)
+        && tokio::time::Instant::now() < deadline
+    {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let stats = handle.stats();
-    assert!(!stats.driver_running, "the client task is still running: {stats:?}");
+    assert!(
+        !stats.driver_running,
+        "the client task is still running: {stats:?}"
+    );
     assert_eq!(stats.waiting_callers, 0, "{stats:?}");
     assert_eq!(sockets_to(ports), 0, "sockets to the servers left open");
 }

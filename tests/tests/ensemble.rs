@@ -38,7 +38,11 @@ async fn writers(client: &Client, tasks: usize, stop: Arc<AtomicBool>) -> JoinSe
                     break;
                 }
                 let path = format!("/w/{task}-{n}");
-                match client.with_timeout(SESSION).create(&path, b"x", &opts).await {
+                match client
+                    .with_timeout(SESSION)
+                    .create(&path, b"x", &opts)
+                    .await
+                {
                     Ok((p, _)) => w.ok.push(p),
                     Err(Error::ConnectionLoss) => w.connection_loss += 1,
                     Err(e) => w.other.push(e),
@@ -64,8 +68,13 @@ async fn collect(mut set: JoinSet<Writes>) -> Writes {
 /// Every write reported OK is there; nothing reported OK is missing.
 async fn assert_acknowledged_writes_exist(client: &Client, writes: &Writes) {
     client.sync("/w").await.unwrap();
-    let present: std::collections::HashSet<String> =
-        client.get_children("/w").await.unwrap().into_iter().map(|c| format!("/w/{c}")).collect();
+    let present: std::collections::HashSet<String> = client
+        .get_children("/w")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| format!("/w/{c}"))
+        .collect();
     let lost: Vec<&String> = writes.ok.iter().filter(|p| !present.contains(*p)).collect();
     assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
     // A create that failed with ConnectionLoss may or may not have been applied; nothing else
@@ -79,8 +88,15 @@ async fn assert_acknowledged_writes_exist(client: &Client, writes: &Writes) {
 async fn m25_leader_kill_with_writes_in_flight() {
     let mut ensemble = start_ensemble();
     let ports: Vec<u16> = (0..3).map(|i| ensemble.node_port(i)).collect();
-    let client = Client::builder().with_session_timeout(SESSION).connect(&ensemble.connect_string()).await.unwrap();
-    client.create("/w", b"", &CreateOptions::new(CreateMode::Persistent)).await.unwrap();
+    let client = Client::builder()
+        .with_session_timeout(SESSION)
+        .connect(&ensemble.connect_string())
+        .await
+        .unwrap();
+    client
+        .create("/w", b"", &CreateOptions::new(CreateMode::Persistent))
+        .await
+        .unwrap();
     let session = client.session_id();
     let stop = Arc::new(AtomicBool::new(false));
     let running = writers(&client, 4, stop.clone()).await;
@@ -92,7 +108,11 @@ async fn m25_leader_kill_with_writes_in_flight() {
     stop.store(true, Ordering::Relaxed);
     let writes = collect(running).await;
 
-    assert!(writes.other.is_empty(), "only ConnectionLoss may fail a write: {:?}", writes.other);
+    assert!(
+        writes.other.is_empty(),
+        "only ConnectionLoss may fail a write: {:?}",
+        writes.other
+    );
     assert_eq!(client.session_id(), session, "the session survived");
     assert_eq!(client.state(), SessionState::Connected);
     assert_acknowledged_writes_exist(&client, &writes).await;
@@ -112,8 +132,15 @@ async fn m25_leader_kill_with_writes_in_flight() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m25_quorum_loss_then_recovery_keeps_the_session() {
     let mut ensemble = start_ensemble();
-    let client = Client::builder().with_session_timeout(SESSION).connect(&ensemble.connect_string()).await.unwrap();
-    client.create("/w", b"", &CreateOptions::new(CreateMode::Persistent)).await.unwrap();
+    let client = Client::builder()
+        .with_session_timeout(SESSION)
+        .connect(&ensemble.connect_string())
+        .await
+        .unwrap();
+    client
+        .create("/w", b"", &CreateOptions::new(CreateMode::Persistent))
+        .await
+        .unwrap();
     let session = client.session_id();
     let stop = Arc::new(AtomicBool::new(false));
     let running = writers(&client, 2, stop.clone()).await;
@@ -135,10 +162,22 @@ async fn m25_quorum_loss_then_recovery_keeps_the_session() {
     stop.store(true, Ordering::Relaxed);
     let writes = collect(running).await;
 
-    assert!(writes.other.is_empty(), "only ConnectionLoss may fail a write: {:?}", writes.other);
-    assert_eq!(client.session_id(), session, "the session survived the quorum loss");
+    assert!(
+        writes.other.is_empty(),
+        "only ConnectionLoss may fail a write: {:?}",
+        writes.other
+    );
+    assert_eq!(
+        client.session_id(),
+        session,
+        "the session survived the quorum loss"
+    );
     assert_acknowledged_writes_exist(&client, &writes).await;
-    println!("m25 quorum loss: {} acknowledged, {} ConnectionLoss", writes.ok.len(), writes.connection_loss);
+    println!(
+        "m25 quorum loss: {} acknowledged, {} ConnectionLoss",
+        writes.ok.len(),
+        writes.connection_loss
+    );
     client.close().await.unwrap();
 }
 
@@ -154,7 +193,10 @@ async fn m03_session_stomp() {
         .connect(&ensemble.node_connect_string(0))
         .await
         .unwrap();
-    first.create("/w", b"", &CreateOptions::new(CreateMode::Persistent)).await.unwrap();
+    first
+        .create("/w", b"", &CreateOptions::new(CreateMode::Persistent))
+        .await
+        .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let running = writers(&first, 3, stop.clone()).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -172,7 +214,11 @@ async fn m03_session_stomp() {
     let mut states = first.state_stream();
     second.close().await.unwrap();
 
-    assert!(writes.other.iter().all(|e| *e == Error::SessionExpired), "{:?}", writes.other);
+    assert!(
+        writes.other.iter().all(|e| *e == Error::SessionExpired),
+        "{:?}",
+        writes.other
+    );
     let observer = Client::connect(&ensemble.connect_string()).await.unwrap();
     assert_acknowledged_writes_exist(&observer, &writes).await;
     // The session is over for the first handle as well.
@@ -187,7 +233,11 @@ async fn m03_session_stomp() {
     .await
     .expect("the first handle learns the session ended");
     assert_eq!(end, SessionState::Expired);
-    println!("m03 stomp: {} acknowledged, {} ConnectionLoss", writes.ok.len(), writes.connection_loss);
+    println!(
+        "m03 stomp: {} acknowledged, {} ConnectionLoss",
+        writes.ok.len(),
+        writes.connection_loss
+    );
     observer.close().await.unwrap();
 }
 
@@ -201,7 +251,10 @@ async fn read_only_server_then_back_to_read_write() {
     let config = ServerConfig::default().read_only_mode(true);
     let mut ensemble = block_in_place(|| ZkEnsemble::start_with(3, config)).unwrap();
     let setup = Client::connect(&ensemble.connect_string()).await.unwrap();
-    setup.create("/ro", b"data", &CreateOptions::new(CreateMode::Persistent)).await.unwrap();
+    setup
+        .create("/ro", b"data", &CreateOptions::new(CreateMode::Persistent))
+        .await
+        .unwrap();
     setup.close().await.unwrap();
     block_in_place(|| {
         ensemble.kill(1)?;
@@ -218,12 +271,17 @@ async fn read_only_server_then_back_to_read_write() {
     let mut states = client.state_stream();
     if client.state() != SessionState::ConnectedReadOnly {
         // Node 0 may still be switching to read-only mode.
-        let state = tokio::time::timeout(Duration::from_secs(15), states.next()).await.unwrap();
+        let state = tokio::time::timeout(Duration::from_secs(15), states.next())
+            .await
+            .unwrap();
         assert_eq!(state, Some(SessionState::ConnectedReadOnly));
     }
     let local_session = client.session_id();
     assert_eq!(&client.get_data("/ro").await.unwrap().0[..], b"data");
-    assert_eq!(client.set_data("/ro", b"x", None).await, Err(Error::NotReadOnly));
+    assert_eq!(
+        client.set_data("/ro", b"x", None).await,
+        Err(Error::NotReadOnly)
+    );
 
     block_in_place(|| {
         ensemble.restart(1)?;
@@ -241,7 +299,11 @@ async fn read_only_server_then_back_to_read_write() {
     })
     .await;
     assert_eq!(back, Ok(true), "found the read/write server");
-    assert_ne!(client.session_id(), local_session, "a real session replaced the local one");
+    assert_ne!(
+        client.session_id(),
+        local_session,
+        "a real session replaced the local one"
+    );
     client.set_data("/ro", b"rw again", None).await.unwrap();
     client.close().await.unwrap();
 }

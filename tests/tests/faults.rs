@@ -25,12 +25,19 @@ fn persistent() -> CreateOptions {
 }
 
 async fn connect(cs: &str, timeout: Duration) -> Client {
-    Client::builder().with_session_timeout(timeout).connect(cs).await.unwrap()
+    Client::builder()
+        .with_session_timeout(timeout)
+        .connect(cs)
+        .await
+        .unwrap()
 }
 
 /// The next state change, failing the test after `within`.
 async fn next_state(states: &mut StateStream, within: Duration) -> SessionState {
-    tokio::time::timeout(within, states.next()).await.expect("a state change in time").expect("open stream")
+    tokio::time::timeout(within, states.next())
+        .await
+        .expect("a state change in time")
+        .expect("open stream")
 }
 
 /// Asserts no state change happens for `quiet`.
@@ -40,7 +47,9 @@ async fn no_state_change(states: &mut StateStream, quiet: Duration) {
 }
 
 async fn fired(w: OneshotWatcher) -> zkwire::WatchedEvent {
-    tokio::time::timeout(Duration::from_secs(5), w).await.expect("the watch fires")
+    tokio::time::timeout(Duration::from_secs(5), w)
+        .await
+        .expect("the watch fires")
 }
 
 /// Restarts (kill -9, start on the same port and data dir) without blocking the runtime.
@@ -57,7 +66,10 @@ async fn m01_handshake_expired_is_terminal() {
     let a = connect(&cs, T).await;
     let (id, passwd) = (a.session_id(), a.session_password());
     a.close().await.unwrap();
-    let resumed = Client::builder().with_session(id, passwd).connect(&cs).await;
+    let resumed = Client::builder()
+        .with_session(id, passwd)
+        .connect(&cs)
+        .await;
     assert_eq!(resumed.err(), Some(Error::SessionExpired));
 
     // A bogus session, with requests submitted before the handshake: all fail, and so does
@@ -73,7 +85,11 @@ async fn m01_handshake_expired_is_terminal() {
     assert_eq!(bogus.exists("/").await, Err(Error::SessionExpired));
     assert_eq!(bogus.session_id(), 0x0bad_0000_0000_0001);
     no_state_change(&mut states, Duration::from_millis(300)).await;
-    assert_eq!(bogus.stats().connections, 1, "no reconnect loop after expiry");
+    assert_eq!(
+        bogus.stats().connections,
+        1,
+        "no reconnect loop after expiry"
+    );
     assert_no_leaks(bogus, fds).await;
 }
 
@@ -86,19 +102,37 @@ async fn m02_real_session_kill_reports_expiry_once() {
     let fds = open_fds();
     let a = connect(&cs, T).await;
     let observer = connect(&cs, T).await;
-    a.create("/eph", b"", &CreateOptions::new(CreateMode::Ephemeral)).await.unwrap();
+    a.create("/eph", b"", &CreateOptions::new(CreateMode::Ephemeral))
+        .await
+        .unwrap();
     let (_, watcher) = a.exists_and_watch("/never").await.unwrap();
     let mut states = a.state_stream();
 
-    kill_session(&shared_server().connect_string(), a.session_id(), a.session_password()).await.unwrap();
+    kill_session(
+        &shared_server().connect_string(),
+        a.session_id(),
+        a.session_password(),
+    )
+    .await
+    .unwrap();
     observer.sync("/").await.unwrap();
-    assert_eq!(observer.exists("/eph").await.unwrap(), None, "ephemeral gone at once");
+    assert_eq!(
+        observer.exists("/eph").await.unwrap(),
+        None,
+        "ephemeral gone at once"
+    );
 
-    assert_eq!(next_state(&mut states, 2 * T).await, SessionState::Disconnected);
+    assert_eq!(
+        next_state(&mut states, 2 * T).await,
+        SessionState::Disconnected
+    );
     assert_eq!(next_state(&mut states, 2 * T).await, SessionState::Expired);
     no_state_change(&mut states, Duration::from_millis(300)).await;
     let end = fired(watcher).await;
-    assert_eq!((end.event_type, end.state), (EventType::None, KeeperState::Expired));
+    assert_eq!(
+        (end.event_type, end.state),
+        (EventType::None, KeeperState::Expired)
+    );
     assert_eq!(a.get_data("/").await, Err(Error::SessionExpired));
     assert_no_leaks(a, fds + 1).await;
     observer.close().await.unwrap();
@@ -133,8 +167,18 @@ async fn m11_local_expiry_when_no_server_answers() {
         .spawn(&server.connect_string(), zkwire::driver::TcpConnector)
         .unwrap();
     tokio::time::sleep(3 * T / 2).await;
-    assert_eq!(fresh.state(), SessionState::Connecting, "a session never made cannot expire");
-    assert_eq!(fresh.with_timeout(Duration::from_millis(200)).exists("/").await, Err(Error::Timeout));
+    assert_eq!(
+        fresh.state(),
+        SessionState::Connecting,
+        "a session never made cannot expire"
+    );
+    assert_eq!(
+        fresh
+            .with_timeout(Duration::from_millis(200))
+            .exists("/")
+            .await,
+        Err(Error::Timeout)
+    );
     drop(fresh);
 }
 
@@ -156,20 +200,35 @@ async fn m12_watches_survive_a_server_restart() {
 
     restart(&mut server);
     let back = Instant::now();
-    assert_eq!(next_state(&mut states, Duration::from_secs(10)).await, SessionState::Disconnected);
-    assert_eq!(next_state(&mut states, Duration::from_secs(10)).await, SessionState::Connected);
-    println!("m12: reconnected {:?} after the server was back", back.elapsed());
+    assert_eq!(
+        next_state(&mut states, Duration::from_secs(10)).await,
+        SessionState::Disconnected
+    );
+    assert_eq!(
+        next_state(&mut states, Duration::from_secs(10)).await,
+        SessionState::Connected
+    );
+    println!(
+        "m12: reconnected {:?} after the server was back",
+        back.elapsed()
+    );
     assert_eq!(a.session_id(), session, "same session");
     for w in [&mut data, &mut child, &mut exist] {
         let early = tokio::time::timeout(Duration::from_millis(200), w).await;
-        assert!(early.is_err(), "spurious event after the restart: {early:?}");
+        assert!(
+            early.is_err(),
+            "spurious event after the restart: {early:?}"
+        );
     }
 
     a.set_data("/d", b"1", None).await.unwrap();
     a.create("/c/k", b"", &persistent()).await.unwrap();
     a.create("/missing", b"", &persistent()).await.unwrap();
     assert_eq!(fired(data).await.event_type, EventType::NodeDataChanged);
-    assert_eq!(fired(child).await.event_type, EventType::NodeChildrenChanged);
+    assert_eq!(
+        fired(child).await.event_type,
+        EventType::NodeChildrenChanged
+    );
     assert_eq!(fired(exist).await.event_type, EventType::NodeCreated);
     assert_eq!(a.stats().watches, 0, "one-shot watches are gone once fired");
     assert_no_leaks(a, fds).await;
@@ -182,7 +241,10 @@ async fn m26_bad_auth_is_terminal_good_auth_is_replayed() {
     let _serial = SERIAL.lock().await;
     let mut server = ZkServer::start().unwrap();
     let fds = open_fds();
-    let bad = Client::builder().with_auth("nosuchscheme", b"x".to_vec()).connect(&server.connect_string()).await;
+    let bad = Client::builder()
+        .with_auth("nosuchscheme", b"x".to_vec())
+        .connect(&server.connect_string())
+        .await;
     assert_eq!(bad.err(), Some(Error::AuthFailed));
 
     let a = connect(&server.connect_string(), Duration::from_secs(10)).await;
@@ -191,11 +253,25 @@ async fn m26_bad_auth_is_terminal_good_auth_is_replayed() {
     a.create("/private", b"s", &private).await.unwrap();
     let mut states = a.state_stream();
     restart(&mut server);
-    assert_eq!(next_state(&mut states, Duration::from_secs(10)).await, SessionState::Disconnected);
-    assert_eq!(next_state(&mut states, Duration::from_secs(10)).await, SessionState::Connected);
-    assert_eq!(&a.get_data("/private").await.unwrap().0[..], b"s", "auth replayed");
+    assert_eq!(
+        next_state(&mut states, Duration::from_secs(10)).await,
+        SessionState::Disconnected
+    );
+    assert_eq!(
+        next_state(&mut states, Duration::from_secs(10)).await,
+        SessionState::Connected
+    );
+    assert_eq!(
+        &a.get_data("/private").await.unwrap().0[..],
+        b"s",
+        "auth replayed"
+    );
     let who = a.who_am_i().await.unwrap();
-    assert!(who.iter().any(|i| i.auth_scheme == "digest" && i.user == "alice"), "{who:?}");
+    assert!(
+        who.iter()
+            .any(|i| i.auth_scheme == "digest" && i.user == "alice"),
+        "{who:?}"
+    );
 
     let mut states = a.state_stream();
     let failed = a.add_auth("nosuchscheme", b"x").await;

@@ -68,14 +68,24 @@ fn standalone_lifecycle() {
     let port = server.port();
     assert_eq!(server.connect_string(), format!("127.0.0.1:{port}"));
     assert!(server.is_running());
-    assert!(server.pid().is_some(), "java pid unknown; log {}", log.display());
+    assert!(
+        server.pid().is_some(),
+        "java pid unknown; log {}",
+        log.display()
+    );
 
-    assert_eq!(four_letter_word(server.addr(), "ruok").unwrap().trim(), "imok");
+    assert_eq!(
+        four_letter_word(server.addr(), "ruok").unwrap().trim(),
+        "imok"
+    );
     let srvr = four_letter_word(server.connect_string(), "srvr").unwrap();
     assert!(srvr.contains("Mode: standalone"), "srvr said: {srvr}");
     assert_eq!(server.mode(), Some(Mode::Standalone));
     let cfg = fs::read_to_string(server.dir().join("zoo.cfg")).unwrap();
-    assert!(cfg.contains("tickTime=200") && cfg.contains("clientPortAddress=127.0.0.1"), "{cfg}");
+    assert!(
+        cfg.contains("tickTime=200") && cfg.contains("clientPortAddress=127.0.0.1"),
+        "{cfg}"
+    );
 
     let old_pid = server.pid().unwrap();
     let t1 = Instant::now();
@@ -91,7 +101,11 @@ fn standalone_lifecycle() {
     assert!(!server.is_running());
     assert_eq!(server.pid(), None);
     assert!(!pid_alive(pid), "JVM {pid} survived kill()");
-    assert!(!port_accepts(port), "port {port} still accepts after kill(); log {}", log.display());
+    assert!(
+        !port_accepts(port),
+        "port {port} still accepts after kill(); log {}",
+        log.display()
+    );
     assert!(four_letter_word(server.addr(), "ruok").is_err());
     // kill() of a dead server is a no-op.
     server.kill().unwrap();
@@ -106,9 +120,13 @@ fn standalone_lifecycle() {
 
 #[test]
 fn standalone_stop_is_graceful_and_restartable() {
-    let config = ServerConfig::default().tick_time_ms(100).min_session_timeout_ms(200);
+    let config = ServerConfig::default()
+        .tick_time_ms(100)
+        .min_session_timeout_ms(200);
     let mut server = ZkServer::start_with(config).unwrap_or_else(|e| panic!("{e}"));
-    assert!(fs::read_to_string(server.dir().join("zoo.cfg")).unwrap().contains("tickTime=100"));
+    assert!(fs::read_to_string(server.dir().join("zoo.cfg"))
+        .unwrap()
+        .contains("tickTime=100"));
     let port = server.port();
     let t = Instant::now();
     server.stop().unwrap_or_else(|e| panic!("{e}"));
@@ -140,15 +158,29 @@ fn ensemble_failover() {
     assert_eq!(all.len(), 3, "client ports must differ: {ports:?}");
     assert_eq!(
         ens.connect_string(),
-        ports.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>().join(",")
+        ports
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect::<Vec<_>>()
+            .join(",")
     );
-    assert_eq!(ens.node_connect_string(1), format!("127.0.0.1:{}", ports[1]));
+    assert_eq!(
+        ens.node_connect_string(1),
+        format!("127.0.0.1:{}", ports[1])
+    );
 
     let modes: Vec<Option<Mode>> = (0..3).map(|i| ens.mode(i)).collect();
     let leaders = modes.iter().filter(|m| **m == Some(Mode::Leader)).count();
     let followers = modes.iter().filter(|m| **m == Some(Mode::Follower)).count();
-    assert_eq!((leaders, followers), (1, 2), "modes {modes:?}\n{}", ens.status());
-    let old_leader = ens.leader().unwrap_or_else(|| panic!("no leader\n{}", ens.status()));
+    assert_eq!(
+        (leaders, followers),
+        (1, 2),
+        "modes {modes:?}\n{}",
+        ens.status()
+    );
+    let old_leader = ens
+        .leader()
+        .unwrap_or_else(|| panic!("no leader\n{}", ens.status()));
 
     let t1 = Instant::now();
     ens.kill(old_leader).unwrap_or_else(|e| panic!("{e}"));
@@ -163,18 +195,32 @@ fn ensemble_failover() {
     let t2 = Instant::now();
     ens.restart(old_leader).unwrap_or_else(|e| panic!("{e}"));
     eprintln!("old leader restart -> rejoined: {:?}", t2.elapsed());
-    assert_eq!(ens.mode(old_leader), Some(Mode::Follower), "{}", ens.status());
+    assert_eq!(
+        ens.mode(old_leader),
+        Some(Mode::Follower),
+        "{}",
+        ens.status()
+    );
     assert_eq!(ens.node_port(old_leader), ports[old_leader]);
-    assert_eq!(ens.wait_for_quorum(Duration::from_secs(10)).unwrap(), new_leader);
+    assert_eq!(
+        ens.wait_for_quorum(Duration::from_secs(10)).unwrap(),
+        new_leader
+    );
 
     let dirs: Vec<PathBuf> = (0..3).map(|i| ens.node_dir(i).to_path_buf()).collect();
     let pids: Vec<u32> = (0..3).filter_map(|i| ens.node_pid(i)).collect();
     assert_eq!(pids.len(), 3);
     drop(ens);
-    assert!(pids.iter().all(|&p| !pid_alive(p)), "JVMs survived Drop: {pids:?}");
+    assert!(
+        pids.iter().all(|&p| !pid_alive(p)),
+        "JVMs survived Drop: {pids:?}"
+    );
     assert!(ports.iter().all(|&p| !port_accepts(p)));
     if std::env::var_os("ZKWIRE_KEEP_LOGS").is_none() {
-        assert!(dirs.iter().all(|d| !d.exists()), "Drop must remove {dirs:?}");
+        assert!(
+            dirs.iter().all(|d| !d.exists()),
+            "Drop must remove {dirs:?}"
+        );
     }
     eprintln!("ensemble test total: {:?}", t0.elapsed());
 }
@@ -186,7 +232,9 @@ fn ensemble_read_only_mode() {
     ens.kill(1).unwrap_or_else(|e| panic!("{e}"));
     ens.kill(2).unwrap_or_else(|e| panic!("{e}"));
     let t = Instant::now();
-    let read_only = eventually(Duration::from_secs(20), || ens.mode(0) == Some(Mode::ReadOnly));
+    let read_only = eventually(Duration::from_secs(20), || {
+        ens.mode(0) == Some(Mode::ReadOnly)
+    });
     assert!(read_only, "node 0 never went read-only\n{}", ens.status());
     eprintln!("quorum lost -> read-only: {:?}", t.elapsed());
     assert_eq!(ens.leader(), None);
@@ -204,7 +252,11 @@ fn zz_child_process_helper() {
     let out = PathBuf::from(std::env::var_os(CHILD_OUT_ENV).unwrap());
     let mut report = String::new();
     let mut add = |port: u16, pid: Option<u32>, dir: &Path| {
-        report.push_str(&format!("SERVER {port} {} {}\n", pid.unwrap(), dir.display()));
+        report.push_str(&format!(
+            "SERVER {port} {} {}\n",
+            pid.unwrap(),
+            dir.display()
+        ));
     };
     match mode.to_str() {
         // Server in a static, then process::exit: no Drop at all.
@@ -250,7 +302,12 @@ fn spawn_child(mode: &str, envs: &[(&str, &str)]) -> (Child, String) {
     ));
     let _ = fs::remove_file(&out);
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "zz_child_process_helper", "--test-threads=1", "--quiet"])
+        .args([
+            "--exact",
+            "zz_child_process_helper",
+            "--test-threads=1",
+            "--quiet",
+        ])
         .env(CHILD_MODE_ENV, mode)
         .env(CHILD_OUT_ENV, &out)
         .env_remove("ZKWIRE_KEEP_LOGS")
@@ -276,7 +333,10 @@ fn spawn_child(mode: &str, envs: &[(&str, &str)]) -> (Child, String) {
 
 /// Parses `SERVER <port> <pid> <dir>` lines of a child's report.
 fn parse_servers(mode: &str, report: &str) -> Vec<(u16, u32, PathBuf)> {
-    assert!(report.ends_with("READY\n"), "child ({mode}) failed: {report:?}");
+    assert!(
+        report.ends_with("READY\n"),
+        "child ({mode}) failed: {report:?}"
+    );
     report
         .lines()
         .filter_map(|l| l.strip_prefix("SERVER "))
@@ -308,7 +368,11 @@ fn assert_cleaned_up(mode: &str, servers: &[(u16, u32, PathBuf)]) {
             )
         })
         .collect();
-    assert!(gone, "leftovers after the child ({mode}) died:\n{}", state.join("\n"));
+    assert!(
+        gone,
+        "leftovers after the child ({mode}) died:\n{}",
+        state.join("\n")
+    );
     eprintln!(
         "{mode}: {} JVM(s) gone and dirs removed {:?} after the test process died",
         servers.len(),
@@ -332,7 +396,10 @@ fn no_leftover_after_sigkill() {
     let servers = parse_servers("sigkill", &report);
     assert_eq!(servers.len(), 4);
     for (port, pid, _) in &servers {
-        assert!(pid_alive(*pid) && port_accepts(*port), "server {port} not up in the child");
+        assert!(
+            pid_alive(*pid) && port_accepts(*port),
+            "server {port} not up in the child"
+        );
     }
     child.kill().unwrap();
     child.wait().unwrap();
@@ -343,13 +410,18 @@ fn no_leftover_after_sigkill() {
 fn missing_java_is_reported() {
     let (mut child, report) = spawn_child("start-error", &[("JAVA", "/nonexistent/bin/java")]);
     child.wait().unwrap();
-    assert!(report.starts_with("ERR java not found: install"), "{report}");
+    assert!(
+        report.starts_with("ERR java not found: install"),
+        "{report}"
+    );
 }
 
 #[test]
 fn missing_zookeeper_is_reported() {
-    let (mut child, report) =
-        spawn_child("start-error", &[("ZKWIRE_ZK_CLASSPATH", "/nonexistent/zookeeper.jar")]);
+    let (mut child, report) = spawn_child(
+        "start-error",
+        &[("ZKWIRE_ZK_CLASSPATH", "/nonexistent/zookeeper.jar")],
+    );
     child.wait().unwrap();
     assert!(
         report.starts_with(
@@ -364,5 +436,8 @@ fn missing_zookeeper_is_reported() {
 fn startup_failure_reports_log_tail() {
     let config = ServerConfig::default().extra("tickTime", "not-a-number");
     let err = ZkServer::start_with(config).unwrap_err().to_string();
-    assert!(err.contains("server log:") && err.contains("NumberFormatException"), "{err}");
+    assert!(
+        err.contains("server log:") && err.contains("NumberFormatException"),
+        "{err}"
+    );
 }

@@ -109,16 +109,29 @@ fn expect_error(what: &str, decode: DecodeFn, record: &str, bytes: &[u8]) -> Dec
         Ok(()) => panic!("{what}: decoded without error"),
         Err(err) => err,
     };
-    assert_eq!(err.outer_record(), record, "{what}: error must name the record: {err}");
-    assert!(err.to_string().contains(record), "{what}: message must name the record: {err}");
+    assert_eq!(
+        err.outer_record(),
+        record,
+        "{what}: error must name the record: {err}"
+    );
+    assert!(
+        err.to_string().contains(record),
+        "{what}: message must name the record: {err}"
+    );
     // Frames are validated in full before decoding allocates anything.
-    assert_eq!(allocated, 0, "{what}: allocated {allocated} bytes for a {}-byte frame", bytes.len());
+    assert_eq!(
+        allocated,
+        0,
+        "{what}: allocated {allocated} bytes for a {}-byte frame",
+        bytes.len()
+    );
     err
 }
 
 fn truncations(cases: &mut usize) {
     for (name, bytes) in fixtures() {
-        let (decode, record) = decoder_for(&name).unwrap_or_else(|| panic!("no decoder for {name}"));
+        let (decode, record) =
+            decoder_for(&name).unwrap_or_else(|| panic!("no decoder for {name}"));
         // The whole fixture decodes.
         decode(&bytes).unwrap_or_else(|e| {
             if !name.ends_with("null_vector") {
@@ -131,7 +144,10 @@ fn truncations(cases: &mut usize) {
             *cases += 1;
             // The only legal truncation: a ConnectResponse without its optional read-only byte.
             if name.starts_with("connect_response") && cut == 36 {
-                assert!(result.is_ok(), "{name} without the read-only byte must decode");
+                assert!(
+                    result.is_ok(),
+                    "{name} without the read-only byte must decode"
+                );
                 continue;
             }
             let err = match result {
@@ -139,55 +155,138 @@ fn truncations(cases: &mut usize) {
                 Err(err) => err,
             };
             assert_eq!(err.outer_record(), record, "{name} at {cut}: {err}");
-            assert_eq!(allocated, 0, "{name} truncated at {cut}: allocated {allocated} bytes");
+            assert_eq!(
+                allocated, 0,
+                "{name} truncated at {cut}: allocated {allocated} bytes"
+            );
         }
     }
 }
 
 fn bad_lengths_and_counts(cases: &mut usize) {
     let path_minus_2 = [0xff, 0xff, 0xff, 0xfe, 1];
-    let e = expect_error("length -2", d::<ExistsRequest>, "ExistsRequest", &path_minus_2);
-    assert!(matches!(e.kind(), DecodeErrorKind::BadLength { len: -2, offset: 0 }));
+    let e = expect_error(
+        "length -2",
+        d::<ExistsRequest>,
+        "ExistsRequest",
+        &path_minus_2,
+    );
+    assert!(matches!(
+        e.kind(),
+        DecodeErrorKind::BadLength { len: -2, offset: 0 }
+    ));
 
     let null_path = [0xff, 0xff, 0xff, 0xff, 1];
     let e = expect_error("null path", d::<ExistsRequest>, "ExistsRequest", &null_path);
-    assert!(matches!(e.kind(), DecodeErrorKind::UnexpectedNull { what: "string", .. }));
+    assert!(matches!(
+        e.kind(),
+        DecodeErrorKind::UnexpectedNull { what: "string", .. }
+    ));
 
     let huge_string = [0x7f, 0xff, 0xff, 0xff, b'/', b'a'];
-    let e = expect_error("0x7fffffff path length", d::<SyncResponse>, "SyncResponse", &huge_string);
-    assert!(matches!(e.kind(), DecodeErrorKind::UnexpectedEnd { needed: 0x7fff_ffff, .. }));
+    let e = expect_error(
+        "0x7fffffff path length",
+        d::<SyncResponse>,
+        "SyncResponse",
+        &huge_string,
+    );
+    assert!(matches!(
+        e.kind(),
+        DecodeErrorKind::UnexpectedEnd {
+            needed: 0x7fff_ffff,
+            ..
+        }
+    ));
 
     let mut huge_buffer = vec![0x7f, 0xff, 0xff, 0xff];
     huge_buffer.extend_from_slice(&[0; 68]);
-    let e = expect_error("0x7fffffff data length", d::<GetDataResponse>, "GetDataResponse", &huge_buffer);
+    let e = expect_error(
+        "0x7fffffff data length",
+        d::<GetDataResponse>,
+        "GetDataResponse",
+        &huge_buffer,
+    );
     assert!(matches!(e.kind(), DecodeErrorKind::UnexpectedEnd { .. }));
 
     // A vector count of 2^31-1 inside a 12-byte frame.
     let huge_count = [0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 1, b'a', 0, 0, 0];
-    let e = expect_error("2^31-1 children", d::<GetChildrenResponse>, "GetChildrenResponse", &huge_count);
-    assert!(matches!(e.kind(), DecodeErrorKind::BadCount { count: i32::MAX, .. }));
-    let e = expect_error("2^31-1 ACLs", d::<GetAclResponse>, "GetACLResponse", &huge_count);
-    assert!(matches!(e.kind(), DecodeErrorKind::BadCount { count: i32::MAX, .. }));
-    let e = expect_error("2^31-1 infos", d::<WhoAmIResponse>, "WhoAmIResponse", &huge_count);
+    let e = expect_error(
+        "2^31-1 children",
+        d::<GetChildrenResponse>,
+        "GetChildrenResponse",
+        &huge_count,
+    );
+    assert!(matches!(
+        e.kind(),
+        DecodeErrorKind::BadCount {
+            count: i32::MAX,
+            ..
+        }
+    ));
+    let e = expect_error(
+        "2^31-1 ACLs",
+        d::<GetAclResponse>,
+        "GetACLResponse",
+        &huge_count,
+    );
+    assert!(matches!(
+        e.kind(),
+        DecodeErrorKind::BadCount {
+            count: i32::MAX,
+            ..
+        }
+    ));
+    let e = expect_error(
+        "2^31-1 infos",
+        d::<WhoAmIResponse>,
+        "WhoAmIResponse",
+        &huge_count,
+    );
     assert!(matches!(e.kind(), DecodeErrorKind::BadCount { .. }));
 
     let minus_2_count = [0xff, 0xff, 0xff, 0xfe];
-    let e = expect_error("count -2", d::<GetEphemeralsResponse>, "GetEphemeralsResponse", &minus_2_count);
-    assert!(matches!(e.kind(), DecodeErrorKind::BadCount { count: -2, .. }));
+    let e = expect_error(
+        "count -2",
+        d::<GetEphemeralsResponse>,
+        "GetEphemeralsResponse",
+        &minus_2_count,
+    );
+    assert!(matches!(
+        e.kind(),
+        DecodeErrorKind::BadCount { count: -2, .. }
+    ));
 
     // Invalid UTF-8 in paths: in a notification and inside a multi result.
     let bad_event = [0, 0, 0, 3, 0, 0, 0, 3, 0, 0, 0, 3, b'/', 0xc3, 0x28];
-    let e = expect_error("invalid UTF-8 event path", d::<WatcherEvent>, "WatcherEvent", &bad_event);
+    let e = expect_error(
+        "invalid UTF-8 event path",
+        d::<WatcherEvent>,
+        "WatcherEvent",
+        &bad_event,
+    );
     assert!(matches!(e.kind(), DecodeErrorKind::BadUtf8 { offset: 12 }));
     let mut bad_multi = vec![0, 0, 0, 1, 0, 0, 0, 0, 0];
     bad_multi.extend_from_slice(&[0, 0, 0, 2, b'/', 0xff]);
-    let e = expect_error("invalid UTF-8 in multi", d::<MultiResponse>, "MultiResponse", &bad_multi);
+    let e = expect_error(
+        "invalid UTF-8 in multi",
+        d::<MultiResponse>,
+        "MultiResponse",
+        &bad_multi,
+    );
     assert_eq!(e.record(), "CreateResponse");
 
     // An unknown multi result type cannot be skipped: its body length is unknown.
     let unknown_type = [0, 0, 0x03, 0xe7, 0, 0, 0, 0, 0];
-    let e = expect_error("unknown multi type", d::<MultiResponse>, "MultiResponse", &unknown_type);
-    assert!(matches!(e.kind(), DecodeErrorKind::UnknownValue { value: 999, .. }));
+    let e = expect_error(
+        "unknown multi type",
+        d::<MultiResponse>,
+        "MultiResponse",
+        &unknown_type,
+    );
+    assert!(matches!(
+        e.kind(),
+        DecodeErrorKind::UnknownValue { value: 999, .. }
+    ));
     *cases += 12;
 }
 
@@ -195,14 +294,23 @@ fn bad_frames(cases: &mut usize) {
     for (prefix, expected) in [
         ([0xff, 0xff, 0xff, 0xfe], FrameError::NegativeLength(-2)),
         ([0xff, 0xff, 0xff, 0xff], FrameError::NegativeLength(-1)),
-        ([0x7f, 0xff, 0xff, 0xff], FrameError::TooLong { len: 0x7fff_ffff, max: 0xfffff + 1024 }),
+        (
+            [0x7f, 0xff, 0xff, 0xff],
+            FrameError::TooLong {
+                len: 0x7fff_ffff,
+                max: 0xfffff + 1024,
+            },
+        ),
     ] {
         let mut decoder = FrameDecoder::default();
         let region = Region::new(GLOBAL);
         decoder.push(&prefix);
         decoder.push(&[0; 8]);
         assert_eq!(decoder.next_frame(), Err(expected));
-        assert!(region.change().bytes_allocated <= 64, "frame error allocated");
+        assert!(
+            region.change().bytes_allocated <= 64,
+            "frame error allocated"
+        );
         *cases += 1;
     }
 }

@@ -605,7 +605,11 @@ where
 /// the Java client. The connection is dropped, the request fails with ConnectionLoss, and the
 /// client reconnects.
 async fn bad_record(body: Vec<u8>) -> Result<Outcome, String> {
-    dropped_fast(move |h| reply_frame(h.xid, 1, ErrorCode::Ok, &body).to_vec(), None).await
+    dropped_fast(
+        move |h| reply_frame(h.xid, 1, ErrorCode::Ok, &body).to_vec(),
+        None,
+    )
+    .await
 }
 
 /// After the damage: a request succeeds on a healthy connection, and there were at least

@@ -17,21 +17,39 @@ fn opts(mode: CreateMode) -> CreateOptions {
 #[tokio::test]
 async fn create_in_every_mode_returns_path_and_stat() {
     let c = client_in_chroot("ops_create").await;
-    let (path, stat) = c.create("/p", b"data", &opts(CreateMode::Persistent)).await.unwrap();
+    let (path, stat) = c
+        .create("/p", b"data", &opts(CreateMode::Persistent))
+        .await
+        .unwrap();
     assert_eq!(path, "/p");
-    assert_eq!((stat.data_length, stat.ephemeral_owner, stat.version), (4, 0, 0));
+    assert_eq!(
+        (stat.data_length, stat.ephemeral_owner, stat.version),
+        (4, 0, 0)
+    );
 
-    let (path, stat) = c.create("/e", b"", &opts(CreateMode::Ephemeral)).await.unwrap();
+    let (path, stat) = c
+        .create("/e", b"", &opts(CreateMode::Ephemeral))
+        .await
+        .unwrap();
     assert_eq!(path, "/e");
     assert_eq!(stat.ephemeral_owner, c.session_id());
 
-    let (s1, _) = c.create("/p/s-", b"", &opts(CreateMode::PersistentSequential)).await.unwrap();
-    let (s2, st2) = c.create("/p/s-", b"", &opts(CreateMode::EphemeralSequential)).await.unwrap();
+    let (s1, _) = c
+        .create("/p/s-", b"", &opts(CreateMode::PersistentSequential))
+        .await
+        .unwrap();
+    let (s2, st2) = c
+        .create("/p/s-", b"", &opts(CreateMode::EphemeralSequential))
+        .await
+        .unwrap();
     assert_eq!(s1, "/p/s-0000000000");
     assert_eq!(s2, "/p/s-0000000001");
     assert_eq!(st2.ephemeral_owner, c.session_id());
 
-    let (path, stat) = c.create("/c", b"", &opts(CreateMode::Container)).await.unwrap();
+    let (path, stat) = c
+        .create("/c", b"", &opts(CreateMode::Container))
+        .await
+        .unwrap();
     assert_eq!(path, "/c");
     // The server maps its container and TTL owner markers back to 0 in client Stats.
     assert_eq!(stat.ephemeral_owner, 0);
@@ -43,11 +61,28 @@ async fn create_in_every_mode_returns_path_and_stat() {
     let (path, _) = c.create("/t-", b"x", &ttl_seq).await.unwrap();
     assert!(path.starts_with("/t-00000"), "{path}");
 
-    assert_eq!(c.create("/p", b"", &opts(CreateMode::Persistent)).await, Err(Error::NodeExists));
-    assert_eq!(c.create("/no/parent", b"", &opts(CreateMode::Persistent)).await, Err(Error::NoNode));
-    assert_eq!(c.create("/e/kid", b"", &opts(CreateMode::Persistent)).await, Err(Error::NoChildrenForEphemerals));
-    assert!(matches!(c.create("/t2", b"", &opts(CreateMode::PersistentWithTtl)).await, Err(Error::InvalidArgument(_))));
-    assert!(matches!(c.create("bad", b"", &opts(CreateMode::Persistent)).await, Err(Error::InvalidPath(_))));
+    assert_eq!(
+        c.create("/p", b"", &opts(CreateMode::Persistent)).await,
+        Err(Error::NodeExists)
+    );
+    assert_eq!(
+        c.create("/no/parent", b"", &opts(CreateMode::Persistent))
+            .await,
+        Err(Error::NoNode)
+    );
+    assert_eq!(
+        c.create("/e/kid", b"", &opts(CreateMode::Persistent)).await,
+        Err(Error::NoChildrenForEphemerals)
+    );
+    assert!(matches!(
+        c.create("/t2", b"", &opts(CreateMode::PersistentWithTtl))
+            .await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        c.create("bad", b"", &opts(CreateMode::Persistent)).await,
+        Err(Error::InvalidPath(_))
+    ));
     c.close().await.unwrap();
 }
 
@@ -56,17 +91,24 @@ async fn data_exists_delete_with_versions() {
     let c = client_in_chroot("ops_data").await;
     assert_eq!(c.exists("/n").await.unwrap(), None);
     assert_eq!(c.get_data("/n").await, Err(Error::NoNode));
-    c.create("/n", b"v0", &opts(CreateMode::Persistent)).await.unwrap();
+    c.create("/n", b"v0", &opts(CreateMode::Persistent))
+        .await
+        .unwrap();
     let (data, stat) = c.get_data("/n").await.unwrap();
     assert_eq!((&data[..], stat.version), (&b"v0"[..], 0));
-    assert_eq!(c.set_data("/n", b"v1", Some(5)).await, Err(Error::BadVersion));
+    assert_eq!(
+        c.set_data("/n", b"v1", Some(5)).await,
+        Err(Error::BadVersion)
+    );
     let stat = c.set_data("/n", b"v1", Some(0)).await.unwrap();
     assert_eq!(stat.version, 1);
     assert_eq!(c.exists("/n").await.unwrap().map(|s| s.version), Some(1));
     let stat = c.set_data("/n", b"", None).await.unwrap();
     assert_eq!(stat.data_length, 0);
 
-    c.create("/n/kid", b"", &opts(CreateMode::Persistent)).await.unwrap();
+    c.create("/n/kid", b"", &opts(CreateMode::Persistent))
+        .await
+        .unwrap();
     assert_eq!(c.delete("/n", None).await, Err(Error::NotEmpty));
     assert_eq!(c.delete("/n/kid", Some(3)).await, Err(Error::BadVersion));
     c.delete("/n/kid", Some(0)).await.unwrap();
@@ -78,11 +120,17 @@ async fn data_exists_delete_with_versions() {
 #[tokio::test]
 async fn children_counts_ephemerals_and_sync() {
     let c = client_in_chroot("ops_children").await;
-    c.create("/d", b"", &opts(CreateMode::Persistent)).await.unwrap();
+    c.create("/d", b"", &opts(CreateMode::Persistent))
+        .await
+        .unwrap();
     for name in ["a", "b", "c"] {
-        c.create(&format!("/d/{name}"), b"", &opts(CreateMode::Persistent)).await.unwrap();
+        c.create(&format!("/d/{name}"), b"", &opts(CreateMode::Persistent))
+            .await
+            .unwrap();
     }
-    c.create("/d/a/x", b"", &opts(CreateMode::Ephemeral)).await.unwrap();
+    c.create("/d/a/x", b"", &opts(CreateMode::Ephemeral))
+        .await
+        .unwrap();
     let mut kids = c.get_children("/d").await.unwrap();
     kids.sort();
     assert_eq!(kids, ["a", "b", "c"]);
@@ -101,9 +149,17 @@ async fn children_counts_ephemerals_and_sync() {
 #[tokio::test]
 async fn acls_and_digest_auth() {
     let cs = fresh_chroot("ops_acl").await;
-    let alice = Client::builder().with_auth("digest", b"alice:secret".to_vec()).connect(&cs).await.unwrap();
+    let alice = Client::builder()
+        .with_auth("digest", b"alice:secret".to_vec())
+        .connect(&cs)
+        .await
+        .unwrap();
     let who = alice.who_am_i().await.unwrap();
-    assert!(who.iter().any(|i| i.auth_scheme == "digest" && i.user == "alice"), "{who:?}");
+    assert!(
+        who.iter()
+            .any(|i| i.auth_scheme == "digest" && i.user == "alice"),
+        "{who:?}"
+    );
 
     let creator_only = opts(CreateMode::Persistent).with_acl(Acl::creator_all());
     alice.create("/private", b"s", &creator_only).await.unwrap();
@@ -118,15 +174,30 @@ async fn acls_and_digest_auth() {
     assert_eq!(&anon.get_data("/private").await.unwrap().0[..], b"s");
 
     let anyone = vec![Acl::new(Perms::ALL, Id::anyone())];
-    assert_eq!(alice.set_acl("/private", &anyone, Some(5)).await, Err(Error::BadVersion));
-    assert_eq!(alice.set_acl("/private", &[], None).await, Err(Error::InvalidAcl));
-    let stat = alice.set_acl("/private", &Acl::read_unsafe(), Some(0)).await.unwrap();
+    assert_eq!(
+        alice.set_acl("/private", &anyone, Some(5)).await,
+        Err(Error::BadVersion)
+    );
+    assert_eq!(
+        alice.set_acl("/private", &[], None).await,
+        Err(Error::InvalidAcl)
+    );
+    let stat = alice
+        .set_acl("/private", &Acl::read_unsafe(), Some(0))
+        .await
+        .unwrap();
     assert_eq!(stat.aversion, 1);
     let eve = Client::connect(&cs).await.unwrap();
     assert_eq!(&eve.get_data("/private").await.unwrap().0[..], b"s");
-    assert_eq!(eve.set_data("/private", b"x", None).await, Err(Error::NoAuth));
+    assert_eq!(
+        eve.set_data("/private", b"x", None).await,
+        Err(Error::NoAuth)
+    );
     // Read-only for everyone now, alice included: no ADMIN left to change it back.
-    assert_eq!(alice.set_acl("/private", &anyone, None).await, Err(Error::NoAuth));
+    assert_eq!(
+        alice.set_acl("/private", &anyone, None).await,
+        Err(Error::NoAuth)
+    );
     for c in [alice, anon, eve] {
         c.close().await.unwrap();
     }
@@ -135,7 +206,9 @@ async fn acls_and_digest_auth() {
 #[tokio::test]
 async fn multi_success_failure_and_multi_read() {
     let c = client_in_chroot("ops_multi").await;
-    c.create("/m", b"0", &opts(CreateMode::Persistent)).await.unwrap();
+    c.create("/m", b"0", &opts(CreateMode::Persistent))
+        .await
+        .unwrap();
     let results = c
         .multi(&[
             Op::check("/m", 0),
@@ -154,14 +227,27 @@ async fn multi_success_failure_and_multi_read() {
 
     // A failing op rolls everything back and says which op failed.
     let failed = c
-        .multi(&[Op::create("/m/b", &b""[..], opts(CreateMode::Persistent)), Op::check("/m", 99)])
+        .multi(&[
+            Op::create("/m/b", &b""[..], opts(CreateMode::Persistent)),
+            Op::check("/m", 99),
+        ])
         .await;
-    assert_eq!(failed, Err(Error::MultiFailed { index: 1, error: Box::new(Error::BadVersion) }));
+    assert_eq!(
+        failed,
+        Err(Error::MultiFailed {
+            index: 1,
+            error: Box::new(Error::BadVersion)
+        })
+    );
     assert_eq!(c.exists("/m/b").await.unwrap(), None, "rolled back");
     assert_eq!(c.multi(&[]).await.unwrap(), []);
 
     let reads = c
-        .multi_read(&[ReadOp::GetData("/m".into()), ReadOp::GetChildren("/m".into()), ReadOp::GetData("/none".into())])
+        .multi_read(&[
+            ReadOp::GetData("/m".into()),
+            ReadOp::GetChildren("/m".into()),
+            ReadOp::GetData("/none".into()),
+        ])
         .await
         .unwrap();
     assert!(matches!(&reads[0], Ok(ReadResult::Data { data, .. }) if &data[..] == b"1"));
@@ -174,9 +260,14 @@ async fn multi_success_failure_and_multi_read() {
 async fn chroot_is_added_and_stripped() {
     let cs = fresh_chroot("ops_chroot").await;
     let c = Client::connect(&cs).await.unwrap();
-    let (path, _) = c.create("/x", b"", &opts(CreateMode::Persistent)).await.unwrap();
+    let (path, _) = c
+        .create("/x", b"", &opts(CreateMode::Persistent))
+        .await
+        .unwrap();
     assert_eq!(path, "/x");
-    let root = Client::connect(&shared_server().connect_string()).await.unwrap();
+    let root = Client::connect(&shared_server().connect_string())
+        .await
+        .unwrap();
     assert!(root.exists("/ops_chroot/x").await.unwrap().is_some());
     // The chroot root itself is "/" for the chrooted client.
     assert_eq!(c.get_children("/").await.unwrap(), ["x"]);
@@ -189,33 +280,47 @@ async fn close_removes_ephemerals_and_fails_later_requests() {
     let cs = fresh_chroot("ops_close").await;
     let c = Client::connect(&cs).await.unwrap();
     let observer = Client::connect(&cs).await.unwrap();
-    c.create("/eph", b"", &opts(CreateMode::Ephemeral)).await.unwrap();
+    c.create("/eph", b"", &opts(CreateMode::Ephemeral))
+        .await
+        .unwrap();
     let mut states = c.state_stream();
     c.close().await.unwrap();
     assert_eq!(states.next().await, Some(SessionState::Closed));
     assert_eq!(c.state(), SessionState::Closed);
     assert_eq!(c.get_data("/eph").await, Err(Error::Closed));
     c.close().await.unwrap();
-    assert_eq!(observer.exists("/eph").await.unwrap(), None, "ephemeral deleted at close");
+    assert_eq!(
+        observer.exists("/eph").await.unwrap(),
+        None,
+        "ephemeral deleted at close"
+    );
     observer.close().await.unwrap();
 }
 
 #[tokio::test]
 async fn oversized_request_fails_locally_without_reconnecting() {
     let c = client_in_chroot("ops_oversized").await;
-    c.create("/big", b"", &opts(CreateMode::Persistent)).await.unwrap();
+    c.create("/big", b"", &opts(CreateMode::Persistent))
+        .await
+        .unwrap();
     let session = c.session_id();
     let mut states = c.state_stream();
     let big = vec![7u8; 2 << 20];
     let err = c.set_data("/big", &big, None).await.unwrap_err();
-    assert!(matches!(err, Error::RequestTooLarge { max: 0xfffff, .. }), "{err:?}");
+    assert!(
+        matches!(err, Error::RequestTooLarge { max: 0xfffff, .. }),
+        "{err:?}"
+    );
     assert!(!err.is_retryable());
     // The connection was never touched: same session, no state change, next request fine.
     assert_eq!(c.exists("/big").await.unwrap().map(|s| s.version), Some(0));
     assert_eq!(c.session_id(), session);
     assert_eq!(c.state(), SessionState::Connected);
     let no_change = tokio::time::timeout(Duration::from_millis(200), states.next()).await;
-    assert!(no_change.is_err(), "no state change expected, got {no_change:?}");
+    assert!(
+        no_change.is_err(),
+        "no state change expected, got {no_change:?}"
+    );
     // Just under the limit goes through.
     let fits = vec![7u8; 0xfffff - 200];
     c.set_data("/big", &fits, None).await.unwrap();

@@ -11,7 +11,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use zkwire::proto::OpCode;
-use zkwire::{AddWatchMode, Client, CreateMode, CreateOptions, Error, EventType, SessionState, StateStream};
+use zkwire::{
+    AddWatchMode, Client, CreateMode, CreateOptions, Error, EventType, SessionState, StateStream,
+};
 use zkwire_testing::proxy::{Direction, FaultProxy, MAX_BUFFERED};
 use zkwire_testing::server::{four_letter_word, shared_server};
 use zkwire_testing::support::fresh_chroot;
@@ -20,7 +22,9 @@ use zkwire_testing::support::fresh_chroot;
 const STEP: Duration = Duration::from_secs(10);
 
 async fn within<F: Future>(limit: Duration, what: &str, f: F) -> F::Output {
-    tokio::time::timeout(limit, f).await.unwrap_or_else(|_| panic!("timed out after {limit:?}: {what}"))
+    tokio::time::timeout(limit, f)
+        .await
+        .unwrap_or_else(|_| panic!("timed out after {limit:?}: {what}"))
 }
 
 /// Polls `cond` every 10 ms until it holds.
@@ -98,7 +102,9 @@ fn handshake() -> Bytes {
 /// Reads exactly `len` bytes.
 async fn read_exact(stream: &mut TcpStream, len: usize) -> Vec<u8> {
     let mut buf = vec![0; len];
-    within(STEP, "read", stream.read_exact(&mut buf)).await.unwrap();
+    within(STEP, "read", stream.read_exact(&mut buf))
+        .await
+        .unwrap();
     buf
 }
 
@@ -136,7 +142,10 @@ async fn blackhole_releases_in_order_and_blackhole_drop_discards() {
     let mut client = echo_pair(&proxy).await;
 
     proxy.blackhole(true);
-    let (b, c) = (request(2, OpCode::GetData, b"bb"), request(3, OpCode::GetData, b"ccc"));
+    let (b, c) = (
+        request(2, OpCode::GetData, b"bb"),
+        request(3, OpCode::GetData, b"ccc"),
+    );
     client.write_all(&b).await.unwrap();
     client.write_all(&c).await.unwrap();
     assert_silent(&mut client, Duration::from_millis(200)).await;
@@ -145,12 +154,19 @@ async fn blackhole_releases_in_order_and_blackhole_drop_discards() {
     assert_eq!(echoed, [b, c].concat(), "held frames delivered in order");
 
     proxy.blackhole_drop(true);
-    client.write_all(&request(4, OpCode::GetData, b"dropped")).await.unwrap();
+    client
+        .write_all(&request(4, OpCode::GetData, b"dropped"))
+        .await
+        .unwrap();
     assert_silent(&mut client, Duration::from_millis(200)).await;
     proxy.blackhole_drop(false);
     let e = request(5, OpCode::Exists, b"e");
     client.write_all(&e).await.unwrap();
-    assert_eq!(read_exact(&mut client, e.len()).await, e, "the dropped frame never arrives");
+    assert_eq!(
+        read_exact(&mut client, e.len()).await,
+        e,
+        "the dropped frame never arrives"
+    );
     assert_eq!(proxy.counts().frames_discarded, 1);
     assert_eq!(proxy.active(), 1);
 }
@@ -165,7 +181,11 @@ async fn one_way_holds_stall_only_their_direction() {
     proxy.hold_server_to_client(true);
     let a = request(1, OpCode::GetData, b"a");
     client.write_all(&a).await.unwrap();
-    assert_eq!(upstream_bytes(&mut seen, a.len()).await, a, "client→server still flows");
+    assert_eq!(
+        upstream_bytes(&mut seen, a.len()).await,
+        a,
+        "client→server still flows"
+    );
     assert_silent(&mut client, Duration::from_millis(200)).await;
     proxy.hold_server_to_client(false);
     assert_eq!(read_exact(&mut client, a.len()).await, a);
@@ -185,14 +205,19 @@ async fn delay_applies_to_each_direction() {
     let mut client = echo_pair(&proxy).await;
     proxy.delay(Duration::from_millis(150));
     let started = Instant::now();
-    let frames: Vec<Bytes> = (1..=3).map(|xid| request(xid, OpCode::Exists, &[b'x'; 10])).collect();
+    let frames: Vec<Bytes> = (1..=3)
+        .map(|xid| request(xid, OpCode::Exists, &[b'x'; 10]))
+        .collect();
     for f in &frames {
         client.write_all(f).await.unwrap();
     }
     let echoed = read_exact(&mut client, frames.iter().map(Bytes::len).sum()).await;
     let elapsed = started.elapsed();
     assert_eq!(echoed, frames.concat(), "order kept");
-    assert!(elapsed >= Duration::from_millis(300), "two delays expected, took {elapsed:?}");
+    assert!(
+        elapsed >= Duration::from_millis(300),
+        "two delays expected, took {elapsed:?}"
+    );
     assert!(elapsed < Duration::from_secs(2), "took {elapsed:?}");
 }
 
@@ -216,7 +241,11 @@ async fn split_frames_writes_single_bytes() {
     }
     assert_eq!(got, big);
     assert!(reads > 1, "the frame should arrive in pieces");
-    assert_eq!(read_exact(&mut client, big.len()).await, big, "and come back whole");
+    assert_eq!(
+        read_exact(&mut client, big.len()).await,
+        big,
+        "and come back whole"
+    );
 }
 
 #[tokio::test]
@@ -229,21 +258,43 @@ async fn cut_after_request_forwards_the_nth_then_closes() {
 
     let first = request(1, OpCode::Create2, b"one");
     client.write_all(&first).await.unwrap();
-    assert_eq!(read_exact(&mut client, first.len()).await, first, "the first create passes");
+    assert_eq!(
+        read_exact(&mut client, first.len()).await,
+        first,
+        "the first create passes"
+    );
     assert_eq!(upstream_bytes(&mut seen, first.len()).await, first);
 
     // The second create and a request pipelined behind it, in one write.
     let second = request(2, OpCode::Create2, b"two");
     let behind = request(3, OpCode::GetData, b"never");
-    client.write_all(&[second.clone(), behind].concat()).await.unwrap();
-    assert_eq!(upstream_bytes(&mut seen, second.len()).await, second, "forwarded");
-    assert_eq!(within(STEP, "upstream EOF", seen.recv()).await, Some(Seen::Eof), "then closed");
+    client
+        .write_all(&[second.clone(), behind].concat())
+        .await
+        .unwrap();
+    assert_eq!(
+        upstream_bytes(&mut seen, second.len()).await,
+        second,
+        "forwarded"
+    );
+    assert_eq!(
+        within(STEP, "upstream EOF", seen.recv()).await,
+        Some(Seen::Eof),
+        "then closed"
+    );
     let mut rest = Vec::new();
     let read = within(STEP, "client EOF", client.read_to_end(&mut rest)).await;
-    assert!(read.is_err() || rest.is_empty(), "no reply may reach the client: {rest:?}");
+    assert!(
+        read.is_err() || rest.is_empty(),
+        "no reply may reach the client: {rest:?}"
+    );
     assert_eq!(proxy.triggered(), 1);
     assert_eq!(proxy.requests_seen(OpCode::Create2), 2);
-    assert_eq!(proxy.requests_seen(OpCode::GetData), 0, "the frame behind is never looked at");
+    assert_eq!(
+        proxy.requests_seen(OpCode::GetData),
+        0,
+        "the frame behind is never looked at"
+    );
 }
 
 #[tokio::test]
@@ -253,17 +304,29 @@ async fn cut_and_reset_close_current_connections_only() {
     let mut fin = echo_pair(&proxy).await;
     proxy.cut_all();
     let mut rest = Vec::new();
-    assert_eq!(within(STEP, "FIN", fin.read_to_end(&mut rest)).await.unwrap(), 0, "clean EOF");
+    assert_eq!(
+        within(STEP, "FIN", fin.read_to_end(&mut rest))
+            .await
+            .unwrap(),
+        0,
+        "clean EOF"
+    );
 
     let mut rst = echo_pair(&proxy).await;
     proxy.reset_all();
-    let err = within(STEP, "RST", rst.read_to_end(&mut rest)).await.unwrap_err();
+    let err = within(STEP, "RST", rst.read_to_end(&mut rest))
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset);
 
     let mut fresh = echo_pair(&proxy).await;
     let ping = request(-2, OpCode::Ping, b"");
     fresh.write_all(&ping).await.unwrap();
-    assert_eq!(read_exact(&mut fresh, ping.len()).await, ping, "new connections still work");
+    assert_eq!(
+        read_exact(&mut fresh, ping.len()).await,
+        ping,
+        "new connections still work"
+    );
     let counts = proxy.counts();
     assert_eq!((counts.cut_connections, counts.reset_connections), (1, 1));
     assert_eq!(proxy.connections(), 3);
@@ -297,8 +360,14 @@ async fn refuse_set_upstream_and_drop() {
     drop(proxy);
     let read = within(STEP, "client EOF on drop", on_second.read_to_end(&mut rest)).await;
     assert!(read.is_err() || rest.is_empty());
-    assert_eq!(within(STEP, "upstream EOF on drop", seen_b.recv()).await, Some(Seen::Eof));
-    eventually(STEP, "listener closed", || std::net::TcpStream::connect(addr).is_err()).await;
+    assert_eq!(
+        within(STEP, "upstream EOF on drop", seen_b.recv()).await,
+        Some(Seen::Eof)
+    );
+    eventually(STEP, "listener closed", || {
+        std::net::TcpStream::connect(addr).is_err()
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -317,7 +386,10 @@ async fn held_bytes_over_the_cap_cut_the_connection() {
             }
         }
     });
-    eventually(Duration::from_secs(20), "overflow cut", || proxy.counts().overflow_cuts == 1).await;
+    eventually(Duration::from_secs(20), "overflow cut", || {
+        proxy.counts().overflow_cuts == 1
+    })
+    .await;
     let mut rest = Vec::new();
     let _ = within(STEP, "client closed", rd.read_to_end(&mut rest)).await;
     within(STEP, "writer ends", writer).await.unwrap();
@@ -336,7 +408,9 @@ async fn proxied(name: &str) -> (FaultProxy, String, String) {
 }
 
 async fn connect(connect_string: &str, session_timeout: Duration) -> Client {
-    let connecting = Client::builder().with_session_timeout(session_timeout).connect(connect_string);
+    let connecting = Client::builder()
+        .with_session_timeout(session_timeout)
+        .connect(connect_string);
     within(STEP, "connect", connecting).await.unwrap()
 }
 
@@ -348,7 +422,10 @@ async fn wait_state(states: &mut StateStream, want: SessionState, limit: Duratio
             if state == want {
                 return Instant::now();
             }
-            assert!(!state.is_terminal(), "unexpected terminal state {state:?} waiting for {want:?}");
+            assert!(
+                !state.is_terminal(),
+                "unexpected terminal state {state:?} waiting for {want:?}"
+            );
         }
     })
     .await
@@ -362,10 +439,20 @@ fn persistent() -> CreateOptions {
 async fn forwards_plain_operations() {
     let (proxy, cs, _) = proxied("proxy_plain").await;
     let c = connect(&cs, Duration::from_secs(4)).await;
-    within(STEP, "create", c.create("/n", b"v1", &persistent())).await.unwrap();
-    within(STEP, "set", c.set_data("/n", b"v2", Some(0))).await.unwrap();
-    assert_eq!(&within(STEP, "get", c.get_data("/n")).await.unwrap().0[..], b"v2");
-    assert_eq!(within(STEP, "children", c.get_children("/")).await.unwrap(), ["n"]);
+    within(STEP, "create", c.create("/n", b"v1", &persistent()))
+        .await
+        .unwrap();
+    within(STEP, "set", c.set_data("/n", b"v2", Some(0)))
+        .await
+        .unwrap();
+    assert_eq!(
+        &within(STEP, "get", c.get_data("/n")).await.unwrap().0[..],
+        b"v2"
+    );
+    assert_eq!(
+        within(STEP, "children", c.get_children("/")).await.unwrap(),
+        ["n"]
+    );
     within(STEP, "delete", c.delete("/n", None)).await.unwrap();
     assert_eq!(within(STEP, "exists", c.exists("/n")).await.unwrap(), None);
 
@@ -373,14 +460,22 @@ async fn forwards_plain_operations() {
     assert_eq!(proxy.requests_seen(OpCode::Create2), 1);
     assert_eq!(proxy.requests_seen(OpCode::SetData), 1);
     let frames = proxy.client_frames();
-    assert_eq!(frames[0], (None, 45), "a ConnectRequest with the readOnly byte comes first");
+    assert_eq!(
+        frames[0],
+        (None, 45),
+        "a ConnectRequest with the readOnly byte comes first"
+    );
     assert!(frames[1..].iter().all(|(h, _)| h.is_some()));
     let replies = proxy.server_frames();
     assert_eq!(replies[0].0, None, "the ConnectResponse comes first");
     assert!(proxy.frames_seen(Direction::ServerToClient) >= 7);
     assert!(proxy.max_frame_len(OpCode::SetData) > 8);
     within(STEP, "close", c.close()).await.unwrap();
-    assert_eq!(proxy.requests_seen(OpCode::CloseSession), 1, "closeSession went through");
+    assert_eq!(
+        proxy.requests_seen(OpCode::CloseSession),
+        1,
+        "closeSession went through"
+    );
     eventually(STEP, "connection closed", || proxy.active() == 0).await;
 }
 
@@ -390,7 +485,11 @@ async fn four_letter_words_pass_through_raw() {
     let addr = proxy.addr();
     let answer = tokio::task::spawn_blocking(move || four_letter_word(addr, "ruok"));
     assert_eq!(within(STEP, "ruok", answer).await.unwrap().unwrap(), "imok");
-    assert_eq!(proxy.frames_seen(Direction::ClientToServer), 0, "not mistaken for a frame");
+    assert_eq!(
+        proxy.frames_seen(Direction::ClientToServer),
+        0,
+        "not mistaken for a frame"
+    );
 }
 
 #[tokio::test]
@@ -409,7 +508,13 @@ async fn cut_all_and_reset_all_keep_the_session() {
         wait_state(&mut states, SessionState::Disconnected, STEP).await;
         wait_state(&mut states, SessionState::Connected, STEP).await;
         assert_eq!(c.session_id(), session, "same session after reset={reset}");
-        within(STEP, "create", c.create(&format!("/after_{reset}"), b"", &persistent())).await.unwrap();
+        within(
+            STEP,
+            "create",
+            c.create(&format!("/after_{reset}"), b"", &persistent()),
+        )
+        .await
+        .unwrap();
     }
     let counts = proxy.counts();
     assert_eq!((counts.cut_connections, counts.reset_connections), (1, 1));
@@ -425,7 +530,9 @@ async fn reply_lost_after_create_reached_the_server() {
     let session = c.session_id();
     let mut states = c.state_stream();
     proxy.cut_after_request(OpCode::Create2, 2);
-    within(STEP, "first create", c.create("/first", b"", &persistent())).await.unwrap();
+    within(STEP, "first create", c.create("/first", b"", &persistent()))
+        .await
+        .unwrap();
     let ephemeral = CreateOptions::new(CreateMode::Ephemeral);
     let lost = within(STEP, "second create", c.create("/second", b"", &ephemeral)).await;
     assert_eq!(lost, Err(Error::ConnectionLoss));
@@ -446,7 +553,11 @@ async fn reply_lost_after_create_reached_the_server() {
     wait_state(&mut states, SessionState::Connected, STEP).await;
     assert_eq!(c.session_id(), session);
     let retry = within(STEP, "blind retry", c.create("/second", b"", &ephemeral)).await;
-    assert_eq!(retry, Err(Error::NodeExists), "a blind retry finds its own node");
+    assert_eq!(
+        retry,
+        Err(Error::NodeExists),
+        "a blind retry finds its own node"
+    );
     within(STEP, "close", c.close()).await.unwrap();
     within(STEP, "close", observer.close()).await.unwrap();
 }
@@ -462,15 +573,25 @@ async fn blackhole_past_the_read_timeout_then_release_before_expiry() {
     within(STEP, "exists", c.exists("/")).await.unwrap();
     let started = Instant::now();
     proxy.blackhole(true);
-    let lost = wait_state(&mut states, SessionState::Disconnected, Duration::from_secs(6)).await;
+    let lost = wait_state(
+        &mut states,
+        SessionState::Disconnected,
+        Duration::from_secs(6),
+    )
+    .await;
     let silence = lost - started;
-    assert!(silence >= Duration::from_millis(2000), "disconnected after {silence:?}");
+    assert!(
+        silence >= Duration::from_millis(2000),
+        "disconnected after {silence:?}"
+    );
     // Released at about 2/3 T + 0.2 s: before the server's expiry at T.
     tokio::time::sleep(Duration::from_millis(200)).await;
     proxy.blackhole(false);
     wait_state(&mut states, SessionState::Connected, Duration::from_secs(4)).await;
     assert_eq!(c.session_id(), session, "the session survived");
-    within(STEP, "create", c.create("/healed", b"", &persistent())).await.unwrap();
+    within(STEP, "create", c.create("/healed", b"", &persistent()))
+        .await
+        .unwrap();
     within(STEP, "close", c.close()).await.unwrap();
 }
 
@@ -483,9 +604,17 @@ async fn dropped_pings_make_the_client_reconnect() {
     within(STEP, "exists", c.exists("/")).await.unwrap();
     let started = Instant::now();
     proxy.drop_pings(true);
-    let lost = wait_state(&mut states, SessionState::Disconnected, Duration::from_secs(6)).await;
+    let lost = wait_state(
+        &mut states,
+        SessionState::Disconnected,
+        Duration::from_secs(6),
+    )
+    .await;
     let idle = lost - started;
-    assert!(idle >= Duration::from_millis(2000), "read timeout after {idle:?}");
+    assert!(
+        idle >= Duration::from_millis(2000),
+        "read timeout after {idle:?}"
+    );
     assert!(proxy.counts().pings_dropped >= 1);
     assert!(proxy.requests_seen(OpCode::Ping) >= 1);
     proxy.drop_pings(false);
@@ -501,13 +630,23 @@ async fn operations_survive_one_byte_writes() {
     proxy.split_frames(true);
     let c = connect(&cs, Duration::from_secs(4)).await;
     let data: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
-    within(STEP, "create", c.create("/n", &data, &persistent())).await.unwrap();
+    within(STEP, "create", c.create("/n", &data, &persistent()))
+        .await
+        .unwrap();
     let (got, stat) = within(STEP, "get", c.get_data("/n")).await.unwrap();
     assert_eq!((&got[..], stat.data_length), (&data[..], 3000));
     for i in 0..5 {
-        within(STEP, "create kid", c.create(&format!("/n/k{i}"), b"", &persistent())).await.unwrap();
+        within(
+            STEP,
+            "create kid",
+            c.create(&format!("/n/k{i}"), b"", &persistent()),
+        )
+        .await
+        .unwrap();
     }
-    let mut kids = within(STEP, "children", c.get_children("/n")).await.unwrap();
+    let mut kids = within(STEP, "children", c.get_children("/n"))
+        .await
+        .unwrap();
     kids.sort();
     assert_eq!(kids, ["k0", "k1", "k2", "k3", "k4"]);
     within(STEP, "close", c.close()).await.unwrap();
@@ -519,13 +658,18 @@ async fn delayed_frames_slow_round_trips() {
     let c = connect(&cs, Duration::from_secs(4)).await;
     proxy.delay(Duration::from_millis(200));
     let started = Instant::now();
-    within(STEP, "create", c.create("/n", b"", &persistent())).await.unwrap();
+    within(STEP, "create", c.create("/n", b"", &persistent()))
+        .await
+        .unwrap();
     let rtt = started.elapsed();
     assert!(rtt >= Duration::from_millis(400), "round trip {rtt:?}");
     proxy.delay(Duration::ZERO);
     let started = Instant::now();
     within(STEP, "exists", c.exists("/n")).await.unwrap();
-    assert!(started.elapsed() < Duration::from_millis(300), "delay off for new frames");
+    assert!(
+        started.elapsed() < Duration::from_millis(300),
+        "delay off for new frames"
+    );
     within(STEP, "close", c.close()).await.unwrap();
 }
 
@@ -534,7 +678,9 @@ async fn held_replies_arrive_after_the_write_was_applied() {
     let (proxy, cs, direct) = proxied("proxy_one_way").await;
     let c = connect(&cs, Duration::from_secs(4)).await;
     let observer = connect(&direct, Duration::from_secs(4)).await;
-    within(STEP, "create", c.create("/n", b"old", &persistent())).await.unwrap();
+    within(STEP, "create", c.create("/n", b"old", &persistent()))
+        .await
+        .unwrap();
     proxy.hold_server_to_client(true);
     let write = tokio::spawn({
         let c = c.clone();
@@ -565,7 +711,10 @@ async fn refused_reconnects_then_recovery() {
     proxy.refuse(true);
     proxy.cut_all();
     wait_state(&mut states, SessionState::Disconnected, STEP).await;
-    eventually(Duration::from_secs(4), "a refused attempt", || proxy.counts().refused >= 1).await;
+    eventually(Duration::from_secs(4), "a refused attempt", || {
+        proxy.counts().refused >= 1
+    })
+    .await;
     proxy.refuse(false);
     wait_state(&mut states, SessionState::Connected, Duration::from_secs(5)).await;
     assert_eq!(c.session_id(), session);
@@ -577,12 +726,29 @@ async fn set_watches_after_a_cut_carry_every_watched_path() {
     let name = "proxy_setwatches";
     let (proxy, cs, _) = proxied(name).await;
     let c = connect(&cs, Duration::from_secs(4)).await;
-    within(STEP, "create", c.create("/a", b"", &persistent())).await.unwrap();
-    let (_, _, data_watch) = within(STEP, "data watch", c.get_data_and_watch("/a")).await.unwrap();
-    let (_, _exist_watch) = within(STEP, "exist watch", c.exists_and_watch("/missing")).await.unwrap();
-    let (_, _, _child_watch) = within(STEP, "child watch", c.get_children_and_watch("/")).await.unwrap();
-    let _persistent = within(STEP, "persistent", c.add_watch("/p", AddWatchMode::Persistent)).await.unwrap();
-    assert!(proxy.set_watches_path_bytes().is_empty(), "none before the cut");
+    within(STEP, "create", c.create("/a", b"", &persistent()))
+        .await
+        .unwrap();
+    let (_, _, data_watch) = within(STEP, "data watch", c.get_data_and_watch("/a"))
+        .await
+        .unwrap();
+    let (_, _exist_watch) = within(STEP, "exist watch", c.exists_and_watch("/missing"))
+        .await
+        .unwrap();
+    let (_, _, _child_watch) = within(STEP, "child watch", c.get_children_and_watch("/"))
+        .await
+        .unwrap();
+    let _persistent = within(
+        STEP,
+        "persistent",
+        c.add_watch("/p", AddWatchMode::Persistent),
+    )
+    .await
+    .unwrap();
+    assert!(
+        proxy.set_watches_path_bytes().is_empty(),
+        "none before the cut"
+    );
 
     let mut states = c.state_stream();
     proxy.cut_all();
@@ -592,17 +758,32 @@ async fn set_watches_after_a_cut_carry_every_watched_path() {
     within(STEP, "exists", c.exists("/a")).await.unwrap();
 
     // Server paths carry the chroot; the chroot's own root is the chroot path.
-    let expected: usize = ["/a", "/missing", "", "/p"].iter().map(|p| format!("/{name}{p}").len()).sum();
+    let expected: usize = ["/a", "/missing", "", "/p"]
+        .iter()
+        .map(|p| format!("/{name}{p}").len())
+        .sum();
     let recorded = proxy.set_watches_path_bytes();
-    assert_eq!(recorded.iter().sum::<usize>(), expected, "per frame: {recorded:?}");
+    assert_eq!(
+        recorded.iter().sum::<usize>(),
+        expected,
+        "per frame: {recorded:?}"
+    );
     assert!(recorded.iter().all(|&n| n <= 128 * 1024));
-    assert!(proxy.requests_seen(OpCode::SetWatches2) >= 1, "a persistent watch needs SetWatches2");
+    assert!(
+        proxy.requests_seen(OpCode::SetWatches2) >= 1,
+        "a persistent watch needs SetWatches2"
+    );
     assert_eq!(proxy.counts().undecodable_set_watches, 0);
 
     // The data watch was re-armed, not lost.
-    within(STEP, "set", c.set_data("/a", b"x", None)).await.unwrap();
+    within(STEP, "set", c.set_data("/a", b"x", None))
+        .await
+        .unwrap();
     let event = within(STEP, "data watch fires", data_watch).await;
-    assert_eq!((event.event_type, event.path.as_str()), (EventType::NodeDataChanged, "/a"));
+    assert_eq!(
+        (event.event_type, event.path.as_str()),
+        (EventType::NodeDataChanged, "/a")
+    );
     within(STEP, "close", c.close()).await.unwrap();
 }
 
@@ -611,7 +792,9 @@ async fn in_flight_requests_fail_with_connection_loss_on_a_cut() {
     let (proxy, cs, _) = proxied("proxy_in_flight").await;
     let c = connect(&cs, Duration::from_secs(4)).await;
     let session = c.session_id();
-    within(STEP, "create", c.create("/n", b"", &persistent())).await.unwrap();
+    within(STEP, "create", c.create("/n", b"", &persistent()))
+        .await
+        .unwrap();
     let mut states = c.state_stream();
     proxy.hold_server_to_client(true);
     let reads: Vec<_> = (0..5)
@@ -620,11 +803,17 @@ async fn in_flight_requests_fail_with_connection_loss_on_a_cut() {
             tokio::spawn(async move { c.get_data("/n").await })
         })
         .collect();
-    eventually(STEP, "reads reached the server", || proxy.requests_seen(OpCode::GetData) == 5).await;
+    eventually(STEP, "reads reached the server", || {
+        proxy.requests_seen(OpCode::GetData) == 5
+    })
+    .await;
     proxy.cut_all();
     proxy.heal();
     for read in reads {
-        assert_eq!(within(STEP, "in-flight read", read).await.unwrap().err(), Some(Error::ConnectionLoss));
+        assert_eq!(
+            within(STEP, "in-flight read", read).await.unwrap().err(),
+            Some(Error::ConnectionLoss)
+        );
     }
     wait_state(&mut states, SessionState::Connected, STEP).await;
     assert_eq!(c.session_id(), session);
@@ -640,7 +829,12 @@ async fn blackhole_beyond_the_session_timeout_expires_the_session() {
     within(STEP, "exists", c.exists("/")).await.unwrap();
     let started = Instant::now();
     proxy.blackhole(true);
-    wait_state(&mut states, SessionState::Disconnected, Duration::from_secs(6)).await;
+    wait_state(
+        &mut states,
+        SessionState::Disconnected,
+        Duration::from_secs(6),
+    )
+    .await;
     let expired = within(Duration::from_secs(10), "expiry", async {
         loop {
             match states.next().await.expect("driver stopped") {
@@ -653,7 +847,10 @@ async fn blackhole_beyond_the_session_timeout_expires_the_session() {
     let after = expired - started;
     assert!(after >= Duration::from_secs(4), "expired after {after:?}");
     proxy.blackhole(false);
-    assert_eq!(within(STEP, "after expiry", c.exists("/")).await, Err(Error::SessionExpired));
+    assert_eq!(
+        within(STEP, "after expiry", c.exists("/")).await,
+        Err(Error::SessionExpired)
+    );
 }
 
 #[tokio::test]
@@ -679,15 +876,31 @@ async fn many_watches_are_re_registered_in_bounded_batches() {
 
     let recorded = proxy.set_watches_path_bytes();
     let expected: usize = paths.iter().map(|p| name.len() + 1 + p.len()).sum();
-    assert_eq!(recorded.iter().sum::<usize>(), expected, "per frame: {recorded:?}");
+    assert_eq!(
+        recorded.iter().sum::<usize>(),
+        expected,
+        "per frame: {recorded:?}"
+    );
     assert!(recorded.len() >= 3, "split into batches: {recorded:?}");
     let cap = zkwire::session::SET_WATCHES_MAX_PATH_BYTES;
-    assert!(recorded.iter().all(|&n| n <= cap), "a batch over {cap}: {recorded:?}");
+    assert!(
+        recorded.iter().all(|&n| n <= cap),
+        "a batch over {cap}: {recorded:?}"
+    );
     // The watches were re-armed: creating a watched node fires its watch.
     let observer = connect(&direct, Duration::from_secs(4)).await;
-    within(STEP, "create", observer.create(&paths[1234], b"", &persistent())).await.unwrap();
+    within(
+        STEP,
+        "create",
+        observer.create(&paths[1234], b"", &persistent()),
+    )
+    .await
+    .unwrap();
     let created = within(STEP, "watch fires", watchers.swap_remove(1234)).await;
-    assert_eq!((created.event_type, created.path.as_str()), (EventType::NodeCreated, paths[1234].as_str()));
+    assert_eq!(
+        (created.event_type, created.path.as_str()),
+        (EventType::NodeCreated, paths[1234].as_str())
+    );
     for w in watchers {
         let spurious = tokio::time::timeout(Duration::ZERO, w).await;
         assert!(spurious.is_err(), "an unrelated watch fired: {spurious:?}");

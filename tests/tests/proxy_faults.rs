@@ -7,10 +7,11 @@
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinSet;
-use zkwire::{
-    AddWatchMode, Client, CreateMode, CreateOptions, Error, EventType, Op, SessionState, StateStream,
-};
 use zkwire::proto::OpCode;
+use zkwire::{
+    AddWatchMode, Client, CreateMode, CreateOptions, Error, EventType, Op, SessionState,
+    StateStream,
+};
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::server::{shared_server, ZkServer};
 use zkwire_testing::support::{assert_no_leaks_to, fresh_chroot};
@@ -27,11 +28,18 @@ async fn proxy_to(server: &ZkServer) -> FaultProxy {
 async fn through(proxy: &FaultProxy, direct: &str, timeout: Duration) -> Client {
     let chroot = direct.find('/').map_or("", |i| &direct[i..]);
     let cs = format!("{}{chroot}", proxy.connect_string());
-    Client::builder().with_session_timeout(timeout).connect(&cs).await.unwrap()
+    Client::builder()
+        .with_session_timeout(timeout)
+        .connect(&cs)
+        .await
+        .unwrap()
 }
 
 async fn next_state(states: &mut StateStream, within: Duration) -> SessionState {
-    tokio::time::timeout(within, states.next()).await.expect("a state change in time").expect("open stream")
+    tokio::time::timeout(within, states.next())
+        .await
+        .expect("a state change in time")
+        .expect("open stream")
 }
 
 async fn reconnected(states: &mut StateStream, within: Duration) {
@@ -98,15 +106,26 @@ async fn m13_watch_catch_up_after_a_partition() {
     assert_eq!(a.session_id(), session);
 
     let within = Duration::from_secs(3);
-    let event = |w: zkwire::OneshotWatcher| async move { tokio::time::timeout(within, w).await.expect("caught up").event_type };
+    let event = |w: zkwire::OneshotWatcher| async move {
+        tokio::time::timeout(within, w)
+            .await
+            .expect("caught up")
+            .event_type
+    };
     assert_eq!(event(data).await, EventType::NodeDataChanged);
     assert_eq!(event(child).await, EventType::NodeChildrenChanged);
     assert_eq!(event(gone).await, EventType::NodeDeleted);
     assert_eq!(event(created).await, EventType::NodeCreated);
     let nothing = tokio::time::timeout(Duration::from_millis(300), &mut gap).await;
-    assert!(nothing.is_err(), "create+delete in the gap fires nothing: {nothing:?}");
+    assert!(
+        nothing.is_err(),
+        "create+delete in the gap fires nothing: {nothing:?}"
+    );
     let nothing = tokio::time::timeout(Duration::from_millis(100), &mut untouched).await;
-    assert!(nothing.is_err(), "an unchanged node fires nothing: {nothing:?}");
+    assert!(
+        nothing.is_err(),
+        "an unchanged node fires nothing: {nothing:?}"
+    );
     // The watches that did not fire are armed again: they fire once on the next change.
     b.create("/e2", b"", &persistent()).await.unwrap();
     assert_eq!(event(gap).await, EventType::NodeCreated);
@@ -141,13 +160,21 @@ async fn m14_watches_pending_at_a_cut_are_not_registered() {
     }
     reconnected(&mut states, Duration::from_secs(6)).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(a.stats().watches, 1, "only the acknowledged watch is registered");
+    assert_eq!(
+        a.stats().watches,
+        1,
+        "only the acknowledged watch is registered"
+    );
 
     for i in 0..10 {
-        b.create(&format!("/p{i}"), b"", &persistent()).await.unwrap();
+        b.create(&format!("/p{i}"), b"", &persistent())
+            .await
+            .unwrap();
     }
     b.create("/ok", b"", &persistent()).await.unwrap();
-    let fired = tokio::time::timeout(Duration::from_secs(3), ok).await.expect("fires");
+    let fired = tokio::time::timeout(Duration::from_secs(3), ok)
+        .await
+        .expect("fires");
     assert_eq!(fired.event_type, EventType::NodeCreated);
     assert_eq!(a.stats().watches, 0);
     b.close().await.unwrap();
@@ -162,19 +189,31 @@ async fn recursive_watch_survives_three_cuts() {
     let a = through(&proxy, &direct, Duration::from_secs(6)).await;
     let b = Client::connect(&direct).await.unwrap();
     b.create("/r", b"", &persistent()).await.unwrap();
-    let mut w = a.add_watch("/r", AddWatchMode::PersistentRecursive).await.unwrap();
+    let mut w = a
+        .add_watch("/r", AddWatchMode::PersistentRecursive)
+        .await
+        .unwrap();
     let mut states = a.state_stream();
     for cut in 0..3 {
         proxy.cut_all();
         reconnected(&mut states, Duration::from_secs(6)).await;
         let path = format!("/r/after-cut-{cut}");
         b.create(&path, b"", &persistent()).await.unwrap();
-        let e = tokio::time::timeout(Duration::from_secs(3), w.next()).await.expect("delivered").unwrap();
-        assert_eq!((e.event_type, e.path.as_str()), (EventType::NodeCreated, path.as_str()));
+        let e = tokio::time::timeout(Duration::from_secs(3), w.next())
+            .await
+            .expect("delivered")
+            .unwrap();
+        assert_eq!(
+            (e.event_type, e.path.as_str()),
+            (EventType::NodeCreated, path.as_str())
+        );
     }
     let extra = tokio::time::timeout(Duration::from_millis(200), w.next()).await;
     assert!(extra.is_err(), "exactly once: {extra:?}");
-    assert!(proxy.requests_seen(OpCode::SetWatches2) >= 3, "re-registered with SetWatches2");
+    assert!(
+        proxy.requests_seen(OpCode::SetWatches2) >= 3,
+        "re-registered with SetWatches2"
+    );
     b.close().await.unwrap();
     drop(w);
     assert_no_leaks_to(a, &ports(&proxy)).await;
@@ -190,10 +229,15 @@ async fn m15_ten_thousand_watches_survive_a_restart() {
     let proxy = proxy_to(&server).await;
     let b = Client::connect(&server.connect_string()).await.unwrap();
     b.create("/w", b"", &persistent()).await.unwrap();
-    let paths: Vec<String> = (0..N).map(|i| format!("/w/{i:05}-{}", "x".repeat(101))).collect();
+    let paths: Vec<String> = (0..N)
+        .map(|i| format!("/w/{i:05}-{}", "x".repeat(101)))
+        .collect();
     assert_eq!(paths[0].len(), 110);
     for chunk in paths.chunks(500) {
-        let ops: Vec<Op> = chunk.iter().map(|p| Op::create(p.as_str(), &b""[..], persistent())).collect();
+        let ops: Vec<Op> = chunk
+            .iter()
+            .map(|p| Op::create(p.as_str(), &b""[..], persistent()))
+            .collect();
         b.multi(&ops).await.unwrap();
     }
     let a = through(&proxy, &server.connect_string(), Duration::from_secs(10)).await;
@@ -213,23 +257,41 @@ async fn m15_ten_thousand_watches_survive_a_restart() {
 
     tokio::task::block_in_place(|| server.restart()).unwrap();
     let back = Instant::now();
-    assert_eq!(next_state(&mut states, Duration::from_secs(10)).await, SessionState::Disconnected);
-    assert_eq!(next_state(&mut states, Duration::from_secs(10)).await, SessionState::Connected);
+    assert_eq!(
+        next_state(&mut states, Duration::from_secs(10)).await,
+        SessionState::Disconnected
+    );
+    assert_eq!(
+        next_state(&mut states, Duration::from_secs(10)).await,
+        SessionState::Connected
+    );
     let reconnect = back.elapsed();
     // SetWatches is pipelined behind the ConnectRequest: wait until its replies are in.
     a.sync("/").await.unwrap();
     let batches = proxy.set_watches_path_bytes();
     println!("m15: reconnected {reconnect:?} after the server was back; SetWatches batches (path bytes): {batches:?}");
-    assert!(reconnect < Duration::from_secs(1), "reconnect took {reconnect:?}");
+    assert!(
+        reconnect < Duration::from_secs(1),
+        "reconnect took {reconnect:?}"
+    );
     // An attempt that reached the server while it was still starting sent its batches too,
     // so count at least one full re-registration.
-    assert!(batches.iter().sum::<usize>() >= N * 110, "every watch re-registered");
-    assert!(batches.iter().all(|&bytes| bytes <= 128 * 1024), "{batches:?}");
+    assert!(
+        batches.iter().sum::<usize>() >= N * 110,
+        "every watch re-registered"
+    );
+    assert!(
+        batches.iter().all(|&bytes| bytes <= 128 * 1024),
+        "{batches:?}"
+    );
     assert!(batches.len() >= 9);
 
     let b = Client::connect(&server.connect_string()).await.unwrap();
     for chunk in paths.chunks(500) {
-        let ops: Vec<Op> = chunk.iter().map(|p| Op::set_data(p.as_str(), &b"1"[..], None)).collect();
+        let ops: Vec<Op> = chunk
+            .iter()
+            .map(|p| Op::set_data(p.as_str(), &b"1"[..], None))
+            .collect();
         b.multi(&ops).await.unwrap();
     }
     let all = async {
@@ -237,7 +299,9 @@ async fn m15_ten_thousand_watches_survive_a_restart() {
             assert_eq!(w.await.event_type, EventType::NodeDataChanged);
         }
     };
-    tokio::time::timeout(Duration::from_secs(20), all).await.expect("every watch fires");
+    tokio::time::timeout(Duration::from_secs(20), all)
+        .await
+        .expect("every watch fires");
     assert_eq!(a.stats().watches, 0, "each fired exactly once and is gone");
     b.close().await.unwrap();
     assert_no_leaks_to(a, &ports(&proxy)).await;

@@ -14,7 +14,9 @@ fn persistent() -> CreateOptions {
 /// The event must already be there: the server sends a notification before the reply that
 /// shows the change, and the client delivers both in order.
 async fn ready<F: std::future::Future>(f: F) -> F::Output {
-    tokio::time::timeout(Duration::ZERO, f).await.expect("event delivered before the reply")
+    tokio::time::timeout(Duration::ZERO, f)
+        .await
+        .expect("event delivered before the reply")
 }
 
 #[tokio::test]
@@ -24,10 +26,16 @@ async fn data_watch_fires_once_before_the_write_reply() {
     let (_, _, watcher) = c.get_data_and_watch("/n").await.unwrap();
     c.set_data("/n", b"1", None).await.unwrap();
     let event = ready(watcher).await;
-    assert_eq!((event.event_type, event.path.as_str()), (EventType::NodeDataChanged, "/n"));
+    assert_eq!(
+        (event.event_type, event.path.as_str()),
+        (EventType::NodeDataChanged, "/n")
+    );
     assert_eq!(event.state, KeeperState::SyncConnected);
     // A watch on a missing node is not left by getData.
-    assert_eq!(c.get_data_and_watch("/missing").await.err(), Some(Error::NoNode));
+    assert_eq!(
+        c.get_data_and_watch("/missing").await.err(),
+        Some(Error::NoNode)
+    );
     c.close().await.unwrap();
 }
 
@@ -38,7 +46,10 @@ async fn exist_watch_on_missing_node_fires_on_create() {
     assert!(stat.is_none());
     c.create("/later", b"", &persistent()).await.unwrap();
     let event = ready(watcher).await;
-    assert_eq!((event.event_type, event.path.as_str()), (EventType::NodeCreated, "/later"));
+    assert_eq!(
+        (event.event_type, event.path.as_str()),
+        (EventType::NodeCreated, "/later")
+    );
     let (stat, watcher) = c.exists_and_watch("/later").await.unwrap();
     assert!(stat.is_some());
     c.delete("/later", None).await.unwrap();
@@ -53,7 +64,10 @@ async fn child_watch_fires_on_children_change_and_delete() {
     let (_, _, watcher) = c.get_children_and_watch("/p").await.unwrap();
     c.create("/p/k", b"", &persistent()).await.unwrap();
     let event = ready(watcher).await;
-    assert_eq!((event.event_type, event.path.as_str()), (EventType::NodeChildrenChanged, "/p"));
+    assert_eq!(
+        (event.event_type, event.path.as_str()),
+        (EventType::NodeChildrenChanged, "/p")
+    );
     c.delete("/p/k", None).await.unwrap();
     let (_, _, watcher) = c.get_children_and_watch("/p").await.unwrap();
     c.delete("/p", None).await.unwrap();
@@ -84,14 +98,20 @@ async fn persistent_watch_keeps_firing_for_its_node_only() {
     assert!(extra.is_err(), "exactly once: got an extra {extra:?}");
     c.close().await.unwrap();
     let end = w.next().await.unwrap();
-    assert_eq!((end.event_type, end.state), (EventType::None, KeeperState::Closed));
+    assert_eq!(
+        (end.event_type, end.state),
+        (EventType::None, KeeperState::Closed)
+    );
     assert_eq!(w.next().await, None);
 }
 
 #[tokio::test]
 async fn recursive_watch_covers_the_subtree_without_child_events() {
     let c = client_in_chroot("w_recursive").await;
-    let mut w = c.add_watch("/r", AddWatchMode::PersistentRecursive).await.unwrap();
+    let mut w = c
+        .add_watch("/r", AddWatchMode::PersistentRecursive)
+        .await
+        .unwrap();
     c.create("/r", b"", &persistent()).await.unwrap();
     c.create("/r/a", b"", &persistent()).await.unwrap();
     c.create("/r/a/b", b"", &persistent()).await.unwrap();
@@ -110,7 +130,10 @@ async fn recursive_watch_covers_the_subtree_without_child_events() {
         assert_eq!((e.event_type, e.path.as_str()), (event_type, path));
     }
     let extra = tokio::time::timeout(Duration::from_millis(100), w.next()).await;
-    assert!(extra.is_err(), "no NodeChildrenChanged and nothing outside: got {extra:?}");
+    assert!(
+        extra.is_err(),
+        "no NodeChildrenChanged and nothing outside: got {extra:?}"
+    );
     c.close().await.unwrap();
 }
 
@@ -134,12 +157,24 @@ async fn remove_and_check_watches() {
     c.create("/n", b"", &persistent()).await.unwrap();
     let (_, _, watcher) = c.get_data_and_watch("/n").await.unwrap();
     c.check_watches("/n", WatcherType::Data).await.unwrap();
-    assert_eq!(c.check_watches("/n", WatcherType::Children).await, Err(Error::NoWatcher));
+    assert_eq!(
+        c.check_watches("/n", WatcherType::Children).await,
+        Err(Error::NoWatcher)
+    );
     c.remove_watches("/n", WatcherType::Data).await.unwrap();
     let event = ready(watcher).await;
-    assert_eq!((event.event_type, event.path.as_str()), (EventType::DataWatchRemoved, "/n"));
-    assert_eq!(c.check_watches("/n", WatcherType::Data).await, Err(Error::NoWatcher));
-    assert_eq!(c.remove_watches("/n", WatcherType::Data).await, Err(Error::NoWatcher));
+    assert_eq!(
+        (event.event_type, event.path.as_str()),
+        (EventType::DataWatchRemoved, "/n")
+    );
+    assert_eq!(
+        c.check_watches("/n", WatcherType::Data).await,
+        Err(Error::NoWatcher)
+    );
+    assert_eq!(
+        c.remove_watches("/n", WatcherType::Data).await,
+        Err(Error::NoWatcher)
+    );
     c.close().await.unwrap();
 }
 
@@ -149,5 +184,8 @@ async fn one_shot_watcher_ends_when_the_session_closes() {
     let (_, watcher) = c.exists_and_watch("/never").await.unwrap();
     c.close().await.unwrap();
     let event = watcher.await;
-    assert_eq!((event.event_type, event.state), (EventType::None, KeeperState::Closed));
+    assert_eq!(
+        (event.event_type, event.state),
+        (EventType::None, KeeperState::Closed)
+    );
 }

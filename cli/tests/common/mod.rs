@@ -41,7 +41,10 @@ impl Out {
         let lines: Vec<&str> = self.stderr.lines().collect();
         assert_eq!(lines.len(), 1, "expected one error line: {self:?}");
         assert!(lines[0].starts_with("zkw: "), "{self:?}");
-        assert!(!self.stderr.contains("panicked") && !self.stderr.contains("RUST_BACKTRACE"), "{self:?}");
+        assert!(
+            !self.stderr.contains("panicked") && !self.stderr.contains("RUST_BACKTRACE"),
+            "{self:?}"
+        );
         lines[0]
     }
 }
@@ -49,7 +52,12 @@ impl Out {
 /// A `zkw` command with a clean environment (no `ZOOKEEPER`).
 pub(crate) fn command(args: &[&str]) -> Command {
     let mut command = Command::new(ZKW);
-    command.args(args).env_remove("ZOOKEEPER").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    command
+        .args(args)
+        .env_remove("ZOOKEEPER")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     command
 }
 
@@ -77,12 +85,20 @@ pub(crate) fn finish(mut child: Child, limit: Duration) -> Out {
         if started.elapsed() > limit {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("zkw still running after {limit:?}; stderr so far: {}", stderr.join().unwrap_or_default());
+            panic!(
+                "zkw still running after {limit:?}; stderr so far: {}",
+                stderr.join().unwrap_or_default()
+            );
         }
         thread::sleep(Duration::from_millis(10));
     };
     let elapsed = started.elapsed();
-    Out { code: status.code(), stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap(), elapsed }
+    Out {
+        code: status.code(),
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+        elapsed,
+    }
 }
 
 fn drain(stream: Option<impl Read + Send + 'static>) -> thread::JoinHandle<String> {
@@ -123,13 +139,20 @@ pub(crate) fn wait_line(lines: &Receiver<String>, needle: &str, limit: Duration)
 
 /// A fresh, empty chroot `/<name>` on the shared server; its connect string.
 pub(crate) fn chroot(name: &str) -> String {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(zkwire_testing::support::fresh_chroot(name))
 }
 
 /// Sends `signal` (e.g. `INT`) to `pid`.
 pub(crate) fn signal(pid: u32, signal: &str) {
-    let status = Command::new("sh").arg("-c").arg(format!("kill -{signal} {pid}")).status().unwrap();
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!("kill -{signal} {pid}"))
+        .status()
+        .unwrap();
     assert!(status.success(), "kill -{signal} {pid}");
 }
 
@@ -150,7 +173,11 @@ pub(crate) fn wait_file(path: &Path, limit: Duration) -> String {
                 return text.trim().to_owned();
             }
         }
-        assert!(Instant::now() < deadline, "{} did not appear within {limit:?}", path.display());
+        assert!(
+            Instant::now() < deadline,
+            "{} did not appear within {limit:?}",
+            path.display()
+        );
         thread::sleep(Duration::from_millis(20));
     }
 }
@@ -159,6 +186,9 @@ pub(crate) fn wait_file(path: &Path, limit: Duration) -> String {
 pub(crate) fn running(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().next().unwrap_or("").to_owned()))
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.split_whitespace().next().unwrap_or("").to_owned())
+        })
         .is_some_and(|state| state != "Z" && state != "X")
 }

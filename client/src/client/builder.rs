@@ -54,7 +54,13 @@ impl std::fmt::Debug for ClientBuilder {
             .field("max_request_len", &self.max_request_len)
             .field("request_timeout", &self.request_timeout)
             .field("auth_schemes", &schemes)
-            .field("resume", &self.resume.as_ref().map(|(id, _)| format!("{id:#x} <redacted>")))
+            .field(
+                "resume",
+                &self
+                    .resume
+                    .as_ref()
+                    .map(|(id, _)| format!("{id:#x} <redacted>")),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -204,12 +210,20 @@ impl ClientBuilder {
             next_watcher: AtomicU64::new(0),
             watch_capacity: self.watch_capacity,
         };
-        Ok(Client { inner: Arc::new(inner), timeout: self.request_timeout })
+        Ok(Client {
+            inner: Arc::new(inner),
+            timeout: self.request_timeout,
+        })
     }
 }
 
 fn auth_packet((scheme, auth): (String, Bytes)) -> Bytes {
-    AuthPacket { auth_type: 0, scheme, auth: Some(auth) }.to_bytes()
+    AuthPacket {
+        auth_type: 0,
+        scheme,
+        auth: Some(auth),
+    }
+    .to_bytes()
 }
 
 impl Client {

@@ -127,7 +127,10 @@ impl Client {
     /// A handle on the same session whose requests give up after `timeout`
     /// ([`Error::Timeout`]). A request not yet written when its deadline passes is never sent.
     pub fn with_timeout(&self, timeout: Duration) -> Self {
-        Self { inner: self.inner.clone(), timeout: Some(timeout) }
+        Self {
+            inner: self.inner.clone(),
+            timeout: Some(timeout),
+        }
     }
 
     /// The session id (0 before the first handshake).
@@ -139,7 +142,12 @@ impl Client {
     /// [`session_id`](Self::session_id) it lets another client resume this session
     /// ([`ClientBuilder::with_session`]). Keep it secret.
     pub fn session_password(&self) -> Bytes {
-        self.inner.shared.passwd.lock().map(|p| p.clone()).unwrap_or_default()
+        self.inner
+            .shared
+            .passwd
+            .lock()
+            .map(|p| p.clone())
+            .unwrap_or_default()
     }
 
     /// Counters for leak checks and monitoring.
@@ -197,23 +205,42 @@ impl Client {
     /// # Errors
     /// [`Error::NoNode`]; [`Error::BadVersion`]; [`Error::NotEmpty`].
     pub async fn delete(&self, path: &str, version: Option<i32>) -> Result<(), Error> {
-        let body = DeleteRequest { path: self.server_path(path)?, version: version.unwrap_or(-1) };
-        self.call(OpCode::Delete, body.to_bytes(), Effect::None, None).await.map(drop)
+        let body = DeleteRequest {
+            path: self.server_path(path)?,
+            version: version.unwrap_or(-1),
+        };
+        self.call(OpCode::Delete, body.to_bytes(), Effect::None, None)
+            .await
+            .map(drop)
     }
 
     /// The node's Stat, or `None` if it does not exist.
     pub async fn exists(&self, path: &str) -> Result<Option<Stat>, Error> {
-        let body = ExistsRequest { path: self.server_path(path)?, watch: false };
-        exists_result(self.call(OpCode::Exists, body.to_bytes(), Effect::None, None).await)
+        let body = ExistsRequest {
+            path: self.server_path(path)?,
+            watch: false,
+        };
+        exists_result(
+            self.call(OpCode::Exists, body.to_bytes(), Effect::None, None)
+                .await,
+        )
     }
 
     /// As [`exists`](Self::exists), leaving a watch that fires when the node is created,
     /// deleted or its data changes.
-    pub async fn exists_and_watch(&self, path: &str) -> Result<(Option<Stat>, OneshotWatcher), Error> {
+    pub async fn exists_and_watch(
+        &self,
+        path: &str,
+    ) -> Result<(Option<Stat>, OneshotWatcher), Error> {
         let server_path = self.server_path(path)?;
-        let body = ExistsRequest { path: server_path.clone(), watch: true };
+        let body = ExistsRequest {
+            path: server_path.clone(),
+            watch: true,
+        };
         let (effect, sink, watcher) = self.oneshot_watch(server_path, WatchKind::Data);
-        let result = self.call(OpCode::Exists, body.to_bytes(), effect, Some(sink)).await;
+        let result = self
+            .call(OpCode::Exists, body.to_bytes(), effect, Some(sink))
+            .await;
         Ok((exists_result(result)?, watcher))
     }
 
@@ -222,8 +249,13 @@ impl Client {
     /// # Errors
     /// [`Error::NoNode`].
     pub async fn get_data(&self, path: &str) -> Result<(Bytes, Stat), Error> {
-        let body = GetDataRequest { path: self.server_path(path)?, watch: false };
-        let reply = self.call(OpCode::GetData, body.to_bytes(), Effect::None, None).await?;
+        let body = GetDataRequest {
+            path: self.server_path(path)?,
+            watch: false,
+        };
+        let reply = self
+            .call(OpCode::GetData, body.to_bytes(), Effect::None, None)
+            .await?;
         data_result(&reply)
     }
 
@@ -232,11 +264,19 @@ impl Client {
     ///
     /// # Errors
     /// [`Error::NoNode`] (and then no watch is left).
-    pub async fn get_data_and_watch(&self, path: &str) -> Result<(Bytes, Stat, OneshotWatcher), Error> {
+    pub async fn get_data_and_watch(
+        &self,
+        path: &str,
+    ) -> Result<(Bytes, Stat, OneshotWatcher), Error> {
         let server_path = self.server_path(path)?;
-        let body = GetDataRequest { path: server_path.clone(), watch: true };
+        let body = GetDataRequest {
+            path: server_path.clone(),
+            watch: true,
+        };
         let (effect, sink, watcher) = self.oneshot_watch(server_path, WatchKind::Data);
-        let reply = self.call(OpCode::GetData, body.to_bytes(), effect, Some(sink)).await?;
+        let reply = self
+            .call(OpCode::GetData, body.to_bytes(), effect, Some(sink))
+            .await?;
         let (data, stat) = data_result(&reply)?;
         Ok((data, stat, watcher))
     }
@@ -245,13 +285,20 @@ impl Client {
     ///
     /// # Errors
     /// [`Error::NoNode`]; [`Error::BadVersion`].
-    pub async fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<Stat, Error> {
+    pub async fn set_data(
+        &self,
+        path: &str,
+        data: &[u8],
+        version: Option<i32>,
+    ) -> Result<Stat, Error> {
         let body = SetDataRequest {
             path: self.server_path(path)?,
             data: Some(Bytes::copy_from_slice(data)),
             version: version.unwrap_or(-1),
         };
-        let reply = self.call(OpCode::SetData, body.to_bytes(), Effect::None, None).await?;
+        let reply = self
+            .call(OpCode::SetData, body.to_bytes(), Effect::None, None)
+            .await?;
         Ok(decode::<SetDataResponse>(&reply)?.stat)
     }
 
@@ -260,8 +307,12 @@ impl Client {
     /// # Errors
     /// [`Error::NoNode`].
     pub async fn get_acl(&self, path: &str) -> Result<(Vec<Acl>, Stat), Error> {
-        let body = GetAclRequest { path: self.server_path(path)? };
-        let reply = self.call(OpCode::GetAcl, body.to_bytes(), Effect::None, None).await?;
+        let body = GetAclRequest {
+            path: self.server_path(path)?,
+        };
+        let reply = self
+            .call(OpCode::GetAcl, body.to_bytes(), Effect::None, None)
+            .await?;
         let response = decode::<GetAclResponse>(&reply)?;
         Ok((response.acl, response.stat))
     }
@@ -270,13 +321,20 @@ impl Client {
     ///
     /// # Errors
     /// [`Error::NoNode`]; [`Error::BadVersion`]; [`Error::InvalidAcl`].
-    pub async fn set_acl(&self, path: &str, acl: &[Acl], version: Option<i32>) -> Result<Stat, Error> {
+    pub async fn set_acl(
+        &self,
+        path: &str,
+        acl: &[Acl],
+        version: Option<i32>,
+    ) -> Result<Stat, Error> {
         let body = SetAclRequest {
             path: self.server_path(path)?,
             acl: acl.to_vec(),
             version: version.unwrap_or(-1),
         };
-        let reply = self.call(OpCode::SetAcl, body.to_bytes(), Effect::None, None).await?;
+        let reply = self
+            .call(OpCode::SetAcl, body.to_bytes(), Effect::None, None)
+            .await?;
         Ok(decode::<SetAclResponse>(&reply)?.stat)
     }
 
@@ -285,8 +343,13 @@ impl Client {
     /// # Errors
     /// [`Error::NoNode`].
     pub async fn get_children(&self, path: &str) -> Result<Vec<String>, Error> {
-        let body = GetChildrenRequest { path: self.server_path(path)?, watch: false };
-        let reply = self.call(OpCode::GetChildren, body.to_bytes(), Effect::None, None).await?;
+        let body = GetChildrenRequest {
+            path: self.server_path(path)?,
+            watch: false,
+        };
+        let reply = self
+            .call(OpCode::GetChildren, body.to_bytes(), Effect::None, None)
+            .await?;
         Ok(decode::<GetChildrenResponse>(&reply)?.children)
     }
 
@@ -295,8 +358,13 @@ impl Client {
     /// # Errors
     /// [`Error::NoNode`].
     pub async fn get_children_and_stat(&self, path: &str) -> Result<(Vec<String>, Stat), Error> {
-        let body = GetChildren2Request { path: self.server_path(path)?, watch: false };
-        let reply = self.call(OpCode::GetChildren2, body.to_bytes(), Effect::None, None).await?;
+        let body = GetChildren2Request {
+            path: self.server_path(path)?,
+            watch: false,
+        };
+        let reply = self
+            .call(OpCode::GetChildren2, body.to_bytes(), Effect::None, None)
+            .await?;
         let response = decode::<GetChildren2Response>(&reply)?;
         Ok((response.children, response.stat))
     }
@@ -311,9 +379,14 @@ impl Client {
         path: &str,
     ) -> Result<(Vec<String>, Stat, OneshotWatcher), Error> {
         let server_path = self.server_path(path)?;
-        let body = GetChildren2Request { path: server_path.clone(), watch: true };
+        let body = GetChildren2Request {
+            path: server_path.clone(),
+            watch: true,
+        };
         let (effect, sink, watcher) = self.oneshot_watch(server_path, WatchKind::Child);
-        let reply = self.call(OpCode::GetChildren2, body.to_bytes(), effect, Some(sink)).await?;
+        let reply = self
+            .call(OpCode::GetChildren2, body.to_bytes(), effect, Some(sink))
+            .await?;
         let response = decode::<GetChildren2Response>(&reply)?;
         Ok((response.children, response.stat, watcher))
     }
@@ -323,8 +396,17 @@ impl Client {
     /// # Errors
     /// [`Error::NoNode`].
     pub async fn get_all_children_number(&self, path: &str) -> Result<i32, Error> {
-        let body = GetAllChildrenNumberRequest { path: self.server_path(path)? };
-        let reply = self.call(OpCode::GetAllChildrenNumber, body.to_bytes(), Effect::None, None).await?;
+        let body = GetAllChildrenNumberRequest {
+            path: self.server_path(path)?,
+        };
+        let reply = self
+            .call(
+                OpCode::GetAllChildrenNumber,
+                body.to_bytes(),
+                Effect::None,
+                None,
+            )
+            .await?;
         Ok(decode::<GetAllChildrenNumberResponse>(&reply)?.total_number)
     }
 
@@ -337,10 +419,16 @@ impl Client {
             None => prefix.to_owned(),
         };
         let body = GetEphemeralsRequest { prefix_path };
-        let reply = self.call(OpCode::GetEphemerals, body.to_bytes(), Effect::None, None).await?;
+        let reply = self
+            .call(OpCode::GetEphemerals, body.to_bytes(), Effect::None, None)
+            .await?;
         let paths = decode::<GetEphemeralsResponse>(&reply)?.ephemerals;
         Ok(match &self.inner.chroot {
-            Some(chroot) => paths.iter().filter_map(|p| chroot.to_client(p)).map(str::to_owned).collect(),
+            Some(chroot) => paths
+                .iter()
+                .filter_map(|p| chroot.to_client(p))
+                .map(str::to_owned)
+                .collect(),
             None => paths,
         })
     }
@@ -348,8 +436,12 @@ impl Client {
     /// Waits until the connected server has caught up with the leader on `path`, so that
     /// reads after it see every write committed before it.
     pub async fn sync(&self, path: &str) -> Result<(), Error> {
-        let body = SyncRequest { path: self.server_path(path)? };
-        self.call(OpCode::Sync, body.to_bytes(), Effect::None, None).await.map(drop)
+        let body = SyncRequest {
+            path: self.server_path(path)?,
+        };
+        self.call(OpCode::Sync, body.to_bytes(), Effect::None, None)
+            .await
+            .map(drop)
     }
 
     // ===== sessions and watches =====
@@ -360,13 +452,21 @@ impl Client {
     /// # Errors
     /// [`Error::AuthFailed`] (terminal: the server closes the session's connection).
     pub async fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<(), Error> {
-        let body = AuthPacket { auth_type: 0, scheme: scheme.to_owned(), auth: Some(Bytes::copy_from_slice(auth)) };
-        self.call(OpCode::Auth, body.to_bytes(), Effect::None, None).await.map(drop)
+        let body = AuthPacket {
+            auth_type: 0,
+            scheme: scheme.to_owned(),
+            auth: Some(Bytes::copy_from_slice(auth)),
+        };
+        self.call(OpCode::Auth, body.to_bytes(), Effect::None, None)
+            .await
+            .map(drop)
     }
 
     /// The identities the session is authenticated with (servers 3.7+).
     pub async fn who_am_i(&self) -> Result<Vec<ClientInfo>, Error> {
-        let reply = self.call(OpCode::WhoAmI, Bytes::new(), Effect::None, None).await?;
+        let reply = self
+            .call(OpCode::WhoAmI, Bytes::new(), Effect::None, None)
+            .await?;
         Ok(decode::<WhoAmIResponse>(&reply)?.client_info)
     }
 
@@ -375,7 +475,11 @@ impl Client {
     ///
     /// On servers before 3.9 a one-shot watch on the same path replaces the persistent one
     /// on the server (ZOOKEEPER-4466); avoid mixing them on one path there.
-    pub async fn add_watch(&self, path: &str, mode: AddWatchMode) -> Result<PersistentWatcher, Error> {
+    pub async fn add_watch(
+        &self,
+        path: &str,
+        mode: AddWatchMode,
+    ) -> Result<PersistentWatcher, Error> {
         let server_path = self.server_path(path)?;
         let kind = match mode {
             AddWatchMode::PersistentRecursive => WatchKind::PersistentRecursive,
@@ -383,11 +487,19 @@ impl Client {
         };
         let id = self.next_watcher();
         let (tx, rx) = mpsc::channel(self.inner.watch_capacity);
-        let effect = Effect::Watch { path: server_path.clone(), kind, watcher: id };
-        let body = AddWatchRequest { path: server_path, mode };
+        let effect = Effect::Watch {
+            path: server_path.clone(),
+            kind,
+            watcher: id,
+        };
+        let body = AddWatchRequest {
+            path: server_path,
+            mode,
+        };
         let sink = (id, WatcherSink::Stream(tx));
         let watcher = PersistentWatcher::new(rx, id, self.inner.clone());
-        self.call(OpCode::AddWatch, body.to_bytes(), effect, Some(sink)).await?;
+        self.call(OpCode::AddWatch, body.to_bytes(), effect, Some(sink))
+            .await?;
         Ok(watcher)
     }
 
@@ -399,9 +511,17 @@ impl Client {
     /// before 3.9 (use [`WatcherType::Any`] there).
     pub async fn remove_watches(&self, path: &str, watcher_type: WatcherType) -> Result<(), Error> {
         let server_path = self.server_path(path)?;
-        let effect = Effect::RemoveWatches { path: server_path.clone(), watcher_type };
-        let body = RemoveWatchesRequest { path: server_path, watcher_type };
-        self.call(OpCode::RemoveWatches, body.to_bytes(), effect, None).await.map(drop)
+        let effect = Effect::RemoveWatches {
+            path: server_path.clone(),
+            watcher_type,
+        };
+        let body = RemoveWatchesRequest {
+            path: server_path,
+            watcher_type,
+        };
+        self.call(OpCode::RemoveWatches, body.to_bytes(), effect, None)
+            .await
+            .map(drop)
     }
 
     /// Checks that the server holds watches of `watcher_type` on `path`.
@@ -409,15 +529,26 @@ impl Client {
     /// # Errors
     /// [`Error::NoWatcher`].
     pub async fn check_watches(&self, path: &str, watcher_type: WatcherType) -> Result<(), Error> {
-        let body = CheckWatchesRequest { path: self.server_path(path)?, watcher_type };
-        self.call(OpCode::CheckWatches, body.to_bytes(), Effect::None, None).await.map(drop)
+        let body = CheckWatchesRequest {
+            path: self.server_path(path)?,
+            watcher_type,
+        };
+        self.call(OpCode::CheckWatches, body.to_bytes(), Effect::None, None)
+            .await
+            .map(drop)
     }
 
     /// Closes the session: its ephemeral nodes are deleted and every clone of this client
     /// fails with [`Error::Closed`] from now on. Closing twice is not an error.
     pub async fn close(&self) -> Result<(), Error> {
         let (tx, rx) = oneshot::channel();
-        if self.inner.commands.send(Command::Close { reply: tx }).await.is_err() {
+        if self
+            .inner
+            .commands
+            .send(Command::Close { reply: tx })
+            .await
+            .is_err()
+        {
             return Ok(());
         }
         match rx.await {
@@ -436,11 +567,26 @@ impl Client {
         effect: Effect,
         watcher: Option<(WatcherId, WatcherSink)>,
     ) -> Result<Reply, Error> {
-        let deadline = self.timeout.map(|t| (tokio::time::Instant::now() + t).into_std());
-        let request = Request { op, body, effect, deadline };
+        let deadline = self
+            .timeout
+            .map(|t| (tokio::time::Instant::now() + t).into_std());
+        let request = Request {
+            op,
+            body,
+            effect,
+            deadline,
+        };
         let (tx, rx) = oneshot::channel();
-        let command = Command::Submit { request, reply: tx, watcher };
-        self.inner.commands.send(command).await.map_err(|_| Error::Closed)?;
+        let command = Command::Submit {
+            request,
+            reply: tx,
+            watcher,
+        };
+        self.inner
+            .commands
+            .send(command)
+            .await
+            .map_err(|_| Error::Closed)?;
         // The driver answers every request; if it is gone, so is the session.
         rx.await.unwrap_or(Err(Error::Closed))
     }
@@ -461,8 +607,16 @@ impl Client {
     ) -> (Effect, (WatcherId, WatcherSink), OneshotWatcher) {
         let id = self.next_watcher();
         let (tx, rx) = oneshot::channel();
-        let effect = Effect::Watch { path: server_path, kind, watcher: id };
-        (effect, (id, WatcherSink::Oneshot(tx)), OneshotWatcher::new(rx, id, self.inner.clone()))
+        let effect = Effect::Watch {
+            path: server_path,
+            kind,
+            watcher: id,
+        };
+        (
+            effect,
+            (id, WatcherSink::Oneshot(tx)),
+            OneshotWatcher::new(rx, id, self.inner.clone()),
+        )
     }
 
     fn server_path(&self, path: &str) -> Result<String, Error> {
@@ -494,24 +648,50 @@ impl Client {
         options: &CreateOptions,
     ) -> Result<(OpCode, Bytes), Error> {
         let mode = options.mode;
-        let server_path =
-            if mode.is_sequential() { self.server_path_sequential(path)? } else { self.server_path(path)? };
+        let server_path = if mode.is_sequential() {
+            self.server_path_sequential(path)?
+        } else {
+            self.server_path(path)?
+        };
         let data = Some(Bytes::copy_from_slice(data));
         let acl = options.acl.clone();
         match (mode.is_ttl(), options.ttl) {
             (true, Some(ttl)) => {
                 let ttl = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
                 if !(1..=0xFF_FFFF_FFFF).contains(&ttl) {
-                    return Err(Error::InvalidArgument("TTL must be 1 ms to 0xFFFFFFFFFF ms"));
+                    return Err(Error::InvalidArgument(
+                        "TTL must be 1 ms to 0xFFFFFFFFFF ms",
+                    ));
                 }
-                let body = CreateTtlRequest { path: server_path, data, acl, mode, ttl };
+                let body = CreateTtlRequest {
+                    path: server_path,
+                    data,
+                    acl,
+                    mode,
+                    ttl,
+                };
                 Ok((OpCode::CreateTtl, body.to_bytes()))
             }
             (true, None) => Err(Error::InvalidArgument("a TTL create mode needs a TTL")),
-            (false, Some(_)) => Err(Error::InvalidArgument("a TTL is only valid with a TTL create mode")),
+            (false, Some(_)) => Err(Error::InvalidArgument(
+                "a TTL is only valid with a TTL create mode",
+            )),
             (false, None) => {
-                let op = if mode == CreateMode::Container { OpCode::CreateContainer } else { OpCode::Create2 };
-                Ok((op, CreateRequest { path: server_path, data, acl, mode }.to_bytes()))
+                let op = if mode == CreateMode::Container {
+                    OpCode::CreateContainer
+                } else {
+                    OpCode::Create2
+                };
+                Ok((
+                    op,
+                    CreateRequest {
+                        path: server_path,
+                        data,
+                        acl,
+                        mode,
+                    }
+                    .to_bytes(),
+                ))
             }
         }
     }

@@ -6,9 +6,9 @@ use super::{decode, Client, CreateOptions, OpResult, ReadResult};
 use crate::error::Error;
 use crate::jute::Encode;
 use crate::proto::{
-    CheckVersionRequest, CreateMode, CreateRequest, CreateTtlRequest, DeleteRequest,
-    ErrorCode, GetChildrenRequest, GetDataRequest, MultiOp, MultiRequest, MultiResponse,
-    MultiResult, OpCode, SetDataRequest,
+    CheckVersionRequest, CreateMode, CreateRequest, CreateTtlRequest, DeleteRequest, ErrorCode,
+    GetChildrenRequest, GetDataRequest, MultiOp, MultiRequest, MultiResponse, MultiResult, OpCode,
+    SetDataRequest,
 };
 use crate::session::Effect;
 
@@ -53,22 +53,36 @@ pub enum Op {
 impl Op {
     /// A create op.
     pub fn create(path: impl Into<String>, data: impl Into<Bytes>, options: CreateOptions) -> Self {
-        Self::Create { path: path.into(), data: data.into(), options }
+        Self::Create {
+            path: path.into(),
+            data: data.into(),
+            options,
+        }
     }
 
     /// A delete op.
     pub fn delete(path: impl Into<String>, version: Option<i32>) -> Self {
-        Self::Delete { path: path.into(), version }
+        Self::Delete {
+            path: path.into(),
+            version,
+        }
     }
 
     /// A setData op.
     pub fn set_data(path: impl Into<String>, data: impl Into<Bytes>, version: Option<i32>) -> Self {
-        Self::SetData { path: path.into(), data: data.into(), version }
+        Self::SetData {
+            path: path.into(),
+            data: data.into(),
+            version,
+        }
     }
 
     /// A version check.
     pub fn check(path: impl Into<String>, version: i32) -> Self {
-        Self::Check { path: path.into(), version }
+        Self::Check {
+            path: path.into(),
+            version,
+        }
     }
 }
 
@@ -94,42 +108,69 @@ impl Client {
         if ops.is_empty() {
             return Ok(Vec::new());
         }
-        let request = MultiRequest { ops: ops.iter().map(|op| self.multi_op(op)).collect::<Result<_, _>>()? };
-        let reply = self.call(OpCode::Multi, request.to_bytes(), Effect::None, None).await?;
+        let request = MultiRequest {
+            ops: ops
+                .iter()
+                .map(|op| self.multi_op(op))
+                .collect::<Result<_, _>>()?,
+        };
+        let reply = self
+            .call(OpCode::Multi, request.to_bytes(), Effect::None, None)
+            .await?;
         let response = decode_results(&reply, ops.len())?;
         if let Some(index) = response.results.iter().position(is_failure) {
             let error = match &response.results[index] {
                 MultiResult::Error(code) => Error::from_code(*code),
                 _ => Error::RuntimeInconsistency,
             };
-            return Err(Error::MultiFailed { index, error: Box::new(error) });
+            return Err(Error::MultiFailed {
+                index,
+                error: Box::new(error),
+            });
         }
-        response.results.into_iter().map(|r| self.op_result(r)).collect()
+        response
+            .results
+            .into_iter()
+            .map(|r| self.op_result(r))
+            .collect()
     }
 
     /// Runs several reads in one round trip (servers 3.6+). Each read succeeds or fails on
     /// its own; no watches are set.
-    pub async fn multi_read(&self, ops: &[ReadOp]) -> Result<Vec<Result<ReadResult, Error>>, Error> {
+    pub async fn multi_read(
+        &self,
+        ops: &[ReadOp],
+    ) -> Result<Vec<Result<ReadResult, Error>>, Error> {
         if ops.is_empty() {
             return Ok(Vec::new());
         }
         let mut request = MultiRequest::default();
         for op in ops {
             request.ops.push(match op {
-                ReadOp::GetData(p) => MultiOp::GetData(GetDataRequest { path: self.server_path(p)?, watch: false }),
-                ReadOp::GetChildren(p) => {
-                    MultiOp::GetChildren(GetChildrenRequest { path: self.server_path(p)?, watch: false })
-                }
+                ReadOp::GetData(p) => MultiOp::GetData(GetDataRequest {
+                    path: self.server_path(p)?,
+                    watch: false,
+                }),
+                ReadOp::GetChildren(p) => MultiOp::GetChildren(GetChildrenRequest {
+                    path: self.server_path(p)?,
+                    watch: false,
+                }),
             });
         }
-        let reply = self.call(OpCode::MultiRead, request.to_bytes(), Effect::None, None).await?;
+        let reply = self
+            .call(OpCode::MultiRead, request.to_bytes(), Effect::None, None)
+            .await?;
         let response = decode_results(&reply, ops.len())?;
         Ok(response.results.into_iter().map(read_result).collect())
     }
 
     fn multi_op(&self, op: &Op) -> Result<MultiOp, Error> {
         Ok(match op {
-            Op::Create { path, data, options } => {
+            Op::Create {
+                path,
+                data,
+                options,
+            } => {
                 let (code, _) = self.create_request(path, data, options)?;
                 let mode = options.mode;
                 let path = if mode.is_sequential() {
@@ -141,40 +182,70 @@ impl Client {
                 let acl = options.acl.clone();
                 match code {
                     OpCode::CreateTtl => {
-                        let ttl = options.ttl.map_or(0, |t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX));
-                        MultiOp::CreateTtl(CreateTtlRequest { path, data, acl, mode, ttl })
+                        let ttl = options
+                            .ttl
+                            .map_or(0, |t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX));
+                        MultiOp::CreateTtl(CreateTtlRequest {
+                            path,
+                            data,
+                            acl,
+                            mode,
+                            ttl,
+                        })
                     }
-                    _ if mode == CreateMode::Container => {
-                        MultiOp::CreateContainer(CreateRequest { path, data, acl, mode })
-                    }
+                    _ if mode == CreateMode::Container => MultiOp::CreateContainer(CreateRequest {
+                        path,
+                        data,
+                        acl,
+                        mode,
+                    }),
                     // Plain create (1): every server version accepts it inside multi.
-                    _ => MultiOp::Create(CreateRequest { path, data, acl, mode }),
+                    _ => MultiOp::Create(CreateRequest {
+                        path,
+                        data,
+                        acl,
+                        mode,
+                    }),
                 }
             }
-            Op::Delete { path, version } => {
-                MultiOp::Delete(DeleteRequest { path: self.server_path(path)?, version: version.unwrap_or(-1) })
-            }
-            Op::SetData { path, data, version } => MultiOp::SetData(SetDataRequest {
+            Op::Delete { path, version } => MultiOp::Delete(DeleteRequest {
+                path: self.server_path(path)?,
+                version: version.unwrap_or(-1),
+            }),
+            Op::SetData {
+                path,
+                data,
+                version,
+            } => MultiOp::SetData(SetDataRequest {
                 path: self.server_path(path)?,
                 data: Some(data.clone()),
                 version: version.unwrap_or(-1),
             }),
-            Op::Check { path, version } => {
-                MultiOp::Check(CheckVersionRequest { path: self.server_path(path)?, version: *version })
-            }
+            Op::Check { path, version } => MultiOp::Check(CheckVersionRequest {
+                path: self.server_path(path)?,
+                version: *version,
+            }),
         })
     }
 
     fn op_result(&self, result: MultiResult) -> Result<OpResult, Error> {
         Ok(match result {
-            MultiResult::Create(r) => OpResult::Create { path: self.client_path(&r.path), stat: None },
-            MultiResult::Create2(r) => OpResult::Create { path: self.client_path(&r.path), stat: Some(r.stat) },
+            MultiResult::Create(r) => OpResult::Create {
+                path: self.client_path(&r.path),
+                stat: None,
+            },
+            MultiResult::Create2(r) => OpResult::Create {
+                path: self.client_path(&r.path),
+                stat: Some(r.stat),
+            },
             MultiResult::Delete => OpResult::Delete,
             MultiResult::SetData(r) => OpResult::SetData { stat: r.stat },
             MultiResult::Check => OpResult::Check,
             other => {
                 let _ = other;
-                return Err(Error::Protocol(crate::error::ProtocolError::UnexpectedMultiResult));
+                return Err(Error::Protocol(
+                    crate::error::ProtocolError::UnexpectedMultiResult,
+                ));
             }
         })
     }
@@ -184,7 +255,9 @@ impl Client {
 fn decode_results(reply: &crate::session::Reply, ops: usize) -> Result<MultiResponse, Error> {
     let response = decode::<MultiResponse>(reply)?;
     if response.results.len() != ops {
-        return Err(Error::Protocol(crate::error::ProtocolError::UnexpectedMultiResult));
+        return Err(Error::Protocol(
+            crate::error::ProtocolError::UnexpectedMultiResult,
+        ));
     }
     Ok(response)
 }
@@ -198,9 +271,16 @@ fn is_failure(result: &MultiResult) -> bool {
 
 fn read_result(result: MultiResult) -> Result<ReadResult, Error> {
     match result {
-        MultiResult::GetData(r) => Ok(ReadResult::Data { data: r.data.unwrap_or_default(), stat: r.stat }),
-        MultiResult::GetChildren(r) => Ok(ReadResult::Children { children: r.children }),
+        MultiResult::GetData(r) => Ok(ReadResult::Data {
+            data: r.data.unwrap_or_default(),
+            stat: r.stat,
+        }),
+        MultiResult::GetChildren(r) => Ok(ReadResult::Children {
+            children: r.children,
+        }),
         MultiResult::Error(code) => Err(Error::from_code(code)),
-        _ => Err(Error::Protocol(crate::error::ProtocolError::UnexpectedMultiResult)),
+        _ => Err(Error::Protocol(
+            crate::error::ProtocolError::UnexpectedMultiResult,
+        )),
     }
 }

@@ -24,7 +24,11 @@ pub struct CreateOptions {
 impl CreateOptions {
     /// A node of `mode`, open to everyone (`world:anyone` with every permission).
     pub fn new(mode: CreateMode) -> Self {
-        Self { mode, acl: Acl::open_unsafe(), ttl: None }
+        Self {
+            mode,
+            acl: Acl::open_unsafe(),
+            ttl: None,
+        }
     }
 
     /// Sets the ACL.

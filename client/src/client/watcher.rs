@@ -32,7 +32,14 @@ impl OneshotWatcher {
         id: WatcherId,
         inner: Arc<Inner>,
     ) -> Self {
-        Self { rx, guard: WatcherGuard { id, inner, done: false } }
+        Self {
+            rx,
+            guard: WatcherGuard {
+                id,
+                inner,
+                done: false,
+            },
+        }
     }
 }
 
@@ -70,12 +77,15 @@ pub struct PersistentWatcher {
 }
 
 impl PersistentWatcher {
-    pub(crate) fn new(
-        rx: mpsc::Receiver<WatchedEvent>,
-        id: WatcherId,
-        inner: Arc<Inner>,
-    ) -> Self {
-        Self { rx, guard: WatcherGuard { id, inner, done: false } }
+    pub(crate) fn new(rx: mpsc::Receiver<WatchedEvent>, id: WatcherId, inner: Arc<Inner>) -> Self {
+        Self {
+            rx,
+            guard: WatcherGuard {
+                id,
+                inner,
+                done: false,
+            },
+        }
     }
 
     /// The next event, or `None` once the watch has ended.
@@ -126,7 +136,10 @@ impl Drop for WatcherGuard {
         if !self.done {
             // Best effort: if the command queue is full the entry is dropped when the watch
             // fires or the session ends.
-            let _ = self.inner.commands.try_send(Command::RemoveWatcher(self.id));
+            let _ = self
+                .inner
+                .commands
+                .try_send(Command::RemoveWatcher(self.id));
         }
     }
 }

@@ -31,7 +31,14 @@ impl Hosts {
         for i in (1..hosts.len()).rev() {
             hosts.swap(i, rng.below(i as u64 + 1) as usize);
         }
-        Self { hosts, preferred: None, next: 0, failures_in_round: 0, attempts: 0, rng }
+        Self {
+            hosts,
+            preferred: None,
+            next: 0,
+            failures_in_round: 0,
+            attempts: 0,
+            rng,
+        }
     }
 
     /// The host to try next and how long to wait before trying it.
@@ -40,7 +47,11 @@ impl Hosts {
             self.attempts += 1;
             return (host, Duration::ZERO);
         }
-        let pause = if self.attempts == 0 { Duration::ZERO } else { self.backoff() };
+        let pause = if self.attempts == 0 {
+            Duration::ZERO
+        } else {
+            self.backoff()
+        };
         self.attempts += 1;
         let host = self.hosts[self.next % self.hosts.len()].clone();
         self.next = (self.next + 1) % self.hosts.len();
@@ -83,7 +94,9 @@ struct XorShift(u64);
 
 impl XorShift {
     fn seeded() -> Self {
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
         let seed = (nanos as u64) ^ (u64::from(std::process::id()) << 32) ^ 0x9e37_79b9_7f4a_7c15;
         Self(seed.max(1))
     }
@@ -104,7 +117,8 @@ mod tests {
         (0..n)
             .map(|i| {
                 let cs = crate::connect_string::ConnectString::parse(&format!("h{i}:{}", 2000 + i));
-                cs.map(|c| c.hosts()[0].clone()).unwrap_or_else(|e| panic!("{e}"))
+                cs.map(|c| c.hosts()[0].clone())
+                    .unwrap_or_else(|e| panic!("{e}"))
             })
             .collect()
     }
@@ -116,7 +130,10 @@ mod tests {
         assert_eq!(pause, Duration::ZERO);
         h.on_failed();
         let (second, p2) = h.next();
-        assert!(p2 >= Duration::from_millis(50) && p2 <= Duration::from_millis(100), "{p2:?}");
+        assert!(
+            p2 >= Duration::from_millis(50) && p2 <= Duration::from_millis(100),
+            "{p2:?}"
+        );
         h.on_failed();
         let (third, _) = h.next();
         h.on_failed();
@@ -126,13 +143,22 @@ mod tests {
         for _ in 0..20 {
             let (_, p) = h.next();
             h.on_failed();
-            assert!(p >= Duration::from_millis(25) && p <= Duration::from_millis(500), "{p:?}");
+            assert!(
+                p >= Duration::from_millis(25) && p <= Duration::from_millis(500),
+                "{p:?}"
+            );
         }
         let (_, capped) = h.next();
-        assert!(capped >= Duration::from_millis(250), "never a tight loop: {capped:?}");
+        assert!(
+            capped >= Duration::from_millis(250),
+            "never a tight loop: {capped:?}"
+        );
         h.on_connected();
         let (_, after_success) = h.next();
-        assert!(after_success <= Duration::from_millis(50), "{after_success:?}");
+        assert!(
+            after_success <= Duration::from_millis(50),
+            "{after_success:?}"
+        );
     }
 
     #[test]

@@ -40,7 +40,9 @@ pub(crate) enum Command {
         watcher: Option<(WatcherId, WatcherSink)>,
     },
     /// Close the session.
-    Close { reply: oneshot::Sender<Result<Reply, Error>> },
+    Close {
+        reply: oneshot::Sender<Result<Reply, Error>>,
+    },
     /// A watcher's receiver was dropped.
     RemoveWatcher(WatcherId),
 }
@@ -175,9 +177,13 @@ impl<C: Connect> Driver<C> {
 
     fn publish_counts(&self) {
         let s = &self.shared;
-        s.in_flight.store(self.session.in_flight(), Ordering::Relaxed);
+        s.in_flight
+            .store(self.session.in_flight(), Ordering::Relaxed);
         s.queued.store(self.session.queued(), Ordering::Relaxed);
-        s.watches.store(self.watchers.len().max(self.session.watch_count()), Ordering::Relaxed);
+        s.watches.store(
+            self.watchers.len().max(self.session.watch_count()),
+            Ordering::Relaxed,
+        );
         s.waiting.store(self.replies.len(), Ordering::Relaxed);
     }
 
@@ -212,9 +218,18 @@ impl<C: Connect> Driver<C> {
             return;
         }
         if self.rw_probe.is_none() {
-            let others: Vec<HostPort> =
-                self.hosts.all().iter().filter(|h| Some(*h) != self.current_host.as_ref()).cloned().collect();
-            let candidates = if others.is_empty() { self.hosts.all().to_vec() } else { others };
+            let others: Vec<HostPort> = self
+                .hosts
+                .all()
+                .iter()
+                .filter(|h| Some(*h) != self.current_host.as_ref())
+                .cloned()
+                .collect();
+            let candidates = if others.is_empty() {
+                self.hosts.all().to_vec()
+            } else {
+                others
+            };
             self.rw_probe = Some(Box::pin(find_rw_server(self.connector.clone(), candidates)));
         }
     }
@@ -230,7 +245,11 @@ impl<C: Connect> Driver<C> {
     fn on_command(&mut self, cmd: Option<Command>) {
         let now = now();
         match cmd {
-            Some(Command::Submit { request, reply, watcher }) => {
+            Some(Command::Submit {
+                request,
+                reply,
+                watcher,
+            }) => {
                 let watcher_id = watcher.map(|(id, sink)| {
                     self.watchers.insert(id, sink);
                     id
@@ -344,8 +363,12 @@ impl<C: Connect> Driver<C> {
         if self.session.queued() == 0 {
             return;
         }
-        let gone: Vec<RequestId> =
-            self.replies.iter().filter(|(_, tx)| tx.is_closed()).map(|(id, _)| *id).collect();
+        let gone: Vec<RequestId> = self
+            .replies
+            .iter()
+            .filter(|(_, tx)| tx.is_closed())
+            .map(|(id, _)| *id)
+            .collect();
         for id in gone {
             self.session.cancel(id);
             self.replies.remove(&id);
@@ -437,7 +460,8 @@ impl<C: Connect> Driver<C> {
                 if ends {
                     self.session.remove_watcher(watcher);
                 } else {
-                    self.watchers.insert(watcher, WatcherSink::Stream(tx.clone()));
+                    self.watchers
+                        .insert(watcher, WatcherSink::Stream(tx.clone()));
                 }
                 Some(Outgoing::Stream(watcher, tx, event))
             }
@@ -453,9 +477,17 @@ impl<C: Connect> Driver<C> {
             self.handshaking = false;
             self.hosts.on_connected();
         }
-        self.shared.session_id.store(self.session.session_id(), Ordering::Relaxed);
-        let negotiated = self.session.negotiated_timeout().map_or(0, |t| t.as_millis());
-        self.shared.negotiated_ms.store(u64::try_from(negotiated).unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.shared
+            .session_id
+            .store(self.session.session_id(), Ordering::Relaxed);
+        let negotiated = self
+            .session
+            .negotiated_timeout()
+            .map_or(0, |t| t.as_millis());
+        self.shared.negotiated_ms.store(
+            u64::try_from(negotiated).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
         if let Ok(mut passwd) = self.shared.passwd.lock() {
             passwd.clone_from(self.session.passwd());
         }
@@ -464,7 +496,6 @@ impl<C: Connect> Driver<C> {
         let _ = self.shared.state_events.send(state);
         self.shared.state.send_replace(state);
     }
-
 }
 
 /// Probes `hosts` in turn until one answers `isro` with `rw`.
@@ -489,10 +520,15 @@ async fn is_read_write<C: Connect>(connector: &C, host: &HostPort) -> bool {
         stream.read_exact(&mut answer).await?;
         Ok::<_, io::Error>(answer == *b"rw")
     };
-    matches!(tokio::time::timeout(Duration::from_secs(1), probe).await, Ok(Ok(true)))
+    matches!(
+        tokio::time::timeout(Duration::from_secs(1), probe).await,
+        Ok(Ok(true))
+    )
 }
 
-async fn poll_probe(probe: Option<&mut Pin<Box<dyn Future<Output = HostPort> + Send>>>) -> HostPort {
+async fn poll_probe(
+    probe: Option<&mut Pin<Box<dyn Future<Output = HostPort> + Send>>>,
+) -> HostPort {
     match probe {
         Some(fut) => fut.await,
         None => std::future::pending().await,

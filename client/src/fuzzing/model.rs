@@ -175,7 +175,9 @@ fn reply_record_is_valid(op: OpCode, body: &Bytes) -> bool {
     }
     match op {
         OpCode::Create => ok::<CreateResponse>(body),
-        OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => ok::<Create2Response>(body),
+        OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => {
+            ok::<Create2Response>(body)
+        }
         OpCode::Exists => ok::<ExistsResponse>(body),
         OpCode::GetData | OpCode::Reconfig => ok::<GetDataResponse>(body),
         OpCode::SetData | OpCode::Check => ok::<SetDataResponse>(body),

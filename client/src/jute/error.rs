@@ -72,7 +72,11 @@ pub enum DecodeErrorKind {
 
 impl DecodeError {
     pub(crate) const fn new(kind: DecodeErrorKind) -> Self {
-        Self { record: "", outer: "", kind }
+        Self {
+            record: "",
+            outer: "",
+            kind,
+        }
     }
 
     /// Attributes the error to `record` as it propagates out of that record's decoder.
@@ -108,7 +112,11 @@ impl DecodeError {
 
 impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let record = if self.record.is_empty() { "value" } else { self.record };
+        let record = if self.record.is_empty() {
+            "value"
+        } else {
+            self.record
+        };
         write!(f, "malformed {record}")?;
         if !self.outer.is_empty() && self.outer != self.record {
             write!(f, " in {}", self.outer)?;
@@ -120,17 +128,28 @@ impl fmt::Display for DecodeError {
 impl fmt::Display for DecodeErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            Self::UnexpectedEnd { offset, needed, available } => write!(
+            Self::UnexpectedEnd {
+                offset,
+                needed,
+                available,
+            } => write!(
                 f,
                 "unexpected end of data at offset {offset}: needed {needed} bytes, {available} left"
             ),
             Self::BadLength { offset, len } => write!(f, "invalid length {len} at offset {offset}"),
-            Self::BadCount { offset, count, available } => write!(
+            Self::BadCount {
+                offset,
+                count,
+                available,
+            } => write!(
                 f,
                 "invalid vector count {count} at offset {offset} ({available} bytes left)"
             ),
             Self::UnexpectedNull { offset, what } => {
-                write!(f, "null {what} at offset {offset} where null is not allowed")
+                write!(
+                    f,
+                    "null {what} at offset {offset} where null is not allowed"
+                )
             }
             Self::BadUtf8 { offset } => write!(f, "invalid UTF-8 in string at offset {offset}"),
             Self::UnknownValue { what, value } => write!(f, "unknown {what} {value}"),

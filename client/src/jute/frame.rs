@@ -43,7 +43,10 @@ pub enum FrameError {
 impl FrameDecoder {
     /// A decoder accepting payloads of up to `max_frame_len` bytes.
     pub fn new(max_frame_len: usize) -> Self {
-        Self { buf: BytesMut::new(), max_frame_len }
+        Self {
+            buf: BytesMut::new(),
+            max_frame_len,
+        }
     }
 
     /// The payload cap in force.
@@ -83,7 +86,10 @@ impl FrameDecoder {
         let len = i32::from_be_bytes([len[0], len[1], len[2], len[3]]);
         let len = usize::try_from(len).map_err(|_| FrameError::NegativeLength(len))?;
         if len > self.max_frame_len {
-            return Err(FrameError::TooLong { len, max: self.max_frame_len });
+            return Err(FrameError::TooLong {
+                len,
+                max: self.max_frame_len,
+            });
         }
         if self.buf.len() < 4 + len {
             // Make room for the rest of this frame in one step; the cap bounds the reservation.
@@ -161,7 +167,10 @@ mod tests {
     fn oversized_length_is_rejected_before_buffering() {
         let mut d = FrameDecoder::new(16);
         d.push(&[0, 0, 0, 17]);
-        assert_eq!(d.next_frame(), Err(FrameError::TooLong { len: 17, max: 16 }));
+        assert_eq!(
+            d.next_frame(),
+            Err(FrameError::TooLong { len: 17, max: 16 })
+        );
         let mut d = FrameDecoder::default();
         d.push(&[0x7f, 0xff, 0xff, 0xff]);
         assert!(matches!(d.next_frame(), Err(FrameError::TooLong { .. })));
@@ -171,7 +180,9 @@ mod tests {
     #[test]
     fn encode_frame_writes_the_payload_length() {
         let mut out = BytesMut::new();
-        let len = encode_frame(&mut out, |b| b.put_slice(&[0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 11]));
+        let len = encode_frame(&mut out, |b| {
+            b.put_slice(&[0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 11])
+        });
         assert_eq!(len, 8);
         assert_eq!(&out[..], &[0, 0, 0, 8, 0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 11]);
     }

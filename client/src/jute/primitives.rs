@@ -116,7 +116,9 @@ impl Decode for String {
     }
 
     fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
-        checked_str(r)?.map(drop).ok_or_else(|| null_error(r, "string"))
+        checked_str(r)?
+            .map(drop)
+            .ok_or_else(|| null_error(r, "string"))
     }
 }
 
@@ -287,13 +289,20 @@ fn read_count<T: Decode>(r: &mut Reader<'_>) -> Result<usize, DecodeError> {
     let offset = r.position();
     let count = i32::decode(r)?;
     let available = r.remaining();
-    let bad_count = || DecodeError::new(DecodeErrorKind::BadCount { offset, count, available });
+    let bad_count = || {
+        DecodeError::new(DecodeErrorKind::BadCount {
+            offset,
+            count,
+            available,
+        })
+    };
     match usize::try_from(count) {
         Ok(n) if n.saturating_mul(T::MIN_LEN.max(1)) <= available => Ok(n),
         Ok(_) => Err(bad_count()),
-        Err(_) if count == -1 => {
-            Err(DecodeError::new(DecodeErrorKind::UnexpectedNull { offset, what: "vector" }))
-        }
+        Err(_) if count == -1 => Err(DecodeError::new(DecodeErrorKind::UnexpectedNull {
+            offset,
+            what: "vector",
+        })),
         Err(_) => Err(bad_count()),
     }
 }
@@ -308,7 +317,10 @@ fn put_len<B: BufMut>(len: usize, buf: &mut B) {
 }
 
 fn null_error(r: &Reader<'_>, what: &'static str) -> DecodeError {
-    DecodeError::new(DecodeErrorKind::UnexpectedNull { offset: r.position() - 4, what })
+    DecodeError::new(DecodeErrorKind::UnexpectedNull {
+        offset: r.position() - 4,
+        what,
+    })
 }
 
 #[cfg(test)]
@@ -338,28 +350,52 @@ mod tests {
         assert_eq!(decode::<Option<String>>(&[0xff; 4]), Ok(None));
         assert_eq!(decode::<Option<Bytes>>(&[0xff; 4]), Ok(None));
         let err = decode::<String>(&[0xff; 4]).unwrap_err();
-        assert!(matches!(err.kind(), DecodeErrorKind::UnexpectedNull { offset: 0, what: "string" }));
+        assert!(matches!(
+            err.kind(),
+            DecodeErrorKind::UnexpectedNull {
+                offset: 0,
+                what: "string"
+            }
+        ));
         assert_eq!(None::<String>.to_bytes().as_ref(), &[0xff; 4]);
     }
 
     #[test]
     fn lengths_below_minus_one_are_rejected() {
         let err = decode::<Option<Bytes>>(&[0xff, 0xff, 0xff, 0xfe]).unwrap_err();
-        assert_eq!(err.kind(), &DecodeErrorKind::BadLength { offset: 0, len: -2 });
+        assert_eq!(
+            err.kind(),
+            &DecodeErrorKind::BadLength { offset: 0, len: -2 }
+        );
     }
 
     #[test]
     fn huge_length_is_truncation_not_allocation() {
         let err = decode::<String>(&[0x7f, 0xff, 0xff, 0xff, b'a']).unwrap_err();
-        assert!(matches!(err.kind(), DecodeErrorKind::UnexpectedEnd { needed: 0x7fff_ffff, .. }));
+        assert!(matches!(
+            err.kind(),
+            DecodeErrorKind::UnexpectedEnd {
+                needed: 0x7fff_ffff,
+                ..
+            }
+        ));
     }
 
     #[test]
     fn vector_count_that_cannot_fit_is_rejected() {
         let err = decode::<Vec<String>>(&[0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0]).unwrap_err();
-        assert!(matches!(err.kind(), DecodeErrorKind::BadCount { count: i32::MAX, .. }));
+        assert!(matches!(
+            err.kind(),
+            DecodeErrorKind::BadCount {
+                count: i32::MAX,
+                ..
+            }
+        ));
         let err = decode::<Vec<i32>>(&[0xff; 4]).unwrap_err();
-        assert!(matches!(err.kind(), DecodeErrorKind::UnexpectedNull { what: "vector", .. }));
+        assert!(matches!(
+            err.kind(),
+            DecodeErrorKind::UnexpectedNull { what: "vector", .. }
+        ));
     }
 
     #[test]

@@ -25,7 +25,10 @@ pub struct Id {
 impl Id {
     /// An id from its scheme and value.
     pub fn new(scheme: impl Into<String>, id: impl Into<String>) -> Self {
-        Self { scheme: scheme.into(), id: id.into() }
+        Self {
+            scheme: scheme.into(),
+            id: id.into(),
+        }
     }
 
     /// `world:anyone`: everybody.
@@ -55,7 +58,10 @@ impl Decode for Id {
     const MIN_LEN: usize = 8;
 
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(Self { scheme: decode_lossy_string(r)?, id: decode_lossy_string(r)? })
+        Ok(Self {
+            scheme: decode_lossy_string(r)?,
+            id: decode_lossy_string(r)?,
+        })
     }
 
     fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {

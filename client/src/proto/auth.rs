@@ -47,7 +47,11 @@ impl Decode for AuthPacket {
     const MIN_LEN: usize = 12;
 
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(Self { auth_type: r.read()?, scheme: r.read()?, auth: r.read()? })
+        Ok(Self {
+            auth_type: r.read()?,
+            scheme: r.read()?,
+            auth: r.read()?,
+        })
     }
 
     fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
@@ -88,7 +92,10 @@ impl Decode for ClientInfo {
     const MIN_LEN: usize = 8;
 
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(Self { auth_scheme: decode_lossy_string(r)?, user: decode_lossy_string(r)? })
+        Ok(Self {
+            auth_scheme: decode_lossy_string(r)?,
+            user: decode_lossy_string(r)?,
+        })
     }
 
     fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
@@ -132,6 +139,9 @@ mod tests {
             .with_auth("digest", b"bob:hunter2".to_vec())
             .with_session(7, Bytes::from_static(b"SECRETSECRET1234"));
         let shown = format!("{builder:?}");
-        assert!(!shown.contains("hunter2") && !shown.contains("SECRET"), "{shown}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("SECRET"),
+            "{shown}"
+        );
     }
 }

@@ -315,7 +315,9 @@ impl CreateMode {
     pub const fn is_sequential(self) -> bool {
         matches!(
             self,
-            Self::PersistentSequential | Self::EphemeralSequential | Self::PersistentSequentialWithTtl
+            Self::PersistentSequential
+                | Self::EphemeralSequential
+                | Self::PersistentSequentialWithTtl
         )
     }
 
@@ -326,7 +328,10 @@ impl CreateMode {
 
     /// Whether the mode needs a TTL (and the createTTL opcode).
     pub const fn is_ttl(self) -> bool {
-        matches!(self, Self::PersistentWithTtl | Self::PersistentSequentialWithTtl)
+        matches!(
+            self,
+            Self::PersistentWithTtl | Self::PersistentSequentialWithTtl
+        )
     }
 }
 
@@ -351,7 +356,10 @@ mod tests {
         assert_eq!(ErrorCode::from_i32(-127), ErrorCode::Throttled);
         assert_eq!(ErrorCode::SessionExpired.as_i32(), -112);
         assert_eq!(KeeperState::from_i32(-112), KeeperState::Expired);
-        assert_eq!(CreateMode::from_i32(6), CreateMode::PersistentSequentialWithTtl);
+        assert_eq!(
+            CreateMode::from_i32(6),
+            CreateMode::PersistentSequentialWithTtl
+        );
         assert!(CreateMode::EphemeralSequential.is_sequential());
         assert!(CreateMode::EphemeralSequential.is_ephemeral());
         assert!(!CreateMode::Container.is_ttl());

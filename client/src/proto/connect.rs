@@ -154,7 +154,11 @@ impl Decode for ConnectResponse {
             session_id: r.read()?,
             passwd: r.read()?,
             // Java reads this byte in a try/catch; its absence is legal.
-            read_only: if r.remaining() > 0 { Some(r.read()?) } else { None },
+            read_only: if r.remaining() > 0 {
+                Some(r.read()?)
+            } else {
+                None
+            },
         })
     }
 

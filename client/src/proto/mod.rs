@@ -24,9 +24,9 @@ pub use data::{
     CheckVersionRequest, Create2Response, CreateRequest, CreateResponse, CreateTtlRequest,
     DeleteRequest, ExistsRequest, ExistsResponse, GetAclRequest, GetAclResponse,
     GetAllChildrenNumberRequest, GetAllChildrenNumberResponse, GetChildren2Request,
-    GetChildren2Response, GetChildrenRequest, GetChildrenResponse, GetDataRequest,
-    GetDataResponse, GetEphemeralsRequest, GetEphemeralsResponse, ReconfigRequest,
-    SetAclRequest, SetAclResponse, SetDataRequest, SetDataResponse, SyncRequest, SyncResponse,
+    GetChildren2Response, GetChildrenRequest, GetChildrenResponse, GetDataRequest, GetDataResponse,
+    GetEphemeralsRequest, GetEphemeralsResponse, ReconfigRequest, SetAclRequest, SetAclResponse,
+    SetDataRequest, SetDataResponse, SyncRequest, SyncResponse,
 };
 pub use header::{
     ReplyHeader, RequestHeader, AUTH_XID, NOTIFICATION_XID, PING_XID, SET_WATCHES_XID,

@@ -28,11 +28,18 @@ record! {
 }
 
 impl MultiHeader {
-    const TERMINATOR: Self =
-        Self { op: OpCode::Error, done: true, err: ErrorCode::SystemError };
+    const TERMINATOR: Self = Self {
+        op: OpCode::Error,
+        done: true,
+        err: ErrorCode::SystemError,
+    };
 
     const fn op(op: OpCode) -> Self {
-        Self { op, done: false, err: ErrorCode::SystemError }
+        Self {
+            op,
+            done: false,
+            err: ErrorCode::SystemError,
+        }
     }
 }
 
@@ -164,7 +171,11 @@ impl Encode for MultiRequest {
     }
 
     fn encoded_len(&self) -> usize {
-        self.ops.iter().map(|op| HEADER_LEN + op.body_len()).sum::<usize>() + HEADER_LEN
+        self.ops
+            .iter()
+            .map(|op| HEADER_LEN + op.body_len())
+            .sum::<usize>()
+            + HEADER_LEN
     }
 }
 
@@ -229,7 +240,11 @@ impl MultiResult {
             Self::GetData(_) => (OpCode::GetData, ErrorCode::Ok),
             Self::Error(err) => (OpCode::Error, *err),
         };
-        MultiHeader { op, done: false, err }
+        MultiHeader {
+            op,
+            done: false,
+            err,
+        }
     }
 
     fn body_len(&self) -> usize {
@@ -302,7 +317,11 @@ impl Encode for MultiResponse {
     }
 
     fn encoded_len(&self) -> usize {
-        self.results.iter().map(|r| HEADER_LEN + r.body_len()).sum::<usize>() + HEADER_LEN
+        self.results
+            .iter()
+            .map(|r| HEADER_LEN + r.body_len())
+            .sum::<usize>()
+            + HEADER_LEN
     }
 }
 
@@ -336,6 +355,8 @@ impl Decode for MultiResponse {
 const HEADER_LEN: usize = 9;
 
 fn unknown_op(op: OpCode) -> DecodeError {
-    DecodeError::new(DecodeErrorKind::UnknownValue { what: "multi op type", value: op.as_i32() })
+    DecodeError::new(DecodeErrorKind::UnknownValue {
+        what: "multi op type",
+        value: op.as_i32(),
+    })
 }
-

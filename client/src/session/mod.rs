@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use bytes::{BufMut, Bytes, BytesMut};
 
 pub use types::{
-    DropReason, Effect, Event, Reply, Request, RequestId, SessionConfig, SessionState,
-    WatchKind, WatchedEvent, WatcherId,
+    DropReason, Effect, Event, Reply, Request, RequestId, SessionConfig, SessionState, WatchKind,
+    WatchedEvent, WatcherId,
 };
 pub use watches::SET_WATCHES_MAX_PATH_BYTES;
 
@@ -125,7 +125,10 @@ enum Conn {
 impl Session {
     /// A session that has not connected yet.
     pub fn new(config: SessionConfig, now: Instant) -> Self {
-        let (session_id, passwd) = config.resume.clone().unwrap_or((0, Bytes::from_static(&[0; 16])));
+        let (session_id, passwd) = config
+            .resume
+            .clone()
+            .unwrap_or((0, Bytes::from_static(&[0; 16])));
         let decoder = FrameDecoder::new(config.max_frame_len);
         let auths = config.auth.clone();
         let seen_rw = config.resume.is_some();
@@ -233,7 +236,9 @@ impl Session {
         let timer = match self.conn {
             Conn::Idle if self.state.is_terminal() => None,
             Conn::Idle => self.timers.expiry_at(self.negotiated, self.session_id),
-            Conn::AwaitingConnectResponse => Some(self.timers.connect_deadline(self.connect_timeout())),
+            Conn::AwaitingConnectResponse => {
+                Some(self.timers.connect_deadline(self.connect_timeout()))
+            }
             Conn::Open => Some(self.timers.open_deadline(self.negotiated_or_requested())),
         };
         deadlines.chain(in_flight).chain(auths).chain(timer).min()
@@ -253,7 +258,13 @@ impl Session {
         if let Some(err) = self.refusal() {
             self.answer(id, Err(err));
         } else if len > self.config.max_request_len {
-            self.answer(id, Err(Error::RequestTooLarge { len, max: self.config.max_request_len }));
+            self.answer(
+                id,
+                Err(Error::RequestTooLarge {
+                    len,
+                    max: self.config.max_request_len,
+                }),
+            );
         } else if request.deadline.is_some_and(|d| d <= now) {
             self.answer(id, Err(Error::Timeout));
         } else {
@@ -296,7 +307,13 @@ impl Session {
             self.flush(now);
         } else {
             self.end(SessionState::Closed, Error::Closed);
-            self.answer(id, Ok(Reply { zxid: self.last_zxid, body: Bytes::new() }));
+            self.answer(
+                id,
+                Ok(Reply {
+                    zxid: self.last_zxid,
+                    body: Bytes::new(),
+                }),
+            );
         }
         id
     }
@@ -318,7 +335,12 @@ impl Session {
         self.write_connect_request();
         for body in self.auths.clone() {
             self.write_frame(now, AUTH_XID, OpCode::Auth, &body);
-            let replay = PendingAuth { id: None, deadline: None, body, replay: false };
+            let replay = PendingAuth {
+                id: None,
+                deadline: None,
+                body,
+                replay: false,
+            };
             self.pending_auth.push_back(replay);
         }
         for batch in self.watches.set_watches_batches(self.last_zxid) {
@@ -328,7 +350,11 @@ impl Session {
                 SetWatchesBatch::V2(w) => (OpCode::SetWatches2, w.to_bytes()),
             };
             self.write_frame(now, xid, op, &body);
-            self.pending.push_back(Pending { xid, op, target: Target::SetWatches });
+            self.pending.push_back(Pending {
+                xid,
+                op,
+                target: Target::SetWatches,
+            });
         }
     }
 
@@ -370,7 +396,10 @@ impl Session {
         self.expire_deadlines(now);
         match self.conn {
             Conn::Idle => {
-                if self.timers.expiry_at(self.negotiated, self.session_id).is_some_and(|t| t <= now)
+                if self
+                    .timers
+                    .expiry_at(self.negotiated, self.session_id)
+                    .is_some_and(|t| t <= now)
                     && !self.state.is_terminal()
                 {
                     self.end(SessionState::Expired, Error::SessionExpired);
@@ -410,15 +439,25 @@ impl Session {
         }
         self.session_id = response.session_id;
         self.passwd = response.passwd;
-        self.negotiated = Some(Duration::from_millis(u64::from(response.timeout.unsigned_abs())));
+        self.negotiated = Some(Duration::from_millis(u64::from(
+            response.timeout.unsigned_abs(),
+        )));
         self.conn = Conn::Open;
         let read_only = response.read_only == Some(true);
         self.seen_rw |= !read_only;
-        self.set_state(if read_only { SessionState::ConnectedReadOnly } else { SessionState::Connected });
+        self.set_state(if read_only {
+            SessionState::ConnectedReadOnly
+        } else {
+            SessionState::Connected
+        });
         self.flush(now);
     }
 
-    fn handle_notification(&mut self, header: ReplyHeader, body: &Bytes) -> Result<(), ProtocolError> {
+    fn handle_notification(
+        &mut self,
+        header: ReplyHeader,
+        body: &Bytes,
+    ) -> Result<(), ProtocolError> {
         let event = WatcherEvent::decode_exact(body)?;
         // Servers only ever send SyncConnected here; the other states are client-local. Any
         // other state comes from a broken or hostile server: ignore the notification, as one
@@ -440,7 +479,10 @@ impl Session {
     }
 
     fn handle_auth_reply(&mut self, header: ReplyHeader) -> Result<(), ProtocolError> {
-        let auth = self.pending_auth.pop_front().ok_or(ProtocolError::UnexpectedAuthReply)?;
+        let auth = self
+            .pending_auth
+            .pop_front()
+            .ok_or(ProtocolError::UnexpectedAuthReply)?;
         if header.err == ErrorCode::AuthFailed {
             if let Some(id) = auth.id {
                 self.answer(id, Err(Error::AuthFailed));
@@ -459,11 +501,20 @@ impl Session {
         Ok(())
     }
 
-    fn handle_pipeline_reply(&mut self, header: ReplyHeader, body: Bytes) -> Result<(), ProtocolError> {
+    fn handle_pipeline_reply(
+        &mut self,
+        header: ReplyHeader,
+        body: Bytes,
+    ) -> Result<(), ProtocolError> {
         let expected = self.pending.front().map(|p| (p.xid, p.op));
         let op = match expected {
             Some((xid, op)) if xid == header.xid => op,
-            _ => return Err(ProtocolError::XidMismatch { expected: expected.map(|e| e.0), got: header.xid }),
+            _ => {
+                return Err(ProtocolError::XidMismatch {
+                    expected: expected.map(|e| e.0),
+                    got: header.xid,
+                })
+            }
         };
         // Checked while the request is still in flight, so that a malformed reply fails it
         // with ConnectionLoss along with everything else when the connection drops.
@@ -471,7 +522,10 @@ impl Session {
             reply::check_reply_body(op, &body)?;
         }
         let Some(pending) = self.pending.pop_front() else {
-            return Err(ProtocolError::XidMismatch { expected: None, got: header.xid });
+            return Err(ProtocolError::XidMismatch {
+                expected: None,
+                got: header.xid,
+            });
         };
         if header.zxid > 0 && pending.op != OpCode::Ping {
             self.last_zxid = self.last_zxid.max(header.zxid);
@@ -479,7 +533,12 @@ impl Session {
         match pending.target {
             Target::Ping => self.timers.on_ping_reply(),
             Target::SetWatches => {}
-            Target::User { id, effect, abandoned, .. } => {
+            Target::User {
+                id,
+                effect,
+                abandoned,
+                ..
+            } => {
                 let result = reply_result(header, body);
                 if !abandoned {
                     self.apply_effect(pending.op, &effect, &result);
@@ -495,7 +554,14 @@ impl Session {
 
     fn apply_effect(&mut self, op: OpCode, effect: &Effect, result: &Result<Reply, Error>) {
         match (effect, result) {
-            (Effect::Watch { path, kind, watcher }, Ok(_)) => self.watches.add(path, *kind, *watcher),
+            (
+                Effect::Watch {
+                    path,
+                    kind,
+                    watcher,
+                },
+                Ok(_),
+            ) => self.watches.add(path, *kind, *watcher),
             // exists on a missing node leaves an exist watch (DataTree.statNode).
             (Effect::Watch { path, watcher, .. }, Err(Error::NoNode)) if op == OpCode::Exists => {
                 self.watches.add(path, WatchKind::Exist, *watcher);
@@ -531,7 +597,12 @@ impl Session {
             if request.op == OpCode::Auth {
                 self.write_frame(now, AUTH_XID, OpCode::Auth, &request.body);
                 let deadline = request.deadline;
-                let auth = PendingAuth { id: Some(id), deadline, body: request.body, replay: true };
+                let auth = PendingAuth {
+                    id: Some(id),
+                    deadline,
+                    body: request.body,
+                    replay: true,
+                };
                 self.pending_auth.push_back(auth);
                 continue;
             }
@@ -543,7 +614,11 @@ impl Session {
                 deadline: request.deadline,
                 abandoned: false,
             };
-            self.pending.push_back(Pending { xid, op: request.op, target });
+            self.pending.push_back(Pending {
+                xid,
+                op: request.op,
+                target,
+            });
         }
     }
 
@@ -556,7 +631,11 @@ impl Session {
             // refuse it as expired. Until a read/write server has served us, ask for a new
             // session, as the Java client does (`seenRwServerBefore`).
             session_id: if self.seen_rw { self.session_id } else { 0 },
-            passwd: if self.seen_rw { self.passwd.clone() } else { Bytes::from_static(&[0; 16]) },
+            passwd: if self.seen_rw {
+                self.passwd.clone()
+            } else {
+                Bytes::from_static(&[0; 16])
+            },
             read_only: self.config.read_only,
         };
         encode_frame(&mut self.transmit, |buf| request.encode(buf));
@@ -578,7 +657,11 @@ impl Session {
             self.drop_connection(now, DropReason::ReadTimeout);
         } else if self.timers.ping_due(timeout, now) {
             self.write_frame(now, PING_XID, OpCode::Ping, &[]);
-            self.pending.push_back(Pending { xid: PING_XID, op: OpCode::Ping, target: Target::Ping });
+            self.pending.push_back(Pending {
+                xid: PING_XID,
+                op: OpCode::Ping,
+                target: Target::Ping,
+            });
             self.timers.on_ping_sent(now);
         }
     }
@@ -670,7 +753,13 @@ impl Session {
             // the session is over for us.
             self.end(SessionState::Closed, Error::Closed);
             if let Some(id) = self.close_unanswered.take() {
-                self.answer(id, Ok(Reply { zxid: self.last_zxid, body: Bytes::new() }));
+                self.answer(
+                    id,
+                    Ok(Reply {
+                        zxid: self.last_zxid,
+                        body: Bytes::new(),
+                    }),
+                );
             }
             return;
         }
@@ -682,7 +771,9 @@ impl Session {
 
     fn fail_in_flight(&mut self, err: &Error) {
         for pending in std::mem::take(&mut self.pending) {
-            let Some(id) = pending.waiting_id() else { continue };
+            let Some(id) = pending.waiting_id() else {
+                continue;
+            };
             if pending.op == OpCode::CloseSession && *err == Error::ConnectionLoss {
                 // A close cut off by the connection still ends the session, which is what
                 // the caller asked for: it succeeds (answered when the session ends).
@@ -708,7 +799,11 @@ impl Session {
         // never be answered on this session, and callers must not retry them as if the
         // connection had merely dropped (Java's conLossPacket reports AUTHFAILED too).
         self.fail_in_flight(&err);
-        let reason = if self.conn == Conn::Idle { None } else { Some(DropReason::SessionEnded) };
+        let reason = if self.conn == Conn::Idle {
+            None
+        } else {
+            Some(DropReason::SessionEnded)
+        };
         self.conn_to_idle(reason);
         for Queued { id, .. } in std::mem::take(&mut self.queued) {
             self.answer(id, Err(err.clone()));
@@ -739,7 +834,10 @@ impl Session {
 
 fn reply_result(header: ReplyHeader, body: Bytes) -> Result<Reply, Error> {
     match header.err {
-        ErrorCode::Ok => Ok(Reply { zxid: header.zxid, body }),
+        ErrorCode::Ok => Ok(Reply {
+            zxid: header.zxid,
+            body,
+        }),
         code => Err(Error::from_code(code)),
     }
 }

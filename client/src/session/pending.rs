@@ -45,7 +45,11 @@ impl Pending {
     /// The caller still waiting, if any.
     pub(crate) fn waiting_id(&self) -> Option<RequestId> {
         match self.target {
-            Target::User { id, abandoned: false, .. } => Some(id),
+            Target::User {
+                id,
+                abandoned: false,
+                ..
+            } => Some(id),
             _ => None,
         }
     }
@@ -53,7 +57,11 @@ impl Pending {
     /// The deadline of a caller still waiting.
     pub(crate) fn deadline(&self) -> Option<Instant> {
         match self.target {
-            Target::User { deadline, abandoned: false, .. } => deadline,
+            Target::User {
+                deadline,
+                abandoned: false,
+                ..
+            } => deadline,
             _ => None,
         }
     }
@@ -61,7 +69,11 @@ impl Pending {
     /// Stops waiting for `id`; returns whether this entry was it.
     pub(crate) fn abandon(&mut self, id: RequestId) -> bool {
         match &mut self.target {
-            Target::User { id: mine, abandoned, .. } if *mine == id && !*abandoned => {
+            Target::User {
+                id: mine,
+                abandoned,
+                ..
+            } if *mine == id && !*abandoned => {
                 *abandoned = true;
                 true
             }

@@ -17,7 +17,9 @@ use crate::proto::*;
 pub(crate) fn check_reply_body(op: OpCode, body: &Bytes) -> Result<(), DecodeError> {
     match op {
         OpCode::Create => exact::<CreateResponse>(body),
-        OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => exact::<Create2Response>(body),
+        OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => {
+            exact::<Create2Response>(body)
+        }
         OpCode::Exists => exact::<ExistsResponse>(body),
         OpCode::GetData | OpCode::Reconfig => exact::<GetDataResponse>(body),
         OpCode::SetData | OpCode::Check => exact::<SetDataResponse>(body),
@@ -50,13 +52,19 @@ mod tests {
 
     #[test]
     fn well_formed_records_pass_and_malformed_ones_fail() {
-        let body = GetChildrenResponse { children: vec!["a".into()] }.to_bytes();
+        let body = GetChildrenResponse {
+            children: vec!["a".into()],
+        }
+        .to_bytes();
         assert_eq!(check_reply_body(OpCode::GetChildren, &body), Ok(()));
         let huge_count = Bytes::from_static(&[0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
         let err = check_reply_body(OpCode::GetChildren, &huge_count).unwrap_err();
         assert!(matches!(err.kind(), DecodeErrorKind::BadCount { .. }));
         assert_eq!(check_reply_body(OpCode::Delete, &Bytes::new()), Ok(()));
         assert!(check_reply_body(OpCode::Delete, &Bytes::from_static(&[0])).is_err());
-        assert_eq!(check_reply_body(OpCode::Unknown(999), &Bytes::from_static(&[1, 2])), Ok(()));
+        assert_eq!(
+            check_reply_body(OpCode::Unknown(999), &Bytes::from_static(&[1, 2])),
+            Ok(())
+        );
     }
 }

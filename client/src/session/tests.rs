@@ -37,7 +37,10 @@ fn secs(n: u64) -> Duration {
 }
 
 fn config(timeout: Duration) -> SessionConfig {
-    SessionConfig { session_timeout: timeout, ..SessionConfig::default() }
+    SessionConfig {
+        session_timeout: timeout,
+        ..SessionConfig::default()
+    }
 }
 
 /// A ConnectResponse accepting the session with `timeout_ms` (37 bytes: readOnly byte present).
@@ -65,25 +68,56 @@ fn expired_response() -> ConnectResponse {
 // ===== requests =====
 
 fn watch_effect(path: &str, kind: WatchKind, watcher: Option<WatcherId>) -> Effect {
-    watcher.map_or(Effect::None, |watcher| Effect::Watch { path: path.to_owned(), kind, watcher })
+    watcher.map_or(Effect::None, |watcher| Effect::Watch {
+        path: path.to_owned(),
+        kind,
+        watcher,
+    })
 }
 
 fn get_data(path: &str, watcher: Option<WatcherId>) -> Request {
-    let body = GetDataRequest { path: path.to_owned(), watch: watcher.is_some() }.to_bytes();
+    let body = GetDataRequest {
+        path: path.to_owned(),
+        watch: watcher.is_some(),
+    }
+    .to_bytes();
     let effect = watch_effect(path, WatchKind::Data, watcher);
-    Request { op: OpCode::GetData, body, effect, deadline: None }
+    Request {
+        op: OpCode::GetData,
+        body,
+        effect,
+        deadline: None,
+    }
 }
 
 fn exists(path: &str, watcher: Option<WatcherId>) -> Request {
-    let body = ExistsRequest { path: path.to_owned(), watch: watcher.is_some() }.to_bytes();
+    let body = ExistsRequest {
+        path: path.to_owned(),
+        watch: watcher.is_some(),
+    }
+    .to_bytes();
     let effect = watch_effect(path, WatchKind::Data, watcher);
-    Request { op: OpCode::Exists, body, effect, deadline: None }
+    Request {
+        op: OpCode::Exists,
+        body,
+        effect,
+        deadline: None,
+    }
 }
 
 fn get_children(path: &str, watcher: Option<WatcherId>) -> Request {
-    let body = GetChildrenRequest { path: path.to_owned(), watch: watcher.is_some() }.to_bytes();
+    let body = GetChildrenRequest {
+        path: path.to_owned(),
+        watch: watcher.is_some(),
+    }
+    .to_bytes();
     let effect = watch_effect(path, WatchKind::Child, watcher);
-    Request { op: OpCode::GetChildren, body, effect, deadline: None }
+    Request {
+        op: OpCode::GetChildren,
+        body,
+        effect,
+        deadline: None,
+    }
 }
 
 fn add_watch(path: &str, mode: AddWatchMode, watcher: WatcherId) -> Request {
@@ -91,9 +125,18 @@ fn add_watch(path: &str, mode: AddWatchMode, watcher: WatcherId) -> Request {
         AddWatchMode::PersistentRecursive => WatchKind::PersistentRecursive,
         _ => WatchKind::Persistent,
     };
-    let body = AddWatchRequest { path: path.to_owned(), mode }.to_bytes();
+    let body = AddWatchRequest {
+        path: path.to_owned(),
+        mode,
+    }
+    .to_bytes();
     let effect = watch_effect(path, kind, Some(watcher));
-    Request { op: OpCode::AddWatch, body, effect, deadline: None }
+    Request {
+        op: OpCode::AddWatch,
+        body,
+        effect,
+        deadline: None,
+    }
 }
 
 fn auth_packet(credential: &str) -> Bytes {
@@ -131,18 +174,35 @@ fn reply_frame(xid: i32, zxid: i64, err: ErrorCode, body: &[u8]) -> Bytes {
 
 fn notification_frame(event_type: EventType, path: &str, zxid: i64) -> Bytes {
     frame(|b| {
-        ReplyHeader { xid: NOTIFICATION_XID, zxid, err: ErrorCode::Ok }.encode(b);
+        ReplyHeader {
+            xid: NOTIFICATION_XID,
+            zxid,
+            err: ErrorCode::Ok,
+        }
+        .encode(b);
         let state = KeeperState::SyncConnected;
-        WatcherEvent { event_type, state, path: path.to_owned() }.encode(b);
+        WatcherEvent {
+            event_type,
+            state,
+            path: path.to_owned(),
+        }
+        .encode(b);
     })
 }
 
 fn data_body(data: &[u8]) -> Bytes {
-    GetDataResponse { data: Some(Bytes::copy_from_slice(data)), stat: Stat::default() }.to_bytes()
+    GetDataResponse {
+        data: Some(Bytes::copy_from_slice(data)),
+        stat: Stat::default(),
+    }
+    .to_bytes()
 }
 
 fn ok_reply(zxid: i64, body: &[u8]) -> Result<Reply, Error> {
-    Ok(Reply { zxid, body: Bytes::copy_from_slice(body) })
+    Ok(Reply {
+        zxid,
+        body: Bytes::copy_from_slice(body),
+    })
 }
 
 /// Splits a request frame into its header and record.
@@ -157,7 +217,9 @@ fn headers(frames: &[(RequestHeader, Bytes)]) -> Vec<(i32, OpCode)> {
 }
 
 fn get_data_path(body: &Bytes) -> String {
-    GetDataRequest::decode_exact(body).expect("a GetDataRequest").path
+    GetDataRequest::decode_exact(body)
+        .expect("a GetDataRequest")
+        .path
 }
 
 // ===== event filters =====
@@ -201,7 +263,12 @@ type WatchSeen = (WatcherId, EventType, KeeperState, String);
 
 /// A node event as a server notification delivers it.
 fn fired(watcher: WatcherId, event_type: EventType, path: &str) -> WatchSeen {
-    (watcher, event_type, KeeperState::SyncConnected, path.to_owned())
+    (
+        watcher,
+        event_type,
+        KeeperState::SyncConnected,
+        path.to_owned(),
+    )
 }
 
 // ===== the harness =====
@@ -277,7 +344,10 @@ impl Harness {
                 }
             }
         }
-        panic!("handle_timeout made no progress at {:?}", self.now - self.base);
+        panic!(
+            "handle_timeout made no progress at {:?}",
+            self.now - self.base
+        );
     }
 
     /// Moves the clock forward without firing timers: a driver that is late to its timer.
@@ -296,10 +366,17 @@ impl Harness {
 
     /// Opens a transport; returns the ConnectRequest, which must be the 45-byte first frame.
     fn open(&mut self) -> ConnectRequest {
-        assert!(self.session.wants_connection(), "the session does not want a connection");
+        assert!(
+            self.session.wants_connection(),
+            "the session does not want a connection"
+        );
         self.session.handle_connected(self.now);
         self.pump();
-        let frame = self.server_rx.next_frame().expect("valid framing").expect("a ConnectRequest");
+        let frame = self
+            .server_rx
+            .next_frame()
+            .expect("valid framing")
+            .expect("a ConnectRequest");
         assert_eq!(frame.len(), 45, "ConnectRequest payload length");
         ConnectRequest::decode_exact(&frame).expect("a ConnectRequest")
     }
@@ -377,7 +454,10 @@ fn connected_with_data_watch(path: &str, watcher: WatcherId, zxid: i64) -> Harne
     let id = h.submit(get_data(path, Some(watcher)));
     let [(header, _)] = h.sent_frames().try_into().expect("one getData frame");
     h.reply(header.xid, zxid, ErrorCode::Ok, &data_body(b"v"));
-    assert_eq!(replies(&h.drain_events()), [(id, ok_reply(zxid, &data_body(b"v")))]);
+    assert_eq!(
+        replies(&h.drain_events()),
+        [(id, ok_reply(zxid, &data_body(b"v")))]
+    );
     assert_eq!(h.session.watch_count(), 1);
     h
 }
@@ -420,7 +500,10 @@ fn handshake_holds_user_requests_until_the_connect_response() {
     };
     assert_eq!(request, expected);
     let during = h.submit(get_data("/during", None));
-    assert!(h.sent_frames().is_empty(), "user requests must wait for the ConnectResponse");
+    assert!(
+        h.sent_frames().is_empty(),
+        "user requests must wait for the ConnectResponse"
+    );
     assert_eq!(h.session.queued(), 2);
     assert_eq!(h.session.state(), SessionState::Connecting);
 
@@ -446,9 +529,15 @@ fn handshake_holds_user_requests_until_the_connect_response() {
 /// (no readOnly byte) is accepted as a read/write connection.
 #[test]
 fn handshake_read_only_flag_and_36_byte_response() {
-    let mut h = Harness::with_config(SessionConfig { read_only: true, ..SessionConfig::default() });
+    let mut h = Harness::with_config(SessionConfig {
+        read_only: true,
+        ..SessionConfig::default()
+    });
     assert!(h.open().read_only);
-    let response = ConnectResponse { read_only: None, ..welcome(10_000) };
+    let response = ConnectResponse {
+        read_only: None,
+        ..welcome(10_000)
+    };
     assert_eq!(response.encoded_len(), 36);
     h.accept(&response);
     assert_eq!(h.drain_events(), [Event::State(SessionState::Connected)]);
@@ -459,10 +548,19 @@ fn handshake_read_only_flag_and_36_byte_response() {
 /// readOnly=1 in the ConnectResponse gives ConnectedReadOnly.
 #[test]
 fn read_only_server_gives_connected_read_only() {
-    let mut h = Harness::with_config(SessionConfig { read_only: true, ..SessionConfig::default() });
+    let mut h = Harness::with_config(SessionConfig {
+        read_only: true,
+        ..SessionConfig::default()
+    });
     h.open();
-    h.accept(&ConnectResponse { read_only: Some(true), ..welcome(30_000) });
-    assert_eq!(h.drain_events(), [Event::State(SessionState::ConnectedReadOnly)]);
+    h.accept(&ConnectResponse {
+        read_only: Some(true),
+        ..welcome(30_000)
+    });
+    assert_eq!(
+        h.drain_events(),
+        [Event::State(SessionState::ConnectedReadOnly)]
+    );
     assert_eq!(h.session.state(), SessionState::ConnectedReadOnly);
 }
 
@@ -470,7 +568,10 @@ fn read_only_server_gives_connected_read_only() {
 /// requests queued before and during it are not failed and go out after the next handshake.
 #[test]
 fn connect_timeout_drops_the_attempt_and_keeps_the_queue() {
-    let mut h = Harness::with_config(SessionConfig { host_count: 3, ..SessionConfig::default() });
+    let mut h = Harness::with_config(SessionConfig {
+        host_count: 3,
+        ..SessionConfig::default()
+    });
     let before = h.submit(get_data("/before", None));
     h.open();
     let during = h.submit(get_data("/during", None));
@@ -478,12 +579,21 @@ fn connect_timeout_drops_the_attempt_and_keeps_the_queue() {
     h.advance(ms(9_999));
     assert!(h.drain_events().is_empty());
     h.advance(ms(1));
-    assert_eq!(h.drain_events(), [Event::DropConnection(DropReason::ConnectTimeout)]);
+    assert_eq!(
+        h.drain_events(),
+        [Event::DropConnection(DropReason::ConnectTimeout)]
+    );
     assert!(h.session.wants_connection());
-    assert_eq!((h.session.state(), h.session.queued()), (SessionState::Connecting, 2));
+    assert_eq!(
+        (h.session.state(), h.session.queued()),
+        (SessionState::Connecting, 2)
+    );
 
     h.connect();
-    assert_eq!(headers(&h.sent_frames()), [(1, OpCode::GetData), (2, OpCode::GetData)]);
+    assert_eq!(
+        headers(&h.sent_frames()),
+        [(1, OpCode::GetData), (2, OpCode::GetData)]
+    );
     h.reply(1, 1, ErrorCode::NoNode, &[]);
     h.reply(2, 1, ErrorCode::NoNode, &[]);
     let expected = [(before, Err(Error::NoNode)), (during, Err(Error::NoNode))];
@@ -504,8 +614,9 @@ fn pipelined_requests_are_matched_in_order() {
     assert!(h.session.poll_transmit().is_none());
     let mut decoder = FrameDecoder::default();
     decoder.push(&wire);
-    let frames: Vec<_> =
-        std::iter::from_fn(|| decoder.next_frame().unwrap()).map(|f| split_request(&f)).collect();
+    let frames: Vec<_> = std::iter::from_fn(|| decoder.next_frame().unwrap())
+        .map(|f| split_request(&f))
+        .collect();
     let get = OpCode::GetData;
     assert_eq!(headers(&frames), [(1, get), (2, get), (3, get)]);
     let paths: Vec<_> = frames.iter().map(|(_, body)| get_data_path(body)).collect();
@@ -513,14 +624,26 @@ fn pipelined_requests_are_matched_in_order() {
 
     h.reply(1, 100, ErrorCode::Ok, &data_body(b"a"));
     assert_eq!(h.session.last_zxid(), 100);
-    h.deliver(&notification_frame(EventType::NodeDataChanged, "/x", 10_000));
-    assert_eq!(h.session.last_zxid(), 100, "notifications never move last_zxid");
+    h.deliver(&notification_frame(
+        EventType::NodeDataChanged,
+        "/x",
+        10_000,
+    ));
+    assert_eq!(
+        h.session.last_zxid(),
+        100,
+        "notifications never move last_zxid"
+    );
     h.reply(2, 150, ErrorCode::Ok, &data_body(b"b"));
     h.advance(secs(9)); // a ping goes out behind request 3
     assert_eq!(headers(&h.sent_frames()), [(PING_XID, OpCode::Ping)]);
     h.reply(3, 160, ErrorCode::Ok, &data_body(b"c"));
     h.reply(PING_XID, 99_999, ErrorCode::Ok, &[]);
-    assert_eq!(h.session.last_zxid(), 160, "ping replies never move last_zxid");
+    assert_eq!(
+        h.session.last_zxid(),
+        160,
+        "ping replies never move last_zxid"
+    );
 
     let expected = vec![
         (ids[0], ok_reply(100, &data_body(b"a"))),
@@ -597,8 +720,14 @@ fn read_timeout_fails_in_flight_once_and_keeps_the_queue() {
 
     h.advance(ms(1));
     let expected = [
-        Event::Reply { id: a, result: Err(Error::ConnectionLoss) },
-        Event::Reply { id: b, result: Err(Error::ConnectionLoss) },
+        Event::Reply {
+            id: a,
+            result: Err(Error::ConnectionLoss),
+        },
+        Event::Reply {
+            id: b,
+            result: Err(Error::ConnectionLoss),
+        },
         Event::DropConnection(DropReason::ReadTimeout),
         Event::State(SessionState::Disconnected),
     ];
@@ -609,8 +738,14 @@ fn read_timeout_fails_in_flight_once_and_keeps_the_queue() {
     let c = h.submit(get_data("/c", None));
     assert_eq!(h.session.queued(), 1);
     let request = h.open();
-    assert_eq!((request.session_id, &request.passwd[..]), (SID, &PASSWD[..]));
-    assert!(h.sent_frames().is_empty(), "queued request waits for the ConnectResponse");
+    assert_eq!(
+        (request.session_id, &request.passwd[..]),
+        (SID, &PASSWD[..])
+    );
+    assert!(
+        h.sent_frames().is_empty(),
+        "queued request waits for the ConnectResponse"
+    );
     h.accept(&welcome(30_000));
     let sent = h.sent_frames();
     assert_eq!(headers(&sent), [(3, OpCode::GetData)]);
@@ -635,8 +770,10 @@ fn xids_wrap_to_one() {
     for xid in xids {
         h.reply(xid, 1, ErrorCode::Ok, &data_body(b"w"));
     }
-    let answered: Vec<_> =
-        replies(&h.drain_events()).into_iter().map(|(id, r)| (id, r.is_ok())).collect();
+    let answered: Vec<_> = replies(&h.drain_events())
+        .into_iter()
+        .map(|(id, r)| (id, r.is_ok()))
+        .collect();
     let expected: Vec<_> = ids.into_iter().map(|id| (id, true)).collect();
     assert_eq!(answered, expected);
 }
@@ -653,9 +790,15 @@ fn xid_mismatch_drops_the_connection() {
     let b = h.submit(get_data("/b", None));
     h.reply(2, 1, ErrorCode::Ok, &data_body(b"b"));
     let events = h.drain_events();
-    let mismatch = ProtocolError::XidMismatch { expected: Some(1), got: 2 };
+    let mismatch = ProtocolError::XidMismatch {
+        expected: Some(1),
+        got: 2,
+    };
     assert_eq!(drops(&events), [DropReason::Protocol(mismatch)]);
-    let lost = [(a, Err(Error::ConnectionLoss)), (b, Err(Error::ConnectionLoss))];
+    let lost = [
+        (a, Err(Error::ConnectionLoss)),
+        (b, Err(Error::ConnectionLoss)),
+    ];
     assert_eq!(replies(&events), lost);
     assert_eq!(states(&events), [SessionState::Disconnected]);
     assert!(h.session.wants_connection());
@@ -667,7 +810,10 @@ fn reply_with_nothing_in_flight_drops_the_connection() {
     let mut h = Harness::new();
     h.connect();
     h.reply(7, 1, ErrorCode::Ok, &[]);
-    let mismatch = ProtocolError::XidMismatch { expected: None, got: 7 };
+    let mismatch = ProtocolError::XidMismatch {
+        expected: None,
+        got: 7,
+    };
     assert_eq!(drops(&h.drain_events()), [DropReason::Protocol(mismatch)]);
 }
 
@@ -697,7 +843,13 @@ fn expired_handshake_ends_the_session() {
     assert_eq!(h.session.poll_timeout(), None);
 
     let late = h.submit(get_data("/late", None));
-    assert_eq!(h.drain_events(), [Event::Reply { id: late, result: Err(Error::SessionExpired) }]);
+    assert_eq!(
+        h.drain_events(),
+        [Event::Reply {
+            id: late,
+            result: Err(Error::SessionExpired)
+        }]
+    );
     h.advance(secs(3600));
     h.session.handle_disconnected(h.now);
     assert!(h.drain_events().is_empty(), "Expired is reported once");
@@ -715,7 +867,10 @@ fn local_expiry_after_four_thirds_of_the_timeout() {
     h.accept(&welcome(3_000));
     h.advance(ms(500)); // before the first ping (1 s)
     h.disconnect();
-    assert_eq!(states(&h.drain_events()), [SessionState::Connected, SessionState::Disconnected]);
+    assert_eq!(
+        states(&h.drain_events()),
+        [SessionState::Connected, SessionState::Disconnected]
+    );
     assert_eq!(h.session.poll_timeout(), Some(h.at(secs(4))));
     h.advance(ms(500));
     h.open(); // an attempt that never gets an answer (connect timeout 3 s: until 4 s)
@@ -750,7 +905,10 @@ fn data_watch_registers_on_ok_only_and_fires_once() {
     h.notify(EventType::NodeCreated, "/n");
     assert!(h.drain_events().is_empty());
     h.notify(EventType::NodeDataChanged, "/d");
-    assert_eq!(watch_events(&h.drain_events()), [fired(w2, EventType::NodeDataChanged, "/d")]);
+    assert_eq!(
+        watch_events(&h.drain_events()),
+        [fired(w2, EventType::NodeDataChanged, "/d")]
+    );
     h.notify(EventType::NodeDataChanged, "/d");
     assert!(h.drain_events().is_empty(), "one-shot watch fired twice");
     assert_eq!(h.session.watch_count(), 0);
@@ -767,7 +925,10 @@ fn exists_on_missing_node_leaves_an_exist_watch() {
     assert_eq!(replies(&h.drain_events()), [(id, Err(Error::NoNode))]);
     assert_eq!(h.session.watch_count(), 1);
     h.notify(EventType::NodeCreated, "/e");
-    assert_eq!(watch_events(&h.drain_events()), [fired(w, EventType::NodeCreated, "/e")]);
+    assert_eq!(
+        watch_events(&h.drain_events()),
+        [fired(w, EventType::NodeCreated, "/e")]
+    );
     assert_eq!(h.session.watch_count(), 0);
 }
 
@@ -781,7 +942,12 @@ fn persistent_recursive_watch_fires_for_descendants_repeatedly() {
     let id = h.submit(add_watch("/a", AddWatchMode::PersistentRecursive, w));
     let sent = h.sent_frames();
     assert_eq!(headers(&sent), [(1, OpCode::AddWatch)]);
-    h.reply(1, 2, ErrorCode::Ok, &ErrorResponse { err: ErrorCode::Ok }.to_bytes());
+    h.reply(
+        1,
+        2,
+        ErrorCode::Ok,
+        &ErrorResponse { err: ErrorCode::Ok }.to_bytes(),
+    );
     assert_eq!(replies(&h.drain_events()), [(id, ok_reply(2, &[0; 4]))]);
 
     let script = [
@@ -794,8 +960,16 @@ fn persistent_recursive_watch_fires_for_descendants_repeatedly() {
     ];
     for (event_type, path, fires) in script {
         h.notify(event_type, path);
-        let expected = if fires { vec![fired(w, event_type, path)] } else { vec![] };
-        assert_eq!(watch_events(&h.drain_events()), expected, "{event_type:?} {path}");
+        let expected = if fires {
+            vec![fired(w, event_type, path)]
+        } else {
+            vec![]
+        };
+        assert_eq!(
+            watch_events(&h.drain_events()),
+            expected,
+            "{event_type:?} {path}"
+        );
     }
     assert_eq!(h.session.watch_count(), 1, "persistent watches stay");
 }
@@ -841,8 +1015,17 @@ fn reconnect_reattaches_and_restores_watches() {
     h.submit(get_children("/c", Some(wc)));
     h.reply(1, 0x10, ErrorCode::Ok, &data_body(b""));
     h.reply(2, 0x11, ErrorCode::NoNode, &[]);
-    h.reply(3, 0x20, ErrorCode::Ok, &GetChildrenResponse { children: vec![] }.to_bytes());
-    h.deliver(&notification_frame(EventType::NodeChildrenChanged, "/other", 0x99));
+    h.reply(
+        3,
+        0x20,
+        ErrorCode::Ok,
+        &GetChildrenResponse { children: vec![] }.to_bytes(),
+    );
+    h.deliver(&notification_frame(
+        EventType::NodeChildrenChanged,
+        "/other",
+        0x99,
+    ));
     assert_eq!(h.session.last_zxid(), 0x20);
     h.sent_frames();
     h.advance(secs(1));
@@ -878,8 +1061,14 @@ fn reconnect_reattaches_and_restores_watches() {
     h.reply(5, 0x21, ErrorCode::Ok, &data_body(b"q"));
     h.notify(EventType::NodeDataChanged, "/d");
     let events = h.drain_events();
-    assert_eq!(replies(&events), [(queued, ok_reply(0x21, &data_body(b"q")))]);
-    assert_eq!(watch_events(&events), [fired(wd, EventType::NodeDataChanged, "/d")]);
+    assert_eq!(
+        replies(&events),
+        [(queued, ok_reply(0x21, &data_body(b"q")))]
+    );
+    assert_eq!(
+        watch_events(&events),
+        [fired(wd, EventType::NodeDataChanged, "/d")]
+    );
     assert!(drops(&events).is_empty());
 }
 
@@ -888,11 +1077,25 @@ fn reconnect_reattaches_and_restores_watches() {
 fn reconnect_with_persistent_watch_uses_set_watches2() {
     let mut h = Harness::new();
     h.connect();
-    h.submit(add_watch("/p", AddWatchMode::PersistentRecursive, WatcherId(1)));
+    h.submit(add_watch(
+        "/p",
+        AddWatchMode::PersistentRecursive,
+        WatcherId(1),
+    ));
     h.submit(add_watch("/s", AddWatchMode::Persistent, WatcherId(2)));
     h.submit(get_data("/d", Some(WatcherId(3))));
-    h.reply(1, 7, ErrorCode::Ok, &ErrorResponse { err: ErrorCode::Ok }.to_bytes());
-    h.reply(2, 8, ErrorCode::Ok, &ErrorResponse { err: ErrorCode::Ok }.to_bytes());
+    h.reply(
+        1,
+        7,
+        ErrorCode::Ok,
+        &ErrorResponse { err: ErrorCode::Ok }.to_bytes(),
+    );
+    h.reply(
+        2,
+        8,
+        ErrorCode::Ok,
+        &ErrorResponse { err: ErrorCode::Ok }.to_bytes(),
+    );
     h.reply(3, 9, ErrorCode::Ok, &data_body(b""));
     h.disconnect();
     h.sent_frames();
@@ -922,14 +1125,20 @@ fn auth_reply_may_overtake_pipeline_replies() {
     let get = h.submit(get_data("/g", None));
     let login = h.submit(auth("u:p"));
     let sent = h.sent_frames();
-    assert_eq!(headers(&sent), [(1, OpCode::GetData), (AUTH_XID, OpCode::Auth)]);
+    assert_eq!(
+        headers(&sent),
+        [(1, OpCode::GetData), (AUTH_XID, OpCode::Auth)]
+    );
     assert_eq!(sent[1].1, auth_packet("u:p"));
     assert_eq!(h.session.in_flight(), 2);
 
     h.reply(AUTH_XID, 500, ErrorCode::Ok, &[]);
     h.reply(1, 7, ErrorCode::Ok, &data_body(b"g"));
     let events = h.drain_events();
-    let expected = [(login, ok_reply(500, &[])), (get, ok_reply(7, &data_body(b"g")))];
+    let expected = [
+        (login, ok_reply(500, &[])),
+        (get, ok_reply(7, &data_body(b"g"))),
+    ];
     assert_eq!(replies(&events), expected);
     assert!(drops(&events).is_empty());
     assert_eq!(h.session.last_zxid(), 7);
@@ -949,7 +1158,10 @@ fn accepted_auth_is_replayed_after_reconnect() {
 
     h.open();
     let sent = h.sent_frames();
-    assert_eq!(headers(&sent), [(AUTH_XID, OpCode::Auth), (2, OpCode::SetWatches)]);
+    assert_eq!(
+        headers(&sent),
+        [(AUTH_XID, OpCode::Auth), (2, OpCode::SetWatches)]
+    );
     assert_eq!(sent[0].1, auth_packet("u:p"));
     h.accept(&welcome(30_000));
     h.reply(AUTH_XID, 3, ErrorCode::Ok, &[]);
@@ -972,13 +1184,25 @@ fn auth_failed_is_terminal() {
     assert_eq!(states(&events), [SessionState::AuthFailed]);
     let mut answered = replies(&events);
     answered.sort_by_key(|(id, _)| *id);
-    assert_eq!(answered, [(get, Err(Error::AuthFailed)), (login, Err(Error::AuthFailed))]);
+    assert_eq!(
+        answered,
+        [
+            (get, Err(Error::AuthFailed)),
+            (login, Err(Error::AuthFailed))
+        ]
+    );
     let ended = (w, EventType::None, KeeperState::AuthFailed, String::new());
     assert_eq!(watch_events(&events), [ended]);
     assert_eq!(drops(&events), [DropReason::SessionEnded]);
     assert!(!h.session.wants_connection());
     let late = h.submit(get_data("/late", None));
-    assert_eq!(h.drain_events(), [Event::Reply { id: late, result: Err(Error::AuthFailed) }]);
+    assert_eq!(
+        h.drain_events(),
+        [Event::Reply {
+            id: late,
+            result: Err(Error::AuthFailed)
+        }]
+    );
 }
 
 /// A replayed credential refused on reconnect ends the session too, failing the requests
@@ -994,10 +1218,16 @@ fn replayed_auth_refused_on_reconnect_is_terminal() {
     let queued = h.submit(get_data("/q", None));
     h.open();
     h.accept(&welcome(30_000));
-    assert_eq!(headers(&h.sent_frames()), [(AUTH_XID, OpCode::Auth), (1, OpCode::GetData)]);
+    assert_eq!(
+        headers(&h.sent_frames()),
+        [(AUTH_XID, OpCode::Auth), (1, OpCode::GetData)]
+    );
     h.reply(AUTH_XID, 0, ErrorCode::AuthFailed, &[]);
     let events = h.drain_events();
-    assert_eq!(states(&events), [SessionState::Connected, SessionState::AuthFailed]);
+    assert_eq!(
+        states(&events),
+        [SessionState::Connected, SessionState::AuthFailed]
+    );
     assert_eq!(replies(&events), [(queued, Err(Error::AuthFailed))]);
 }
 
@@ -1012,7 +1242,13 @@ fn queued_request_past_its_deadline_is_never_written() {
     h.advance(ms(999));
     assert!(h.drain_events().is_empty());
     h.advance(ms(1));
-    assert_eq!(h.drain_events(), [Event::Reply { id, result: Err(Error::Timeout) }]);
+    assert_eq!(
+        h.drain_events(),
+        [Event::Reply {
+            id,
+            result: Err(Error::Timeout)
+        }]
+    );
     assert!(!h.session.cancel(id), "already answered");
     h.connect();
     assert!(h.sent_frames().is_empty());
@@ -1044,13 +1280,26 @@ fn written_request_times_out_and_late_reply_is_swallowed() {
     assert_eq!(h.sent_frames().len(), 2);
     assert_eq!(h.session.poll_timeout(), Some(h.at(secs(2))));
     h.advance(secs(2));
-    assert_eq!(h.drain_events(), [Event::Reply { id: slow, result: Err(Error::Timeout) }]);
-    assert_eq!(h.session.poll_timeout(), Some(h.at(secs(9))), "the deadline is spent");
+    assert_eq!(
+        h.drain_events(),
+        [Event::Reply {
+            id: slow,
+            result: Err(Error::Timeout)
+        }]
+    );
+    assert_eq!(
+        h.session.poll_timeout(),
+        Some(h.at(secs(9))),
+        "the deadline is spent"
+    );
 
     h.reply(1, 4, ErrorCode::Ok, &data_body(b"late"));
     assert!(h.drain_events().is_empty(), "late reply must be swallowed");
     h.reply(2, 5, ErrorCode::Ok, &data_body(b"n"));
-    assert_eq!(replies(&h.drain_events()), [(next, ok_reply(5, &data_body(b"n")))]);
+    assert_eq!(
+        replies(&h.drain_events()),
+        [(next, ok_reply(5, &data_body(b"n")))]
+    );
     assert_eq!(h.session.in_flight(), 0);
 }
 
@@ -1063,9 +1312,18 @@ fn written_auth_respects_its_deadline() {
     assert_eq!(headers(&h.sent_frames()), [(AUTH_XID, OpCode::Auth)]);
     assert_eq!(h.session.poll_timeout(), Some(h.at(secs(2))));
     h.advance(secs(2));
-    assert_eq!(h.drain_events(), [Event::Reply { id: login, result: Err(Error::Timeout) }]);
+    assert_eq!(
+        h.drain_events(),
+        [Event::Reply {
+            id: login,
+            result: Err(Error::Timeout)
+        }]
+    );
     h.reply(AUTH_XID, 0, ErrorCode::Ok, &[]);
-    assert!(h.drain_events().is_empty(), "late auth reply must be swallowed");
+    assert!(
+        h.drain_events().is_empty(),
+        "late auth reply must be swallowed"
+    );
 }
 
 /// cancel() of an unwritten request removes it: never written, no reply event. A written
@@ -1098,12 +1356,20 @@ fn cancel_unwritten_and_written_requests() {
 /// and the session is untouched. One byte less goes out.
 #[test]
 fn oversized_request_is_refused_locally() {
-    let mut h =
-        Harness::with_config(SessionConfig { max_request_len: 100, ..SessionConfig::default() });
+    let mut h = Harness::with_config(SessionConfig {
+        max_request_len: 100,
+        ..SessionConfig::default()
+    });
     h.connect();
     let big = h.submit(Request::new(OpCode::SetData, Bytes::from(vec![0; 93])));
     let refusal = Error::RequestTooLarge { len: 101, max: 100 };
-    assert_eq!(h.drain_events(), [Event::Reply { id: big, result: Err(refusal) }]);
+    assert_eq!(
+        h.drain_events(),
+        [Event::Reply {
+            id: big,
+            result: Err(refusal)
+        }]
+    );
     assert!(h.sent_frames().is_empty());
     assert_eq!(h.session.state(), SessionState::Connected);
     assert_eq!((h.session.in_flight(), h.session.queued()), (0, 0));
@@ -1125,21 +1391,42 @@ fn close_sends_close_session_and_ends_on_its_reply() {
     let get = h.submit(get_data("/g", None));
     let close = h.close();
     let sent = h.sent_frames();
-    assert_eq!(headers(&sent), [(1, OpCode::GetData), (2, OpCode::CloseSession)]);
+    assert_eq!(
+        headers(&sent),
+        [(1, OpCode::GetData), (2, OpCode::CloseSession)]
+    );
     assert!(sent[1].1.is_empty());
     let during = h.submit(get_data("/during", None));
-    assert_eq!(h.drain_events(), [Event::Reply { id: during, result: Err(Error::Closed) }]);
+    assert_eq!(
+        h.drain_events(),
+        [Event::Reply {
+            id: during,
+            result: Err(Error::Closed)
+        }]
+    );
 
     h.reply(1, 3, ErrorCode::Ok, &data_body(b"g"));
     h.reply(2, 4, ErrorCode::Ok, &[]);
     let events = h.drain_events();
-    assert_eq!(replies(&events), [(get, ok_reply(3, &data_body(b"g"))), (close, ok_reply(4, &[]))]);
+    assert_eq!(
+        replies(&events),
+        [
+            (get, ok_reply(3, &data_body(b"g"))),
+            (close, ok_reply(4, &[]))
+        ]
+    );
     assert_eq!(states(&events), [SessionState::Closed]);
     assert_eq!(drops(&events), [DropReason::SessionEnded]);
     assert!(!h.session.wants_connection());
     assert_eq!(h.session.poll_timeout(), None);
     let after = h.submit(get_data("/after", None));
-    assert_eq!(h.drain_events(), [Event::Reply { id: after, result: Err(Error::Closed) }]);
+    assert_eq!(
+        h.drain_events(),
+        [Event::Reply {
+            id: after,
+            result: Err(Error::Closed)
+        }]
+    );
 }
 
 /// close() while disconnected closes at once; queued requests fail with Closed.
@@ -1153,7 +1440,10 @@ fn close_while_disconnected_is_immediate() {
     let close = h.close();
     let events = h.drain_events();
     assert_eq!(states(&events), [SessionState::Closed]);
-    assert_eq!(replies(&events), [(queued, Err(Error::Closed)), (close, ok_reply(0, &[]))]);
+    assert_eq!(
+        replies(&events),
+        [(queued, Err(Error::Closed)), (close, ok_reply(0, &[]))]
+    );
     assert!(h.sent_frames().is_empty());
     assert!(!h.session.wants_connection());
 }
@@ -1177,9 +1467,15 @@ fn close_cut_off_by_the_connection_still_succeeds() {
 /// until a read/write server has served us; from then on the session id is kept.
 #[test]
 fn read_only_session_is_not_carried_to_a_read_write_server() {
-    let mut h = Harness::with_config(SessionConfig { read_only: true, ..SessionConfig::default() });
+    let mut h = Harness::with_config(SessionConfig {
+        read_only: true,
+        ..SessionConfig::default()
+    });
     h.open();
-    h.accept(&ConnectResponse { read_only: Some(true), ..welcome(30_000) });
+    h.accept(&ConnectResponse {
+        read_only: Some(true),
+        ..welcome(30_000)
+    });
     h.disconnect();
     h.drain_events();
     let second = h.open();
@@ -1207,15 +1503,25 @@ fn malformed_reply_record_drops_the_connection() {
     assert!(dropped_for_decode_error(&events), "{events:?}");
     assert_eq!(
         replies(&events),
-        [(first, Err(Error::ConnectionLoss)), (second, Err(Error::ConnectionLoss))]
+        [
+            (first, Err(Error::ConnectionLoss)),
+            (second, Err(Error::ConnectionLoss))
+        ]
     );
-    assert_eq!(h.session.last_zxid(), 0, "nothing taken from a rejected reply");
+    assert_eq!(
+        h.session.last_zxid(),
+        0,
+        "nothing taken from a rejected reply"
+    );
 }
 
 // ===== malformed input =====
 
 fn dropped_for_decode_error(events: &[Event]) -> bool {
-    matches!(drops(events)[..], [DropReason::Protocol(ProtocolError::Decode(_))])
+    matches!(
+        drops(events)[..],
+        [DropReason::Protocol(ProtocolError::Decode(_))]
+    )
 }
 
 /// A notification whose WatcherEvent cannot be decoded drops the connection with a
@@ -1330,7 +1636,11 @@ impl Model {
             if header.xid == AUTH_XID {
                 self.auths += 1;
             } else {
-                assert!(header.xid > 0 || header.xid == PING_XID, "bad xid {}", header.xid);
+                assert!(
+                    header.xid > 0 || header.xid == PING_XID,
+                    "bad xid {}",
+                    header.xid
+                );
                 self.pipeline.push_back(header.xid);
             }
         }
@@ -1343,7 +1653,10 @@ impl Model {
                 let count = self.answered.entry(id).or_default();
                 *count += 1;
                 assert_eq!(*count, 1, "{id:?} answered twice");
-                assert!(!self.cancelled.contains(&id), "{id:?} answered after cancel");
+                assert!(
+                    !self.cancelled.contains(&id),
+                    "{id:?} answered after cancel"
+                );
             }
         }
     }
@@ -1390,20 +1703,36 @@ impl Model {
     fn answer(&mut self) {
         let xid = self.pipeline.pop_front().unwrap_or_default();
         let ping = xid == PING_XID;
-        let err = if !ping && self.rng.chance(30) { ErrorCode::NoNode } else { ErrorCode::Ok };
-        let body = if err == ErrorCode::Ok && !ping { data_body(b"x") } else { Bytes::new() };
+        let err = if !ping && self.rng.chance(30) {
+            ErrorCode::NoNode
+        } else {
+            ErrorCode::Ok
+        };
+        let body = if err == ErrorCode::Ok && !ping {
+            data_body(b"x")
+        } else {
+            Bytes::new()
+        };
         self.zxid += 1;
         self.h.reply(xid, self.zxid, err, &body);
     }
 
     fn answer_auth(&mut self) {
         self.auths -= 1;
-        let err = if self.rng.chance(3) { ErrorCode::AuthFailed } else { ErrorCode::Ok };
+        let err = if self.rng.chance(3) {
+            ErrorCode::AuthFailed
+        } else {
+            ErrorCode::Ok
+        };
         self.h.reply(AUTH_XID, 0, err, &[]);
     }
 
     fn notify(&mut self) {
-        let types = [EventType::NodeCreated, EventType::NodeDataChanged, EventType::NodeDeleted];
+        let types = [
+            EventType::NodeCreated,
+            EventType::NodeDataChanged,
+            EventType::NodeDeleted,
+        ];
         let event_type = types[self.rng.below(3) as usize];
         let path = format!("/n{}", self.rng.below(4));
         self.h.notify(event_type, &path);
@@ -1415,7 +1744,11 @@ impl Model {
         if self.rng.chance(20) {
             return; // the server stays silent: the connect timeout will fire
         }
-        let response = if self.rng.chance(3) { expired_response() } else { welcome(6_000) };
+        let response = if self.rng.chance(3) {
+            expired_response()
+        } else {
+            welcome(6_000)
+        };
         self.h.accept(&response);
         self.accepted = self.generation == self.h.generation && !response.is_expired();
     }
@@ -1426,7 +1759,10 @@ impl Model {
         }
         let id = self.submitted[self.rng.below(self.submitted.len() as u64) as usize];
         if self.h.session.cancel(id) {
-            assert!(!self.answered.contains_key(&id), "cancel() true for answered {id:?}");
+            assert!(
+                !self.answered.contains_key(&id),
+                "cancel() true for answered {id:?}"
+            );
             self.cancelled.insert(id);
             *self.outcomes.entry("cancelled").or_default() += 1;
         }
@@ -1442,10 +1778,17 @@ impl Model {
         self.submitted.push(id);
         self.record_events();
         assert!(self.h.session.state().is_terminal());
-        assert_eq!((self.h.session.in_flight(), self.h.session.queued()), (0, 0));
+        assert_eq!(
+            (self.h.session.in_flight(), self.h.session.queued()),
+            (0, 0)
+        );
         for id in &self.submitted {
             let expected = usize::from(!self.cancelled.contains(id));
-            assert_eq!(self.answered.get(id).copied().unwrap_or(0), expected, "{id:?}");
+            assert_eq!(
+                self.answered.get(id).copied().unwrap_or(0),
+                expected,
+                "{id:?}"
+            );
         }
         self.outcomes
     }
@@ -1455,12 +1798,30 @@ impl Model {
 fn outcome(event: &Event) -> &'static str {
     match event {
         Event::Reply { result: Ok(_), .. } => "ok",
-        Event::Reply { result: Err(Error::NoNode), .. } => "no node",
-        Event::Reply { result: Err(Error::ConnectionLoss), .. } => "connection loss",
-        Event::Reply { result: Err(Error::Timeout), .. } => "timeout",
-        Event::Reply { result: Err(Error::SessionExpired), .. } => "expired",
-        Event::Reply { result: Err(Error::AuthFailed), .. } => "auth failed",
-        Event::Reply { result: Err(Error::Closed), .. } => "closed",
+        Event::Reply {
+            result: Err(Error::NoNode),
+            ..
+        } => "no node",
+        Event::Reply {
+            result: Err(Error::ConnectionLoss),
+            ..
+        } => "connection loss",
+        Event::Reply {
+            result: Err(Error::Timeout),
+            ..
+        } => "timeout",
+        Event::Reply {
+            result: Err(Error::SessionExpired),
+            ..
+        } => "expired",
+        Event::Reply {
+            result: Err(Error::AuthFailed),
+            ..
+        } => "auth failed",
+        Event::Reply {
+            result: Err(Error::Closed),
+            ..
+        } => "closed",
         Event::Reply { .. } => "other error",
         Event::Watch { .. } => "watch",
         Event::State(_) => "state",
@@ -1488,11 +1849,24 @@ fn every_request_is_answered_exactly_once() {
         }
     }
     let all = [
-        "ok", "no node", "connection loss", "timeout", "expired", "auth failed", "closed",
-        "watch", "protocol drop", "read timeout", "connect timeout", "cancelled",
+        "ok",
+        "no node",
+        "connection loss",
+        "timeout",
+        "expired",
+        "auth failed",
+        "closed",
+        "watch",
+        "protocol drop",
+        "read timeout",
+        "connect timeout",
+        "cancelled",
     ];
     for name in all {
-        assert!(seen.get(name).copied().unwrap_or(0) > 0, "never saw {name}: {seen:?}");
+        assert!(
+            seen.get(name).copied().unwrap_or(0) > 0,
+            "never saw {name}: {seen:?}"
+        );
     }
     assert!(!seen.contains_key("other error"), "{seen:?}");
 }

@@ -27,7 +27,12 @@ pub(crate) struct Timers {
 
 impl Timers {
     pub(crate) fn new(now: Instant) -> Self {
-        Self { last_send: now, last_recv: now, connect_started: now, ping_outstanding: false }
+        Self {
+            last_send: now,
+            last_recv: now,
+            connect_started: now,
+            ping_outstanding: false,
+        }
     }
 
     pub(crate) fn on_connect(&mut self, now: Instant) {
@@ -57,7 +62,11 @@ impl Timers {
         self.ping_outstanding = false;
     }
 
-    pub(crate) fn connect_timeout(&self, config: &SessionConfig, negotiated: Option<Duration>) -> Duration {
+    pub(crate) fn connect_timeout(
+        &self,
+        config: &SessionConfig,
+        negotiated: Option<Duration>,
+    ) -> Duration {
         let timeout = negotiated.unwrap_or(config.session_timeout);
         let hosts = u32::try_from(config.host_count.max(1)).unwrap_or(u32::MAX);
         config.connect_timeout.unwrap_or(timeout / hosts)
@@ -86,7 +95,11 @@ impl Timers {
     }
 
     /// When a disconnected session is to be reported expired.
-    pub(crate) fn expiry_at(&self, negotiated: Option<Duration>, session_id: i64) -> Option<Instant> {
+    pub(crate) fn expiry_at(
+        &self,
+        negotiated: Option<Duration>,
+        session_id: i64,
+    ) -> Option<Instant> {
         if session_id == 0 {
             return None;
         }
@@ -100,7 +113,11 @@ pub(crate) fn read_timeout(timeout: Duration) -> Duration {
 
 pub(crate) fn ping_interval(timeout: Duration) -> Duration {
     let half = read_timeout(timeout) / 2;
-    let bias = if half > Duration::from_secs(2) { Duration::from_secs(1) } else { Duration::ZERO };
+    let bias = if half > Duration::from_secs(2) {
+        Duration::from_secs(1)
+    } else {
+        Duration::ZERO
+    };
     (half - bias).min(MAX_PING_INTERVAL)
 }
 
@@ -114,6 +131,9 @@ mod tests {
         assert_eq!(read_timeout(t), Duration::from_secs(20));
         assert_eq!(ping_interval(t), Duration::from_secs(9));
         assert_eq!(ping_interval(Duration::from_secs(60)), MAX_PING_INTERVAL);
-        assert_eq!(ping_interval(Duration::from_secs(3)), Duration::from_secs(1));
+        assert_eq!(
+            ping_interval(Duration::from_secs(3)),
+            Duration::from_secs(1)
+        );
     }
 }

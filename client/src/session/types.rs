@@ -78,7 +78,12 @@ pub struct Request {
 impl Request {
     /// A request with no watch effect and no deadline.
     pub fn new(op: OpCode, body: Bytes) -> Self {
-        Self { op, body, effect: Effect::None, deadline: None }
+        Self {
+            op,
+            body,
+            effect: Effect::None,
+            deadline: None,
+        }
     }
 }
 
@@ -211,7 +216,13 @@ impl std::fmt::Debug for SessionConfig {
             .field("read_only", &self.read_only)
             .field("max_request_len", &self.max_request_len)
             .field("max_frame_len", &self.max_frame_len)
-            .field("resume", &self.resume.as_ref().map(|(id, _)| format!("{id:#x} <redacted>")))
+            .field(
+                "resume",
+                &self
+                    .resume
+                    .as_ref()
+                    .map(|(id, _)| format!("{id:#x} <redacted>")),
+            )
             .field("auth", &format_args!("[{} redacted]", self.auth.len()))
             .finish()
     }

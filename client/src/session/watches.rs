@@ -54,7 +54,9 @@ impl Watches {
     pub(crate) fn fire(&mut self, event_type: EventType, path: &str) -> Vec<WatcherId> {
         let mut fired = Vec::new();
         let one_shot: &[WatchKind] = match event_type {
-            EventType::NodeCreated | EventType::NodeDataChanged => &[WatchKind::Data, WatchKind::Exist],
+            EventType::NodeCreated | EventType::NodeDataChanged => {
+                &[WatchKind::Data, WatchKind::Exist]
+            }
             EventType::NodeDeleted => &[WatchKind::Data, WatchKind::Exist, WatchKind::Child],
             EventType::NodeChildrenChanged => &[WatchKind::Child],
             _ => return fired,
@@ -111,14 +113,20 @@ impl Watches {
     /// persistent paths is a `SetWatches`, so servers older than 3.6 keep working.
     pub(crate) fn set_watches_batches(&self, relative_zxid: i64) -> Vec<SetWatchesBatch> {
         let mut batches = Vec::new();
-        let mut current = SetWatches2 { relative_zxid, ..empty_set_watches2() };
+        let mut current = SetWatches2 {
+            relative_zxid,
+            ..empty_set_watches2()
+        };
         let mut bytes = 0;
         for kind in ALL_KINDS {
             for path in self.paths(kind) {
                 if bytes > 0 && bytes + path.len() > SET_WATCHES_MAX_PATH_BYTES {
                     batches.push(SetWatchesBatch::from(std::mem::replace(
                         &mut current,
-                        SetWatches2 { relative_zxid, ..empty_set_watches2() },
+                        SetWatches2 {
+                            relative_zxid,
+                            ..empty_set_watches2()
+                        },
                     )));
                     bytes = 0;
                 }
@@ -144,7 +152,10 @@ impl Watches {
     }
 
     fn get(&self, path: &str, kind: WatchKind) -> Vec<WatcherId> {
-        self.by_path.get(path).map(|s| s[slot(kind)].clone()).unwrap_or_default()
+        self.by_path
+            .get(path)
+            .map(|s| s[slot(kind)].clone())
+            .unwrap_or_default()
     }
 
     fn take(&mut self, path: &str, kind: WatchKind) -> Vec<WatcherId> {
@@ -273,8 +284,17 @@ mod tests {
         w.add("/a", WatchKind::Exist, B);
         w.add("/a", WatchKind::Child, C);
         let removed = w.remove_matching("/a", WatcherType::Data);
-        assert_eq!(removed, vec![(A, EventType::DataWatchRemoved), (B, EventType::DataWatchRemoved)]);
-        assert_eq!(w.remove_matching("/a", WatcherType::Any), vec![(C, EventType::ChildWatchRemoved)]);
+        assert_eq!(
+            removed,
+            vec![
+                (A, EventType::DataWatchRemoved),
+                (B, EventType::DataWatchRemoved)
+            ]
+        );
+        assert_eq!(
+            w.remove_matching("/a", WatcherType::Any),
+            vec![(C, EventType::ChildWatchRemoved)]
+        );
         assert_eq!(w.len(), 0);
     }
 
@@ -292,7 +312,11 @@ mod tests {
         for batch in &batches {
             let paths: Vec<&String> = match batch {
                 SetWatchesBatch::V1(b) => b.data_watches.iter().chain(&b.exist_watches).collect(),
-                SetWatchesBatch::V2(b) => b.data_watches.iter().chain(&b.persistent_recursive_watches).collect(),
+                SetWatchesBatch::V2(b) => b
+                    .data_watches
+                    .iter()
+                    .chain(&b.persistent_recursive_watches)
+                    .collect(),
             };
             let bytes: usize = paths.iter().map(|p| p.len()).sum();
             assert!(bytes <= SET_WATCHES_MAX_PATH_BYTES, "{bytes}");
