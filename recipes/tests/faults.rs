@@ -9,22 +9,12 @@ use zkwire::{Client, CreateMode, CreateOptions, Error};
 use zkwire_recipes::{LockError, Mutex};
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::server::{shared_server, ServerConfig, ZkServer};
-use zkwire_testing::support::{fresh_chroot, kill_session};
+use zkwire_testing::support::{connect_with_timeout, fresh_chroot, kill_session, sorted_children};
 
 const T: Duration = Duration::from_secs(2);
 
 async fn connect(cs: &str) -> Client {
-    Client::builder()
-        .with_session_timeout(T)
-        .connect(cs)
-        .await
-        .unwrap()
-}
-
-async fn children(client: &Client, dir: &str) -> Vec<String> {
-    let mut c = client.get_children(dir).await.unwrap_or_default();
-    c.sort();
-    c
+    connect_with_timeout(cs, T).await
 }
 
 /// A chroot on the shared server, a proxy in front of it, and the proxied connect string.
@@ -61,7 +51,7 @@ async fn m16_create_reply_lost_is_recovered_by_guid() {
         "recovered without a second create"
     );
     assert_eq!(a.session_id(), session, "same session");
-    let kids = children(&observer, "/l").await;
+    let kids = sorted_children(&observer, "/l").await;
     assert_eq!(
         kids.len(),
         1,
@@ -76,7 +66,10 @@ async fn m16_create_reply_lost_is_recovered_by_guid() {
     assert!(mb.try_lock().await.unwrap().is_none());
     guard.release().await.unwrap();
     mb.lock_timeout(T).await.unwrap().release().await.unwrap();
-    assert!(children(&observer, "/l").await.is_empty(), "0 orphans");
+    assert!(
+        sorted_children(&observer, "/l").await.is_empty(),
+        "0 orphans"
+    );
 }
 
 /// #17 in zkwire's model: a client never changes session, so when the session is killed
@@ -103,7 +96,7 @@ async fn m17_session_killed_before_the_retry() {
     }
     assert_eq!(proxy.triggered(), 1);
     assert_eq!(
-        children(&observer, "/l").await.len(),
+        sorted_children(&observer, "/l").await.len(),
         1,
         "the create applied"
     );
@@ -118,7 +111,7 @@ async fn m17_session_killed_before_the_retry() {
     let r = tokio::time::timeout(3 * T, pending).await.unwrap().unwrap();
     assert_eq!(r.err(), Some(LockError::Client(Error::SessionExpired)));
     assert!(
-        children(&observer, "/l").await.is_empty(),
+        sorted_children(&observer, "/l").await.is_empty(),
         "the node went with the session"
     );
     Mutex::new(observer.clone(), "/l")
@@ -193,16 +186,16 @@ async fn final_failure_is_swept_by_guid_in_the_background() {
         "deadline + cleanup grace: {took:?}"
     );
     assert_eq!(
-        children(&observer, "/l").await.len(),
+        sorted_children(&observer, "/l").await.len(),
         1,
         "the orphan, until the client is back"
     );
     proxy.refuse(false);
     let deadline = Instant::now() + 2 * T;
-    while !children(&observer, "/l").await.is_empty() && Instant::now() < deadline {
+    while !sorted_children(&observer, "/l").await.is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(children(&observer, "/l").await.is_empty(), "swept");
+    assert!(sorted_children(&observer, "/l").await.is_empty(), "swept");
     assert_eq!(
         a.state(),
         zkwire::SessionState::Connected,
@@ -227,7 +220,7 @@ async fn a_waiter_survives_a_connection_cut() {
         let a = a.clone();
         async move { Mutex::new(a, "/l").lock().await }
     });
-    while children(&holder_client, "/l").await.len() < 2 {
+    while sorted_children(&holder_client, "/l").await.len() < 2 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     proxy.cut_all();
@@ -239,7 +232,7 @@ async fn a_waiter_survives_a_connection_cut() {
         .unwrap()
         .unwrap();
     assert!(g.is_held());
-    assert_eq!(children(&holder_client, "/l").await.len(), 1);
+    assert_eq!(sorted_children(&holder_client, "/l").await.len(), 1);
     let mut states = a.state_stream();
     proxy.cut_all();
     let mut seen = Vec::new();
@@ -276,7 +269,7 @@ async fn connection_loss_while_creating_parents() {
         .unwrap();
     assert_eq!(proxy.triggered(), 1, "a container create's reply was lost");
     let observer = connect(&cs).await;
-    assert_eq!(children(&observer, "/deep/er/l").await.len(), 1);
+    assert_eq!(sorted_children(&observer, "/deep/er/l").await.len(), 1);
     guard.release().await.unwrap();
     a.close().await.unwrap();
 }

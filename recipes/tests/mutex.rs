@@ -11,34 +11,14 @@ use zkwire::{Client, CreateMode, CreateOptions, Error, Op, OpResult};
 use zkwire_recipes::{ForeignChildPolicy, LockError, LockOptions, LostReason, Mutex};
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::server::shared_server;
-use zkwire_testing::support::{fresh_chroot, kill_session};
+use zkwire_testing::support::{
+    connect_with_timeout, fresh_chroot, kill_session, sorted_children, wait_for_children,
+};
 
 const T: Duration = Duration::from_secs(2);
 
 async fn connect(cs: &str) -> Client {
-    Client::builder()
-        .with_session_timeout(T)
-        .connect(cs)
-        .await
-        .unwrap()
-}
-
-async fn children(client: &Client, dir: &str) -> Vec<String> {
-    let mut c = client.get_children(dir).await.unwrap_or_default();
-    c.sort();
-    c
-}
-
-/// Polls until `dir` has exactly `n` children (background cleanup is asynchronous).
-async fn wait_children(client: &Client, dir: &str, n: usize) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let c = children(client, dir).await;
-        if c.len() == n || Instant::now() > deadline {
-            return c;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    connect_with_timeout(cs, T).await
 }
 
 fn ephemeral() -> CreateOptions {
@@ -128,7 +108,7 @@ async fn m18_mutex_exclusion_stress() {
         "fencing tokens must strictly increase"
     );
     assert!(
-        children(&clients[0], "/locks/m18").await.is_empty(),
+        sorted_children(&clients[0], "/locks/m18").await.is_empty(),
         "no node left"
     );
     for c in clients {
@@ -144,19 +124,23 @@ async fn try_lock_semantics() {
     let (ma, mb) = (Mutex::new(a.clone(), "/l"), Mutex::new(b.clone(), "/l"));
     let held = ma.try_lock().await.unwrap().expect("free: granted");
     assert!(mb.try_lock().await.unwrap().is_none(), "held elsewhere");
-    assert_eq!(children(&a, "/l").await.len(), 1, "the miss left no node");
+    assert_eq!(
+        sorted_children(&a, "/l").await.len(),
+        1,
+        "the miss left no node"
+    );
     // Same client, another contender: also a miss (not reentrant).
     assert!(ma.try_lock().await.unwrap().is_none());
-    assert_eq!(children(&a, "/l").await.len(), 1);
+    assert_eq!(sorted_children(&a, "/l").await.len(), 1);
     held.release().await.unwrap();
     let again = mb.try_lock().await.unwrap().expect("free again");
     assert_eq!(
-        children(&a, "/l").await,
+        sorted_children(&a, "/l").await,
         vec![again.path().trim_start_matches("/l/").to_owned()]
     );
     drop(again);
     assert!(
-        wait_children(&a, "/l", 0).await.is_empty(),
+        wait_for_children(&a, "/l", 0).await.is_empty(),
         "dropping the guard removed the node"
     );
 }
@@ -178,7 +162,7 @@ async fn lock_timeout_gives_up_once_and_leaves_nothing() {
         "{took:?}"
     );
     assert_eq!(
-        children(&a, "/l").await,
+        sorted_children(&a, "/l").await,
         vec![holder.path().trim_start_matches("/l/").to_owned()],
         "no node left"
     );
@@ -209,13 +193,13 @@ async fn m24_acquire_cancel_and_external_delete() {
     tokio::select! {
         r = pending => panic!("granted while held: {r:?}"),
         () = async {
-            while children(&a, "/l").await.len() < 2 || b.stats().watches == 0 {
+            while sorted_children(&a, "/l").await.len() < 2 || b.stats().watches == 0 {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         } => {}
     }
-    let left = wait_children(&a, "/l", 1).await;
+    let left = wait_for_children(&a, "/l", 1).await;
     assert_eq!(
         left.len(),
         1,
@@ -232,7 +216,7 @@ async fn m24_acquire_cancel_and_external_delete() {
     let mc = Mutex::new(c.clone(), "/l");
     let waiter = tokio::spawn(async move { mc.lock().await });
     let victim = loop {
-        let kids = children(&a, "/l").await;
+        let kids = sorted_children(&a, "/l").await;
         if kids.len() == 2 {
             break kids
                 .into_iter()
@@ -253,7 +237,7 @@ async fn m24_acquire_cancel_and_external_delete() {
     // The next acquire by the cancelled one works.
     let g = mb.lock_timeout(Duration::from_secs(5)).await.unwrap();
     g.release().await.unwrap();
-    assert!(children(&a, "/l").await.is_empty());
+    assert!(sorted_children(&a, "/l").await.is_empty());
 }
 
 /// lost() fires when the session is really killed; release then reports the loss.
@@ -364,7 +348,7 @@ async fn lost_on_external_delete_and_change_and_fenced_multi() {
         Err(LockError::Lost(LostReason::NodeChanged)),
         "released, but reported"
     );
-    assert!(children(&a, "/l").await.is_empty());
+    assert!(sorted_children(&a, "/l").await.is_empty());
 }
 
 /// ZooKeeper's CheckVersionRequest with version -1 matches any version (the fence relies on
@@ -451,7 +435,7 @@ async fn zero_grace_loses_at_once() {
     );
     // The session survives a short cut: release still deletes the node, and reports the loss.
     assert_eq!(guard.release().await, Err(LockError::Lost(reason)));
-    assert!(children(&a, "/l").await.is_empty());
+    assert!(sorted_children(&a, "/l").await.is_empty());
     a.close().await.unwrap();
 }
 
@@ -474,7 +458,7 @@ async fn foreign_child_detected() {
         })
     );
     assert_eq!(
-        children(&a, "/l").await,
+        sorted_children(&a, "/l").await,
         vec!["config".to_owned()],
         "our node was removed"
     );
@@ -500,7 +484,7 @@ async fn foreign_child_detected() {
         r.is_none(),
         "blocked by a foreign child that sorts first, as in Curator"
     );
-    assert_eq!(children(&a, "/l").await.len(), 2);
+    assert_eq!(sorted_children(&a, "/l").await.len(), 2);
 }
 
 /// A wrapped sequence counter (a negative suffix) is refused, never mis-ordered.
@@ -532,7 +516,11 @@ async fn sequence_wrap_detected() {
             name: wrapped.into()
         })
     );
-    assert_eq!(children(&a, "/l").await.len(), 2, "our node was removed");
+    assert_eq!(
+        sorted_children(&a, "/l").await.len(),
+        2,
+        "our node was removed"
+    );
     // Negative suffixes only: still refused (string order reverses their creation order).
     admin
         .delete(
@@ -543,7 +531,7 @@ async fn sequence_wrap_detected() {
         .unwrap();
     let r = Mutex::new(a.clone(), "/l").try_lock().await;
     assert!(matches!(r, Err(LockError::SequenceWrapped { .. })), "{r:?}");
-    assert_eq!(children(&a, "/l").await, vec![wrapped.to_owned()]);
+    assert_eq!(sorted_children(&a, "/l").await, vec![wrapped.to_owned()]);
 }
 
 /// Nothing the recipes leave behind keeps a client alive: after guards are released or
@@ -573,10 +561,10 @@ async fn nothing_keeps_the_client_alive() {
     let g = mutex.lock().await.unwrap();
     g.release().await.unwrap();
     let last = mutex.lock().await.unwrap();
-    assert!(wait_children(&observer, "/l", 1).await.len() == 1);
+    assert!(wait_for_children(&observer, "/l", 1).await.len() == 1);
     drop(last);
     assert!(
-        wait_children(&observer, "/l", 0).await.is_empty(),
+        wait_for_children(&observer, "/l", 0).await.is_empty(),
         "every node removed"
     );
     let deadline = Instant::now() + Duration::from_secs(5);

@@ -8,22 +8,12 @@ use std::time::{Duration, Instant};
 
 use zkwire::{Client, CreateMode, CreateOptions};
 use zkwire_recipes::{LockError, RwLock};
-use zkwire_testing::support::fresh_chroot;
+use zkwire_testing::support::{connect_with_timeout, fresh_chroot, sorted_children};
 
 const T: Duration = Duration::from_secs(2);
 
 async fn connect(cs: &str) -> Client {
-    Client::builder()
-        .with_session_timeout(T)
-        .connect(cs)
-        .await
-        .unwrap()
-}
-
-async fn children(client: &Client, dir: &str) -> Vec<String> {
-    let mut c = client.get_children(dir).await.unwrap_or_default();
-    c.sort();
-    c
+    connect_with_timeout(cs, T).await
 }
 
 /// Whether `fut` is still pending after `within`.
@@ -112,7 +102,7 @@ async fn m21_rwlock_readers_share_writers_exclude() {
     assert_eq!(tally.violations.load(Ordering::SeqCst), 0);
     assert_eq!(tally.token_regressions.load(Ordering::SeqCst), 0);
     assert!(max_readers > 1, "readers never shared the lock");
-    assert!(children(&clients[0], "/rw").await.is_empty());
+    assert!(sorted_children(&clients[0], "/rw").await.is_empty());
     for c in clients {
         c.close().await.unwrap();
     }
@@ -134,7 +124,7 @@ async fn m21_upgrade_refused() {
         "clones are the same participant"
     );
     assert_eq!(
-        children(&a, "/rw").await.len(),
+        sorted_children(&a, "/rw").await.len(),
         1,
         "no writer node was created"
     );
@@ -148,7 +138,7 @@ async fn m21_upgrade_refused() {
     let r = rw.read().await.unwrap();
     assert_eq!(other.try_write().await.unwrap().map(|_| ()), None);
     r.release().await.unwrap();
-    assert!(children(&a, "/rw").await.is_empty());
+    assert!(sorted_children(&a, "/rw").await.is_empty());
 }
 
 /// #21: downgrade. The read node ties with the writer's suffix, is granted at once, and keeps
@@ -207,7 +197,7 @@ async fn m21_downgrade_allowed() {
         .expect("readers share with the downgraded reader");
     other_reader.release().await.unwrap();
     read.release().await.unwrap();
-    assert!(children(&a, "/rw").await.is_empty());
+    assert!(sorted_children(&a, "/rw").await.is_empty());
 }
 
 /// A downgrade node made by a peer (Curator ≥ 5.5: EPHEMERAL `_c_<uuid>-__READ__<writerSeq>`)
@@ -240,8 +230,8 @@ async fn ties_from_peers_and_lost_writer() {
     let r = w.downgrade_read().await;
     assert!(matches!(r, Err(LockError::Lost(_))), "{r:?}");
     assert!(
-        children(&a, "/rw").await.is_empty(),
+        sorted_children(&a, "/rw").await.is_empty(),
         "nothing left: {:?}",
-        children(&a, "/rw").await
+        sorted_children(&a, "/rw").await
     );
 }

@@ -12,34 +12,14 @@ use zkwire_recipes::{
     ForeignChildPolicy, LockError, LockOptions, LostReason, Semaphore, SemaphoreLimit,
 };
 use zkwire_testing::server::ZkServer;
-use zkwire_testing::support::{fresh_chroot, kill_session};
+use zkwire_testing::support::{
+    connect_with_timeout, fresh_chroot, kill_session, sorted_children, wait_for_children,
+};
 
 const T: Duration = Duration::from_secs(2);
 
 async fn connect(cs: &str) -> Client {
-    Client::builder()
-        .with_session_timeout(T)
-        .connect(cs)
-        .await
-        .unwrap()
-}
-
-async fn children(client: &Client, dir: &str) -> Vec<String> {
-    let mut c = client.get_children(dir).await.unwrap_or_default();
-    c.sort();
-    c
-}
-
-/// Polls until `dir` has exactly `n` children (background cleanup is asynchronous).
-async fn wait_children(client: &Client, dir: &str, n: usize) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let c = children(client, dir).await;
-        if c.len() == n || Instant::now() > deadline {
-            return c;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    connect_with_timeout(cs, T).await
 }
 
 fn persistent() -> CreateOptions {
@@ -79,9 +59,9 @@ async fn layout_and_fixed_limit() {
         assert!(lease.fencing_token() > 0);
     }
     assert!(two[0].fencing_token() < two[1].fencing_token());
-    assert_eq!(children(&a, "/s").await, ["leases", "locks"]);
+    assert_eq!(sorted_children(&a, "/s").await, ["leases", "locks"]);
     assert!(
-        children(&a, "/s/locks").await.is_empty(),
+        sorted_children(&a, "/s/locks").await.is_empty(),
         "the locks mutex is released after an acquire"
     );
 
@@ -94,19 +74,19 @@ async fn layout_and_fixed_limit() {
         "{took:?}"
     );
     assert_eq!(
-        children(&a, "/s/leases").await.len(),
+        sorted_children(&a, "/s/leases").await.len(),
         2,
         "the waiter's lease node is gone"
     );
     assert!(
-        children(&a, "/s/locks").await.is_empty(),
+        sorted_children(&a, "/s/locks").await.is_empty(),
         "and its locks node"
     );
     assert_eq!(sb.lease_nodes().await.unwrap().len(), 2);
 
     // A waiter is granted as soon as a lease is returned.
     let waiter = tokio::spawn(async move { sb.acquire_one().await });
-    while children(&a, "/s/leases").await.len() < 3 {
+    while sorted_children(&a, "/s/leases").await.len() < 3 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let mut two = two;
@@ -117,11 +97,11 @@ async fn layout_and_fixed_limit() {
         .unwrap()
         .unwrap();
     assert!(lease.path().starts_with("/s/leases/"));
-    assert_eq!(children(&a, "/s/leases").await.len(), 2);
+    assert_eq!(sorted_children(&a, "/s/leases").await.len(), 2);
     lease.release().await.unwrap();
     drop(two);
     assert!(
-        wait_children(&a, "/s/leases", 0).await.is_empty(),
+        wait_for_children(&a, "/s/leases", 0).await.is_empty(),
         "dropped leases are removed"
     );
     assert_eq!(sa.max_leases().await.unwrap(), 2);
@@ -172,7 +152,7 @@ async fn partial_acquire_times_out_and_gives_back() {
         took >= Duration::from_millis(400) && took < Duration::from_millis(1000),
         "{took:?}"
     );
-    let left = children(&a, "/s/leases").await;
+    let left = sorted_children(&a, "/s/leases").await;
     assert_eq!(
         left.len(),
         2,
@@ -187,7 +167,7 @@ async fn partial_acquire_times_out_and_gives_back() {
     let three = sb.acquire_timeout(3, T).await.unwrap();
     assert_eq!(three.len(), 3);
     drop(three);
-    assert!(wait_children(&a, "/s/leases", 0).await.is_empty());
+    assert!(wait_for_children(&a, "/s/leases", 0).await.is_empty());
 }
 
 /// A limit kept in a Curator SharedCount node: read on every acquire and while waiting, so
@@ -216,7 +196,7 @@ async fn shared_count_limit() {
         let sb = sb.clone();
         async move { sb.acquire_one().await }
     });
-    while children(&a, "/s/leases").await.len() < 2 {
+    while sorted_children(&a, "/s/leases").await.len() < 2 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -307,8 +287,8 @@ async fn shared_count_limit() {
             })
         );
     }
-    assert!(wait_children(&a, "/s/leases", 0).await.is_empty());
-    assert!(children(&a, "/s/locks").await.is_empty());
+    assert!(wait_for_children(&a, "/s/leases", 0).await.is_empty());
+    assert!(sorted_children(&a, "/s/locks").await.is_empty());
 }
 
 /// Dropping a pending acquire (queued on the mutex, or waiting for capacity) removes every
@@ -325,17 +305,17 @@ async fn cancel_lost_and_foreign() {
     let sc = Semaphore::new(c.clone(), "/s", SemaphoreLimit::Fixed(1));
     // b waits for capacity holding the locks mutex; c queues on the mutex.
     let pending_b = tokio::spawn(async move { sb.acquire_one().await });
-    while children(&a, "/s/leases").await.len() < 2 {
+    while sorted_children(&a, "/s/leases").await.len() < 2 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let pending_c = tokio::spawn(async move { sc.acquire_one().await });
-    while children(&a, "/s/locks").await.len() < 2 {
+    while sorted_children(&a, "/s/locks").await.len() < 2 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     pending_b.abort();
     pending_c.abort();
-    assert_eq!(wait_children(&a, "/s/leases", 1).await.len(), 1);
-    assert!(wait_children(&a, "/s/locks", 0).await.is_empty());
+    assert_eq!(wait_for_children(&a, "/s/leases", 1).await.len(), 1);
+    assert!(wait_for_children(&a, "/s/locks", 0).await.is_empty());
     for client in [&b, &c] {
         let deadline = Instant::now() + Duration::from_secs(2);
         while client.stats().watches > 0 && Instant::now() < deadline {
@@ -381,7 +361,7 @@ async fn cancel_lost_and_foreign() {
         Some(LockError::Timeout)
     );
     one.release().await.unwrap();
-    assert_eq!(children(&a, "/s/leases").await, ["config"]);
+    assert_eq!(sorted_children(&a, "/s/leases").await, ["config"]);
 }
 
 /// #22: 10 clients × 100 loops, each acquiring a random number of leases (1..=8, one in ten
@@ -482,10 +462,10 @@ async fn m22_semaphore_limits() {
     assert!(max_held.load(Ordering::SeqCst) > 1, "leases were shared");
     assert_eq!(held.load(Ordering::SeqCst), 0);
     assert!(
-        children(&odd, "/sem/leases").await.is_empty(),
+        sorted_children(&odd, "/sem/leases").await.is_empty(),
         "count back to 0"
     );
-    assert!(children(&odd, "/sem/locks").await.is_empty());
+    assert!(sorted_children(&odd, "/sem/locks").await.is_empty());
     for c in clients {
         c.close().await.unwrap();
     }
@@ -672,8 +652,8 @@ async fn m23_semaphore_session_loss() {
         clients.push(w.await.unwrap());
     }
     let observer = connect(&cs).await;
-    let leases = wait_children(&observer, "/sem/leases", 0).await;
-    let locks = wait_children(&observer, "/sem/locks", 0).await;
+    let leases = wait_for_children(&observer, "/sem/leases", 0).await;
+    let locks = wait_for_children(&observer, "/sem/locks", 0).await;
     let grants: Vec<Vec<usize>> = board
         .grants
         .iter()

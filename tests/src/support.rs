@@ -233,3 +233,35 @@ pub async fn assert_no_leaks_to(client: Client, ports: &[u16]) {
     assert_eq!(stats.waiting_callers, 0, "{stats:?}");
     assert_eq!(sockets_to(ports), 0, "sockets to the servers left open");
 }
+
+/// A client with the given session timeout, connected to `cs`.
+///
+/// # Panics
+/// When it cannot connect.
+pub async fn connect_with_timeout(cs: &str, session_timeout: Duration) -> Client {
+    Client::builder()
+        .with_session_timeout(session_timeout)
+        .connect(cs)
+        .await
+        .expect("connect")
+}
+
+/// The children of `dir`, sorted; empty when `dir` does not exist or cannot be read.
+pub async fn sorted_children(client: &Client, dir: &str) -> Vec<String> {
+    let mut children = client.get_children(dir).await.unwrap_or_default();
+    children.sort();
+    children
+}
+
+/// Polls (for up to 5 s) until `dir` has exactly `n` children, and returns them; background
+/// cleanups are asynchronous, so tests wait for them rather than sample once.
+pub async fn wait_for_children(client: &Client, dir: &str, n: usize) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let children = sorted_children(client, dir).await;
+        if children.len() == n || tokio::time::Instant::now() > deadline {
+            return children;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
