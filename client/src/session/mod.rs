@@ -92,6 +92,11 @@ pub struct Session {
     close_unanswered: Option<RequestId>,
     /// Whether a read/write server has accepted the session (or it was given to resume).
     seen_rw: bool,
+    /// Whether a queued or written request may carry a deadline. Only an over-approximation:
+    /// set when one is submitted, cleared once nothing is queued or in flight. It spares
+    /// `poll_timeout` a scan of every request on each driver loop in the common case of
+    /// requests without deadlines.
+    any_deadline: bool,
 }
 
 impl std::fmt::Debug for Session {
@@ -154,6 +159,7 @@ impl Session {
             closing: None,
             close_unanswered: None,
             seen_rw,
+            any_deadline: false,
         }
     }
 
@@ -230,9 +236,22 @@ impl Session {
     ///
     /// Changes after any input; call it again after every `handle_*` or command.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let deadlines = self.queued.iter().filter_map(|q| q.request.deadline);
-        let in_flight = self.pending.iter().filter_map(Pending::deadline);
-        let auths = self.pending_auth.iter().filter_map(PendingAuth::deadline);
+        let scan = self.any_deadline;
+        let deadlines = self
+            .queued
+            .iter()
+            .filter(|_| scan)
+            .filter_map(|q| q.request.deadline);
+        let in_flight = self
+            .pending
+            .iter()
+            .filter(|_| scan)
+            .filter_map(Pending::deadline);
+        let auths = self
+            .pending_auth
+            .iter()
+            .filter(|_| scan)
+            .filter_map(PendingAuth::deadline);
         let timer = match self.conn {
             Conn::Idle if self.state.is_terminal() => None,
             Conn::Idle => self.timers.expiry_at(self.negotiated, self.session_id),
@@ -268,6 +287,7 @@ impl Session {
         } else if request.deadline.is_some_and(|d| d <= now) {
             self.answer(id, Err(Error::Timeout));
         } else {
+            self.any_deadline |= request.deadline.is_some();
             self.queued.push_back(Queued { id, request });
             self.flush(now);
         }
@@ -710,6 +730,9 @@ impl Session {
 
     fn answer(&mut self, id: RequestId, result: Result<Reply, Error>) {
         self.events.push_back(Event::Reply { id, result });
+        if self.queued.is_empty() && self.pending.is_empty() && self.pending_auth.is_empty() {
+            self.any_deadline = false;
+        }
     }
 
     fn set_state(&mut self, state: SessionState) {
