@@ -107,3 +107,251 @@ async fn client_runs_over_an_in_memory_stream() {
     client.close().await.unwrap();
     assert_eq!(*pipes.hosts_dialled.lock().unwrap(), ["fake-host:1"]);
 }
+
+// ===== driver defects: writes never repeated, dropped requests never written =====
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// A stream whose flush pends every other call (as a TLS stream's may, while its records go
+/// out), waking itself a moment later.
+struct SlowFlush {
+    inner: DuplexStream,
+    flushes: usize,
+}
+
+impl AsyncRead for SlowFlush {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for SlowFlush {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.flushes += 1;
+        if self.flushes % 2 == 1 {
+            let waker = cx.waker().clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                waker.wake();
+            });
+            return Poll::Pending;
+        }
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// What a recording fake server saw: the xid and getData path of every request.
+type Seen = Arc<Mutex<Vec<(i32, String)>>>;
+
+/// A fake server that waits `handshake_delay` before its ConnectResponse and records every
+/// request it reads.
+async fn recording_server(mut io: DuplexStream, handshake_delay: Duration, seen: Seen) {
+    let mut frames = FrameDecoder::default();
+    let connect = read_frame(&mut io, &mut frames).await.unwrap();
+    let request = ConnectRequest::decode_exact(&connect).unwrap();
+    tokio::time::sleep(handshake_delay).await;
+    let response = ConnectResponse {
+        protocol_version: 0,
+        timeout: request.timeout,
+        session_id: 0x43,
+        passwd: Bytes::from_static(&[9; 16]),
+        read_only: Some(false),
+    };
+    let mut out = BytesMut::new();
+    encode_frame(&mut out, |b| response.encode(b));
+    io.write_all(&out).await.unwrap();
+    while let Some(frame) = read_frame(&mut io, &mut frames).await {
+        let mut r = Reader::new(&frame);
+        let header = r.read::<RequestHeader>().unwrap();
+        let path = if header.op == OpCode::GetData {
+            GetDataRequest::decode_exact(&frame.slice(8..))
+                .unwrap()
+                .path
+        } else {
+            String::new()
+        };
+        seen.lock().unwrap().push((header.xid, path.clone()));
+        let reply = ReplyHeader {
+            xid: header.xid,
+            zxid: 7,
+            err: ErrorCode::Ok,
+        };
+        let mut out = BytesMut::new();
+        match header.op {
+            OpCode::GetData => {
+                encode_frame(&mut out, |b| {
+                    reply.encode(b);
+                    GetDataResponse {
+                        data: Some(path.into_bytes().into()),
+                        stat: Stat::default(),
+                    }
+                    .encode(b);
+                });
+            }
+            OpCode::CloseSession => {
+                encode_frame(&mut out, |b| reply.encode(b));
+                let _ = io.write_all(&out).await;
+                return;
+            }
+            _ => {
+                encode_frame(&mut out, |b| reply.encode(b));
+            }
+        }
+        if io.write_all(&out).await.is_err() {
+            return;
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Recording {
+    seen: Seen,
+    handshake_delay: Duration,
+    slow_flush: bool,
+}
+
+impl Connect for Recording {
+    type Stream = SlowFlush;
+
+    async fn connect(&self, _host: &HostPort) -> io::Result<SlowFlush> {
+        let (client, server) = tokio::io::duplex(1 << 20);
+        tokio::spawn(recording_server(
+            server,
+            self.handshake_delay,
+            self.seen.clone(),
+        ));
+        // An odd start makes every flush but the first pend, when slow flushes are wanted.
+        let flushes = if self.slow_flush { 0 } else { 1 };
+        Ok(SlowFlush {
+            inner: client,
+            flushes,
+        })
+    }
+}
+
+/// A write that completed while its flush was still pending is never written again, even
+/// when another event (here, new requests) wins the driver's `select!` in between: every
+/// request reaches the server once, and every reply matches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_flush_never_repeats_a_write() {
+    let seen = Seen::default();
+    let connector = Recording {
+        seen: seen.clone(),
+        handshake_delay: Duration::ZERO,
+        slow_flush: true,
+    };
+    let client = Client::builder()
+        .connect_with("fake:1", connector)
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let c = client.clone();
+        tasks.push(tokio::spawn(async move {
+            let path = format!("/n{i}");
+            let (data, _) = c.get_data(&path).await.unwrap();
+            assert_eq!(&data[..], path.as_bytes());
+        }));
+        if i % 10 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(10), t)
+            .await
+            .expect("every request answered")
+            .unwrap();
+    }
+    let seen = seen.lock().unwrap().clone();
+    let mut xids: Vec<i32> = seen.iter().map(|(x, _)| *x).filter(|x| *x > 0).collect();
+    let total = xids.len();
+    xids.sort_unstable();
+    xids.dedup();
+    assert_eq!(xids.len(), total, "a request frame was written twice");
+    assert_eq!(total, 200);
+    assert_eq!(client.stats().connections, 1, "never reconnected");
+}
+
+/// A request whose caller gave up while the handshake was under way is never written, as
+/// `Client` promises for requests not yet written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_dropped_during_the_handshake_is_never_written() {
+    let seen = Seen::default();
+    let connector = Recording {
+        seen: seen.clone(),
+        handshake_delay: Duration::from_millis(300),
+        slow_flush: false,
+    };
+    let client = Client::builder().spawn("fake:1", connector).unwrap();
+    // Give the driver time to connect and send the ConnectRequest.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let gave_up =
+        tokio::time::timeout(Duration::from_millis(50), client.get_data("/abandoned")).await;
+    assert!(gave_up.is_err(), "no answer before the handshake");
+    let (data, _) = tokio::time::timeout(Duration::from_secs(5), client.get_data("/kept"))
+        .await
+        .expect("answered after the handshake")
+        .unwrap();
+    assert_eq!(&data[..], b"/kept");
+    let paths: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, p)| p.clone())
+        .collect();
+    assert_eq!(paths, ["/kept"], "the abandoned request was written");
+    client.close().await.unwrap();
+}
+
+/// Durations too large for the clock mean "no limit", never a panic in the caller or in the
+/// driver task: a session timeout of `Duration::MAX` (the wire carries at most `i32::MAX`
+/// ms), a connect timeout and a request timeout of `Duration::MAX`.
+#[tokio::test]
+async fn huge_durations_never_panic() {
+    let seen = Seen::default();
+    let connector = Recording {
+        seen: seen.clone(),
+        handshake_delay: Duration::ZERO,
+        slow_flush: false,
+    };
+    let client = Client::builder()
+        .with_session_timeout(Duration::MAX)
+        .with_connect_timeout(Duration::MAX)
+        .with_request_timeout(Duration::MAX)
+        .connect_with("fake:1", connector)
+        .await
+        .unwrap();
+    assert_eq!(
+        client.session_timeout(),
+        Some(Duration::from_millis(i32::MAX as u64))
+    );
+    let (data, _) = client
+        .with_timeout(Duration::MAX)
+        .get_data("/x")
+        .await
+        .unwrap();
+    assert_eq!(&data[..], b"/x");
+    assert!(client.lease_deadline().is_some());
+    client.close().await.unwrap();
+    assert!(!client.stats().driver_running || client.lease_deadline().is_none());
+}

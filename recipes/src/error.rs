@@ -121,9 +121,15 @@ pub enum LostReason {
     NodeDeleted,
     /// Our lock node's data changed (e.g. a Curator-style revocation request).
     NodeChanged,
-    /// The client stayed disconnected for this long, past the grace period
-    /// ([`LockOptions::with_disconnect_grace`](crate::LockOptions::with_disconnect_grace)):
-    /// the server may have expired the session by now.
+    /// The server has answered none of our requests (pings included) sent in the last
+    /// `.0`: the session's lease is within its margin of ending
+    /// ([`lease_margin`](crate::lease_margin)), and the server may expire the session, and
+    /// hand the lock to someone else, from the lease deadline on. Connection state plays no
+    /// part: bytes received (notifications, late replies) prove nothing about what the
+    /// server heard from us.
+    Unacknowledged(Duration),
+    /// The client stayed disconnected for this long, past the configured grace
+    /// ([`LockOptions::with_disconnect_grace`](crate::LockOptions::with_disconnect_grace)).
     Disconnected(Duration),
     /// The guard was released or dropped.
     Released,
@@ -135,7 +141,12 @@ impl std::fmt::Display for LostReason {
             Self::SessionEnded(state) => write!(f, "session ended ({state:?})"),
             Self::NodeDeleted => f.write_str("lock node deleted"),
             Self::NodeChanged => f.write_str("lock node data changed"),
-            Self::Disconnected(d) => write!(f, "disconnected for {d:?}"),
+            Self::Unacknowledged(d) => write!(
+                f,
+                "no request acknowledged by the server in {} ms: the session may expire",
+                d.as_millis()
+            ),
+            Self::Disconnected(d) => write!(f, "disconnected for {} ms", d.as_millis()),
             Self::Released => f.write_str("released"),
         }
     }

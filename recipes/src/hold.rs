@@ -1,8 +1,13 @@
 //! A granted lock node and its watchdog: lost-lock detection, fencing, release.
 //!
-//! Every guard wraps a [`Hold`]. Its one background task watches the session state and our
-//! own node (a getData watch, re-armed) and publishes the first [`LostReason`]; it ends when
-//! that happens or when the guard is released or dropped.
+//! Every guard wraps a [`Hold`]. Its one background task watches the session's lease, the
+//! session state and our own node (a getData watch, re-armed) and publishes the first
+//! [`LostReason`]; it ends when that happens or when the guard is released or dropped.
+//!
+//! The lease rule (docs/lease.md): a hold is trusted until the session's lease deadline (the
+//! send instant of the newest request the server answered, plus the session timeout) less
+//! [`lease_margin`], whatever the connection state says: received bytes prove nothing about
+//! what the server heard from us.
 
 use std::future::Future;
 use std::time::Duration;
@@ -15,13 +20,17 @@ use zkwire::{Client, Error, EventType, KeeperState, Op, OpResult, SessionState};
 use crate::cleanup::{self, Job};
 use crate::error::{LockError, LostReason};
 use crate::internals::{backoff, Node};
-use crate::options::DISCONNECT_GRACE_RATIO;
+use crate::options::{lease_margin, LockOptions};
 
 /// A held lock node.
 #[derive(Debug)]
 pub(crate) struct Hold {
     client: Client,
     node: Node,
+    /// The fencing token: our node's czxid, or the tied writer's for a downgrade's read node.
+    token: i64,
+    /// A margin before the lease deadline larger than the default, if configured.
+    margin: Option<Duration>,
     lost: watch::Receiver<Option<LostReason>>,
     monitor: JoinHandle<()>,
     /// Dropping deletes the node (in the background) unless released.
@@ -30,18 +39,24 @@ pub(crate) struct Hold {
 
 impl Hold {
     /// Starts watching a node we were just granted.
-    pub(crate) fn new(client: Client, node: Node, grace: Option<Duration>) -> Self {
+    pub(crate) fn new(client: Client, node: Node, options: &LockOptions) -> Self {
         let (tx, rx) = watch::channel(None);
+        let limits = Limits {
+            grace: options.disconnect_grace,
+            margin: options.lease_margin,
+        };
         let monitor = tokio::spawn(monitor(
             client.clone(),
             node.path.clone(),
             node.stat.mzxid,
-            grace,
+            limits,
             tx,
         ));
         Self {
             client,
+            token: node.stat.czxid,
             node,
+            margin: options.lease_margin,
             lost: rx,
             monitor,
             armed: true,
@@ -67,7 +82,25 @@ impl Hold {
     }
 
     pub(crate) fn fencing_token(&self) -> i64 {
-        self.node.stat.czxid
+        self.token
+    }
+
+    /// A hold tied to a write hold reports the writer's token, so that tokens never go
+    /// backwards for the next conflicting holder (a writer queued between our writer and
+    /// our read node has a smaller czxid than the read node).
+    pub(crate) fn with_fencing_token(mut self, token: i64) -> Self {
+        self.token = token;
+        self
+    }
+
+    /// Until when the hold may be trusted: the lease deadline less the margin; `None` once
+    /// lost (or released).
+    pub(crate) fn trusted_until(&self) -> Option<std::time::Instant> {
+        if !self.is_held() {
+            return None;
+        }
+        let margin = margin_for(&self.client, self.margin);
+        self.client.lease_deadline()?.checked_sub(margin)
     }
 
     pub(crate) fn node(&self) -> &Node {
@@ -98,11 +131,18 @@ impl Hold {
         }
     }
 
-    /// Deletes the node, retrying retryable errors until it is gone or the session is over.
+    /// Deletes the node, retrying until it is gone or the session is over.
+    ///
+    /// Every error but the end of the session is retried with backoff (as Curator's
+    /// guaranteed delete): even one a retry cannot fix by itself, such as `NotReadOnly` while
+    /// a read-only server serves us, or `NoAuth` after an ACL change, may clear later, and
+    /// until then the node would keep the lock from everyone. A caller that cannot wait drops
+    /// the future: the cleanup worker then carries on in the background.
     pub(crate) async fn release(mut self) -> Result<(), LockError> {
         self.monitor.abort();
         let lost_before = *self.lost.borrow();
         let mut attempt = 0;
+        let mut warned = false;
         let deleted = loop {
             match self.client.delete(&self.node.path, None).await {
                 Ok(()) => break Ok(()),
@@ -114,11 +154,13 @@ impl Hold {
                 Err(e) if e.is_terminal() => {
                     break Err(LockError::Lost(LostReason::SessionEnded(ended(&e))))
                 }
-                Err(e) if e.is_retryable() => {
+                Err(e) => {
+                    if !e.is_retryable() && !std::mem::replace(&mut warned, true) {
+                        tracing::warn!(node = self.node.path, error = %e, "cannot delete our lock node yet; retrying until the session ends");
+                    }
                     tokio::time::sleep(backoff(attempt)).await;
-                    attempt += 1;
+                    attempt = attempt.saturating_add(1);
                 }
-                Err(e) => break Err(e.into()),
             }
         };
         self.armed = false;
@@ -138,25 +180,29 @@ impl Drop for Hold {
     }
 }
 
+/// What, besides the default lease rule, may end a hold early.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    /// Lost after this long disconnected.
+    grace: Option<Duration>,
+    /// A larger margin before the lease deadline.
+    margin: Option<Duration>,
+}
+
 /// Publishes the first reason the hold cannot be trusted any more.
 async fn monitor(
     client: Client,
     path: String,
     mzxid: i64,
-    grace: Option<Duration>,
+    limits: Limits,
     tx: watch::Sender<Option<LostReason>>,
 ) {
-    let reason = watch_hold(&client, &path, mzxid, grace).await;
+    let reason = watch_hold(&client, &path, mzxid, limits).await;
     tracing::debug!(node = path, %reason, "lock hold lost");
     let _ = tx.send(Some(reason));
 }
 
-async fn watch_hold(
-    client: &Client,
-    path: &str,
-    mzxid: i64,
-    grace: Option<Duration>,
-) -> LostReason {
+async fn watch_hold(client: &Client, path: &str, mzxid: i64, limits: Limits) -> LostReason {
     // Subscribe first, then read the state: no change can slip between the two.
     let mut states = client.state_stream();
     let mut disconnected_at = match client.state() {
@@ -166,10 +212,21 @@ async fn watch_hold(
     };
     let node = node_changed(client, path, mzxid);
     tokio::pin!(node);
+    let lease = client.lease_expiring(margin_for(client, limits.margin));
+    tokio::pin!(lease);
     loop {
-        let deadline = disconnected_at.map(|at| at + grace_for(client, grace));
+        let grace_end = limits
+            .grace
+            .zip(disconnected_at)
+            .and_then(|(grace, at)| at.checked_add(grace));
         tokio::select! {
             reason = &mut node => return reason,
+            unacknowledged = &mut lease => {
+                return match (unacknowledged, client.state()) {
+                    (_, s) if s.is_terminal() => LostReason::SessionEnded(s),
+                    (since, _) => LostReason::Unacknowledged(since.unwrap_or_default()),
+                };
+            }
             state = states.next() => match state {
                 None => return LostReason::SessionEnded(SessionState::Closed),
                 Some(s) if s.is_terminal() => return LostReason::SessionEnded(s),
@@ -179,7 +236,7 @@ async fn watch_hold(
                     disconnected_at.get_or_insert_with(Instant::now);
                 }
             },
-            () = sleep_until(deadline) => {
+            () = sleep_until(grace_end) => {
                 let since = disconnected_at.map_or(Duration::ZERO, |at| at.elapsed());
                 return LostReason::Disconnected(since);
             }
@@ -230,15 +287,13 @@ async fn node_changed(client: &Client, path: &str, mzxid: i64) -> LostReason {
     }
 }
 
-/// The grace before a disconnection counts as lost: the configured one, or T/4 of the
-/// negotiated session timeout T.
-fn grace_for(client: &Client, grace: Option<Duration>) -> Duration {
-    grace.unwrap_or_else(|| {
-        let (num, den) = DISCONNECT_GRACE_RATIO;
-        client
-            .session_timeout()
-            .map_or(Duration::ZERO, |t| t * num / den)
-    })
+/// The margin before the lease deadline: [`lease_margin`] of the negotiated session timeout,
+/// or the configured one if larger.
+fn margin_for(client: &Client, configured: Option<Duration>) -> Duration {
+    let default = client
+        .session_timeout()
+        .map_or(Duration::ZERO, lease_margin);
+    configured.map_or(default, |m| m.max(default))
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

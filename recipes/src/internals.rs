@@ -40,6 +40,8 @@ pub(crate) struct Tie {
     /// The writer's node: the create is a multi that first checks it still exists, so a
     /// write lock lost in the meantime cannot turn into a read hold next to a new writer.
     pub(crate) writer_path: String,
+    /// The writer's fencing token, which the read hold reports as its own.
+    pub(crate) writer_token: i64,
 }
 
 /// A lock directory as a recipe sees it.
@@ -496,6 +498,12 @@ pub(crate) async fn create_containers(
         }
     }
     Ok(())
+}
+
+/// The deadline `timeout` from now; `None` (no deadline) when the clock cannot represent it,
+/// which for any practical purpose is never.
+pub(crate) fn deadline_after(timeout: Duration) -> Option<Instant> {
+    Instant::now().checked_add(timeout)
 }
 
 /// Retry delay: 50 ms doubling to 1 s. Requests queue while disconnected, so this only

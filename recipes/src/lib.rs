@@ -68,16 +68,24 @@
 //! while a Curator downgrader still reads (see [`RwLock`]).
 //!
 //! # When a hold is lost
-//! Every guard has `is_held()` and `lost()`. `lost()` resolves (with a [`LostReason`]) when:
+//! Every guard has `is_held()`, `lost()` and `trusted_until()`. `lost()` resolves (with a
+//! [`LostReason`]) when:
+//! - the session's lease runs to within [`lease_margin`] (`max(T/15, 100 ms)` for a session
+//!   timeout T) of its deadline without renewal ([`LostReason::Unacknowledged`]). The lease
+//!   deadline ([`zkwire::Client::lease_deadline`]) is the send instant of the newest request
+//!   the server answered plus T: the server cannot expire the session, and so cannot grant
+//!   our lock to anyone else, before it. This holds whatever the connection state says; a
+//!   client that keeps receiving notifications while the server no longer hears it (one-way
+//!   loss) loses its holds on time. A healthy session renews its lease at least every T/3;
 //! - the session ends (`Expired`, `Closed`, `AuthFailed`);
 //! - our lock node is deleted, or its data changes (a getData watch kept on it);
-//! - the client stays disconnected longer than the grace period: by default
-//!   [`DISCONNECT_GRACE_RATIO`] = **1/4 of the negotiated session timeout T**, measured with
-//!   tokio's monotonic clock from the `Disconnected` event. The client reports that event at
-//!   worst 2/3 T after it last heard from the server, and the server cannot expire the session
-//!   before T has passed since then, so at least T/3 remains; T/4 keeps a margin. After that,
-//!   another client may hold the lock. Configure it with
-//!   [`LockOptions::with_disconnect_grace`].
+//! - optionally, the client has been disconnected longer than
+//!   [`LockOptions::with_disconnect_grace`] (options only ever shorten a hold;
+//!   [`LockOptions::with_lease_margin`] widens the margin).
+//!
+//! The argument, its assumptions (the two clocks run at nearly the same rate; this process
+//! is not paused for longer than the margin) and its limits are in the repository's
+//! `docs/lease.md`.
 //!
 //! A lock service alone cannot stop a paused holder from acting after its session expired
 //! (Kleppmann 2016): check `lost()` before acting, and fence the resource.
@@ -108,7 +116,7 @@ mod sequence;
 
 pub use error::{LockError, LostReason};
 pub use mutex::{Mutex, MutexGuard};
-pub use options::{LockOptions, DISCONNECT_GRACE_RATIO};
+pub use options::{lease_margin, LockOptions};
 pub use rwlock::{ReadGuard, RwLock, WriteGuard};
 pub use semaphore::{Lease, Semaphore, SemaphoreLimit};
 pub use sequence::ForeignChildPolicy;

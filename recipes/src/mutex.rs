@@ -8,7 +8,7 @@ use zkwire::{Client, Op, OpResult};
 
 use crate::error::{LockError, LostReason};
 use crate::hold::Hold;
-use crate::internals::{acquire, Contest, Dir, Outcome};
+use crate::internals::{acquire, deadline_after, Contest, Dir, Outcome};
 use crate::options::LockOptions;
 use crate::sequence::{exclusive, MUTEX_MARKERS};
 
@@ -118,7 +118,7 @@ impl Mutex {
     /// # Cancel safety
     /// As [`lock`](Self::lock).
     pub async fn lock_timeout(&self, timeout: Duration) -> Result<MutexGuard, LockError> {
-        self.acquire(true, Some(Instant::now() + timeout))
+        self.acquire(true, deadline_after(timeout))
             .await?
             .ok_or(LockError::Timeout)
     }
@@ -136,11 +136,7 @@ impl Mutex {
         };
         match acquire(&self.dir, &contest, blocking, deadline).await? {
             Outcome::Held(node) => {
-                let hold = Hold::new(
-                    self.dir.client.clone(),
-                    node,
-                    self.dir.options.disconnect_grace,
-                );
+                let hold = Hold::new(self.dir.client.clone(), node, &self.dir.options);
                 Ok(Some(MutexGuard { hold }))
             }
             Outcome::Busy => Ok(None),
@@ -165,15 +161,39 @@ impl MutexGuard {
         self.hold.is_held()
     }
 
-    /// Resolves when the hold can no longer be trusted: the session ended, our node was
-    /// deleted or its data changed, or the client has been disconnected longer than the grace
-    /// period ([`LockOptions::with_disconnect_grace`], default
-    /// [`DISCONNECT_GRACE_RATIO`](crate::DISCONNECT_GRACE_RATIO) = 1/4 of the negotiated
-    /// session timeout). Resolves with [`LostReason::Released`] once the guard is gone.
+    /// Resolves when the hold can no longer be trusted: the session's lease is within its
+    /// margin of ending without renewal (see [`trusted_until`](Self::trusted_until)), the
+    /// session ended, our node was deleted or its data changed, or an option shortened the
+    /// hold ([`LockOptions::with_disconnect_grace`]). Resolves with [`LostReason::Released`]
+    /// once the guard is gone.
     ///
     /// The future is `'static`: it can be moved into another task.
     pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
         self.hold.lost()
+    }
+
+    /// Until when the hold may be trusted as things stand: the session's lease deadline
+    /// ([`zkwire::Client::lease_deadline`]) less the margin ([`crate::lease_margin`], or the
+    /// larger one of [`LockOptions::with_lease_margin`]); [`lost`](Self::lost) fires then
+    /// unless the lease is renewed first. `None` once the hold is lost or released.
+    ///
+    /// It moves forward as the server acknowledges requests (at least every third of the
+    /// session timeout on a healthy session): read it again after waiting. A supervisor that
+    /// must stop work before the lock can pass to someone else schedules from it:
+    ///
+    /// ```no_run
+    /// # async fn run(guard: zkwire_recipes::MutexGuard) {
+    /// while let Some(until) = guard.trusted_until() {
+    ///     let stop_at = tokio::time::Instant::from_std(until);
+    ///     tokio::time::sleep_until(stop_at).await; // then re-read: usually renewed by now
+    ///     if guard.trusted_until().is_some_and(|u| u <= until) {
+    ///         break; // not renewed: stop the work now
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn trusted_until(&self) -> Option<std::time::Instant> {
+        self.hold.trusted_until()
     }
 
     /// The fencing token: the `czxid` of our lock node. Strictly increasing across the

@@ -7,19 +7,37 @@ use zkwire::Acl;
 
 use crate::sequence::ForeignChildPolicy;
 
-/// The fraction of the negotiated session timeout T that a hold survives a disconnection
-/// before [`lost`](crate::MutexGuard::lost) fires: T/4 (numerator, denominator).
+/// How long before the session's lease deadline a hold stops being trusted, for a negotiated
+/// session timeout `t`: `max(t / 15, 100 ms)`.
 ///
-/// Why: the client reports `Disconnected` either at once (the connection broke) or after its
-/// read timeout, 2/3 T without hearing from the server. The server expires the session no
-/// sooner than T after it last heard from us, and it heard us at the latest when it sent the
-/// last reply we read. So when `Disconnected` is reported at least T − 2/3 T = T/3 remains
-/// before anyone else can be granted our lock; T/4 keeps T/12 of that as a margin for network
-/// latency and timer lag. (2/3 T, measured from the event, could be up to T/3 too late.)
-pub const DISCONNECT_GRACE_RATIO: (u32, u32) = (1, 4);
+/// The lease deadline ([`zkwire::Client::lease_deadline`]) is the send instant of the newest
+/// request the server answered plus `t`; the server cannot expire the session, and so cannot
+/// hand our lock to anyone, before it (it rounds expiry up to its next tick, never down). The
+/// margin covers what that bound does not:
+/// - the two clocks running at different rates (a few hundred ppm under NTP, more for a
+///   drifting virtual machine: `t / 15` allows over 6 %);
+/// - our timer firing late on a loaded host (the 100 ms floor dominates for short sessions);
+/// - the time the application needs to act on [`lost`](crate::MutexGuard::lost): stop
+///   writing, or kill the process it supervises.
+///
+/// It stays well clear of normal renewals: a healthy session's lease is renewed at least
+/// every `t / 3` (plus a round trip), so a hold is only lost after `t − t / 15` without a
+/// single acknowledged request. docs/lease.md gives the full argument.
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(zkwire_recipes::lease_margin(Duration::from_secs(30)), Duration::from_secs(2));
+/// assert_eq!(zkwire_recipes::lease_margin(Duration::from_secs(1)), Duration::from_millis(100));
+/// ```
+pub fn lease_margin(t: Duration) -> Duration {
+    (t / 15).max(MIN_LEASE_MARGIN)
+}
 
-/// Options of a lock: node data and ACL, how to treat foreign children, and the
-/// disconnection grace of [`lost`](crate::MutexGuard::lost).
+/// The floor of [`lease_margin`].
+const MIN_LEASE_MARGIN: Duration = Duration::from_millis(100);
+
+/// Options of a lock: node data and ACL, how to treat foreign children, and what may make
+/// [`lost`](crate::MutexGuard::lost) fire earlier than the session's lease.
 ///
 /// ```
 /// use zkwire_recipes::{ForeignChildPolicy, LockOptions};
@@ -35,6 +53,7 @@ pub struct LockOptions {
     pub(crate) parent_acl: Vec<Acl>,
     pub(crate) foreign_children: ForeignChildPolicy,
     pub(crate) disconnect_grace: Option<Duration>,
+    pub(crate) lease_margin: Option<Duration>,
 }
 
 impl Default for LockOptions {
@@ -45,12 +64,14 @@ impl Default for LockOptions {
             parent_acl: Acl::open_unsafe(),
             foreign_children: ForeignChildPolicy::default(),
             disconnect_grace: None,
+            lease_margin: None,
         }
     }
 }
 
 impl LockOptions {
-    /// The defaults: empty node data, open ACLs, foreign children rejected, grace T/4.
+    /// The defaults: empty node data, open ACLs, foreign children rejected, holds trusted
+    /// until [`lease_margin`] before the session's lease deadline.
     pub fn new() -> Self {
         Self::default()
     }
@@ -81,12 +102,24 @@ impl LockOptions {
         self
     }
 
-    /// How long a guard survives a disconnection before [`lost`](crate::MutexGuard::lost)
-    /// fires, instead of [`DISCONNECT_GRACE_RATIO`] of the negotiated session timeout.
-    /// `Duration::ZERO` gives up the hold at the first disconnection (Curator's SUSPENDED
-    /// advice). Longer than T/3 is unsafe: another client may hold the lock by then.
+    /// Also gives the hold up once the client has been disconnected for `grace` (e.g.
+    /// `Duration::ZERO`: at the first disconnection, Curator's advice for SUSPENDED). This
+    /// only ever shortens a hold: the lease rule ([`lease_margin`]) applies whatever the
+    /// connection state.
     pub fn with_disconnect_grace(mut self, grace: Duration) -> Self {
         self.disconnect_grace = Some(grace);
+        self
+    }
+
+    /// A larger margin before the lease deadline than [`lease_margin`] (a smaller one is
+    /// ignored): holds end `margin` before the server may expire the session.
+    ///
+    /// Use it when the application needs longer to stop acting, and on ensembles whose
+    /// followers may be cut off from the leader: such a follower keeps answering our pings
+    /// until it notices (up to `syncLimit × tickTime`), while the leader stops hearing of
+    /// us. Adding that time to the margin keeps the hold safe in that case too.
+    pub fn with_lease_margin(mut self, margin: Duration) -> Self {
+        self.lease_margin = Some(margin);
         self
     }
 }

@@ -9,7 +9,7 @@ use zkwire::{Client, Op, OpResult};
 
 use crate::error::{LockError, LostReason};
 use crate::hold::Hold;
-use crate::internals::{acquire, Contest, Dir, Outcome, Tie};
+use crate::internals::{acquire, deadline_after, Contest, Dir, Outcome, Tie};
 use crate::options::LockOptions;
 use crate::sequence::{exclusive, shared, suffix_after, READ_MARKER, RW_MARKERS, WRITE_MARKER};
 
@@ -67,8 +67,8 @@ pub struct RwLock {
 #[derive(Debug, Default)]
 struct Held {
     readers: usize,
-    /// Our write node's path and suffix.
-    writer: Option<(String, String)>,
+    /// Our write node: path, sequence suffix and fencing token.
+    writer: Option<(String, String, i64)>,
 }
 
 impl RwLock {
@@ -119,7 +119,7 @@ impl RwLock {
     /// # Errors
     /// [`LockError::Timeout`]; as [`read`](Self::read).
     pub async fn read_timeout(&self, timeout: Duration) -> Result<ReadGuard, LockError> {
-        self.read_inner(true, Some(Instant::now() + timeout))
+        self.read_inner(true, deadline_after(timeout))
             .await?
             .ok_or(LockError::Timeout)
     }
@@ -152,7 +152,7 @@ impl RwLock {
     /// # Errors
     /// [`LockError::Timeout`]; as [`write`](Self::write).
     pub async fn write_timeout(&self, timeout: Duration) -> Result<WriteGuard, LockError> {
-        self.write_inner(true, Some(Instant::now() + timeout))
+        self.write_inner(true, deadline_after(timeout))
             .await?
             .ok_or(LockError::Timeout)
     }
@@ -163,9 +163,10 @@ impl RwLock {
         deadline: Option<Instant>,
     ) -> Result<Option<ReadGuard>, LockError> {
         let writer = self.lock_held().writer.clone();
-        let tie = writer.map(|(writer_path, suffix)| Tie {
+        let tie = writer.map(|(writer_path, suffix, writer_token)| Tie {
             suffix,
             writer_path,
+            writer_token,
         });
         self.read_with(tie, blocking, deadline).await
     }
@@ -222,7 +223,7 @@ impl RwLock {
             .unwrap_or_default()
             .to_owned();
         let path = hold.node().path.clone();
-        self.lock_held().writer = Some((path.clone(), suffix));
+        self.lock_held().writer = Some((path.clone(), suffix, hold.fencing_token()));
         Ok(Some(WriteGuard {
             hold,
             registered: Registration {
@@ -240,11 +241,13 @@ impl RwLock {
     ) -> Result<Option<Hold>, LockError> {
         Ok(
             match acquire(&self.dir, contest, blocking, deadline).await? {
-                Outcome::Held(node) => Some(Hold::new(
-                    self.dir.client.clone(),
-                    node,
-                    self.dir.options.disconnect_grace,
-                )),
+                Outcome::Held(node) => {
+                    let hold = Hold::new(self.dir.client.clone(), node, &self.dir.options);
+                    Some(match &contest.tie {
+                        Some(tie) => hold.with_fencing_token(tie.writer_token),
+                        None => hold,
+                    })
+                }
                 Outcome::Busy => None,
             },
         )
@@ -284,7 +287,7 @@ impl Drop for Registration {
         let mut held = self.rw.lock_held();
         match &self.writer_path {
             Some(path) => {
-                if held.writer.as_ref().is_some_and(|(p, _)| p == path) {
+                if held.writer.as_ref().is_some_and(|(p, _, _)| p == path) {
                     held.writer = None;
                 }
             }
@@ -307,8 +310,16 @@ macro_rules! guard_methods {
             self.hold.lost()
         }
 
-        /// The `czxid` of our node (see
-        /// [`MutexGuard::fencing_token`](crate::MutexGuard::fencing_token)). Every hold's
+        /// Until when the hold may be trusted (see
+        /// [`MutexGuard::trusted_until`](crate::MutexGuard::trusted_until)).
+        pub fn trusted_until(&self) -> Option<std::time::Instant> {
+            self.hold.trusted_until()
+        }
+
+        /// The fencing token (see
+        /// [`MutexGuard::fencing_token`](crate::MutexGuard::fencing_token)): the `czxid` of
+        /// our node, or, for a read hold taken while holding the write lock (a downgrade),
+        /// the write node's. Every hold's
         /// token is larger than the token of every earlier hold it conflicts with (writers
         /// are ordered among themselves and against readers; concurrent readers are not).
         pub fn fencing_token(&self) -> i64 {
@@ -370,6 +381,7 @@ impl WriteGuard {
         let tie = Tie {
             suffix,
             writer_path: node.path.clone(),
+            writer_token: self.hold.fencing_token(),
         };
         self.registered
             .rw

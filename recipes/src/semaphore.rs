@@ -10,7 +10,7 @@ use zkwire::{Client, CreateMode, CreateOptions, Error, OneshotWatcher, Op, OpRes
 use crate::cleanup::FOREGROUND_GRACE;
 use crate::error::{LockError, LostReason};
 use crate::hold::Hold;
-use crate::internals::{backoff, create_containers, Attempt, Contest, Dir};
+use crate::internals::{backoff, create_containers, deadline_after, Attempt, Contest, Dir};
 use crate::mutex::{Mutex, MutexGuard};
 use crate::options::LockOptions;
 use crate::sequence::{exclusive, sort_key_at, ForeignChildPolicy};
@@ -210,7 +210,7 @@ impl Semaphore {
         n: usize,
         timeout: Duration,
     ) -> Result<Vec<Lease>, LockError> {
-        self.acquire_inner(n, Some(Instant::now() + timeout)).await
+        self.acquire_inner(n, deadline_after(timeout)).await
     }
 
     /// One lease: [`acquire(1)`](Self::acquire).
@@ -235,7 +235,7 @@ impl Semaphore {
     /// # Cancel safety
     /// As [`acquire`](Self::acquire).
     pub async fn acquire_one_timeout(&self, timeout: Duration) -> Result<Lease, LockError> {
-        self.acquire_inner(1, Some(Instant::now() + timeout))
+        self.acquire_inner(1, deadline_after(timeout))
             .await?
             .pop()
             .ok_or(LockError::Timeout)
@@ -307,11 +307,7 @@ impl Semaphore {
                         continue;
                     };
                     attempt.disarm();
-                    let hold = Hold::new(
-                        self.leases.client.clone(),
-                        node,
-                        self.leases.options.disconnect_grace,
-                    );
+                    let hold = Hold::new(self.leases.client.clone(), node, &self.leases.options);
                     leases.push(Lease { hold });
                 }
                 // Our node vanished (deleted by someone): a new one, as Curator's
@@ -411,11 +407,17 @@ impl Lease {
         self.hold.is_held()
     }
 
-    /// Resolves when the lease can no longer be trusted: the session ended, the lease node
-    /// was deleted or its data changed, or the client has been disconnected longer than the
-    /// grace period (see [`MutexGuard::lost`](crate::MutexGuard::lost)).
+    /// Resolves when the lease can no longer be trusted: the session's lease is within its
+    /// margin of ending, the session ended, the lease node was deleted or its data changed
+    /// (see [`MutexGuard::lost`](crate::MutexGuard::lost)).
     pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
         self.hold.lost()
+    }
+
+    /// Until when the lease may be trusted (see
+    /// [`MutexGuard::trusted_until`](crate::MutexGuard::trusted_until)).
+    pub fn trusted_until(&self) -> Option<std::time::Instant> {
+        self.hold.trusted_until()
     }
 
     /// The `czxid` of the lease node. Leases are shared, so tokens of concurrent holders are

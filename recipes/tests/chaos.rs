@@ -111,8 +111,8 @@ async fn contender(i: usize, cs: String, board: Arc<Board>) -> Client {
 /// (FIN/RST), a blackhole (bytes held, then delivered) of 0.2–0.9 T or, one time in three,
 /// of 1–1.5 T (the session expires while the holder is cut off), or a delay of 5–100 ms
 /// per frame for 0.5–2 s. A third of the faults aim at the proxy of the contender that
-/// holds the lock at that moment (if any). Delays stay under T/12: the grace of T/4 assumes a
-/// reply reaches us at most T/12 after the server sent it (see `DISCONNECT_GRACE_RATIO`).
+/// holds the lock at that moment (if any). Holds are judged by the lease rule, which does
+/// not depend on delays: a late reply renews the lease only to its request's send instant.
 /// No two believed holds overlap; after the faults stop every contender acquires again
 /// within 2 T; no lock node is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

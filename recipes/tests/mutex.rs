@@ -265,7 +265,7 @@ async fn lost_fires_on_session_kill() {
     assert!(
         matches!(
             reason,
-            LostReason::NodeDeleted | LostReason::SessionEnded(_) | LostReason::Disconnected(_)
+            LostReason::NodeDeleted | LostReason::SessionEnded(_) | LostReason::Unacknowledged(_)
         ),
         "{reason:?}"
     );
@@ -379,36 +379,44 @@ async fn check_minus_one_matches_any_version() {
     );
 }
 
-/// lost() fires after the documented grace (T/4) of disconnection, measured from the
-/// Disconnected event, when no server can be reached.
+/// With no server reachable, lost() fires at the lease deadline less the margin: the send
+/// instant of the last acknowledged request plus T, less max(T/15, 100 ms); and
+/// `trusted_until()` named that instant in advance.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lost_after_disconnect_grace() {
-    let cs = fresh_chroot("recipes_lost_disconnect").await;
+async fn lost_at_the_lease_deadline_less_the_margin() {
+    let cs = fresh_chroot("recipes_lost_lease").await;
     let proxy = FaultProxy::start(shared_server().addr()).await.unwrap();
     let chroot = cs.rsplit_once('/').map(|(_, c)| c).unwrap();
     let a = connect(&format!("{}/{chroot}", proxy.connect_string())).await;
     let granted = a.session_timeout().unwrap();
     let guard = Mutex::new(a.clone(), "/l").lock().await.unwrap();
     let lost = guard.lost();
-    let mut states = a.state_stream();
     proxy.refuse(true);
     proxy.cut_all();
-    let next = tokio::time::timeout(T, states.next())
+    // Nothing can be acknowledged from now on: the deadline is fixed.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let trusted_until = guard.trusted_until().expect("still trusted");
+    let lease = a.lease_deadline().expect("a lease");
+    assert_eq!(lease - trusted_until, zkwire_recipes::lease_margin(granted));
+    let reason = tokio::time::timeout(2 * T, lost)
         .await
-        .unwrap()
-        .unwrap();
-    let disconnected = Instant::now();
-    assert_eq!(next, zkwire::SessionState::Disconnected);
-    let reason = tokio::time::timeout(T, lost)
-        .await
-        .expect("lost() within T");
-    let after = disconnected.elapsed();
-    println!("lost after disconnection: {reason} ({after:?} after Disconnected; T = {granted:?})");
-    assert!(matches!(reason, LostReason::Disconnected(_)), "{reason:?}");
-    assert!(
-        after + Duration::from_millis(50) >= granted / 4 && after < granted / 3,
-        "{after:?} for T = {granted:?}"
+        .expect("lost() within 2 T");
+    let now = Instant::now();
+    println!(
+        "lost: {reason}, {:?} after trusted_until (T = {granted:?})",
+        now.saturating_duration_since(trusted_until)
     );
+    assert!(
+        matches!(reason, LostReason::Unacknowledged(d) if d + zkwire_recipes::lease_margin(granted) >= granted),
+        "{reason:?}"
+    );
+    assert!(now >= trusted_until, "not before the announced instant");
+    assert!(
+        now < lease,
+        "before the server may expire the session ({:?} early)",
+        lease - now
+    );
+    assert_eq!(guard.trusted_until(), None);
     proxy.refuse(false);
     drop(guard);
     a.close().await.unwrap();
@@ -585,4 +593,16 @@ async fn nothing_keeps_the_client_alive() {
         "something still holds the client: {:?}",
         handle.stats()
     );
+}
+
+/// A timeout too large for the clock waits without a deadline instead of panicking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_lock_timeout_means_no_deadline() {
+    let cs = fresh_chroot("recipes_huge_timeout").await;
+    let a = connect(&cs).await;
+    let mutex = Mutex::new(a.clone(), "/l");
+    let guard = mutex.lock_timeout(Duration::MAX).await.unwrap();
+    assert!(guard.is_held());
+    guard.release().await.unwrap();
+    a.close().await.unwrap();
 }

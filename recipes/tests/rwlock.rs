@@ -156,6 +156,7 @@ async fn m21_downgrade_allowed() {
     let mut queued_write = Box::pin(queued.write());
     assert!(still_pending(&mut queued_write, Duration::from_millis(200)).await);
 
+    let writer_token = write.fencing_token();
     let read = write.downgrade().await.unwrap();
     assert!(
         read.path().ends_with(&format!("__READ__{writer_seq}")),
@@ -165,7 +166,10 @@ async fn m21_downgrade_allowed() {
     assert!(read.is_held());
     let stat = a.exists(read.path()).await.unwrap().unwrap();
     assert_eq!(stat.ephemeral_owner, a.session_id());
-    assert_eq!(read.fencing_token(), stat.czxid);
+    // The tie node reports its writer's token, not its own later czxid: the writer queued
+    // between them (czxid in between) must get a larger token than every hold before it.
+    assert!(stat.czxid > writer_token);
+    assert_eq!(read.fencing_token(), writer_token);
     // The queued writer stays out; a new reader queues behind that writer (FIFO), so only
     // one that came before the writer... none did: it waits too.
     assert!(
@@ -182,6 +186,11 @@ async fn m21_downgrade_allowed() {
         .await
         .expect("the writer gets in")
         .unwrap();
+    assert!(
+        w.fencing_token() > writer_token,
+        "tokens never go backwards across the downgrade: {} after {writer_token}",
+        w.fencing_token()
+    );
     w.release().await.unwrap();
 
     // read() on the instance holding the write lock is the same downgrade step.

@@ -198,9 +198,10 @@ impl ClientBuilder {
             resume: self.resume,
             auth: self.auth.into_iter().map(auth_packet).collect(),
         };
-        let session = Session::new(config, tokio::time::Instant::now().into_std());
+        let created = tokio::time::Instant::now().into_std();
+        let session = Session::new(config, created);
         let (tx, rx) = mpsc::channel(self.command_capacity);
-        let shared = Arc::new(Shared::new());
+        let shared = Arc::new(Shared::new(created));
         let driver = Driver::new(session, cs.hosts().to_vec(), connector, rx, shared.clone());
         tokio::spawn(driver.run());
         let inner = Inner {

@@ -169,6 +169,54 @@ impl Client {
         }
     }
 
+    /// The earliest instant the server may expire this session, as far as this client can
+    /// know: the send instant of the newest request a read/write server has answered (pings
+    /// and the handshake included), plus the negotiated session timeout.
+    ///
+    /// Anything that must not outlive the session (a lock hold, a leadership, a lease on a
+    /// resource) is trustworthy only until this instant, less a margin for clock-rate
+    /// differences and for the time it takes to act. Notifications never move it, since the
+    /// server sends them without hearing from us; a late reply moves it only to its own
+    /// request's send instant. A healthy session renews it at least every third of the
+    /// session timeout (pings go out on that schedule whatever else flows). The reasoning is
+    /// in the repository's `docs/lease.md`.
+    ///
+    /// `None` before the first handshake with a read/write server and once the session has
+    /// ended. While disconnected it stays where it was: the server's clock runs on.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) {
+    /// if let Some(deadline) = client.lease_deadline() {
+    ///     let left = deadline.saturating_duration_since(std::time::Instant::now());
+    ///     println!("the server cannot expire this session for another {left:?}");
+    /// }
+    /// # }
+    /// ```
+    pub fn lease_deadline(&self) -> Option<std::time::Instant> {
+        self.inner.shared.lease_deadline()
+    }
+
+    /// Resolves once the session's lease has run to within `margin` of its deadline
+    /// ([`lease_deadline`](Self::lease_deadline)) without being renewed, or the session has
+    /// no lease (ended, or never connected to a read/write server). Returns how long ago the
+    /// last acknowledged request was sent, when known.
+    ///
+    /// It sleeps until `deadline − margin` and checks again, so it costs one timer per
+    /// renewal period, not one wake-up per reply.
+    pub async fn lease_expiring(&self, margin: Duration) -> Option<Duration> {
+        let timeout = self.session_timeout();
+        loop {
+            let deadline = self.lease_deadline()?;
+            let at = deadline.checked_sub(margin)?;
+            let now = tokio::time::Instant::now().into_std();
+            if at <= now {
+                // Acknowledged at deadline − T.
+                return timeout.map(|t| (now + t).saturating_duration_since(deadline));
+            }
+            tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
+        }
+    }
+
     /// The current session state.
     pub fn state(&self) -> SessionState {
         *self.inner.shared.state.borrow()
@@ -567,9 +615,11 @@ impl Client {
         effect: Effect,
         watcher: Option<(WatcherId, WatcherSink)>,
     ) -> Result<Reply, Error> {
+        // A timeout too large for the clock means no deadline at all.
         let deadline = self
             .timeout
-            .map(|t| (tokio::time::Instant::now() + t).into_std());
+            .and_then(|t| tokio::time::Instant::now().checked_add(t))
+            .map(tokio::time::Instant::into_std);
         let request = Request {
             op,
             body,

@@ -71,10 +71,19 @@ pub(crate) struct Shared {
     pub(crate) waiting: AtomicUsize,
     pub(crate) driver_running: AtomicBool,
     pub(crate) connections: AtomicUsize,
+    /// The session's lease deadline ([`Session::lease_deadline`]) as nanoseconds after
+    /// `epoch`, [`NO_LEASE`] when there is none.
+    lease_nanos: AtomicU64,
+    epoch: std::time::Instant,
 }
 
+/// [`Shared::lease_nanos`] when the session has no lease.
+const NO_LEASE: u64 = u64::MAX;
+
 impl Shared {
-    pub(crate) fn new() -> Self {
+    /// `epoch` is an instant no later than any lease deadline the session can report (its
+    /// creation).
+    pub(crate) fn new(epoch: std::time::Instant) -> Self {
         Self {
             session_id: AtomicI64::new(0),
             negotiated_ms: AtomicU64::new(0),
@@ -87,7 +96,27 @@ impl Shared {
             waiting: AtomicUsize::new(0),
             driver_running: AtomicBool::new(true),
             connections: AtomicUsize::new(0),
+            lease_nanos: AtomicU64::new(NO_LEASE),
+            epoch,
         }
+    }
+
+    /// The lease deadline last published by the driver.
+    pub(crate) fn lease_deadline(&self) -> Option<std::time::Instant> {
+        match self.lease_nanos.load(Ordering::Acquire) {
+            NO_LEASE => None,
+            nanos => self.epoch.checked_add(Duration::from_nanos(nanos)),
+        }
+    }
+
+    fn publish_lease(&self, deadline: Option<std::time::Instant>) {
+        let nanos = deadline.map_or(NO_LEASE, |d| {
+            let since = d.saturating_duration_since(self.epoch).as_nanos();
+            u64::try_from(since)
+                .unwrap_or(NO_LEASE - 1)
+                .min(NO_LEASE - 1)
+        });
+        self.lease_nanos.store(nanos, Ordering::Release);
     }
 }
 
@@ -125,6 +154,8 @@ pub(crate) struct Driver<C: Connect> {
     reader: Option<ReadHalf<C::Stream>>,
     writer: Option<WriteHalf<C::Stream>>,
     out: Bytes,
+    /// Bytes were written since the last completed flush.
+    unflushed: bool,
     connecting: Option<ConnectFuture<C::Stream>>,
     handshaking: bool,
     current_host: Option<HostPort>,
@@ -153,6 +184,7 @@ impl<C: Connect> Driver<C> {
             reader: None,
             writer: None,
             out: Bytes::new(),
+            unflushed: false,
             connecting: None,
             handshaking: false,
             current_host: None,
@@ -185,18 +217,21 @@ impl<C: Connect> Driver<C> {
             Ordering::Relaxed,
         );
         s.waiting.store(self.replies.len(), Ordering::Relaxed);
+        s.publish_lease(self.session.lease_deadline());
     }
 
     async fn step(&mut self) {
         let deadline = self.session.poll_timeout().map(Instant::from_std);
         let reading = self.reader.is_some();
-        let writing = self.writer.is_some() && !self.out.is_empty();
+        let writing = self.writer.is_some() && (!self.out.is_empty() || self.unflushed);
         tokio::select! {
             cmd = self.commands.recv(), if !self.commands_closed => self.on_command(cmd),
             read = read_some(self.reader.as_mut(), self.session.recv_buffer()), if reading => {
                 self.on_read(read);
             }
-            written = write_some(self.writer.as_mut(), &self.out), if writing => self.on_write(written),
+            written = write_and_flush(self.writer.as_mut(), &mut self.out, &mut self.unflushed), if writing => {
+                self.on_write(written);
+            }
             stream = poll_connect(self.connecting.as_mut()), if self.connecting.is_some() => {
                 self.on_connect_result(stream);
             }
@@ -290,7 +325,14 @@ impl<C: Connect> Driver<C> {
     fn on_read(&mut self, read: io::Result<usize>) {
         let now = now();
         match read {
-            Ok(n) if n > 0 => self.session.handle_received(now),
+            Ok(n) if n > 0 => {
+                if self.handshaking {
+                    // The ConnectResponse may be in: requests whose callers left while we
+                    // waited for it must not be written with the others.
+                    self.prune_cancelled();
+                }
+                self.session.handle_received(now);
+            }
             Ok(_) | Err(_) => {
                 tracing::debug!(?read, "connection closed by the server or failed");
                 self.close_transport();
@@ -299,17 +341,15 @@ impl<C: Connect> Driver<C> {
         }
     }
 
-    fn on_write(&mut self, written: io::Result<usize>) {
+    fn on_write(&mut self, written: io::Result<()>) {
         match written {
-            Ok(n) if n > 0 => {
-                self.out.advance(n);
-                if self.out.is_empty() {
-                    // Drop our handle on the session's send buffer, so that it can reuse the
-                    // allocation for the next frames instead of growing a new one.
-                    self.out = Bytes::new();
-                }
+            Ok(()) => {
+                // Everything is written and flushed. Drop our handle on the session's send
+                // buffer, so that it can reuse the allocation for the next frames instead of
+                // growing a new one.
+                self.out = Bytes::new();
             }
-            Ok(_) | Err(_) => {
+            Err(_) => {
                 tracing::debug!(?written, "write failed");
                 self.close_transport();
                 self.session.handle_disconnected(now());
@@ -397,6 +437,7 @@ impl<C: Connect> Driver<C> {
         self.reader = None;
         self.writer = None;
         self.out = Bytes::new();
+        self.unflushed = false;
     }
 
     /// Routes the session's events.
@@ -563,18 +604,31 @@ async fn read_some<R: tokio::io::AsyncRead + Unpin>(
     }
 }
 
-async fn write_some<W: tokio::io::AsyncWrite + Unpin>(
+/// Writes all of `out`, then flushes.
+///
+/// Cancel safe, which `select!` needs: `out` is advanced in the same poll in which a write
+/// completes, so a future dropped afterwards (say, while its flush pends, as a TLS stream's
+/// may) never leaves written bytes in `out` to be sent twice; `unflushed` remembers that a
+/// flush is still owed.
+async fn write_and_flush<W: tokio::io::AsyncWrite + Unpin>(
     writer: Option<&mut W>,
-    out: &[u8],
-) -> io::Result<usize> {
-    match writer {
-        Some(w) => {
-            let n = w.write(out).await?;
-            w.flush().await?;
-            Ok(n)
+    out: &mut Bytes,
+    unflushed: &mut bool,
+) -> io::Result<()> {
+    let Some(w) = writer else {
+        return std::future::pending().await;
+    };
+    while !out.is_empty() {
+        let n = w.write(out).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
         }
-        None => std::future::pending().await,
+        out.advance(n);
+        *unflushed = true;
     }
+    w.flush().await?;
+    *unflushed = false;
+    Ok(())
 }
 
 async fn poll_connect<S>(connecting: Option<&mut ConnectFuture<S>>) -> io::Result<S> {

@@ -185,6 +185,20 @@ impl Session {
         self.negotiated
     }
 
+    /// The earliest instant the server may expire this session: the send instant of the newest
+    /// request a read/write server has answered (pings and the handshake included), plus the
+    /// negotiated session timeout. Notifications never move it (the server sends them without
+    /// hearing from us), and a late reply moves it only to its own request's send instant.
+    ///
+    /// `None` before the first handshake with a read/write server, and once the session has
+    /// ended. It stays put while disconnected: the server's clock runs on.
+    pub fn lease_deadline(&self) -> Option<Instant> {
+        if self.state.is_terminal() {
+            return None;
+        }
+        self.timers.lease_deadline(self.negotiated?)
+    }
+
     /// The highest zxid seen in a normal reply.
     pub fn last_zxid(&self) -> i64 {
         self.last_zxid
@@ -255,10 +269,13 @@ impl Session {
         let timer = match self.conn {
             Conn::Idle if self.state.is_terminal() => None,
             Conn::Idle => self.timers.expiry_at(self.negotiated, self.session_id),
-            Conn::AwaitingConnectResponse => {
-                Some(self.timers.connect_deadline(self.connect_timeout()))
+            Conn::AwaitingConnectResponse => self.timers.connect_deadline(self.connect_timeout()),
+            Conn::Open => {
+                let timeout = self.negotiated_or_requested();
+                let read = self.timers.read_deadline(timeout, self.oldest_unanswered());
+                let ping = self.timers.ping_at(timeout);
+                read.into_iter().chain(ping).min()
             }
-            Conn::Open => Some(self.timers.open_deadline(self.negotiated_or_requested())),
         };
         deadlines.chain(in_flight).chain(auths).chain(timer).min()
     }
@@ -343,7 +360,7 @@ impl Session {
     /// A transport is up: writes the handshake (ConnectRequest, auth replays, SetWatches).
     ///
     /// User requests are held until the ConnectResponse arrives, so that an "expired" reply
-    /// can never be lost behind them (protocol.md §2.3).
+    /// can never be lost behind them.
     pub fn handle_connected(&mut self, now: Instant) {
         if !self.wants_connection() {
             return;
@@ -354,12 +371,13 @@ impl Session {
         self.timers.on_connect(now);
         self.write_connect_request();
         for body in self.auths.clone() {
-            self.write_frame(now, AUTH_XID, OpCode::Auth, &body);
+            self.write_frame(AUTH_XID, OpCode::Auth, &body);
             let replay = PendingAuth {
                 id: None,
                 deadline: None,
                 body,
                 replay: false,
+                sent: now,
             };
             self.pending_auth.push_back(replay);
         }
@@ -369,11 +387,12 @@ impl Session {
                 SetWatchesBatch::V1(w) => (OpCode::SetWatches, w.to_bytes()),
                 SetWatchesBatch::V2(w) => (OpCode::SetWatches2, w.to_bytes()),
             };
-            self.write_frame(now, xid, op, &body);
+            self.write_frame(xid, op, &body);
             self.pending.push_back(Pending {
                 xid,
                 op,
                 target: Target::SetWatches,
+                sent: now,
             });
         }
     }
@@ -395,10 +414,10 @@ impl Session {
             let frame = match self.decoder.next_frame() {
                 Ok(Some(frame)) => frame,
                 Ok(None) => return,
-                Err(e) => return self.drop_connection(now, DropReason::Protocol(e.into())),
+                Err(e) => return self.drop_connection(DropReason::Protocol(e.into())),
             };
             if let Err(e) = self.handle_frame(now, frame) {
-                return self.drop_connection(now, DropReason::Protocol(e));
+                return self.drop_connection(DropReason::Protocol(e));
             }
             if self.conn == Conn::Idle {
                 return;
@@ -407,8 +426,8 @@ impl Session {
     }
 
     /// The transport closed or failed.
-    pub fn handle_disconnected(&mut self, now: Instant) {
-        self.lose_connection(now);
+    pub fn handle_disconnected(&mut self, _now: Instant) {
+        self.lose_connection();
     }
 
     /// Fires due timers: request deadlines, connect and read timeouts, pings, expiry.
@@ -426,8 +445,9 @@ impl Session {
                 }
             }
             Conn::AwaitingConnectResponse => {
-                if self.timers.connect_deadline(self.connect_timeout()) <= now {
-                    self.drop_connection(now, DropReason::ConnectTimeout);
+                let deadline = self.timers.connect_deadline(self.connect_timeout());
+                if deadline.is_some_and(|d| d <= now) {
+                    self.drop_connection(DropReason::ConnectTimeout);
                 }
             }
             Conn::Open => self.handle_open_timers(now),
@@ -465,6 +485,9 @@ impl Session {
         self.conn = Conn::Open;
         let read_only = response.read_only == Some(true);
         self.seen_rw |= !read_only;
+        if !read_only {
+            self.timers.on_handshake();
+        }
         self.set_state(if read_only {
             SessionState::ConnectedReadOnly
         } else {
@@ -482,7 +505,7 @@ impl Session {
         // Servers only ever send SyncConnected here; the other states are client-local. Any
         // other state comes from a broken or hostile server: ignore the notification, as one
         // of an unknown type, rather than hand watchers a state that ends them (a persistent
-        // watch's stream ends on a non-SyncConnected event; reference §4.1).
+        // watch's stream ends on a non-SyncConnected event).
         if event.state != KeeperState::SyncConnected {
             return Ok(());
         }
@@ -550,6 +573,11 @@ impl Session {
         if header.zxid > 0 && pending.op != OpCode::Ping {
             self.last_zxid = self.last_zxid.max(header.zxid);
         }
+        // Answered in order: the server read this request, and touched the session, no
+        // sooner than we sent it. A read-only server's session tracker is not the quorum's.
+        if self.state != SessionState::ConnectedReadOnly {
+            self.timers.acknowledge(pending.sent);
+        }
         match pending.target {
             Target::Ping => self.timers.on_ping_reply(),
             Target::SetWatches => {}
@@ -615,19 +643,20 @@ impl Session {
                 continue;
             }
             if request.op == OpCode::Auth {
-                self.write_frame(now, AUTH_XID, OpCode::Auth, &request.body);
+                self.write_frame(AUTH_XID, OpCode::Auth, &request.body);
                 let deadline = request.deadline;
                 let auth = PendingAuth {
                     id: Some(id),
                     deadline,
                     body: request.body,
                     replay: true,
+                    sent: now,
                 };
                 self.pending_auth.push_back(auth);
                 continue;
             }
             let xid = self.xids.next();
-            self.write_frame(now, xid, request.op, &request.body);
+            self.write_frame(xid, request.op, &request.body);
             let target = Target::User {
                 id,
                 effect: request.effect,
@@ -638,6 +667,7 @@ impl Session {
                 xid,
                 op: request.op,
                 target,
+                sent: now,
             });
         }
     }
@@ -661,28 +691,29 @@ impl Session {
         encode_frame(&mut self.transmit, |buf| request.encode(buf));
     }
 
-    fn write_frame(&mut self, now: Instant, xid: i32, op: OpCode, body: &[u8]) {
+    fn write_frame(&mut self, xid: i32, op: OpCode, body: &[u8]) {
         // One reservation per frame (length, header, body), not one per put.
         self.transmit.reserve(12 + body.len());
         encode_frame(&mut self.transmit, |buf| {
             RequestHeader { xid, op }.encode(buf);
             buf.put_slice(body);
         });
-        self.timers.on_send(now);
     }
 
     fn handle_open_timers(&mut self, now: Instant) {
         let timeout = self.negotiated_or_requested();
-        if self.timers.read_deadline(timeout) <= now {
-            self.drop_connection(now, DropReason::ReadTimeout);
-        } else if self.timers.ping_due(timeout, now) {
-            self.write_frame(now, PING_XID, OpCode::Ping, &[]);
+        let read_deadline = self.timers.read_deadline(timeout, self.oldest_unanswered());
+        if read_deadline.is_some_and(|d| d <= now) {
+            self.drop_connection(DropReason::ReadTimeout);
+        } else if self.timers.ping_at(timeout).is_some_and(|d| d <= now) {
+            self.write_frame(PING_XID, OpCode::Ping, &[]);
             self.pending.push_back(Pending {
                 xid: PING_XID,
                 op: OpCode::Ping,
                 target: Target::Ping,
+                sent: now,
             });
-            self.timers.on_ping_sent(now);
+            self.timers.on_ping_sent();
         }
     }
 
@@ -711,6 +742,13 @@ impl Session {
     fn next_request_id(&mut self) -> RequestId {
         self.next_id += 1;
         RequestId(self.next_id)
+    }
+
+    /// The send instant of the oldest request still awaiting its answer.
+    fn oldest_unanswered(&self) -> Option<Instant> {
+        let pipeline = self.pending.front().map(|p| p.sent);
+        let auth = self.pending_auth.front().map(|p| p.sent);
+        pipeline.into_iter().chain(auth).min()
     }
 
     fn negotiated_or_requested(&self) -> Duration {
@@ -743,18 +781,18 @@ impl Session {
     }
 
     /// Drops the current connection on the session's own initiative.
-    fn drop_connection(&mut self, now: Instant, reason: DropReason) {
+    fn drop_connection(&mut self, reason: DropReason) {
         self.conn_to_idle(Some(reason));
-        self.after_connection_lost(now);
+        self.after_connection_lost();
     }
 
     /// The transport went away under us.
-    fn lose_connection(&mut self, now: Instant) {
+    fn lose_connection(&mut self) {
         if self.conn == Conn::Idle {
             return;
         }
         self.conn_to_idle(None);
-        self.after_connection_lost(now);
+        self.after_connection_lost();
     }
 
     fn conn_to_idle(&mut self, reason: Option<DropReason>) {
@@ -770,7 +808,7 @@ impl Session {
         }
     }
 
-    fn after_connection_lost(&mut self, now: Instant) {
+    fn after_connection_lost(&mut self) {
         if self.closing.is_some() {
             // The server closes the socket right after confirming closeSession; either way
             // the session is over for us.
@@ -789,7 +827,7 @@ impl Session {
         if self.state.is_connected() {
             self.set_state(SessionState::Disconnected);
         }
-        self.timers.on_disconnect(now);
+        self.timers.on_disconnect();
     }
 
     fn fail_in_flight(&mut self, err: &Error) {

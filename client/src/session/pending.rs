@@ -21,6 +21,8 @@ pub(crate) struct Pending {
     pub(crate) xid: i32,
     pub(crate) op: OpCode,
     pub(crate) target: Target,
+    /// When it was written: its reply proves the server heard us no sooner than this.
+    pub(crate) sent: Instant,
 }
 
 /// Who is waiting for a reply.
@@ -105,6 +107,8 @@ pub(crate) struct PendingAuth {
     pub(crate) body: Bytes,
     /// Whether to remember the credential for replay when the server accepts it.
     pub(crate) replay: bool,
+    /// When it was written (for the read timeout; an auth reply never renews the lease).
+    pub(crate) sent: Instant,
 }
 
 impl PendingAuth {

@@ -1870,3 +1870,229 @@ fn every_request_is_answered_exactly_once() {
     }
     assert!(!seen.contains_key("other error"), "{seen:?}");
 }
+
+// ===== lease: trust measured from what the server acknowledged =====
+
+/// The handshake acknowledges the ConnectRequest: the lease runs T from when it was sent.
+#[test]
+fn the_handshake_starts_the_lease_at_the_connect_request() {
+    let mut h = Harness::new();
+    assert_eq!(
+        h.session.lease_deadline(),
+        None,
+        "no lease before a handshake"
+    );
+    h.advance(secs(1));
+    h.open();
+    h.advance(ms(300));
+    h.accept(&welcome(30_000));
+    assert_eq!(h.session.lease_deadline(), Some(h.at(secs(31))));
+}
+
+/// Notifications arrive without the server hearing from us: any number of them, for as long
+/// as they flow, never move the lease.
+#[test]
+fn notifications_never_extend_the_lease() {
+    let mut h = Harness::new();
+    h.connect();
+    let id = h.submit(add_watch("/n", AddWatchMode::Persistent, WatcherId(1)));
+    let [(header, _)] = h.sent_frames().try_into().expect("one addWatch");
+    h.advance(secs(1));
+    h.reply(header.xid, 5, ErrorCode::Ok, &[0; 4]);
+    assert_eq!(replies(&h.drain_events()), [(id, ok_reply(5, &[0; 4]))]);
+    // Answered at 1 s, but sent at 0 s: the lease runs from the send.
+    assert_eq!(h.session.lease_deadline(), Some(h.at(secs(30))));
+    for _ in 0..50 {
+        h.jump(ms(100));
+        h.notify(EventType::NodeDataChanged, "/n");
+    }
+    assert_eq!(watch_events(&h.drain_events()).len(), 50);
+    assert_eq!(h.session.lease_deadline(), Some(h.at(secs(30))));
+}
+
+/// A late reply extends the lease only to its own request's send instant, not to when it
+/// arrived; replies to older requests never move it backwards.
+#[test]
+fn a_reply_extends_the_lease_to_its_own_send_instant() {
+    let mut h = Harness::new();
+    h.connect();
+    h.advance(secs(2));
+    h.submit(get_data("/a", None));
+    h.advance(secs(3));
+    h.submit(get_data("/b", None));
+    let sent = h.sent_frames();
+    assert_eq!(headers(&sent), [(1, OpCode::GetData), (2, OpCode::GetData)]);
+    h.advance(secs(2)); // 7 s
+    h.reply(1, 1, ErrorCode::Ok, &data_body(b""));
+    assert_eq!(
+        h.session.lease_deadline(),
+        Some(h.at(secs(32))),
+        "sent at 2 s, answered at 7 s"
+    );
+    h.reply(2, 2, ErrorCode::NoNode, &[]);
+    assert_eq!(
+        h.session.lease_deadline(),
+        Some(h.at(secs(35))),
+        "an error reply is an answer too"
+    );
+}
+
+/// Auth replies are sent inline, outside the session tracker's request path: they never
+/// renew the lease.
+#[test]
+fn auth_replies_do_not_extend_the_lease() {
+    let mut h = Harness::new();
+    h.connect();
+    h.advance(secs(5));
+    h.submit(auth("alice:pw"));
+    let [(header, _)] = h.sent_frames().try_into().expect("one auth frame");
+    assert_eq!(header.xid, AUTH_XID);
+    h.reply(AUTH_XID, 0, ErrorCode::Ok, &[]);
+    assert_eq!(replies(&h.drain_events()).len(), 1);
+    assert_eq!(h.session.lease_deadline(), Some(h.at(secs(30))));
+}
+
+/// With only notifications flowing (nothing else sent), pings still go out every ping
+/// interval (9 s ≤ T/3 for T = 30 s) after the last acknowledgement, and each answered
+/// ping renews the lease to its send instant.
+#[test]
+fn pings_renew_the_lease_every_interval_while_notifications_flow() {
+    let mut h = Harness::new();
+    h.connect();
+    let mut pings = Vec::new();
+    for step in 1..=600u32 {
+        // A notification every 100 ms, for 60 s.
+        h.advance(ms(100));
+        h.notify(EventType::NodeDataChanged, "/nobody-watches");
+        for (header, _) in h.sent_frames() {
+            assert_eq!(header.xid, PING_XID, "only pings are sent");
+            pings.push(h.now);
+            // Answered 50 ms later (the next step's notifications are still in flight).
+            h.jump(ms(50));
+            h.reply(PING_XID, 0, ErrorCode::Ok, &[]);
+            h.jump(ms(0));
+        }
+        let lease = h.session.lease_deadline().expect("a lease");
+        let age = secs(30).saturating_sub(lease.saturating_duration_since(h.now));
+        assert!(
+            age <= secs(10) + ms(200),
+            "lease renewed at least every T/3 (step {step}, age {age:?})"
+        );
+    }
+    assert!(drops(&h.drain_events()).is_empty(), "never disconnected");
+    assert!(pings.len() >= 6, "{} pings in 60 s", pings.len());
+    for pair in pings.windows(2) {
+        assert!(pair[1] - pair[0] <= secs(10), "{:?}", pair[1] - pair[0]);
+    }
+}
+
+/// A ping left unanswered for the read timeout drops the connection even though
+/// notifications keep arriving (one-way loss: the server no longer hears us, but its
+/// notifications still reach us).
+#[test]
+fn an_unanswered_ping_drops_the_connection_while_notifications_flow() {
+    let mut h = Harness::new();
+    h.connect();
+    let mut dropped_at = None;
+    for _ in 0..400 {
+        h.advance(ms(100));
+        if h.session.wants_connection() {
+            dropped_at = Some(h.now);
+            break;
+        }
+        h.notify(EventType::NodeDataChanged, "/n");
+    }
+    // The ping went out at 9 s; unanswered at 9 s + 20 s.
+    assert_eq!(dropped_at, Some(h.at(secs(29))));
+    let events = h.drain_events();
+    assert_eq!(drops(&events), [DropReason::ReadTimeout]);
+    assert_eq!(states(&events), [SessionState::Disconnected]);
+    // Dropped before the lease ran out (30 s): the next server can still save the session.
+    assert!(h.session.lease_deadline() > Some(h.now));
+}
+
+/// The same for a request: unanswered for the read timeout drops the connection, however
+/// recently the last byte arrived.
+#[test]
+fn an_unanswered_request_drops_the_connection_while_notifications_flow() {
+    let mut h = Harness::new();
+    h.connect();
+    h.advance(secs(1));
+    let get = h.submit(get_data("/slow", None));
+    assert_eq!(h.sent_frames().len(), 1);
+    for _ in 0..19 {
+        h.advance(secs(1));
+        h.notify(EventType::NodeDataChanged, "/n");
+    }
+    h.advance(ms(999)); // 20.999 s: 19.999 s after the request was sent
+    assert!(drops(&h.drain_events()).is_empty());
+    h.advance(ms(1));
+    let events = h.drain_events();
+    assert_eq!(drops(&events), [DropReason::ReadTimeout]);
+    assert_eq!(replies(&events), [(get, Err(Error::ConnectionLoss))]);
+}
+
+/// The lease is kept across a disconnection (the server's clock runs on), renewed by the
+/// next handshake, and gone once the session has ended.
+#[test]
+fn the_lease_survives_a_reconnect_and_ends_with_the_session() {
+    let mut h = Harness::new();
+    h.connect();
+    h.advance(secs(3));
+    h.disconnect();
+    assert_eq!(h.session.lease_deadline(), Some(h.at(secs(30))));
+    h.advance(secs(2));
+    h.open();
+    h.accept(&welcome(30_000));
+    assert_eq!(h.session.lease_deadline(), Some(h.at(secs(35))));
+    h.disconnect();
+    h.open();
+    h.accept(&expired_response());
+    assert_eq!(h.session.state(), SessionState::Expired);
+    assert_eq!(h.session.lease_deadline(), None);
+}
+
+/// A read-only server's answers are not the quorum's: they never renew the lease.
+#[test]
+fn a_read_only_server_never_renews_the_lease() {
+    let mut h = Harness::with_config(SessionConfig {
+        read_only: true,
+        ..config(secs(30))
+    });
+    h.connect();
+    assert_eq!(h.session.lease_deadline(), Some(h.at(secs(30))));
+    h.advance(secs(1));
+    h.disconnect();
+    h.advance(secs(1));
+    h.open();
+    let mut read_only = welcome(30_000);
+    read_only.read_only = Some(true);
+    h.accept(&read_only);
+    assert_eq!(h.session.state(), SessionState::ConnectedReadOnly);
+    h.submit(get_data("/r", None));
+    let [(header, _)] = h.sent_frames().try_into().expect("one getData");
+    h.reply(header.xid, 3, ErrorCode::Ok, &data_body(b""));
+    assert_eq!(h.session.lease_deadline(), Some(h.at(secs(30))));
+}
+
+/// A notification for a path no local watcher knows (a watch we removed locally, or a
+/// server's spurious event) is ignored: the connection stays up.
+#[test]
+fn a_notification_nobody_watches_is_ignored() {
+    let mut h = Harness::new();
+    h.connect();
+    for event_type in [
+        EventType::NodeCreated,
+        EventType::NodeDeleted,
+        EventType::NodeDataChanged,
+        EventType::NodeChildrenChanged,
+        EventType::None,
+    ] {
+        h.notify(event_type, "/nobody/watches/this");
+    }
+    h.deliver(&notification_frame(EventType::NodeDeleted, "", 7));
+    h.deliver(&notification_frame(EventType::NodeDeleted, "no-slash", 7));
+    let events = h.drain_events();
+    assert!(events.is_empty(), "{events:?}");
+    assert_eq!(h.session.state(), SessionState::Connected);
+}

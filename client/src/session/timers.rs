@@ -1,15 +1,26 @@
-//! The session's timers, with the Java client's ratios (protocol.md §7.2).
+//! The session's timers and its lease (docs/lease.md explains both).
 //!
 //! With T the negotiated session timeout (the requested one before the first handshake):
-//! - **read timeout** = 2/3 T: nothing received for that long drops the connection;
+//! - **lease**: the server expires the session no sooner than T after it last received a
+//!   request from us, and it received each request no sooner than we sent it. So the send
+//!   instant of the newest request the server has *answered* (the acknowledged instant), plus
+//!   T, is a lower bound on the server's expiry: the lease deadline. Notifications, auth
+//!   replies and answers from a read-only server never move it: the first arrive without the
+//!   server hearing from us, the others are not handled by the quorum's session tracker;
 //! - **ping interval** = half the read timeout, less 1 s when that leaves over 1 s, at most
-//!   10 s, measured from the last send (any request postpones the ping); one ping at a time,
-//!   since ping replies all carry xid -2;
+//!   10 s (the Java client's ratio, always ≤ T/3), measured from the acknowledged instant:
+//!   a busy session whose requests are answered sends no pings, and one whose traffic is only
+//!   notifications (or requests left unanswered) still renews its lease every interval. One
+//!   ping at a time, since ping replies all carry xid -2;
+//! - **read timeout** = 2/3 T: the connection is dropped when nothing has been received for
+//!   that long, *or* when the oldest request in flight (a ping included) has waited that long
+//!   for its answer, even while notifications keep arriving. The client then moves to another
+//!   server while the session can still be saved;
 //! - **connect timeout** = T / number of hosts (or as configured): the whole attempt, from
 //!   TCP connect to ConnectResponse;
 //! - **local expiry** = 4/3 T without receiving anything, while disconnected: the server has
-//!   expired the session by then, so we report `Expired` instead of retrying forever
-//!   (ZOOKEEPER-4508; the Java client 3.9.3+ uses the same ratio).
+//!   expired the session by then, so we report `Expired` instead of retrying forever (the
+//!   Java client 3.9.3+ uses the same ratio).
 
 use std::time::{Duration, Instant};
 
@@ -19,25 +30,27 @@ const MAX_PING_INTERVAL: Duration = Duration::from_secs(10);
 
 #[derive(Debug)]
 pub(crate) struct Timers {
-    last_send: Instant,
     last_recv: Instant,
     connect_started: Instant,
+    /// The send instant of the newest request the quorum has answered; `None` before the
+    /// first handshake.
+    acknowledged: Option<Instant>,
     ping_outstanding: bool,
 }
 
 impl Timers {
     pub(crate) fn new(now: Instant) -> Self {
         Self {
-            last_send: now,
             last_recv: now,
             connect_started: now,
+            acknowledged: None,
             ping_outstanding: false,
         }
     }
 
+    /// A transport is up and the ConnectRequest written at `now`.
     pub(crate) fn on_connect(&mut self, now: Instant) {
         self.connect_started = now;
-        self.last_send = now;
         self.ping_outstanding = false;
     }
 
@@ -45,21 +58,32 @@ impl Timers {
         self.last_recv = now;
     }
 
-    pub(crate) fn on_send(&mut self, now: Instant) {
-        self.last_send = now;
+    /// The ConnectResponse of a read/write server: the server touched the session when it
+    /// read our ConnectRequest.
+    pub(crate) fn on_handshake(&mut self) {
+        self.acknowledge(self.connect_started);
     }
 
-    pub(crate) fn on_disconnect(&mut self, _now: Instant) {
+    /// The quorum answered a request we sent at `sent`.
+    pub(crate) fn acknowledge(&mut self, sent: Instant) {
+        self.acknowledged = Some(self.acknowledged.map_or(sent, |a| a.max(sent)));
+    }
+
+    pub(crate) fn on_disconnect(&mut self) {
         self.ping_outstanding = false;
     }
 
-    pub(crate) fn on_ping_sent(&mut self, now: Instant) {
+    pub(crate) fn on_ping_sent(&mut self) {
         self.ping_outstanding = true;
-        self.last_send = now;
     }
 
     pub(crate) fn on_ping_reply(&mut self) {
         self.ping_outstanding = false;
+    }
+
+    /// The lease deadline: the acknowledged instant plus `timeout`.
+    pub(crate) fn lease_deadline(&self, timeout: Duration) -> Option<Instant> {
+        self.acknowledged.and_then(|a| a.checked_add(timeout))
     }
 
     pub(crate) fn connect_timeout(
@@ -72,26 +96,28 @@ impl Timers {
         config.connect_timeout.unwrap_or(timeout / hosts)
     }
 
-    pub(crate) fn connect_deadline(&self, connect_timeout: Duration) -> Instant {
-        self.connect_started + connect_timeout
+    pub(crate) fn connect_deadline(&self, connect_timeout: Duration) -> Option<Instant> {
+        self.connect_started.checked_add(connect_timeout)
     }
 
-    pub(crate) fn read_deadline(&self, timeout: Duration) -> Instant {
-        self.last_recv + read_timeout(timeout)
+    /// When the connection counts as dead: `timeout`'s read timeout after the last byte
+    /// received, or after the send instant of the oldest request still unanswered.
+    pub(crate) fn read_deadline(
+        &self,
+        timeout: Duration,
+        oldest_unanswered: Option<Instant>,
+    ) -> Option<Instant> {
+        let since = oldest_unanswered.map_or(self.last_recv, |s| s.min(self.last_recv));
+        since.checked_add(read_timeout(timeout))
     }
 
-    pub(crate) fn ping_due(&self, timeout: Duration, now: Instant) -> bool {
-        !self.ping_outstanding && self.last_send + ping_interval(timeout) <= now
-    }
-
-    /// The next timer while connected: the read timeout, or the next ping.
-    pub(crate) fn open_deadline(&self, timeout: Duration) -> Instant {
-        let read = self.read_deadline(timeout);
+    /// When the next ping is due, if none is outstanding.
+    pub(crate) fn ping_at(&self, timeout: Duration) -> Option<Instant> {
         if self.ping_outstanding {
-            read
-        } else {
-            read.min(self.last_send + ping_interval(timeout))
+            return None;
         }
+        let base = self.acknowledged.unwrap_or(self.connect_started);
+        base.checked_add(ping_interval(timeout))
     }
 
     /// When a disconnected session is to be reported expired.
@@ -103,12 +129,12 @@ impl Timers {
         if session_id == 0 {
             return None;
         }
-        negotiated.map(|t| self.last_recv + t * 4 / 3)
+        negotiated.and_then(|t| self.last_recv.checked_add(t.saturating_mul(4) / 3))
     }
 }
 
 pub(crate) fn read_timeout(timeout: Duration) -> Duration {
-    timeout * 2 / 3
+    timeout.saturating_mul(2) / 3
 }
 
 pub(crate) fn ping_interval(timeout: Duration) -> Duration {
@@ -135,5 +161,23 @@ mod tests {
             ping_interval(Duration::from_secs(3)),
             Duration::from_secs(1)
         );
+    }
+
+    #[test]
+    fn the_ping_interval_never_exceeds_a_third_of_the_timeout() {
+        for ms in (1..=120_000).step_by(7) {
+            let t = Duration::from_millis(ms);
+            assert!(ping_interval(t) <= t / 3, "T = {t:?}");
+        }
+    }
+
+    #[test]
+    fn huge_timeouts_do_not_overflow() {
+        let timers = Timers::new(Instant::now());
+        assert_eq!(timers.connect_deadline(Duration::MAX), None);
+        assert!(read_timeout(Duration::MAX) > Duration::ZERO);
+        let _ = timers.read_deadline(Duration::MAX, None);
+        let _ = timers.ping_at(Duration::MAX);
+        let _ = timers.expiry_at(Some(Duration::MAX), 1);
     }
 }
