@@ -1,30 +1,46 @@
-//! Running a command under a lock: spawning it, forwarding signals, terminating it.
+//! Running a command under a lock: spawning it, forwarding signals, stopping it.
 //!
-//! Signals are sent with the `kill` built into `sh` (no `unsafe`, no libc), to the command's
-//! process group when it has its own (the default), so that a lost lock stops the whole tree.
+//! Signals go straight to the command's process group (`kill(-pgid, sig)` through rustix)
+//! when it has its own (the default), so that stopping the command stops its whole tree; to
+//! the command alone otherwise.
+//!
+//! Nothing here blocks the runtime thread, which also drives the session's pings: tokio
+//! reaps the command, a group is probed with one `kill(-pgid, 0)`, and the `/proc` look for
+//! zombies, needed only while that probe still finds a member, runs on the blocking pool.
 
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
+use rustix::io::Errno;
+use rustix::process::{kill_process, kill_process_group, test_kill_process_group, Pid, Signal};
 use tokio::process::{Child, Command};
+use tokio::time::Instant;
 
 use crate::fail::{Failure, CANNOT_EXEC, NOT_FOUND};
+
+/// How often a stopping command's process group is probed for members still running.
+const GROUP_PROBE_INTERVAL: Duration = Duration::from_millis(100);
+/// How long zkw waits, after SIGKILL, for the command to be reaped.
+const REAP_LIMIT: Duration = Duration::from_secs(1);
 
 /// A running command.
 #[derive(Debug)]
 pub(crate) struct Running {
     child: Child,
-    pid: u32,
+    pid: Pid,
     /// Whether it leads its own process group (signals go to the whole group).
     own_group: bool,
+    /// Whether the group was seen empty: its id may be reused from then on, so no more
+    /// signals go to it.
+    group_gone: bool,
 }
 
-/// How the command was stopped by [`Running::terminate`].
+/// How the command was stopped by [`Running::stop`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Stopped {
-    /// It exited within the grace period after SIGTERM (or had already exited).
+    /// It exited before the SIGKILL deadline (or had already exited).
     Terminated(ExitStatus),
     /// It had to be killed with SIGKILL.
     Killed,
@@ -53,16 +69,21 @@ impl Running {
             command.process_group(0);
         }
         let child = command.spawn().map_err(|e| spawn_failure(program, &e))?;
-        let pid = child.id().ok_or_else(|| {
-            Failure::new(
-                CANNOT_EXEC,
-                format!("{program}: exited before it could be watched"),
-            )
-        })?;
+        let pid = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .and_then(Pid::from_raw)
+            .ok_or_else(|| {
+                Failure::new(
+                    CANNOT_EXEC,
+                    format!("{program}: exited before it could be watched"),
+                )
+            })?;
         Ok(Self {
             child,
             pid,
             own_group: !foreground,
+            group_gone: false,
         })
     }
 
@@ -77,69 +98,84 @@ impl Running {
         self.child.wait().await
     }
 
-    /// Sends `signal` (a name such as `TERM`) to the command (its whole group when it has
-    /// its own). Best effort: the command may be gone already.
-    pub(crate) fn signal(&self, signal: &str) {
-        let target = if self.own_group {
-            format!("-{}", self.pid)
+    /// Sends `signal` to the command (its whole group when it has its own). Best effort:
+    /// the command may be gone already.
+    pub(crate) fn signal(&self, signal: Signal) {
+        let _ = if self.own_group {
+            if self.group_gone {
+                return;
+            }
+            kill_process_group(self.pid, signal)
         } else {
-            self.pid.to_string()
+            // Once reaped (tokio then forgets the id), the pid may belong to another process.
+            if self.child.id().is_none() {
+                return;
+            }
+            kill_process(self.pid, signal)
         };
-        send_signal(signal, &target);
     }
 
-    /// SIGTERM, then SIGKILL if it is still running after `grace`.
-    pub(crate) async fn terminate(&mut self, grace: Duration) -> Stopped {
-        self.signal("TERM");
-        let deadline = tokio::time::Instant::now() + grace;
-        let stopped = match tokio::time::timeout_at(deadline, self.child.wait()).await {
+    /// Stops the command: SIGTERM now, then SIGKILL at `kill_at` if the command, or any
+    /// process of its group, still runs by then.
+    pub(crate) async fn stop(&mut self, kill_at: Instant) -> Stopped {
+        self.signal(Signal::TERM);
+        let stopped = match tokio::time::timeout_at(kill_at, self.child.wait()).await {
             Ok(Ok(status)) => Stopped::Terminated(status),
-            _ => {
-                let _ = self.child.kill().await;
-                Stopped::Killed
-            }
+            _ => Stopped::Killed,
         };
         // The rest of the group (the command's own children) gets the rest of the grace.
-        while self.own_group && self.group_alive() && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        if self.own_group {
-            self.signal("KILL");
+        let all_gone = stopped != Stopped::Killed
+            && tokio::time::timeout_at(kill_at, self.group_stopped())
+                .await
+                .is_ok();
+        if !all_gone {
+            self.signal(Signal::KILL);
+            let _ = tokio::time::timeout(REAP_LIMIT, self.child.wait()).await;
         }
         stopped
     }
 
-    /// Whether any process of the command's group is still running (zombies waiting to be
-    /// reaped do not count).
-    fn group_alive(&self) -> bool {
-        live_in_group(self.pid).unwrap_or_else(|| send_signal("0", &format!("-{}", self.pid)))
+    /// Resolves once no process of the command's group runs (at once without a group of
+    /// its own). Call once the command itself has been reaped.
+    async fn group_stopped(&mut self) {
+        while self.own_group && !self.group_gone {
+            if group_running(self.pid).await {
+                tokio::time::sleep(GROUP_PROBE_INTERVAL).await;
+            } else {
+                self.group_gone = true;
+            }
+        }
+    }
+}
+
+/// Whether a process of group `pgid` still runs. `kill(-pgid, 0)` failing with ESRCH says
+/// the group is empty; when it finds a member, that member may be a zombie nobody reaps (an
+/// orphan handed to an init that does not reap, as in many containers), so `/proc` decides,
+/// read on the blocking pool.
+async fn group_running(pgid: Pid) -> bool {
+    match test_kill_process_group(pgid) {
+        Err(Errno::SRCH) => false,
+        _ => tokio::task::spawn_blocking(move || live_in_group(pgid))
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or(true),
     }
 }
 
 /// Whether `/proc` shows a process of group `pgid` that is not a zombie; `None` without a
 /// readable `/proc`.
-fn live_in_group(pgid: u32) -> Option<bool> {
+fn live_in_group(pgid: Pid) -> Option<bool> {
+    let pgid = pgid.as_raw_pid();
     let entries = std::fs::read_dir("/proc").ok()?;
     Some(entries.filter_map(Result::ok).any(|entry| {
         let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
         // `pid (comm) state ppid pgrp …`; comm may contain anything, so split after the last ')'.
-        let fields: Vec<&str> = stat.rsplit_once(')').map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
         matches!(fields.as_slice(), [state, _, pgrp, ..] if pgrp.parse() == Ok(pgid) && !matches!(*state, "Z" | "X"))
     }))
-}
-
-/// Runs `sh -c 'kill -SIGNAL TARGET'` (TARGET is a pid, or `-pgid` for a group); whether
-/// the signal was delivered.
-fn send_signal(signal: &str, target: &str) -> bool {
-    let script = format!("kill -{signal} {target}");
-    std::process::Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 /// The exit code that reports `status`: the command's own, or 128 + the signal that ended it.

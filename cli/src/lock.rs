@@ -2,19 +2,28 @@
 //!
 //! The command gets `ZKW_FENCING_TOKEN` (the lock node's czxid, strictly increasing across
 //! holders) and `ZKW_LOCK_NODE` (the lock node's path) in its environment. When the command
-//! exits, the lock is released and zkw exits with the command's code. When the lock is lost
-//! while it runs, the command gets SIGTERM, then SIGKILL after `--kill-after`, and zkw exits
-//! with [`LOCK_LOST`].
+//! exits, the lock is released and zkw exits with the command's code.
+//!
+//! The command must be gone before the hold can end. A hold is trusted until the session's
+//! lease deadline (the send instant of the newest request the server answered, plus the
+//! session timeout) less a margin: the server cannot expire the session, and so cannot hand
+//! the lock on, before then. So the command gets SIGTERM `--kill-after` before that instant
+//! and SIGKILL at it, unless the lease is renewed meanwhile (as it is every third of the
+//! session timeout on a healthy session). When the hold is lost for another reason (node
+//! deleted, session ended), the command gets SIGTERM at once and SIGKILL after
+//! `--kill-after`, or at the end of the lease if that comes first. Either way zkw exits with
+//! [`LOCK_LOST`].
 
 use std::future::Future;
 use std::pin::Pin;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use tokio::signal::unix::{signal, Signal, SignalKind};
+use rustix::process::Signal;
+use tokio::signal::unix::{signal, SignalKind};
 use zkwire::Client;
 use zkwire_recipes::{
-    Lease, LockError, LostReason, Mutex, MutexGuard, ReadGuard, RwLock, Semaphore, SemaphoreLimit,
-    WriteGuard,
+    lease_margin, Lease, LockError, LostReason, Mutex, MutexGuard, ReadGuard, RwLock, Semaphore,
+    SemaphoreLimit, WriteGuard,
 };
 
 use crate::args::{check_path, Parsed};
@@ -30,7 +39,8 @@ pub(crate) const FENCING_TOKEN_ENV: &str = "ZKW_FENCING_TOKEN";
 pub(crate) const LOCK_NODE_ENV: &str = "ZKW_LOCK_NODE";
 /// How long zkw tries to delete a lock node after the hold was lost.
 const LOST_RELEASE_LIMIT: Duration = Duration::from_secs(2);
-/// How long a command has between SIGTERM and SIGKILL by default.
+/// How long a command has between SIGTERM and SIGKILL by default, when the session timeout
+/// leaves room for it (see [`longest_kill_after`]).
 pub(crate) const DEFAULT_KILL_AFTER: Duration = Duration::from_secs(5);
 
 /// Which recipe to hold.
@@ -62,7 +72,8 @@ impl Kind {
 struct LockArgs {
     path: String,
     timeout: Option<Duration>,
-    kill_after: Duration,
+    /// `--kill-after`, if given.
+    kill_after: Option<Duration>,
     foreground: bool,
     command: Vec<String>,
 }
@@ -77,7 +88,7 @@ impl LockArgs {
         Ok(Self {
             path,
             timeout: p.duration("timeout")?,
-            kill_after: p.duration("kill-after")?.unwrap_or(DEFAULT_KILL_AFTER),
+            kill_after: p.duration("kill-after")?,
             foreground: p.has("foreground"),
             command: p.command.clone(),
         })
@@ -114,6 +125,9 @@ async fn hold_and_run(
     kind: Kind,
     signals: &mut Signals,
 ) -> Result<u8, Failure> {
+    // Checked against what the server granted, before waiting for the lock.
+    let granted = client.session_timeout().unwrap_or(g.session_timeout);
+    let kill_after = kill_after_for(args.kill_after, granted, g.session_timeout)?;
     let acquire = acquire(client.clone(), args.path.clone(), kind, args.timeout);
     let held = tokio::select! {
         held = acquire => held.map_err(|e| acquire_failure(args, kind, &e))?,
@@ -132,26 +146,78 @@ async fn hold_and_run(
             return Err(failure);
         }
     };
-    supervise(g, args, kind, held, &mut running, signals).await
+    let watch = Watch {
+        client,
+        kind,
+        kill_after,
+    };
+    supervise(g, args, &watch, held, &mut running, signals).await
+}
+
+/// What [`supervise`] needs besides the hold and the command.
+struct Watch<'a> {
+    client: &'a Client,
+    kind: Kind,
+    /// `--kill-after`, checked against the session timeout.
+    kill_after: Duration,
+}
+
+/// Why the command is being stopped.
+#[derive(Debug, Clone, Copy)]
+enum Why {
+    /// The hold was lost.
+    Lost(LostReason),
+    /// The hold stops being trusted within `--kill-after` and the lease was not renewed: no
+    /// request acknowledged for this long (`None`: the session has no lease any more).
+    Expiring(Option<Duration>),
+}
+
+impl Why {
+    fn describe(self, noun: &str) -> String {
+        match self {
+            Self::Lost(reason) => format!("{noun} lost ({reason})"),
+            Self::Expiring(Some(since)) => format!(
+                "{noun} about to expire (no request acknowledged by the server in {} ms)",
+                since.as_millis()
+            ),
+            Self::Expiring(None) => format!("{noun} lost (the session's lease ended)"),
+        }
+    }
 }
 
 /// Waits for the command while watching the hold; releases when the command exits.
 async fn supervise(
     g: &Global,
     args: &LockArgs,
-    kind: Kind,
+    watch: &Watch<'_>,
     held: Held,
     running: &mut Running,
     signals: &mut Signals,
 ) -> Result<u8, Failure> {
+    let kind = watch.kind;
     let lost = held.lost();
     tokio::pin!(lost);
     let status = loop {
+        // SIGTERM is due --kill-after before the hold stops being trusted. Read again at
+        // every wake-up: the lease has usually been renewed meanwhile.
+        let now = Instant::now();
+        let term_at = held
+            .trusted_until()
+            .and_then(|until| until.checked_sub(watch.kill_after))
+            .filter(|&at| at > now);
+        let Some(term_at) = term_at else {
+            let why = match ready_now(&mut lost).await {
+                Some(reason) => Why::Lost(reason),
+                None => Why::Expiring(unacknowledged_for(watch.client)),
+            };
+            return stop_command(g, watch, held, running, why).await;
+        };
         tokio::select! {
             biased;
-            reason = &mut lost => return lost_while_running(g, args, kind, held, running, reason).await,
+            reason = &mut lost => return stop_command(g, watch, held, running, Why::Lost(reason)).await,
             status = running.wait() => break status,
             name = signals.any() => forward(running, name, args.foreground),
+            () = tokio::time::sleep_until(tokio::time::Instant::from_std(term_at)) => {}
         }
     };
     let code = status
@@ -188,16 +254,26 @@ async fn supervise(
     }
 }
 
-/// The hold is gone while the command runs: stop the command, report, exit [`LOCK_LOST`].
-async fn lost_while_running(
+/// The hold is gone, or about to be: stop the command (SIGTERM now, SIGKILL after
+/// `--kill-after` or at the end of the lease, whichever comes first), report, exit
+/// [`LOCK_LOST`].
+async fn stop_command(
     g: &Global,
-    args: &LockArgs,
-    kind: Kind,
+    watch: &Watch<'_>,
     held: Held,
     running: &mut Running,
-    reason: LostReason,
+    why: Why,
 ) -> Result<u8, Failure> {
-    let how = match running.terminate(args.kill_after).await {
+    let now = Instant::now();
+    // Without a lease (the session ended) the lock may be someone else's already.
+    let lease_end = held
+        .trusted_until()
+        .or_else(|| lease_end(watch.client))
+        .unwrap_or(now);
+    let kill_at = now
+        .checked_add(watch.kill_after)
+        .map_or(lease_end, |at| at.min(lease_end));
+    let how = match running.stop(tokio::time::Instant::from_std(kill_at)).await {
         Stopped::Terminated(_) => "terminated the command",
         Stopped::Killed => "killed the command (it outlived SIGTERM)",
     };
@@ -206,8 +282,117 @@ async fn lost_while_running(
     let _ = tokio::time::timeout(g.session_timeout.min(LOST_RELEASE_LIMIT), held.release()).await;
     Err(Failure::new(
         LOCK_LOST,
-        format!("{} lost ({reason}); {how}", kind.noun()),
+        format!("{}; {how}", why.describe(watch.kind.noun())),
     ))
+}
+
+/// `lost` if it has resolved already, without waiting.
+async fn ready_now<F: Future<Output = LostReason> + Unpin>(lost: &mut F) -> Option<LostReason> {
+    tokio::select! {
+        biased;
+        reason = lost => Some(reason),
+        () = std::future::ready(()) => None,
+    }
+}
+
+/// Until when the session's lease may be trusted, whatever the hold: the lease deadline less
+/// the same margin as the holds'; `None` once the session has no lease.
+fn lease_end(client: &Client) -> Option<Instant> {
+    let margin = lease_margin(client.session_timeout()?);
+    client.lease_deadline()?.checked_sub(margin)
+}
+
+/// How long ago the newest request the server answered was sent.
+fn unacknowledged_for(client: &Client) -> Option<Duration> {
+    let acknowledged = client
+        .lease_deadline()?
+        .checked_sub(client.session_timeout()?)?;
+    Some(acknowledged.elapsed())
+}
+
+/// The longest `--kill-after` that fits the negotiated session timeout `t`:
+/// `t / 2 − lease_margin(t)`; `None` when not even zero fits.
+///
+/// This is the one place the rule lives. The command gets SIGTERM `--kill-after` before the
+/// hold stops being trusted, i.e. `t − margin − kill_after` after the newest acknowledged
+/// request. That must never happen on a healthy session, which renews its lease at least
+/// every `t / 3` plus a round trip. With `kill_after + margin ≤ t / 2`, SIGTERM is due no
+/// sooner than `t / 2` after a renewal: a sixth of `t` to spare for the round trip and for
+/// late timers.
+fn longest_kill_after(t: Duration) -> Option<Duration> {
+    (t / 2).checked_sub(lease_margin(t))
+}
+
+/// The `--kill-after` to use: the one given if it fits the negotiated session timeout
+/// `granted` ([`longest_kill_after`]), else a usage failure naming both and the fix; without
+/// one, [`DEFAULT_KILL_AFTER`] or the longest that fits if shorter. `asked` is the session
+/// timeout zkw asked for.
+fn kill_after_for(
+    given: Option<Duration>,
+    granted: Duration,
+    asked: Duration,
+) -> Result<Duration, Failure> {
+    let longest = longest_kill_after(granted);
+    match (given, longest) {
+        (None, Some(longest)) => return Ok(DEFAULT_KILL_AFTER.min(longest)),
+        (Some(k), Some(longest)) if k <= longest => return Ok(k),
+        _ => {}
+    }
+    let timeout = if granted == asked {
+        format!("the session timeout {}", show_duration(granted))
+    } else {
+        format!(
+            "the session timeout {} (the server's limits; {} was asked)",
+            show_duration(granted),
+            show_duration(asked)
+        )
+    };
+    let need = shortest_session_timeout(given.unwrap_or_default());
+    let message = match (given, longest) {
+        (Some(k), Some(longest)) => format!(
+            "--kill-after {} does not fit {timeout}: --kill-after plus a margin of {} must not exceed half the session timeout; use --session-timeout {} or more, or --kill-after {} or less",
+            show_duration(k),
+            show_duration(lease_margin(granted)),
+            show_duration(need),
+            show_duration(round_down(longest)),
+        ),
+        _ => format!(
+            "{timeout} is too short to run a command under a lock; use --session-timeout {} or more",
+            show_duration(need)
+        ),
+    };
+    Err(Failure::usage(message))
+}
+
+/// The shortest session timeout, in whole tenths of a second, that `kill_after` fits.
+fn shortest_session_timeout(kill_after: Duration) -> Duration {
+    let fits = |ms: u64| {
+        longest_kill_after(Duration::from_millis(ms)).is_some_and(|longest| longest >= kill_after)
+    };
+    // The longest kill-after only grows with the session timeout: bisect.
+    let (mut low, mut high) = (0_u64, u64::from(u32::MAX));
+    if !fits(high) {
+        return Duration::from_millis(high);
+    }
+    while high - low > 1 {
+        let mid = low + (high - low) / 2;
+        if fits(mid) {
+            high = mid;
+        } else {
+            low = mid;
+        }
+    }
+    Duration::from_millis(high.div_ceil(100) * 100)
+}
+
+/// `d` rounded down to a tenth of a second (kept when shorter than that).
+fn round_down(d: Duration) -> Duration {
+    let tenths = d.as_millis() / 100;
+    if tenths == 0 {
+        d
+    } else {
+        Duration::from_millis(u64::try_from(tenths * 100).unwrap_or(u64::MAX))
+    }
 }
 
 fn lost_text(e: &LockError) -> String {
@@ -220,9 +405,13 @@ fn lost_text(e: &LockError) -> String {
 /// Passes a signal zkw received on to the command. In the foreground the terminal already
 /// sent Ctrl-C to the command too, so SIGINT is not passed twice.
 fn forward(running: &Running, name: &str, foreground: bool) {
-    if !(foreground && name == "INT") {
-        running.signal(name);
-    }
+    let signal = match name {
+        "INT" if foreground => return,
+        "INT" => Signal::INT,
+        "HUP" => Signal::HUP,
+        _ => Signal::TERM,
+    };
+    running.signal(signal);
 }
 
 fn acquire_failure(args: &LockArgs, kind: Kind, error: &LockError) -> Failure {
@@ -294,6 +483,16 @@ impl Held {
         }
     }
 
+    /// Until when the hold may be trusted; moves forward as the lease is renewed.
+    fn trusted_until(&self) -> Option<Instant> {
+        match self {
+            Self::Mutex(g) => g.trusted_until(),
+            Self::Read(g) => g.trusted_until(),
+            Self::Write(g) => g.trusted_until(),
+            Self::Lease(g) => g.trusted_until(),
+        }
+    }
+
     fn lost(&self) -> Pin<Box<dyn Future<Output = LostReason> + Send>> {
         match self {
             Self::Mutex(g) => Box::pin(g.lost()),
@@ -349,9 +548,9 @@ async fn acquire(
 
 /// The signals zkw handles while it waits for a lock or a command: SIGINT, SIGTERM, SIGHUP.
 struct Signals {
-    int: Signal,
-    term: Signal,
-    hup: Signal,
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -373,5 +572,73 @@ impl Signals {
             _ = self.term.recv() => "TERM",
             _ = self.hup.recv() => "HUP",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn kill_after_must_fit_half_the_session_timeout_less_the_margin() {
+        // 10s: a margin of 666ms, so at most 4.33s; the default shrinks to fit.
+        let longest = longest_kill_after(ms(10_000)).unwrap();
+        assert_eq!(longest.as_millis(), 4333);
+        assert_eq!(kill_after_for(None, ms(10_000), ms(10_000)), Ok(longest));
+        assert_eq!(
+            kill_after_for(None, ms(60_000), ms(60_000)),
+            Ok(DEFAULT_KILL_AFTER)
+        );
+        assert_eq!(
+            kill_after_for(Some(ms(1000)), ms(4000), ms(4000)),
+            Ok(ms(1000))
+        );
+        // 4s: a margin of 267ms; 1.73s fits, 1.8s does not.
+        assert!(kill_after_for(Some(ms(1733)), ms(4000), ms(4000)).is_ok());
+        let refused = kill_after_for(Some(ms(1800)), ms(4000), ms(4000)).unwrap_err();
+        assert_eq!(refused.code, crate::fail::USAGE);
+        assert_eq!(
+            refused.message,
+            "--kill-after 1.8s does not fit the session timeout 4.0s: --kill-after plus a margin \
+             of 267ms must not exceed half the session timeout; use --session-timeout 4.2s or \
+             more, or --kill-after 1.7s or less"
+        );
+        let granted_less = kill_after_for(Some(ms(5000)), ms(4000), ms(10_000)).unwrap_err();
+        assert!(
+            granted_less
+                .message
+                .contains("the session timeout 4.0s (the server's limits; 10.0s was asked)"),
+            "{granted_less:?}"
+        );
+        // Under 200ms not even a zero grace fits.
+        assert_eq!(
+            kill_after_for(None, ms(150), ms(150)).unwrap_err().message,
+            "the session timeout 150ms is too short to run a command under a lock; use \
+             --session-timeout 200ms or more"
+        );
+        assert_eq!(
+            kill_after_for(Some(Duration::ZERO), ms(200), ms(200)),
+            Ok(Duration::ZERO)
+        );
+    }
+
+    #[test]
+    fn suggested_session_timeouts_fit() {
+        for k in [0, 1, 99, 100, 650, 660, 700, 1000, 5000, 3_600_000] {
+            let t = shortest_session_timeout(ms(k));
+            assert!(
+                longest_kill_after(t).is_some_and(|l| l >= ms(k)),
+                "{k}ms: {t:?}"
+            );
+            assert!(
+                t < ms(200) || longest_kill_after(t - ms(100)).is_none_or(|l| l < ms(k)),
+                "{k}ms: {t:?} is not the shortest"
+            );
+        }
+        assert_eq!(shortest_session_timeout(ms(1000)), ms(2400));
     }
 }

@@ -199,13 +199,19 @@ N leases of the semaphore, every participant using the same N), runs CMD with
 in its environment, releases the lock when CMD exits and exits with CMD's code. The
 layouts are Apache Curator's: zkw and Curator clients exclude each other on the same path.
 
-If the lock is lost while CMD runs (the session expired, the lock node was deleted, the
-connection stayed down past a quarter of the session timeout), CMD's process group gets
-SIGTERM, then SIGKILL after --kill-after (default 5s), and zkw exits with 75 (also when the
-loss is seen just as CMD exits: its run may not have been exclusive).
+CMD is stopped before the lock can pass to anyone else. The lock is trusted until the
+session's lease ends (the session timeout after the newest request the server answered, less
+a margin); if the lease is not renewed in time, CMD's process group gets SIGTERM --kill-after
+before that instant and SIGKILL at it. If the lock is lost otherwise (lock node deleted,
+session ended), CMD gets SIGTERM at once and SIGKILL after --kill-after (or when the lease
+ends, if sooner). Either way zkw exits with 75 (also when the loss is seen just as CMD exits:
+its run may not have been exclusive). This holds while zkw itself runs: if zkw is paused
+(stopped, swapped out, frozen VM), only ZKW_FENCING_TOKEN protects the resource.
 
   --timeout D     give up waiting after D: exit 73
-  --kill-after D  grace between SIGTERM and SIGKILL when the lock is lost
+  --kill-after D  grace between SIGTERM and SIGKILL (default 5s, less if the session timeout
+                  requires); --kill-after plus the margin (a 15th of the session timeout,
+                  at least 100ms) must fit in half the session timeout, else exit 2
   --foreground    run CMD in zkw's process group (for commands that read the terminal);
                   then only CMD itself is signalled, not its children
 Ctrl-C, SIGTERM and SIGHUP are passed on to CMD; before CMD starts they stop the wait

@@ -436,6 +436,113 @@ fn semaphore_admits_n_holders() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Signals reach the command through kill(2) itself: zkw starts no `sh` to send them.
+#[test]
+fn signals_are_sent_without_a_shell() {
+    use std::os::unix::fs::PermissionsExt;
+    let cs = chroot("cli-lock-no-shell");
+    let dir = scratch("no-shell");
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = dir.join("sh-ran");
+    // An `sh` first on PATH that records each start, then does the real work.
+    let fake_sh = bin.join("sh");
+    std::fs::write(
+        &fake_sh,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec /bin/sh \"$@\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake_sh, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let holder = command(&[
+        "--server",
+        &cs,
+        "lock",
+        "/noshell",
+        "--kill-after",
+        "1s",
+        "--",
+        "sleep",
+        "60",
+    ])
+    .env("PATH", &path)
+    .spawn()
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let node = loop {
+        let listed = zkw(&cs, &["ls", "/noshell"]);
+        if let Some(name) = listed
+            .stdout
+            .lines()
+            .next()
+            .filter(|_| listed.code == Some(0))
+        {
+            break format!("/noshell/{name}");
+        }
+        assert!(Instant::now() < deadline, "the lock was never taken");
+        thread::sleep(Duration::from_millis(50));
+    };
+    // Let `sleep` start, so that it is the one signalled.
+    thread::sleep(Duration::from_millis(300));
+    zkw(&cs, &["rm", &node]).ok();
+    let out = finish(holder, Duration::from_secs(30));
+    assert_eq!(
+        out.fails(75),
+        "zkw: lock lost (lock node deleted); terminated the command"
+    );
+    assert!(
+        !log.exists(),
+        "zkw started sh: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A --kill-after that does not fit the session timeout is refused before anything is
+/// queued, with both values and the fix.
+#[test]
+fn kill_after_longer_than_the_session_allows_is_refused() {
+    let cs = chroot("cli-lock-kill-after");
+    let out = zkw(
+        &cs,
+        &[
+            "--session-timeout",
+            "4s",
+            "lock",
+            "/k",
+            "--kill-after",
+            "3s",
+            "--",
+            "echo",
+            "never",
+        ],
+    );
+    assert_eq!(
+        out.fails(2),
+        "zkw: --kill-after 3.0s does not fit the session timeout 4.0s: --kill-after plus a \
+         margin of 267ms must not exceed half the session timeout; use --session-timeout 7.0s \
+         or more, or --kill-after 1.7s or less"
+    );
+    assert_eq!(out.stdout, "");
+    assert_eq!(zkw(&cs, &["ls", "/k"]).code, Some(1), "a node was queued");
+    // Without --kill-after, the default shrinks to fit.
+    assert_eq!(
+        zkw(
+            &cs,
+            &["--session-timeout", "4s", "lock", "/k", "--", "echo", "ran"]
+        )
+        .ok(),
+        "ran\n"
+    );
+}
+
 fn wait_file_exists(path: &std::path::Path) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !path.exists() {

@@ -6,6 +6,12 @@
 //! second create reaches the server") rather than at byte offsets. Every fault is switched at
 //! runtime through `&self`, and every injected fault is counted ([`ProxyCounts`]).
 //!
+//! Faults can be aimed at one direction only: hold it ([`FaultProxy::hold_client_to_server`]),
+//! drop its frames ([`FaultProxy::drop_direction`]) or delay them by a seeded random amount
+//! ([`FaultProxy::delay_direction`]), while the other direction flows as usual. That is how a
+//! one-way partition looks to a client: requests vanish while replies and notifications keep
+//! arriving.
+//!
 //! # Framing
 //!
 //! The first client→server frame of a connection is a `ConnectRequest` and the first
@@ -96,6 +102,12 @@ pub struct ProxyCounts {
     pub pings_dropped: usize,
     /// Frames (or raw chunks) thrown away by [`FaultProxy::blackhole_drop`].
     pub frames_discarded: usize,
+    /// Client→server frames (or raw chunks) thrown away by
+    /// [`FaultProxy::drop_direction`]`(ClientToServer, true)`.
+    pub client_frames_dropped: usize,
+    /// Server→client frames (or raw chunks) thrown away by
+    /// [`FaultProxy::drop_direction`]`(ServerToClient, true)`.
+    pub server_frames_dropped: usize,
     /// Connections refused by [`FaultProxy::refuse`].
     pub refused: usize,
     /// Connections cut because a held direction went over [`MAX_BUFFERED`].
@@ -111,7 +123,11 @@ struct Faults {
     blackhole_drop: bool,
     /// One-way holds, indexed by [`Direction::index`].
     hold: [bool; 2],
+    /// One-way drops, indexed by [`Direction::index`].
+    drop: [bool; 2],
     delay: Duration,
+    /// Per-direction random delays, indexed by [`Direction::index`].
+    jitter: [Option<Jitter>; 2],
     drop_pings: bool,
     split: bool,
     refuse: bool,
@@ -124,6 +140,44 @@ struct Faults {
 impl Faults {
     fn held(&self, dir: Direction) -> bool {
         self.blackhole || self.blackhole_drop || self.hold[dir.index()]
+    }
+
+    /// Whether frames read in `dir` are thrown away.
+    fn drops(&self, dir: Direction) -> bool {
+        self.blackhole_drop || self.drop[dir.index()]
+    }
+}
+
+/// The bounds of a [`FaultProxy::delay_direction`] (`min <= max`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Jitter {
+    min: Duration,
+    max: Duration,
+}
+
+/// SplitMix64 (Steele, Lea and Flood 2014): a tiny seeded generator, plenty for spreading
+/// delays and reproducible from its seed.
+#[derive(Debug, Clone, Copy, Default)]
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A duration in `[min, max]` (nanosecond resolution; spans beyond 584 years are
+    /// clamped).
+    fn between(&mut self, min: Duration, max: Duration) -> Duration {
+        let span = u64::try_from(max.saturating_sub(min).as_nanos()).unwrap_or(u64::MAX);
+        let offset = match span.checked_add(1) {
+            Some(n) => self.next_u64() % n,
+            None => self.next_u64(),
+        };
+        min.saturating_add(Duration::from_nanos(offset))
     }
 }
 
@@ -155,6 +209,10 @@ struct Shared {
     faults: Mutex<Faults>,
     trigger: Mutex<Option<Trigger>>,
     stats: Mutex<Stats>,
+    /// The generators of the per-direction delays, indexed by [`Direction::index`]; shared
+    /// by every connection, so the n-th frame delayed in a direction since
+    /// [`FaultProxy::delay_direction`] gets the n-th draw.
+    jitter_rng: Mutex<[SplitMix64; 2]>,
     /// Bumped after every change to `faults`, to wake the connections.
     control: watch::Sender<u64>,
 }
@@ -192,6 +250,24 @@ impl Shared {
         *trigger = None;
         self.stats().counts.triggered += 1;
         true
+    }
+
+    /// The random part of the delay of a frame read in `dir` now.
+    fn jitter(&self, dir: Direction, faults: &Faults) -> Duration {
+        faults.jitter[dir.index()].map_or(Duration::ZERO, |j| {
+            lock(&self.jitter_rng)[dir.index()].between(j.min, j.max)
+        })
+    }
+
+    /// Counts `n` frames thrown away in `dir`, under the fault that threw them away.
+    fn count_dropped(&self, dir: Direction, faults: &Faults, n: usize) {
+        let mut stats = self.stats();
+        let counter = match dir {
+            _ if !faults.drop[dir.index()] => &mut stats.counts.frames_discarded,
+            Direction::ClientToServer => &mut stats.counts.client_frames_dropped,
+            Direction::ServerToClient => &mut stats.counts.server_frames_dropped,
+        };
+        *counter += n;
     }
 }
 
@@ -238,6 +314,7 @@ impl FaultProxy {
             faults: Mutex::new(Faults::default()),
             trigger: Mutex::new(None),
             stats: Mutex::new(Stats::default()),
+            jitter_rng: Mutex::new([SplitMix64::default(); 2]),
             control: watch::Sender::new(0),
         });
         let accept = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
@@ -344,6 +421,46 @@ impl FaultProxy {
         self.shared.update(|f| f.delay = d);
     }
 
+    /// One-way loss: while on, every frame read in `direction` (of every connection, current
+    /// and new, handshake frames included) is thrown away whole, so the stream stays framed,
+    /// along with the frames of that direction queued when it is switched on (a frame already
+    /// partly written is finished first). The other direction flows as usual. Switched off,
+    /// plain forwarding resumes; what was dropped never arrives. Dropped frames are still
+    /// logged, are counted in [`ProxyCounts::client_frames_dropped`] /
+    /// [`ProxyCounts::server_frames_dropped`], and never fire a
+    /// [`cut_after_request`](Self::cut_after_request) trigger.
+    pub fn drop_direction(&self, direction: Direction, on: bool) {
+        self.shared.update(|f| f.drop[direction.index()] = on);
+    }
+
+    /// [`drop_direction`](Self::drop_direction) for client→server: requests (pings and
+    /// ConnectRequests included) vanish, while replies to requests already forwarded and
+    /// watch notifications still reach the client.
+    pub fn drop_client_to_server(&self, on: bool) {
+        self.drop_direction(Direction::ClientToServer, on);
+    }
+
+    /// [`drop_direction`](Self::drop_direction) for server→client: replies and notifications
+    /// vanish, while requests still reach the server.
+    pub fn drop_server_to_client(&self, on: bool) {
+        self.drop_direction(Direction::ServerToClient, on);
+    }
+
+    /// Delays every frame read in `direction` from now on (every connection, current and new)
+    /// by a pseudo-random duration drawn uniformly from `[min, max]` (the bounds are swapped
+    /// if given in the wrong order), on top of any [`delay`](Self::delay). The draws come
+    /// from a generator seeded with `seed` at this call and shared by all connections: the
+    /// same seed and the same frames give the same delays. Order is preserved: a frame is
+    /// due at the later of its own due time and that of the frame before it, so it never
+    /// overtakes an earlier one. `min = max = 0` turns it off; frames already queued keep
+    /// their due times.
+    pub fn delay_direction(&self, direction: Direction, min: Duration, max: Duration, seed: u64) {
+        let (min, max) = if min <= max { (min, max) } else { (max, min) };
+        let jitter = (!max.is_zero()).then_some(Jitter { min, max });
+        lock(&self.shared.jitter_rng)[direction.index()] = SplitMix64(seed);
+        self.shared.update(|f| f.jitter[direction.index()] = jitter);
+    }
+
     /// While on, client pings (`xid -2`, op 11) are swallowed: the server sees no traffic
     /// from an idle client, and the client gets no ping replies.
     pub fn drop_pings(&self, on: bool) {
@@ -363,7 +480,9 @@ impl FaultProxy {
     }
 
     /// Switches every fault off and disarms the trigger: blackholes and holds release their
-    /// held bytes in order, delay goes to zero. Counters and logs are kept.
+    /// held bytes in order, one-way drops stop, delays (both the common one and the
+    /// per-direction ones) go to zero for frames read from now on. Counters and logs are
+    /// kept.
     pub fn heal(&self) {
         self.disarm();
         self.shared.update(|f| {
@@ -830,10 +949,10 @@ impl Conn {
             let read_server = self.lanes[S2C].wants_read(&faults);
             tokio::select! {
                 r = client_rd.read(&mut client_buf), if read_client => {
-                    self.on_read(Direction::ClientToServer, r, &client_buf, &faults);
+                    self.on_read(Direction::ClientToServer, r, &client_buf);
                 }
                 r = server_rd.read(&mut server_buf), if read_server => {
-                    self.on_read(Direction::ServerToClient, r, &server_buf, &faults);
+                    self.on_read(Direction::ServerToClient, r, &server_buf);
                 }
                 r = server_wr.write(&to_server), if !to_server.is_empty() => {
                     if let Some(end) = self.on_written(C2S, r) {
@@ -866,7 +985,7 @@ impl Conn {
             self.shared.stats().counts.cut_connections += 1;
             return Some(End::Cut);
         }
-        if faults.blackhole_drop && self.discard_all() {
+        if self.discard_dropped(faults) {
             return Some(End::Cut);
         }
         if self.lanes.iter().any(Lane::overflowed) {
@@ -881,15 +1000,18 @@ impl Conn {
             .then_some(End::Closed)
     }
 
-    /// Empties both queues; true when that threw away a trigger's frame, which leaves
-    /// nothing to wait for before the cut.
-    fn discard_all(&mut self) -> bool {
+    /// Empties the queues of the directions being dropped; true when that threw away a
+    /// trigger's frame, which leaves nothing to wait for before the cut.
+    fn discard_dropped(&mut self, faults: &Faults) -> bool {
         let mut lost_last = false;
         for lane in &mut self.lanes {
+            if !faults.drops(lane.dir) {
+                continue;
+            }
             let (n, last) = lane.discard();
             lost_last |= last;
             if n > 0 {
-                self.shared.stats().counts.frames_discarded += n;
+                self.shared.count_dropped(lane.dir, faults, n);
             }
         }
         lost_last
@@ -905,7 +1027,11 @@ impl Conn {
         }
     }
 
-    fn on_read(&mut self, dir: Direction, read: io::Result<usize>, buf: &[u8], faults: &Faults) {
+    /// Frames what was read and queues it. The faults are read afresh rather than taken from
+    /// the loop's snapshot: a switch made just before the peer wrote (both ready when the
+    /// loop wakes) must apply to those bytes.
+    fn on_read(&mut self, dir: Direction, read: io::Result<usize>, buf: &[u8]) {
+        let faults = &self.shared.faults();
         let lane = &mut self.lanes[dir.index()];
         let n = match read {
             Ok(0) | Err(_) => {
@@ -914,17 +1040,19 @@ impl Conn {
             }
             Ok(n) => n,
         };
-        let release_at = Instant::now() + faults.delay;
+        let read_at = Instant::now() + faults.delay;
         for piece in lane.framer.push(&buf[..n]) {
             // After a trigger fired nothing more from the client may reach the server.
             if self.doomed && dir == Direction::ClientToServer {
                 break;
             }
-            self.on_piece(dir, piece, release_at, faults);
+            self.on_piece(dir, piece, read_at, faults);
         }
     }
 
-    fn on_piece(&mut self, dir: Direction, piece: Piece, release_at: Instant, faults: &Faults) {
+    /// Logs one piece and queues it (due at `read_at` plus its random delay) unless a fault
+    /// swallows it.
+    fn on_piece(&mut self, dir: Direction, piece: Piece, read_at: Instant, faults: &Faults) {
         let (bytes, last) = match piece {
             Piece::Raw(bytes) => (bytes, false),
             Piece::Frame(payload) => match dir {
@@ -938,10 +1066,13 @@ impl Conn {
                 }
             },
         };
-        if faults.blackhole_drop && !last {
-            self.shared.stats().counts.frames_discarded += 1;
+        if faults.drops(dir) && !last {
+            self.shared.count_dropped(dir, faults, 1);
             return;
         }
+        // The queue is written strictly in order, so a frame due before the one ahead of it
+        // simply waits for it: its effective due time is the later of the two.
+        let release_at = read_at + self.shared.jitter(dir, faults);
         self.doomed |= last;
         self.lanes[dir.index()].push(bytes, release_at, last);
     }
@@ -956,6 +1087,12 @@ impl Conn {
             decode_prefix::<RequestHeader>(payload)
         };
         self.shared.stats().log_client(header.as_ref(), payload);
+        if faults.drop[C2S] {
+            // Dropped here, before the trigger can count it: it never reaches the server.
+            self.shared
+                .count_dropped(Direction::ClientToServer, faults, 1);
+            return None;
+        }
         let Some(header) = header else {
             return Some(false);
         };
@@ -974,5 +1111,31 @@ impl Conn {
             decode_prefix::<ReplyHeader>(payload)
         };
         self.shared.stats().log_server(header, payload);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_draws_stay_in_bounds_and_follow_the_seed() {
+        let (min, max) = (Duration::from_millis(500), Duration::from_millis(1500));
+        let draws = |seed| {
+            let mut rng = SplitMix64(seed);
+            (0..1000).map(|_| rng.between(min, max)).collect::<Vec<_>>()
+        };
+        let a = draws(7);
+        assert!(a.iter().all(|d| (min..=max).contains(d)));
+        assert_eq!(a, draws(7), "same seed, same delays");
+        assert_ne!(a, draws(8));
+        // Spread over the whole range: both ends' tenths get draws.
+        let tenth = (max - min) / 10;
+        assert!(a.iter().any(|d| *d < min + tenth));
+        assert!(a.iter().any(|d| *d > max - tenth));
+        // Degenerate ranges.
+        let mut rng = SplitMix64(1);
+        assert_eq!(rng.between(min, min), min);
+        assert!(rng.between(Duration::ZERO, Duration::MAX) <= Duration::MAX);
     }
 }

@@ -396,6 +396,212 @@ async fn held_bytes_over_the_cap_cut_the_connection() {
     eventually(STEP, "connection gone", || proxy.active() == 0).await;
 }
 
+/// An upstream that hands every connection it accepts to the test, which then plays the
+/// server by hand (it can write without having read anything).
+async fn socket_upstream() -> (SocketAddr, mpsc::UnboundedReceiver<TcpStream>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            if tx.send(stream).is_err() {
+                return;
+            }
+        }
+    });
+    (addr, rx)
+}
+
+/// A client connection through `proxy` and the upstream's end of it, handshake frames
+/// exchanged both ways.
+async fn hand_pair(
+    proxy: &FaultProxy,
+    accepted: &mut mpsc::UnboundedReceiver<TcpStream>,
+) -> (TcpStream, TcpStream) {
+    let mut client = TcpStream::connect(proxy.addr()).await.unwrap();
+    let mut server = within(STEP, "accept", accepted.recv()).await.unwrap();
+    client.write_all(&handshake()).await.unwrap();
+    assert_eq!(read_exact(&mut server, 8).await, handshake());
+    server.write_all(&handshake()).await.unwrap();
+    assert_eq!(read_exact(&mut client, 8).await, handshake());
+    (client, server)
+}
+
+/// A server frame `{xid, zxid, err}` with `body`, e.g. a notification (xid -1).
+fn reply(xid: i32, body: &[u8]) -> Bytes {
+    let mut out = BytesMut::new();
+    out.put_i32(i32::try_from(16 + body.len()).unwrap());
+    out.put_i32(xid);
+    out.put_i64(7);
+    out.put_i32(0);
+    out.put_slice(body);
+    out.freeze()
+}
+
+#[tokio::test]
+async fn drop_direction_loses_whole_frames_one_way_only() {
+    let (upstream, mut accepted) = socket_upstream().await;
+    let proxy = FaultProxy::start(upstream).await.unwrap();
+    let (mut client, mut server) = hand_pair(&proxy, &mut accepted).await;
+
+    proxy.drop_client_to_server(true);
+    let lost = request(1, OpCode::GetData, b"lost");
+    client.write_all(&lost).await.unwrap();
+    let note = reply(-1, b"notification");
+    server.write_all(&note).await.unwrap();
+    assert_eq!(
+        read_exact(&mut client, note.len()).await,
+        note,
+        "server→client still flows"
+    );
+    assert_silent(&mut server, Duration::from_millis(200)).await;
+    assert_eq!(proxy.counts().client_frames_dropped, 1);
+    proxy.drop_client_to_server(false);
+    let after = request(2, OpCode::Exists, b"after");
+    client.write_all(&after).await.unwrap();
+    assert_eq!(
+        read_exact(&mut server, after.len()).await,
+        after,
+        "the dropped frame never arrives, and the stream is still framed"
+    );
+
+    // The other way round.
+    proxy.drop_direction(Direction::ServerToClient, true);
+    server.write_all(&reply(-1, b"lost")).await.unwrap();
+    client.write_all(&after).await.unwrap();
+    assert_eq!(
+        read_exact(&mut server, after.len()).await,
+        after,
+        "client→server still flows"
+    );
+    assert_silent(&mut client, Duration::from_millis(200)).await;
+
+    // heal() stops the drop.
+    proxy.heal();
+    let kept = reply(3, b"kept");
+    server.write_all(&kept).await.unwrap();
+    assert_eq!(read_exact(&mut client, kept.len()).await, kept);
+
+    // Frames queued (here: delayed) when the drop is switched on are dropped too.
+    proxy.delay_direction(
+        Direction::ClientToServer,
+        Duration::from_millis(300),
+        Duration::from_millis(300),
+        1,
+    );
+    client.write_all(&lost).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    proxy.drop_client_to_server(true);
+    assert_silent(&mut server, Duration::from_millis(400)).await;
+    proxy.heal();
+    client.write_all(&after).await.unwrap();
+    assert_eq!(read_exact(&mut server, after.len()).await, after);
+
+    // A dropped request never fires a trigger: it does not reach the server.
+    proxy.cut_after_request(OpCode::GetData, 1);
+    proxy.drop_client_to_server(true);
+    client.write_all(&lost).await.unwrap();
+    eventually(STEP, "dropped", || {
+        proxy.counts().client_frames_dropped == 3
+    })
+    .await;
+    assert_eq!(proxy.triggered(), 0);
+    proxy.drop_client_to_server(false);
+    client.write_all(&lost).await.unwrap();
+    assert_eq!(read_exact(&mut server, lost.len()).await, lost);
+    eventually(STEP, "trigger fired", || proxy.triggered() == 1).await;
+
+    let counts = proxy.counts();
+    assert_eq!(
+        (
+            counts.client_frames_dropped,
+            counts.server_frames_dropped,
+            counts.frames_discarded
+        ),
+        (3, 1, 0)
+    );
+    // Handshake, lost, after ×3, lost ×3: dropped frames are logged too.
+    assert_eq!(proxy.frames_seen(Direction::ClientToServer), 8);
+    assert_eq!(proxy.requests_seen(OpCode::GetData), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delay_direction_draws_delays_in_bounds_and_keeps_order() {
+    let (min, max) = (Duration::from_millis(150), Duration::from_millis(400));
+    let (upstream, mut seen) = echo_upstream(b"").await;
+    let proxy = FaultProxy::start(upstream).await.unwrap();
+    let mut client = echo_pair(&proxy).await;
+    upstream_bytes(&mut seen, 8).await;
+    proxy.delay_direction(Direction::ServerToClient, min, max, 42);
+
+    // One frame at a time: each round trip is one draw, and only the way back is delayed.
+    let mut rtts = Vec::new();
+    for xid in 1..=8 {
+        let frame = request(xid, OpCode::Exists, b"x");
+        let started = Instant::now();
+        client.write_all(&frame).await.unwrap();
+        assert_eq!(upstream_bytes(&mut seen, frame.len()).await, frame);
+        let there = started.elapsed();
+        assert!(there < min, "client→server not delayed: {there:?}");
+        assert_eq!(read_exact(&mut client, frame.len()).await, frame);
+        rtts.push(started.elapsed());
+    }
+    let (lo, hi) = (rtts.iter().min().unwrap(), rtts.iter().max().unwrap());
+    assert!(*lo >= min, "a reply came back early: {rtts:?}");
+    assert!(*hi < max + Duration::from_secs(1), "{rtts:?}");
+    assert!(
+        *hi - *lo >= Duration::from_millis(30),
+        "the delays should vary: {rtts:?}"
+    );
+
+    // A burst: every frame gets its own draw, yet they come back in order.
+    let frames: Vec<Bytes> = (10..30)
+        .map(|xid| request(xid, OpCode::GetData, &[b'y'; 5]))
+        .collect();
+    let started = Instant::now();
+    client.write_all(&frames.concat()).await.unwrap();
+    let echoed = read_exact(&mut client, frames.iter().map(Bytes::len).sum()).await;
+    assert_eq!(echoed, frames.concat(), "order kept");
+    assert!(started.elapsed() >= min);
+    assert_eq!(upstream_bytes(&mut seen, echoed.len()).await, echoed);
+
+    // Off: replies are prompt again.
+    proxy.delay_direction(Direction::ServerToClient, Duration::ZERO, Duration::ZERO, 0);
+    let frame = request(40, OpCode::Exists, b"z");
+    let started = Instant::now();
+    client.write_all(&frame).await.unwrap();
+    assert_eq!(read_exact(&mut client, frame.len()).await, frame);
+    assert!(
+        started.elapsed() < min,
+        "delay off: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(upstream_bytes(&mut seen, frame.len()).await, frame);
+
+    // Bounds given the wrong way round are swapped; heal() switches it off.
+    proxy.delay_direction(
+        Direction::ClientToServer,
+        Duration::from_millis(300),
+        Duration::from_millis(200),
+        9,
+    );
+    let started = Instant::now();
+    client.write_all(&frame).await.unwrap();
+    assert_eq!(upstream_bytes(&mut seen, frame.len()).await, frame);
+    let there = started.elapsed();
+    assert!(there >= Duration::from_millis(200), "{there:?}");
+    assert_eq!(read_exact(&mut client, frame.len()).await, frame);
+    proxy.heal();
+    let started = Instant::now();
+    client.write_all(&frame).await.unwrap();
+    assert_eq!(read_exact(&mut client, frame.len()).await, frame);
+    assert!(
+        started.elapsed() < Duration::from_millis(200),
+        "healed: {:?}",
+        started.elapsed()
+    );
+}
+
 // ===== the real client against a real server =====
 
 /// A proxy in front of the shared server, a fresh chroot `/name`, and the proxied connect
@@ -905,6 +1111,119 @@ async fn many_watches_are_re_registered_in_bounded_batches() {
         let spurious = tokio::time::timeout(Duration::ZERO, w).await;
         assert!(spurious.is_err(), "an unrelated watch fired: {spurious:?}");
     }
+    within(STEP, "close", c.close()).await.unwrap();
+    within(STEP, "close", observer.close()).await.unwrap();
+}
+
+#[tokio::test]
+async fn dropped_requests_go_unanswered_while_notifications_flow() {
+    let (proxy, cs, direct) = proxied("proxy_drop_requests").await;
+    let c = connect(&cs, Duration::from_secs(4)).await;
+    let observer = connect(&direct, Duration::from_secs(4)).await;
+    within(STEP, "create", observer.create("/n", b"0", &persistent()))
+        .await
+        .unwrap();
+    let mut watch = within(
+        STEP,
+        "add watch",
+        c.add_watch("/n", AddWatchMode::Persistent),
+    )
+    .await
+    .unwrap();
+    let session = c.session_id();
+    let mut states = c.state_stream();
+
+    proxy.drop_client_to_server(true);
+    let pending = tokio::spawn({
+        let c = c.clone();
+        async move { c.exists("/n").await }
+    });
+    eventually(STEP, "the request dropped", || {
+        proxy.counts().client_frames_dropped >= 1
+    })
+    .await;
+    // Another session's writes still reach us as notifications.
+    for i in 1..=3 {
+        within(
+            STEP,
+            "observer write",
+            observer.set_data("/n", format!("{i}").as_bytes(), None),
+        )
+        .await
+        .unwrap();
+        let event = within(STEP, "notification", watch.next()).await.unwrap();
+        assert_eq!(
+            (event.event_type, event.path.as_str()),
+            (EventType::NodeDataChanged, "/n")
+        );
+    }
+    assert!(
+        !pending.is_finished(),
+        "the request never reached the server"
+    );
+    assert_eq!(proxy.requests_seen(OpCode::Exists), 1, "but it was seen");
+
+    // Only a new connection settles it.
+    proxy.heal();
+    proxy.cut_all();
+    assert_eq!(
+        within(STEP, "dropped request", pending).await.unwrap(),
+        Err(Error::ConnectionLoss)
+    );
+    wait_state(&mut states, SessionState::Connected, STEP).await;
+    assert_eq!(c.session_id(), session);
+    assert!(within(STEP, "exists", c.exists("/n"))
+        .await
+        .unwrap()
+        .is_some());
+    within(STEP, "close", c.close()).await.unwrap();
+    within(STEP, "close", observer.close()).await.unwrap();
+}
+
+#[tokio::test]
+async fn delayed_replies_arrive_after_the_write_was_applied() {
+    let (proxy, cs, direct) = proxied("proxy_delay_replies").await;
+    let c = connect(&cs, Duration::from_secs(4)).await;
+    let observer = connect(&direct, Duration::from_secs(4)).await;
+    within(STEP, "create", c.create("/n", b"old", &persistent()))
+        .await
+        .unwrap();
+    let min = Duration::from_millis(700);
+    proxy.delay_direction(
+        Direction::ServerToClient,
+        min,
+        Duration::from_millis(900),
+        5,
+    );
+    let started = Instant::now();
+    let write = tokio::spawn({
+        let c = c.clone();
+        async move { c.set_data("/n", b"new", None).await }
+    });
+    // The request is not delayed: another session sees it applied well before our reply.
+    within(STEP, "write applied", async {
+        for _ in 0..1000 {
+            if &observer.get_data("/n").await.unwrap().0[..] == b"new" {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the write was never applied");
+    })
+    .await;
+    assert!(!write.is_finished(), "the reply is delayed");
+    let stat = within(STEP, "delayed reply", write).await.unwrap().unwrap();
+    let rtt = started.elapsed();
+    assert_eq!(stat.version, 1);
+    assert!(rtt >= min, "round trip {rtt:?}");
+    proxy.delay_direction(Direction::ServerToClient, Duration::ZERO, Duration::ZERO, 0);
+    let started = Instant::now();
+    within(STEP, "exists", c.exists("/n")).await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_millis(300),
+        "delay off for new frames"
+    );
+    assert_eq!(c.state(), SessionState::Connected);
     within(STEP, "close", c.close()).await.unwrap();
     within(STEP, "close", observer.close()).await.unwrap();
 }

@@ -189,3 +189,39 @@ async fn one_shot_watcher_ends_when_the_session_closes() {
         (EventType::None, KeeperState::Closed)
     );
 }
+
+/// Notifications for watches nobody listens to any more (dropped one-shot watchers, a
+/// dropped persistent stream, a chroot-less path) are ignored: the connection stays up and
+/// later requests are answered on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_nobody_listens_to_are_ignored() {
+    let a = client_in_chroot("watches_orphan_notifications").await;
+    let b = client_in_chroot("watches_orphan_notifications").await;
+    for i in 0..20 {
+        let path = format!("/n{i}");
+        b.create(&path, b"", &persistent()).await.unwrap();
+        let (_, _, data) = a.get_data_and_watch(&path).await.unwrap();
+        let (_, _, children) = a.get_children_and_watch(&path).await.unwrap();
+        let stream = a
+            .add_watch(&path, AddWatchMode::PersistentRecursive)
+            .await
+            .unwrap();
+        drop((data, children, stream));
+    }
+    for i in 0..20 {
+        let path = format!("/n{i}");
+        b.create(&format!("{path}/c"), b"", &persistent())
+            .await
+            .unwrap();
+        b.set_data(&path, b"x", None).await.unwrap();
+        b.delete(&format!("{path}/c"), None).await.unwrap();
+        b.delete(&path, None).await.unwrap();
+    }
+    b.sync("/").await.unwrap();
+    // Whatever the server still sends for those watches has reached `a` by the time a
+    // request sent after b's writes is answered.
+    a.sync("/").await.unwrap();
+    assert_eq!(a.exists("/n0").await.unwrap(), None);
+    assert_eq!(a.stats().connections, 1, "the connection was dropped");
+    assert_eq!(a.state(), zkwire::SessionState::Connected);
+}
