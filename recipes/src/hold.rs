@@ -311,3 +311,103 @@ pub(crate) fn ended(e: &Error) -> SessionState {
         _ => SessionState::Closed,
     }
 }
+
+/// The methods every guard has, written once: [`MutexGuard`](crate::MutexGuard),
+/// [`ReadGuard`](crate::ReadGuard), [`WriteGuard`](crate::WriteGuard) and
+/// [`Lease`](crate::Lease) each wrap a [`Hold`] in a field named `hold`. `$token` documents
+/// what the fencing token orders, which differs between exclusive and shared holds.
+macro_rules! guard_methods {
+    ($token:expr) => {
+        /// Whether the hold is still trusted: not lost (see [`lost`](Self::lost)).
+        pub fn is_held(&self) -> bool {
+            self.hold.is_held()
+        }
+
+        /// Resolves when the hold can no longer be trusted: the session's lease is within
+        /// its margin of ending without renewal (see [`trusted_until`](Self::trusted_until)),
+        /// the session ended, our node was deleted or its data changed, or an option
+        /// shortened the hold
+        /// ([`LockOptions::with_disconnect_grace`](crate::LockOptions::with_disconnect_grace)).
+        /// Resolves with [`LostReason::Released`](crate::LostReason::Released) once the
+        /// guard is gone.
+        ///
+        /// The future is `'static`: it can be moved into another task.
+        pub fn lost(
+            &self,
+        ) -> impl ::std::future::Future<Output = $crate::LostReason> + Send + 'static {
+            self.hold.lost()
+        }
+
+        /// Until when the hold may be trusted as things stand: the session's lease deadline
+        /// ([`zkwire::Client::lease_deadline`]) less the margin ([`crate::lease_margin`], or
+        /// the larger one of
+        /// [`LockOptions::with_lease_margin`](crate::LockOptions::with_lease_margin));
+        /// [`lost`](Self::lost) fires then unless the lease is renewed first. `None` once
+        /// the hold is lost or released.
+        ///
+        /// It moves forward as the server acknowledges requests (at least every third of the
+        /// session timeout on a healthy session): read it again after waiting. A supervisor
+        /// that must stop work before the lock can pass to someone else schedules from it:
+        ///
+        /// ```no_run
+        /// # async fn run(guard: zkwire_recipes::MutexGuard) {
+        /// while let Some(until) = guard.trusted_until() {
+        ///     tokio::time::sleep_until(tokio::time::Instant::from_std(until)).await;
+        ///     if guard.trusted_until().is_some_and(|u| u <= until) {
+        ///         break; // not renewed: stop the work now
+        ///     }
+        /// }
+        /// # }
+        /// ```
+        pub fn trusted_until(&self) -> Option<::std::time::Instant> {
+            self.hold.trusted_until()
+        }
+
+        #[doc = $token]
+        pub fn fencing_token(&self) -> i64 {
+            self.hold.fencing_token()
+        }
+
+        /// The full path of our node.
+        pub fn path(&self) -> &str {
+            &self.hold.node().path
+        }
+
+        /// The client the hold was taken with.
+        pub fn client(&self) -> &::zkwire::Client {
+            self.hold.client()
+        }
+
+        /// Runs `ops` atomically, on condition that our node still exists: a multi of
+        /// `check(our node, any version)` followed by `ops`. Returns the results of `ops`.
+        ///
+        /// # Errors
+        /// [`LockError::Lost`](crate::LockError::Lost) with
+        /// [`LostReason::NodeDeleted`](crate::LostReason::NodeDeleted) when our node is gone
+        /// (nothing was applied); [`zkwire::Error::MultiFailed`] with the index into `ops`
+        /// of the op that failed; the client's errors.
+        pub async fn multi_fenced(
+            &self,
+            ops: &[::zkwire::Op],
+        ) -> Result<Vec<::zkwire::OpResult>, $crate::LockError> {
+            self.hold.multi_fenced(ops).await
+        }
+
+        /// Deletes our node and reports the outcome.
+        ///
+        /// `Ok(())` means this call deleted the node and the hold was never reported lost.
+        ///
+        /// # Errors
+        /// [`LockError::Lost`](crate::LockError::Lost) when the node was already gone
+        /// (deleted, session over) or [`lost`](Self::lost) had fired before the release:
+        /// the critical section may not have been exclusive. Every other error is retried
+        /// with backoff until the delete succeeds or the session ends.
+        ///
+        /// # Cancel safety
+        /// Dropping the future leaves the delete to the background worker.
+        pub async fn release(self) -> Result<(), $crate::LockError> {
+            self.hold.release().await
+        }
+    };
+}
+pub(crate) use guard_methods;

@@ -1,12 +1,11 @@
 //! [`Mutex`]: Curator's `InterProcessMutex` layout and rules.
 
-use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use zkwire::{Client, Op, OpResult};
+use zkwire::Client;
 
-use crate::error::{LockError, LostReason};
+use crate::error::LockError;
 use crate::hold::Hold;
 use crate::internals::{acquire, deadline_after, Contest, Dir, Outcome};
 use crate::options::LockOptions;
@@ -156,87 +155,10 @@ pub struct MutexGuard {
 }
 
 impl MutexGuard {
-    /// Whether the hold is still trusted: not lost (see [`lost`](Self::lost)).
-    pub fn is_held(&self) -> bool {
-        self.hold.is_held()
-    }
-
-    /// Resolves when the hold can no longer be trusted: the session's lease is within its
-    /// margin of ending without renewal (see [`trusted_until`](Self::trusted_until)), the
-    /// session ended, our node was deleted or its data changed, or an option shortened the
-    /// hold ([`LockOptions::with_disconnect_grace`]). Resolves with [`LostReason::Released`]
-    /// once the guard is gone.
-    ///
-    /// The future is `'static`: it can be moved into another task.
-    pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
-        self.hold.lost()
-    }
-
-    /// Until when the hold may be trusted as things stand: the session's lease deadline
-    /// ([`zkwire::Client::lease_deadline`]) less the margin ([`crate::lease_margin`], or the
-    /// larger one of [`LockOptions::with_lease_margin`]); [`lost`](Self::lost) fires then
-    /// unless the lease is renewed first. `None` once the hold is lost or released.
-    ///
-    /// It moves forward as the server acknowledges requests (at least every third of the
-    /// session timeout on a healthy session): read it again after waiting. A supervisor that
-    /// must stop work before the lock can pass to someone else schedules from it:
-    ///
-    /// ```no_run
-    /// # async fn run(guard: zkwire_recipes::MutexGuard) {
-    /// while let Some(until) = guard.trusted_until() {
-    ///     let stop_at = tokio::time::Instant::from_std(until);
-    ///     tokio::time::sleep_until(stop_at).await; // then re-read: usually renewed by now
-    ///     if guard.trusted_until().is_some_and(|u| u <= until) {
-    ///         break; // not renewed: stop the work now
-    ///     }
-    /// }
-    /// # }
-    /// ```
-    pub fn trusted_until(&self) -> Option<std::time::Instant> {
-        self.hold.trusted_until()
-    }
-
-    /// The fencing token: the `czxid` of our lock node. Strictly increasing across the
-    /// successive holders of the lock (unlike the sequence suffix, which restarts when a
-    /// container directory is recreated and wraps at 2^31). Pass it to the resource you
-    /// protect and have it refuse tokens older than the newest it has seen.
-    pub fn fencing_token(&self) -> i64 {
-        self.hold.fencing_token()
-    }
-
-    /// The full path of our lock node.
-    pub fn path(&self) -> &str {
-        &self.hold.node().path
-    }
-
-    /// The client the lock was taken with.
-    pub fn client(&self) -> &Client {
-        self.hold.client()
-    }
-
-    /// Runs `ops` atomically, on condition that our lock node still exists: a multi of
-    /// `check(lock node, any version)` followed by `ops`. Returns the results of `ops`.
-    ///
-    /// # Errors
-    /// [`LockError::Lost`] with [`LostReason::NodeDeleted`] when the lock node is gone
-    /// (nothing was applied); [`zkwire::Error::MultiFailed`] with the index into `ops` of
-    /// the op that failed; the client's errors.
-    pub async fn multi_fenced(&self, ops: &[Op]) -> Result<Vec<OpResult>, LockError> {
-        self.hold.multi_fenced(ops).await
-    }
-
-    /// Deletes the lock node and reports the outcome.
-    ///
-    /// `Ok(())` means this call deleted the node and the hold was never reported lost.
-    ///
-    /// # Errors
-    /// [`LockError::Lost`] when the node was already gone (deleted, session over) or
-    /// [`lost`](Self::lost) had fired before the release: the critical section may not have
-    /// been exclusive. Retryable errors are retried until the session ends.
-    ///
-    /// # Cancel safety
-    /// Dropping the future leaves the delete to the background worker.
-    pub async fn release(self) -> Result<(), LockError> {
-        self.hold.release().await
-    }
+    crate::hold::guard_methods!(
+        "The fencing token: the `czxid` of our lock node. Strictly increasing across the \
+         successive holders of the lock (unlike the sequence suffix, which restarts when a \
+         container directory is recreated and wraps at 2^31). Pass it to the resource you \
+         protect and have it refuse tokens older than the newest it has seen."
+    );
 }

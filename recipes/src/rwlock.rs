@@ -1,13 +1,12 @@
 //! [`RwLock`]: Curator's `InterProcessReadWriteLock` layout and rules.
 
-use std::future::Future;
 use std::sync::{Arc, Mutex as StdMutex, PoisonError};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use zkwire::{Client, Op, OpResult};
+use zkwire::Client;
 
-use crate::error::{LockError, LostReason};
+use crate::error::LockError;
 use crate::hold::Hold;
 use crate::internals::{acquire, deadline_after, Contest, Dir, Outcome, Tie};
 use crate::options::LockOptions;
@@ -296,54 +295,18 @@ impl Drop for Registration {
     }
 }
 
-/// The methods every guard has; see [`MutexGuard`](crate::MutexGuard) for their contracts.
-macro_rules! guard_methods {
+/// What a read/write hold's fencing token orders.
+macro_rules! rw_token_doc {
     () => {
-        /// Whether the hold is still trusted (see [`MutexGuard::is_held`](crate::MutexGuard::is_held)).
-        pub fn is_held(&self) -> bool {
-            self.hold.is_held()
-        }
-
-        /// Resolves when the hold can no longer be trusted (see
-        /// [`MutexGuard::lost`](crate::MutexGuard::lost)).
-        pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
-            self.hold.lost()
-        }
-
-        /// Until when the hold may be trusted (see
-        /// [`MutexGuard::trusted_until`](crate::MutexGuard::trusted_until)).
-        pub fn trusted_until(&self) -> Option<std::time::Instant> {
-            self.hold.trusted_until()
-        }
-
-        /// The fencing token (see
-        /// [`MutexGuard::fencing_token`](crate::MutexGuard::fencing_token)): the `czxid` of
-        /// our node, or, for a read hold taken while holding the write lock (a downgrade),
-        /// the write node's. Every hold's
-        /// token is larger than the token of every earlier hold it conflicts with (writers
-        /// are ordered among themselves and against readers; concurrent readers are not).
-        pub fn fencing_token(&self) -> i64 {
-            self.hold.fencing_token()
-        }
-
-        /// The full path of our node.
-        pub fn path(&self) -> &str {
-            &self.hold.node().path
-        }
-
-        /// `ops` in a multi guarded by our node (see
-        /// [`MutexGuard::multi_fenced`](crate::MutexGuard::multi_fenced)).
-        ///
-        /// # Errors
-        /// As [`MutexGuard::multi_fenced`](crate::MutexGuard::multi_fenced).
-        pub async fn multi_fenced(&self, ops: &[Op]) -> Result<Vec<OpResult>, LockError> {
-            self.hold.multi_fenced(ops).await
-        }
+        "The fencing token: the `czxid` of our node, or, for a read hold taken while holding \
+         the write lock (a downgrade), the write node's. Every hold's token is larger than \
+         the token of every earlier hold it conflicts with (writers are ordered among \
+         themselves and against readers; concurrent readers are not)."
     };
 }
 
 impl ReadGuard {
-    guard_methods!();
+    crate::hold::guard_methods!(rw_token_doc!());
 
     /// Always [`LockError::UpgradeRefused`]: in Curator's layout a writer would wait behind
     /// this very read node forever. Release the read lock, then take the write lock.
@@ -353,19 +316,10 @@ impl ReadGuard {
     pub fn upgrade(&self) -> Result<WriteGuard, LockError> {
         Err(LockError::UpgradeRefused)
     }
-
-    /// Deletes our node and reports the outcome (see
-    /// [`MutexGuard::release`](crate::MutexGuard::release)).
-    ///
-    /// # Errors
-    /// As [`MutexGuard::release`](crate::MutexGuard::release).
-    pub async fn release(self) -> Result<(), LockError> {
-        self.hold.release().await
-    }
 }
 
 impl WriteGuard {
-    guard_methods!();
+    crate::hold::guard_methods!(rw_token_doc!());
 
     /// Takes the read lock while holding the write lock (Curator's downgrade, first step):
     /// the read node ties with our write node and is granted at once. Release this guard
@@ -400,14 +354,5 @@ impl WriteGuard {
         let read = self.downgrade_read().await?;
         self.release().await?;
         Ok(read)
-    }
-
-    /// Deletes our node and reports the outcome (see
-    /// [`MutexGuard::release`](crate::MutexGuard::release)).
-    ///
-    /// # Errors
-    /// As [`MutexGuard::release`](crate::MutexGuard::release).
-    pub async fn release(self) -> Result<(), LockError> {
-        self.hold.release().await
     }
 }

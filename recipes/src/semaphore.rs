@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use zkwire::path::{self, parse_sequence};
-use zkwire::{Client, CreateMode, CreateOptions, Error, OneshotWatcher, Op, OpResult};
+use zkwire::{Client, CreateMode, CreateOptions, Error, OneshotWatcher};
 
 use crate::cleanup::FOREGROUND_GRACE;
-use crate::error::{LockError, LostReason};
+use crate::error::LockError;
 use crate::hold::Hold;
 use crate::internals::{backoff, create_containers, deadline_after, Attempt, Contest, Dir};
 use crate::mutex::{Mutex, MutexGuard};
@@ -401,62 +401,12 @@ pub struct Lease {
 }
 
 impl Lease {
-    /// Whether the lease is still trusted (see
-    /// [`MutexGuard::is_held`](crate::MutexGuard::is_held)).
-    pub fn is_held(&self) -> bool {
-        self.hold.is_held()
-    }
-
-    /// Resolves when the lease can no longer be trusted: the session's lease is within its
-    /// margin of ending, the session ended, the lease node was deleted or its data changed
-    /// (see [`MutexGuard::lost`](crate::MutexGuard::lost)).
-    pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
-        self.hold.lost()
-    }
-
-    /// Until when the lease may be trusted (see
-    /// [`MutexGuard::trusted_until`](crate::MutexGuard::trusted_until)).
-    pub fn trusted_until(&self) -> Option<std::time::Instant> {
-        self.hold.trusted_until()
-    }
-
-    /// The `czxid` of the lease node. Leases are shared, so tokens of concurrent holders are
-    /// not ordered against each other; a token is larger than that of every lease created
-    /// before it, which is what a resource needs to refuse holders older than a cut-off.
-    pub fn fencing_token(&self) -> i64 {
-        self.hold.fencing_token()
-    }
-
-    /// The full path of the lease node.
-    pub fn path(&self) -> &str {
-        &self.hold.node().path
-    }
-
-    /// The client the lease was obtained with.
-    pub fn client(&self) -> &Client {
-        self.hold.client()
-    }
-
-    /// `ops` in a multi guarded by the lease node (see
-    /// [`MutexGuard::multi_fenced`](crate::MutexGuard::multi_fenced)).
-    ///
-    /// # Errors
-    /// As [`MutexGuard::multi_fenced`](crate::MutexGuard::multi_fenced).
-    pub async fn multi_fenced(&self, ops: &[Op]) -> Result<Vec<OpResult>, LockError> {
-        self.hold.multi_fenced(ops).await
-    }
-
-    /// Deletes the lease node and reports the outcome (see
-    /// [`MutexGuard::release`](crate::MutexGuard::release)).
-    ///
-    /// # Errors
-    /// As [`MutexGuard::release`](crate::MutexGuard::release).
-    ///
-    /// # Cancel safety
-    /// Dropping the future leaves the delete to the background worker.
-    pub async fn release(self) -> Result<(), LockError> {
-        self.hold.release().await
-    }
+    crate::hold::guard_methods!(
+        "The `czxid` of the lease node. Leases are shared, so tokens of concurrent holders \
+         are not ordered against each other; a token is larger than that of every lease \
+         created before it, which is what a resource needs to refuse holders older than a \
+         cut-off."
+    );
 }
 
 /// Runs `fut` before `deadline`, if any.

@@ -119,26 +119,33 @@ pub fn curator_classpath() -> Result<OsString, JavaError> {
     if let Some(cp) = env::var_os(CURATOR_CLASSPATH_ENV).filter(|v| !v.is_empty()) {
         return Ok(cp);
     }
+    jar_classpath(CURATOR_JARS, OPTIONAL_JARS)
+        .map_err(|missing| JavaError::CuratorNotFound(format!("missing {missing}")))
+}
+
+/// A classpath of jars in [`DEFAULT_JAR_DIR`]: every `required` one, and the `optional` ones
+/// that are present. The one place the harness looks for jars (servers and Java programs).
+///
+/// # Errors
+/// The missing required jars (or a jar path the platform cannot join), as one line.
+pub(crate) fn jar_classpath(required: &[&str], optional: &[&str]) -> Result<OsString, String> {
     let dir = Path::new(DEFAULT_JAR_DIR);
-    let missing: Vec<String> = CURATOR_JARS
+    let missing: Vec<String> = required
         .iter()
         .map(|jar| dir.join(jar))
         .filter(|p| !p.is_file())
         .map(|p| p.display().to_string())
         .collect();
     if !missing.is_empty() {
-        return Err(JavaError::CuratorNotFound(format!(
-            "missing {}",
-            missing.join(", ")
-        )));
+        return Err(missing.join(", "));
     }
-    let jars = CURATOR_JARS.iter().map(|jar| dir.join(jar)).chain(
-        OPTIONAL_JARS
+    let jars = required.iter().map(|jar| dir.join(jar)).chain(
+        optional
             .iter()
             .map(|jar| dir.join(jar))
             .filter(|p| p.is_file()),
     );
-    env::join_paths(jars).map_err(|e| JavaError::CuratorNotFound(format!("bad jar path: {e}")))
+    env::join_paths(jars).map_err(|e| format!("bad jar path: {e}"))
 }
 
 /// The `java` binary: `$JAVA`, `java` on `PATH`, or `$JAVA_HOME/bin/java`.
@@ -199,7 +206,8 @@ fn find_tool(name: &str) -> Result<PathBuf, JavaError> {
     )))
 }
 
-fn find_on_path(name: &OsStr) -> Option<PathBuf> {
+/// `name` in a directory of `PATH`.
+pub(crate) fn find_on_path(name: &OsStr) -> Option<PathBuf> {
     let path = env::var_os("PATH")?;
     env::split_paths(&path)
         .map(|dir| dir.join(name))

@@ -524,42 +524,8 @@ struct Runtime {
     classpath: OsString,
 }
 
-fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = env::var_os("PATH")?;
-    env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
-}
-
 fn resolve_java() -> Result<PathBuf, ServerError> {
-    if let Some(value) = env::var_os(JAVA_ENV).filter(|v| !v.is_empty()) {
-        let as_path = PathBuf::from(&value);
-        if as_path.components().count() > 1 {
-            return if as_path.is_file() {
-                Ok(as_path)
-            } else {
-                Err(ServerError::JavaNotFound(format!(
-                    "{JAVA_ENV}={} is not a file",
-                    as_path.display()
-                )))
-            };
-        }
-        return find_on_path(&value.to_string_lossy()).ok_or_else(|| {
-            ServerError::JavaNotFound(format!("{JAVA_ENV}={} is not on PATH", as_path.display()))
-        });
-    }
-    if let Some(found) = find_on_path("java") {
-        return Ok(found);
-    }
-    if let Some(home) = env::var_os("JAVA_HOME").filter(|v| !v.is_empty()) {
-        let candidate = PathBuf::from(home).join("bin").join("java");
-        if candidate.is_file() {
-            return Ok(candidate);
-        }
-    }
-    Err(ServerError::JavaNotFound(format!(
-        "no `java` on PATH, {JAVA_ENV} and JAVA_HOME unset or invalid"
-    )))
+    crate::java::java_binary().map_err(|e| ServerError::JavaNotFound(e.to_string()))
 }
 
 /// The classpath used when `ZKWIRE_ZK_CLASSPATH` is not set: the jars of
@@ -575,26 +541,8 @@ fn resolve_java() -> Result<PathBuf, ServerError> {
 ///
 /// [`ServerError::ZooKeeperNotFound`] when a required jar is missing.
 pub fn default_classpath() -> Result<OsString, ServerError> {
-    let dir = Path::new(DEFAULT_JAR_DIR);
-    let missing: Vec<String> = REQUIRED_JARS
-        .iter()
-        .map(|jar| dir.join(jar))
-        .filter(|p| !p.is_file())
-        .map(|p| p.display().to_string())
-        .collect();
-    if !missing.is_empty() {
-        return Err(ServerError::ZooKeeperNotFound(format!(
-            "missing {}",
-            missing.join(", ")
-        )));
-    }
-    let jars = REQUIRED_JARS.iter().map(|jar| dir.join(jar)).chain(
-        OPTIONAL_JARS
-            .iter()
-            .map(|jar| dir.join(jar))
-            .filter(|p| p.is_file()),
-    );
-    env::join_paths(jars).map_err(|e| ServerError::ZooKeeperNotFound(format!("bad jar path: {e}")))
+    crate::java::jar_classpath(REQUIRED_JARS, OPTIONAL_JARS)
+        .map_err(|missing| ServerError::ZooKeeperNotFound(format!("missing {missing}")))
 }
 
 fn resolve_classpath() -> Result<OsString, ServerError> {
@@ -605,7 +553,7 @@ fn resolve_classpath() -> Result<OsString, ServerError> {
 }
 
 fn resolve_runtime() -> Result<Runtime, ServerError> {
-    let bash = find_on_path("bash")
+    let bash = crate::java::find_on_path(std::ffi::OsStr::new("bash"))
         .or_else(|| Some(PathBuf::from("/bin/bash")).filter(|p| p.is_file()))
         .ok_or_else(|| ServerError::BashNotFound("no `bash` on PATH or at /bin/bash".to_owned()))?;
     let java = resolve_java()?;

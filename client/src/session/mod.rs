@@ -25,7 +25,7 @@ pub use types::{
 pub use watches::SET_WATCHES_MAX_PATH_BYTES;
 
 use self::pending::{Pending, PendingAuth, Queued, Target, Xids};
-use self::timers::Timers;
+use self::timers::{Deadlines, Timers};
 use self::watches::{SetWatchesBatch, Watches};
 use crate::error::{Error, ProtocolError};
 use crate::jute::{encode_frame, Decode, Encode, FrameDecoder, Reader};
@@ -87,16 +87,12 @@ pub struct Session {
     transmit: BytesMut,
     events: VecDeque<Event>,
     timers: Timers,
-    closing: Option<RequestId>,
-    /// A close whose connection dropped before its reply: answered Ok once the session ends.
-    close_unanswered: Option<RequestId>,
+    /// The deadlines of the unanswered requests that have one, in order.
+    deadlines: Deadlines,
+    /// A close the caller asked for, until the session has ended.
+    closing: Option<Closing>,
     /// Whether a read/write server has accepted the session (or it was given to resume).
     seen_rw: bool,
-    /// Whether a queued or written request may carry a deadline. Only an over-approximation:
-    /// set when one is submitted, cleared once nothing is queued or in flight. It spares
-    /// `poll_timeout` a scan of every request on each driver loop in the common case of
-    /// requests without deadlines.
-    any_deadline: bool,
 }
 
 impl std::fmt::Debug for Session {
@@ -114,6 +110,16 @@ impl std::fmt::Debug for Session {
             .field("watches", &self.watches.len())
             .finish_non_exhaustive()
     }
+}
+
+/// Where a close the caller asked for stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Closing {
+    /// closeSession is queued or written; its reply ends the session.
+    Requested(RequestId),
+    /// The connection dropped with closeSession in flight. The session is over for us all
+    /// the same, which is what the caller asked for: it is answered `Ok` when it ends.
+    CutOff(RequestId),
 }
 
 /// The connection phase.
@@ -156,10 +162,9 @@ impl Session {
             transmit: BytesMut::new(),
             events: VecDeque::new(),
             timers: Timers::new(now),
+            deadlines: Deadlines::default(),
             closing: None,
-            close_unanswered: None,
             seen_rw,
-            any_deadline: false,
         }
     }
 
@@ -250,22 +255,6 @@ impl Session {
     ///
     /// Changes after any input; call it again after every `handle_*` or command.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let scan = self.any_deadline;
-        let deadlines = self
-            .queued
-            .iter()
-            .filter(|_| scan)
-            .filter_map(|q| q.request.deadline);
-        let in_flight = self
-            .pending
-            .iter()
-            .filter(|_| scan)
-            .filter_map(Pending::deadline);
-        let auths = self
-            .pending_auth
-            .iter()
-            .filter(|_| scan)
-            .filter_map(PendingAuth::deadline);
         let timer = match self.conn {
             Conn::Idle if self.state.is_terminal() => None,
             Conn::Idle => self.timers.expiry_at(self.negotiated, self.session_id),
@@ -277,7 +266,7 @@ impl Session {
                 read.into_iter().chain(ping).min()
             }
         };
-        deadlines.chain(in_flight).chain(auths).chain(timer).min()
+        self.deadlines.next().into_iter().chain(timer).min()
     }
 
     // ===== commands =====
@@ -304,7 +293,9 @@ impl Session {
         } else if request.deadline.is_some_and(|d| d <= now) {
             self.answer(id, Err(Error::Timeout));
         } else {
-            self.any_deadline |= request.deadline.is_some();
+            if let Some(at) = request.deadline {
+                self.deadlines.insert(id, at);
+            }
             self.queued.push_back(Queued { id, request });
             self.flush(now);
         }
@@ -317,6 +308,7 @@ impl Session {
     /// its reply from the server, which is then discarded. Returns whether the request was
     /// still unanswered.
     pub fn cancel(&mut self, id: RequestId) -> bool {
+        self.deadlines.remove(id);
         if let Some(at) = self.queued.iter().position(|q| q.id == id) {
             self.queued.remove(at);
             return true;
@@ -338,7 +330,7 @@ impl Session {
         if let Some(err) = self.refusal() {
             self.answer(id, Err(err));
         } else if self.conn == Conn::Open {
-            self.closing = Some(id);
+            self.closing = Some(Closing::Requested(id));
             let request = Request::new(OpCode::CloseSession, Bytes::new());
             self.queued.push_back(Queued { id, request });
             self.flush(now);
@@ -374,7 +366,6 @@ impl Session {
             self.write_frame(AUTH_XID, OpCode::Auth, &body);
             let replay = PendingAuth {
                 id: None,
-                deadline: None,
                 body,
                 replay: false,
                 sent: now,
@@ -644,10 +635,8 @@ impl Session {
             }
             if request.op == OpCode::Auth {
                 self.write_frame(AUTH_XID, OpCode::Auth, &request.body);
-                let deadline = request.deadline;
                 let auth = PendingAuth {
                     id: Some(id),
-                    deadline,
                     body: request.body,
                     replay: true,
                     sent: now,
@@ -660,7 +649,6 @@ impl Session {
             let target = Target::User {
                 id,
                 effect: request.effect,
-                deadline: request.deadline,
                 abandoned: false,
             };
             self.pending.push_back(Pending {
@@ -718,21 +706,14 @@ impl Session {
     }
 
     fn expire_deadlines(&mut self, now: Instant) {
-        let mut expired = Vec::new();
-        self.queued.retain(|q| {
-            let due = q.request.deadline.is_some_and(|d| d <= now);
-            if due {
-                expired.push(q.id);
+        while let Some(id) = self.deadlines.pop_due(now) {
+            if let Some(at) = self.queued.iter().position(|q| q.id == id) {
+                self.queued.remove(at);
+            } else {
+                // Written: the reply, when it comes, only keeps the FIFO in step.
+                let _ = self.pending.iter_mut().any(|p| p.abandon(id))
+                    || self.pending_auth.iter_mut().any(|p| p.abandon(id));
             }
-            !due
-        });
-        for pending in &mut self.pending {
-            expired.extend(pending.abandon_if_due(now));
-        }
-        for auth in &mut self.pending_auth {
-            expired.extend(auth.abandon_if_due(now));
-        }
-        for id in expired {
             self.answer(id, Err(Error::Timeout));
         }
     }
@@ -767,10 +748,8 @@ impl Session {
     }
 
     fn answer(&mut self, id: RequestId, result: Result<Reply, Error>) {
+        self.deadlines.remove(id);
         self.events.push_back(Event::Reply { id, result });
-        if self.queued.is_empty() && self.pending.is_empty() && self.pending_auth.is_empty() {
-            self.any_deadline = false;
-        }
     }
 
     fn set_state(&mut self, state: SessionState) {
@@ -809,11 +788,11 @@ impl Session {
     }
 
     fn after_connection_lost(&mut self) {
-        if self.closing.is_some() {
+        if let Some(closing) = self.closing {
             // The server closes the socket right after confirming closeSession; either way
             // the session is over for us.
             self.end(SessionState::Closed, Error::Closed);
-            if let Some(id) = self.close_unanswered.take() {
+            if let Closing::CutOff(id) = closing {
                 self.answer(
                     id,
                     Ok(Reply {
@@ -838,7 +817,7 @@ impl Session {
             if pending.op == OpCode::CloseSession && *err == Error::ConnectionLoss {
                 // A close cut off by the connection still ends the session, which is what
                 // the caller asked for: it succeeds (answered when the session ends).
-                self.close_unanswered = Some(id);
+                self.closing = Some(Closing::CutOff(id));
                 continue;
             }
             self.answer(id, Err(err.clone()));

@@ -36,7 +36,6 @@ pub(crate) enum Target {
     User {
         id: RequestId,
         effect: Effect,
-        deadline: Option<Instant>,
         /// The caller got its answer already (timeout) or left (cancel); the reply, when it
         /// comes, only keeps the FIFO in step.
         abandoned: bool,
@@ -56,18 +55,6 @@ impl Pending {
         }
     }
 
-    /// The deadline of a caller still waiting.
-    pub(crate) fn deadline(&self) -> Option<Instant> {
-        match self.target {
-            Target::User {
-                deadline,
-                abandoned: false,
-                ..
-            } => deadline,
-            _ => None,
-        }
-    }
-
     /// Stops waiting for `id`; returns whether this entry was it.
     pub(crate) fn abandon(&mut self, id: RequestId) -> bool {
         match &mut self.target {
@@ -82,27 +69,15 @@ impl Pending {
             _ => false,
         }
     }
-
-    /// Stops waiting if the deadline has passed, returning the id to answer with a timeout.
-    pub(crate) fn abandon_if_due(&mut self, now: Instant) -> Option<RequestId> {
-        let id = self.waiting_id()?;
-        if self.deadline().is_some_and(|d| d <= now) {
-            self.abandon(id);
-            return Some(id);
-        }
-        None
-    }
 }
 
 /// An auth packet in flight. Its reply is sent inline by the server and may overtake
 /// pipeline replies, so auth packets are matched in their own FIFO.
 #[derive(Debug)]
 pub(crate) struct PendingAuth {
-    /// The caller waiting, `None` for a replay or a caller who left.
+    /// The caller waiting, `None` for a replay or a caller who left (a request's deadline
+    /// holds for auth like for any other request).
     pub(crate) id: Option<RequestId>,
-    /// When the caller stops waiting: auth replies come inline, but a request's deadline
-    /// holds for auth like for any other request.
-    pub(crate) deadline: Option<Instant>,
     /// The encoded AuthPacket, kept to replay on every reconnect once accepted.
     pub(crate) body: Bytes,
     /// Whether to remember the credential for replay when the server accepts it.
@@ -112,19 +87,6 @@ pub(crate) struct PendingAuth {
 }
 
 impl PendingAuth {
-    /// The deadline of a caller still waiting.
-    pub(crate) fn deadline(&self) -> Option<Instant> {
-        self.id.and(self.deadline)
-    }
-
-    /// Stops waiting if the deadline has passed, returning the id to answer with a timeout.
-    pub(crate) fn abandon_if_due(&mut self, now: Instant) -> Option<RequestId> {
-        if self.deadline()? <= now {
-            return self.id.take();
-        }
-        None
-    }
-
     /// Stops waiting for `id`; returns whether this entry was it.
     pub(crate) fn abandon(&mut self, id: RequestId) -> bool {
         if self.id == Some(id) {

@@ -22,9 +22,10 @@
 //!   expired the session by then, so we report `Expired` instead of retrying forever (the
 //!   Java client 3.9.3+ uses the same ratio).
 
+use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
-use super::types::SessionConfig;
+use super::types::{RequestId, SessionConfig};
 
 const MAX_PING_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -133,6 +134,48 @@ impl Timers {
     }
 }
 
+/// The deadlines of the requests still unanswered, in order: the next one is the first, and
+/// the expired ones pop from the front. A request is in here from its submission (if it has
+/// a deadline) until it is answered or cancelled.
+#[derive(Debug, Default)]
+pub(crate) struct Deadlines {
+    order: BTreeSet<(Instant, RequestId)>,
+    by_id: HashMap<RequestId, Instant>,
+}
+
+impl Deadlines {
+    pub(crate) fn insert(&mut self, id: RequestId, at: Instant) {
+        self.order.insert((at, id));
+        self.by_id.insert(id, at);
+    }
+
+    /// Forgets `id` (answered or cancelled); cheap when no request has a deadline.
+    pub(crate) fn remove(&mut self, id: RequestId) {
+        if self.by_id.is_empty() {
+            return;
+        }
+        if let Some(at) = self.by_id.remove(&id) {
+            self.order.remove(&(at, id));
+        }
+    }
+
+    /// The earliest deadline.
+    pub(crate) fn next(&self) -> Option<Instant> {
+        self.order.first().map(|(at, _)| *at)
+    }
+
+    /// Takes the first request whose deadline is at or before `now`.
+    pub(crate) fn pop_due(&mut self, now: Instant) -> Option<RequestId> {
+        let (at, id) = *self.order.first()?;
+        if at > now {
+            return None;
+        }
+        self.order.pop_first();
+        self.by_id.remove(&id);
+        Some(id)
+    }
+}
+
 pub(crate) fn read_timeout(timeout: Duration) -> Duration {
     timeout.saturating_mul(2) / 3
 }
@@ -169,6 +212,24 @@ mod tests {
             let t = Duration::from_millis(ms);
             assert!(ping_interval(t) <= t / 3, "T = {t:?}");
         }
+    }
+
+    #[test]
+    fn deadlines_pop_in_order_and_forget_answered_requests() {
+        let t0 = Instant::now();
+        let mut d = Deadlines::default();
+        d.insert(RequestId(1), t0 + Duration::from_secs(3));
+        d.insert(RequestId(2), t0 + Duration::from_secs(1));
+        d.insert(RequestId(3), t0 + Duration::from_secs(1));
+        d.insert(RequestId(4), t0 + Duration::from_secs(2));
+        d.remove(RequestId(4));
+        assert_eq!(d.next(), Some(t0 + Duration::from_secs(1)));
+        assert_eq!(d.pop_due(t0), None);
+        let due: Vec<_> = std::iter::from_fn(|| d.pop_due(t0 + Duration::from_secs(2))).collect();
+        assert_eq!(due, [RequestId(2), RequestId(3)]);
+        assert_eq!(d.next(), Some(t0 + Duration::from_secs(3)));
+        d.remove(RequestId(1));
+        assert_eq!(d.next(), None);
     }
 
     #[test]
