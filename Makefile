@@ -16,5 +16,10 @@ demo: deps
 test: deps
 	tests/golden/generate.sh --check
 	$(CARGO) clippy --workspace --all-targets -q -- -D warnings
+	# zkwire as users build it, without the `unstable` internals the workspace turns on
+	# (the second doc run also leaves the user-facing docs in target/doc).
+	$(CARGO) clippy -p zkwire --lib -q -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps -q
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -p zkwire --no-deps -q
 	$(CARGO) test --workspace
 	fuzz/run.sh $(FUZZ_SECONDS)

@@ -13,6 +13,11 @@
 //! processes falls on all of them alike. The exclusion check of `lock-contention` makes the
 //! run exit non-zero on a violation (exit code 2). With `--json`, stdout holds only the JSON
 //! lines (one per workload, client and param) and the tables go to stderr.
+//!
+//! `zkwire-bench soak [--acquisitions N] [--contenders N] [--seed N] [--max-minutes M]` is a
+//! separate subcommand: contenders on a 3-node ensemble, each through fault proxies, under
+//! seeded faults and leader kills, with every critical section checked for overlap (see
+//! `soak.rs`; exit code 2 on a violation).
 #![forbid(unsafe_code)]
 
 mod codec;
@@ -23,6 +28,7 @@ mod raw;
 mod report;
 mod runner;
 mod sessions;
+mod soak;
 mod writes;
 
 use std::alloc::System;
@@ -202,7 +208,8 @@ struct Args {
 const USAGE: &str = "usage: zkwire-bench [--json] [--server HOST:PORT] [--only W1,W2,...] \
 [--clients zkwire,kezhuw,raw] [--depths 1,16,256] [--duration SECS] [--warmup SECS] [--rounds N] [--sessions N]
 [--skip-server-warmup] [--break-exclusion]
-workloads: codec, pipeline, write-latency, lock-cycle, lock-contention, sessions";
+workloads: codec, pipeline, write-latency, lock-cycle, lock-contention, sessions
+       zkwire-bench soak --help   (mutual exclusion under faults)";
 
 fn parse_args() -> Result<Args, BenchError> {
     let mut args = Args {
@@ -308,6 +315,10 @@ fn main() -> std::process::ExitCode {
 
 /// Runs everything; `Ok(false)` when a check failed (mutual exclusion).
 fn run() -> Result<bool, BenchError> {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().is_some_and(|a| a == "soak") {
+        return soak::main(&argv[1..]);
+    }
     let args = parse_args()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -19,7 +19,7 @@ pub(crate) fn line(text: &str) -> Result<(), Failure> {
 /// Writes raw `bytes` and a newline to standard output, and flushes.
 ///
 /// # Errors
-/// As [`line`].
+/// As [`line()`].
 pub(crate) fn bytes_line(bytes: &[u8]) -> Result<(), Failure> {
     let mut stdout = io::stdout().lock();
     stdout
@@ -32,7 +32,7 @@ pub(crate) fn bytes_line(bytes: &[u8]) -> Result<(), Failure> {
 /// Writes a JSON document on one line.
 ///
 /// # Errors
-/// As [`line`].
+/// As [`line()`].
 pub(crate) fn json(doc: &Json) -> Result<(), Failure> {
     line(&doc.to_string())
 }
@@ -40,7 +40,7 @@ pub(crate) fn json(doc: &Json) -> Result<(), Failure> {
 /// Writes several lines.
 ///
 /// # Errors
-/// As [`line`].
+/// As [`line()`].
 pub(crate) fn lines<S: AsRef<str>>(items: &[S]) -> Result<(), Failure> {
     items.iter().try_for_each(|l| line(l.as_ref()))
 }

@@ -12,12 +12,13 @@ use std::str::FromStr;
 use crate::path::{Chroot, InvalidPath};
 
 /// The port used for a host written without one.
-pub const DEFAULT_PORT: u16 = 2181;
+pub(crate) const DEFAULT_PORT: u16 = 2181;
 
-/// One server of a [`ConnectString`]: an unresolved host and a port.
+/// One server of a connect string: an unresolved host and a port.
 ///
 /// The host is a DNS name or an IP address, kept as text; an IPv6 address is
-/// stored without its brackets.
+/// stored without its brackets. A [`Connect`](crate::Connect) implementation
+/// receives one at each connection attempt and resolves it then.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct HostPort {
     host: String,
@@ -53,7 +54,7 @@ impl fmt::Display for HostPort {
 
 /// A parsed connect string: at least one server and an optional chroot.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConnectString {
+pub(crate) struct ConnectString {
     hosts: Vec<HostPort>,
     chroot: Option<Chroot>,
 }
@@ -87,7 +88,7 @@ impl ConnectString {
     ///   path, e.g. `/app/` or `//x`.
     ///
     /// The first error from the left is reported.
-    pub fn parse(s: &str) -> Result<Self, InvalidConnectString> {
+    pub(crate) fn parse(s: &str) -> Result<Self, InvalidConnectString> {
         // No host syntax (names, IPv4, bracketed IPv6) contains a '/', so the
         // first one starts the chroot.
         let (host_list, chroot) = match s.find('/') {
@@ -108,13 +109,13 @@ impl ConnectString {
 
     /// The servers, in the order written. Never empty.
     #[must_use]
-    pub fn hosts(&self) -> &[HostPort] {
+    pub(crate) fn hosts(&self) -> &[HostPort] {
         &self.hosts
     }
 
     /// The chroot, if any (a chroot of `/` is `None`).
     #[must_use]
-    pub fn chroot(&self) -> Option<&Chroot> {
+    pub(crate) fn chroot(&self) -> Option<&Chroot> {
         self.chroot.as_ref()
     }
 }
@@ -145,8 +146,12 @@ impl fmt::Display for ConnectString {
     }
 }
 
-/// Why a connect string could not be parsed. See [`ConnectString::parse`].
+/// Why a connect string (`host[:port][,host[:port]...][/chroot]`) could not be parsed.
+///
+/// Returned inside [`Error::InvalidConnectString`](crate::Error::InvalidConnectString) by
+/// [`Client::connect`](crate::Client::connect) and the builder's `connect` methods.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum InvalidConnectString {
     /// The connect string lists no hosts.
     #[error("connect string has no hosts")]
@@ -310,7 +315,7 @@ mod tests {
             let parsed = parsed(s);
             assert_eq!(parsed.hosts(), hosts, "{s:?}");
             assert_eq!(
-                parsed.chroot().map(Chroot::as_str),
+                parsed.chroot().map(ToString::to_string).as_deref(),
                 expected_chroot,
                 "{s:?}"
             );

@@ -1,11 +1,12 @@
-//! The one public error type.
+//! The error types: [`Error`], which every operation returns, and the types its variants
+//! carry.
 
 use std::fmt;
 use std::sync::Arc;
 
-use crate::connect_string::InvalidConnectString;
-use crate::jute::{DecodeError, FrameError};
-use crate::path::InvalidPath;
+pub use crate::connect_string::InvalidConnectString;
+pub use crate::jute::{DecodeError, DecodeErrorKind, FrameError};
+pub use crate::path::InvalidPath;
 use crate::proto::ErrorCode;
 
 /// Everything a zkwire operation can fail with.
@@ -155,7 +156,7 @@ pub enum Error {
 
 impl Error {
     /// The error for a non-zero reply code.
-    pub fn from_code(code: ErrorCode) -> Self {
+    pub(crate) fn from_code(code: ErrorCode) -> Self {
         match code {
             ErrorCode::NoNode => Self::NoNode,
             ErrorCode::NodeExists => Self::NodeExists,

@@ -1,11 +1,12 @@
 //! zkwire: an Apache ZooKeeper client written down to the wire.
 //!
-//! Layers, bottom up:
-//! - [`jute`]: the hand-written, hardened codec; [`proto`]: every record of the client
-//!   protocol, checked byte for byte against ZooKeeper's own serializer;
-//! - [`session`]: the sans-IO session state machine (no sockets, no clock);
-//! - [`driver`]: the tokio task that owns a connection and a session;
-//! - [`Client`]: the async API.
+//! [`Client`] is the whole API: build one with [`Client::connect`] or [`Client::builder`],
+//! then call the operations on it. Everything it takes or returns is exported here at the
+//! crate root; [`path`] holds the path rules and helpers the recipes use, and [`error`] the
+//! error types. Under the client sit a hand-written jute codec, the records of the protocol,
+//! a sans-IO session state machine and one tokio task per client; they are internals (see
+//! "Unstable internals" below). The protocol facts the code relies on are written down in the
+//! repository's `docs/protocol.md`.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), zkwire::Error> {
@@ -17,23 +18,132 @@
 //! # let _ = stat;
 //! # Ok(()) }
 //! ```
+//!
+//! # Watches and session state
+//!
+//! A watch is registered by the read that sets it and is delivered to the value that read
+//! returns, never to a global callback:
+//!
+//! - [`Client::get_data_and_watch`], [`Client::exists_and_watch`] and
+//!   [`Client::get_children_and_watch`] return a [`OneshotWatcher`], a future that resolves
+//!   with the one [`WatchedEvent`] that fires it. If the session ends first it resolves with
+//!   [`EventType::None`] and the session's end as its [`KeeperState`]. Dropping it removes the
+//!   local watcher.
+//! - [`Client::add_watch`] returns a [`PersistentWatcher`], a stream of events
+//!   ([`PersistentWatcher::next`]) that lasts until it is dropped, the watch is removed
+//!   ([`Client::remove_watches`]) or the session ends. With
+//!   [`AddWatchMode::PersistentRecursive`] it also reports every node below the path. The
+//!   stream buffers a bounded number of events ([`ClientBuilder::with_watch_capacity`]); a
+//!   consumer that falls that far behind loses the watch rather than growing memory.
+//!
+//! Both kinds survive reconnections: after a reconnect the client registers every live watch
+//! again. The server then fires each one-shot watch whose node changed while the client was
+//! away; persistent watches are re-armed without catching up on such changes (the protocol
+//! offers no way to), as `docs/protocol.md` §5.5 explains.
+//!
+//! The session itself is observed through [`Client::state`] (now) and [`Client::state_stream`]
+//! (every change, as a [`StateStream`] of [`SessionState`]). `Disconnected` is not the end:
+//! requests in flight fail with [`Error::ConnectionLoss`] and the client resumes the same
+//! session on another server. `Expired`, `AuthFailed` and `Closed` are terminal
+//! ([`SessionState::is_terminal`]): every later request fails.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), zkwire::Error> {
+//! use zkwire::{AddWatchMode, Client, EventType, SessionState};
+//!
+//! let client = Client::connect("127.0.0.1:2181").await?;
+//!
+//! // One-shot: the change after this read.
+//! let (_data, _stat, changed) = client.get_data_and_watch("/config").await?;
+//! let event = changed.await;
+//! if event.event_type == EventType::NodeDataChanged {
+//!     let (_new, _stat) = client.get_data("/config").await?;
+//! }
+//!
+//! // Persistent and recursive: every change under /jobs until dropped.
+//! let mut jobs = client.add_watch("/jobs", AddWatchMode::PersistentRecursive).await?;
+//! tokio::spawn(async move {
+//!     while let Some(event) = jobs.next().await {
+//!         println!("{:?} {}", event.event_type, event.path);
+//!     }
+//! });
+//!
+//! // Session state: react to the session ending.
+//! let mut states = client.state_stream();
+//! while let Some(state) = states.next().await {
+//!     match state {
+//!         SessionState::Disconnected => eprintln!("disconnected; resuming the session"),
+//!         s if s.is_terminal() => break,
+//!         _ => {}
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # Custom transports
+//!
+//! [`ClientBuilder::connect_with`] takes any [`Connect`] implementation in place of the
+//! default [`TcpConnector`]: it is asked for a byte stream to one [`HostPort`] of the connect
+//! string at every connection attempt (TLS, a SOCKS proxy or an in-memory stream in tests).
+//!
+//! # Unstable internals
+//!
+//! The cargo feature `unstable` makes the layers under the client public as `zkwire::jute`
+//! (the codec), `zkwire::proto` (every wire record), `zkwire::session` (the sans-IO state
+//! machine) and `zkwire::driver` (the tokio task). The workspace's test harness, benchmarks
+//! and fuzz targets use them to speak the protocol directly. They carry no stability promise:
+//! any release may change them, and they are hidden from the rendered documentation.
 #![forbid(unsafe_code)]
 
 mod client;
-pub mod connect_string;
-pub mod driver;
+mod connect_string;
 pub mod error;
 #[cfg(any(fuzzing, feature = "fuzzing"))]
+#[doc(hidden)]
 pub mod fuzzing;
-pub mod jute;
 pub mod path;
+
+// The internal layers: `pub` and hidden from the docs with the `unstable` feature (no
+// stability promise; `tests/`, `bench/` and `fuzz/` turn it on), private without it.
+//
+// Without the feature, the parts of a layer that only the harness, the benchmarks or the fuzz
+// targets use (records the client never sends, re-exports, test-only accessors) are unused
+// in this crate, and its `pub` items are unreachable from outside: `dead_code`,
+// `unused_imports` and `unreachable_pub` are allowed for these modules only, since the same
+// items are the layer's interface once the feature is on, where they are checked as any
+// public API (the workspace's test and bench crates always turn the feature on; `make test`
+// also runs clippy on this crate alone, without it).
+#[cfg(feature = "unstable")]
+#[doc(hidden)]
+pub mod driver;
+#[cfg(not(feature = "unstable"))]
+#[allow(dead_code, unused_imports, unreachable_pub)]
+mod driver;
+#[cfg(feature = "unstable")]
+#[doc(hidden)]
+pub mod jute;
+#[cfg(not(feature = "unstable"))]
+#[allow(dead_code, unused_imports, unreachable_pub)]
+mod jute;
+#[cfg(feature = "unstable")]
+#[doc(hidden)]
 pub mod proto;
+#[cfg(not(feature = "unstable"))]
+#[allow(dead_code, unused_imports, unreachable_pub)]
+mod proto;
+#[cfg(feature = "unstable")]
+#[doc(hidden)]
 pub mod session;
+#[cfg(not(feature = "unstable"))]
+#[allow(dead_code, unused_imports, unreachable_pub)]
+mod session;
 
 pub use client::{
     Client, ClientBuilder, ClientStats, CreateOptions, OneshotWatcher, Op, OpResult,
     PersistentWatcher, ReadOp, ReadResult, StateStream, StatsHandle, WatchedEvent,
 };
+pub use connect_string::HostPort;
+pub use driver::{Connect, TcpConnector};
 pub use error::Error;
 pub use proto::{
     Acl, AddWatchMode, ClientInfo, CreateMode, EventType, Id, KeeperState, Perms, Stat, WatcherType,

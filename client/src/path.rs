@@ -1,4 +1,4 @@
-//! ZooKeeper path rules and chroot mapping.
+//! ZooKeeper path rules and helpers.
 //!
 //! ZooKeeper names znodes with absolute, `/`-separated paths. The server and
 //! the reference Java client (`PathUtils.validatePath`) reject malformed paths;
@@ -6,9 +6,13 @@
 //! `BadArguments` (or, worse, a silently different node) into an immediate,
 //! descriptive error.
 //!
+//! [`parent`], [`join`], [`parse_sequence`] and [`sequence_suffix`] take
+//! paths and sequential node names apart the way ZooKeeper builds them.
+//!
 //! A *chroot* is a path prefix taken from the connect string: every path the
-//! application uses is interpreted relative to it. [`Chroot`] converts between
-//! the application's (client) view and the server's view of a path.
+//! application uses is interpreted relative to it, and the client converts
+//! between the application's view and the server's view of a path, so the
+//! paths given to and returned by [`Client`](crate::Client) never include it.
 //!
 //! All functions here are pure string manipulation; none of them talks to a
 //! server.
@@ -17,8 +21,9 @@ use std::fmt;
 
 /// A path that ZooKeeper would reject.
 ///
-/// Returned by [`validate_path`], [`validate_sequential_path`] and
-/// [`Chroot::new`]. The [`reason`](Self::reason) is a fixed, human-readable
+/// Returned by [`validate_path`] and [`validate_sequential_path`], and inside
+/// [`Error::InvalidPath`](crate::Error::InvalidPath) by every [`Client`](crate::Client)
+/// operation given such a path. The [`reason`](Self::reason) is a fixed, human-readable
 /// sentence; the offending [`path`](Self::path) is kept so the message can be
 /// understood without the surrounding context.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -152,7 +157,7 @@ fn forbidden_char(c: char) -> Option<&'static str> {
 /// Holds a validated path other than `/` (a chroot of `/` is the same as no
 /// chroot, see [`Chroot::new`]), such as `/app/x`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Chroot {
+pub(crate) struct Chroot {
     prefix: String,
 }
 
@@ -167,7 +172,7 @@ impl Chroot {
     /// Returns [`InvalidPath`] if `prefix` is not a valid path according to
     /// [`validate_path`] (so, for instance, `/app/` with its trailing `/` is
     /// rejected).
-    pub fn new(prefix: &str) -> Result<Option<Self>, InvalidPath> {
+    pub(crate) fn new(prefix: &str) -> Result<Option<Self>, InvalidPath> {
         validate_path(prefix)?;
         if prefix == "/" {
             return Ok(None);
@@ -175,12 +180,6 @@ impl Chroot {
         Ok(Some(Self {
             prefix: prefix.to_owned(),
         }))
-    }
-
-    /// The chroot prefix, e.g. `/app/x`. Never `/` and never ends with `/`.
-    #[must_use]
-    pub fn as_str(&self) -> &str {
-        &self.prefix
     }
 
     /// Maps an application path to the path the server sees.
@@ -193,7 +192,7 @@ impl Chroot {
     /// [`to_server_sequential`](Self::to_server_sequential) instead, since
     /// the special case for `/` is wrong there.
     #[must_use]
-    pub fn to_server(&self, client_path: &str) -> String {
+    pub(crate) fn to_server(&self, client_path: &str) -> String {
         if client_path == "/" {
             return self.prefix.clone();
         }
@@ -212,7 +211,7 @@ impl Chroot {
     /// `client_path` is assumed to have passed [`validate_sequential_path`];
     /// this function does not check it.
     #[must_use]
-    pub fn to_server_sequential(&self, client_path: &str) -> String {
+    pub(crate) fn to_server_sequential(&self, client_path: &str) -> String {
         let mut server_path = String::with_capacity(self.prefix.len() + client_path.len());
         server_path.push_str(&self.prefix);
         server_path.push_str(client_path);
@@ -227,7 +226,7 @@ impl Chroot {
     /// the caller decides what to do with it, e.g. pass it through unchanged
     /// with [`strip_or_pass`].
     #[must_use]
-    pub fn to_client<'a>(&self, server_path: &'a str) -> Option<&'a str> {
+    pub(crate) fn to_client<'a>(&self, server_path: &'a str) -> Option<&'a str> {
         let rest = server_path.strip_prefix(self.prefix.as_str())?;
         if rest.is_empty() {
             Some("/")
@@ -239,6 +238,7 @@ impl Chroot {
     }
 }
 
+/// The chroot prefix, e.g. `/app/x`: never `/` and never ending with `/`.
 impl fmt::Display for Chroot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.prefix)
@@ -251,7 +251,7 @@ impl fmt::Display for Chroot {
 /// Passing outside paths through matches the Java client, which for example
 /// reports watch events on `/zookeeper/config` verbatim even under a chroot.
 #[must_use]
-pub fn strip_or_pass<'a>(chroot: Option<&Chroot>, server_path: &'a str) -> &'a str {
+pub(crate) fn strip_or_pass<'a>(chroot: Option<&Chroot>, server_path: &'a str) -> &'a str {
     chroot
         .and_then(|chroot| chroot.to_client(server_path))
         .unwrap_or(server_path)
@@ -509,7 +509,6 @@ mod tests {
     #[test]
     fn chroot_accessors() {
         let chroot = app_x();
-        assert_eq!(chroot.as_str(), "/app/x");
         assert_eq!(chroot.to_string(), "/app/x");
     }
 

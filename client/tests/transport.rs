@@ -7,14 +7,13 @@ use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
-use zkwire::connect_string::HostPort;
-use zkwire::driver::Connect;
+// The fake server speaks the protocol through the `unstable` codec and records.
 use zkwire::jute::{encode_frame, Decode, Encode, FrameDecoder, Reader};
 use zkwire::proto::{
     ConnectRequest, ConnectResponse, ErrorCode, GetDataRequest, GetDataResponse, OpCode,
     ReplyHeader, RequestHeader, Stat,
 };
-use zkwire::Client;
+use zkwire::{Client, Connect, HostPort};
 
 /// Hands out the client end of a fresh pipe whose server end is played by `serve`.
 #[derive(Clone, Default)]

@@ -3,14 +3,29 @@
 //! A dropped guard, a cancelled or failed acquire, or a release whose future was dropped
 //! hands its node (or, when a create's outcome is unknown, its guid) to the worker of its
 //! session. The worker retries each job until it succeeds or the session is over (its
-//! ephemeral nodes are then gone anyway); it never gives up on a retryable error, unlike
-//! kazoo's one best-effort delete (kazoo #732) or Curator's manager that stops with the
-//! framework (CURATOR-678).
+//! ephemeral nodes are then gone anyway), as Curator's guaranteed delete does: it never gives
+//! up on an error that may yet clear up, unlike kazoo's one best-effort delete or a manager
+//! that stops with the framework that started it.
+//!
+//! - A retryable error (connection loss, timeout, ...) is retried at once after a backoff;
+//!   the job keeps its place, since every other job would meet the same error.
+//! - Any other error that does not end the session (`NoAuth` after an ACL change,
+//!   `NotReadOnly` while only a read-only server is reachable, ...) may clear up later: the
+//!   job goes to the back of the queue and is retried after a backoff, so that one stuck
+//!   node does not hold up the others. It is logged at warn once per job.
+//! - A terminal error (`SessionExpired`, `Closed`, ...) ends the job: on that client nothing
+//!   can succeed any more, and if the session is over its nodes are gone.
+//!
+//! Backoff: 50 ms doubling to at most 1 s.
+//!
+//! A job holds a clone of its client, and so keeps the session open while it waits: a job
+//! that keeps failing (an ACL that never lets it delete) keeps the session, and its ephemeral
+//! node, until the session ends, even after the application dropped its own handles.
 //!
 //! There is one worker per session id, spawned when a job arrives and ending when the queue
 //! is empty, so it never keeps an idle client (and its session) alive. Jobs hold the client
-//! clone they need; jobs run one at a time, in order, which is what a single ZooKeeper session
-//! does anyway.
+//! clone they need; jobs run one at a time, which is what a single ZooKeeper session does
+//! anyway.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -38,12 +53,19 @@ pub(crate) enum Job {
 struct Queued {
     client: Client,
     job: Job,
+    /// Failed attempts so far, for the backoff.
+    attempts: u32,
+    /// Whether a non-retryable failure of this job was logged at warn already.
+    warned: bool,
 }
 
 #[derive(Default)]
 struct Queue {
     jobs: VecDeque<Queued>,
+    /// A worker exists (spawned, maybe not polled yet) for this session.
     running: bool,
+    /// The worker holds a job taken off `jobs` (running it, or waiting to retry it).
+    active: bool,
 }
 
 type Registry = Mutex<HashMap<i64, Queue>>;
@@ -75,31 +97,53 @@ pub(crate) fn enqueue(client: &Client, job: Job) {
         queue.jobs.push_back(Queued {
             client: client.clone(),
             job,
+            attempts: 0,
+            warned: false,
         });
         !std::mem::replace(&mut queue.running, true)
     };
     if start {
-        runtime.spawn(run(session));
+        // The guard exists before the task does: if the task is dropped without ever being
+        // polled (its runtime shuts down first), dropping the guard still clears `running`,
+        // so that the next job starts a new worker.
+        let running = Running {
+            session,
+            ended: false,
+        };
+        runtime.spawn(run(running));
     }
 }
 
-/// The number of jobs waiting for `session` (for tests and monitoring).
+/// The number of jobs not done yet for `session`, the one in progress included (for tests
+/// and monitoring).
 #[cfg(test)]
 pub(crate) fn pending(session: i64) -> usize {
     let queues = registry().lock().unwrap_or_else(PoisonError::into_inner);
-    queues.get(&session).map_or(0, |q| q.jobs.len())
+    queues
+        .get(&session)
+        .map_or(0, |q| q.jobs.len() + usize::from(q.active))
 }
 
-async fn run(session: i64) {
-    // Aborted with its runtime: let the next job start a new worker.
-    let mut running = Running {
-        session,
-        ended: false,
-    };
+/// What became of one attempt at a job.
+enum Outcome {
+    /// Done: succeeded, or ended by a terminal error.
+    Done,
+    /// Try the same job again after `pause`, before any other.
+    RetryNow(Duration),
+    /// Put the job at the back of the queue and pause before going on.
+    RetryLater(Duration),
+}
+
+async fn run(mut running: Running) {
+    let session = running.session;
     loop {
         let next = {
             let mut queues = registry().lock().unwrap_or_else(PoisonError::into_inner);
-            let next = queues.get_mut(&session).and_then(|q| q.jobs.pop_front());
+            let next = queues.get_mut(&session).and_then(|q| {
+                let next = q.jobs.pop_front();
+                q.active = next.is_some();
+                next
+            });
             if next.is_none() {
                 queues.remove(&session);
                 // Another worker may own a new entry from now on: leave it alone.
@@ -107,37 +151,67 @@ async fn run(session: i64) {
             }
             next
         };
-        let Some(Queued { client, job }) = next else {
+        let Some(mut queued) = next else {
             return;
         };
-        if let Err(e) = run_job(&client, &job).await {
-            if e.is_terminal() {
-                // The session is over: every ephemeral node of it is gone already.
-                drop_all(session);
-            } else {
-                tracing::warn!(?job, error = %e, "lock cleanup failed for good");
+        loop {
+            match attempt(&mut queued).await {
+                Outcome::Done => break,
+                Outcome::RetryNow(pause) => tokio::time::sleep(pause).await,
+                Outcome::RetryLater(pause) => {
+                    {
+                        let mut queues = registry().lock().unwrap_or_else(PoisonError::into_inner);
+                        let queue = queues.entry(session).or_default();
+                        queue.jobs.push_back(queued);
+                        queue.active = false;
+                    }
+                    tokio::time::sleep(pause).await;
+                    break;
+                }
             }
         }
     }
 }
 
-/// Runs one job, retrying retryable errors until it succeeds or fails for good.
-async fn run_job(client: &Client, job: &Job) -> Result<(), Error> {
-    let mut attempt = 0;
-    loop {
-        let result = match job {
-            Job::Delete(path) => delete(client, path).await,
-            Job::Sweep { dir, prefix } => sweep(client, dir, prefix).await,
-        };
-        match result {
-            Err(e) if e.is_retryable() => {
-                tracing::debug!(?job, error = %e, "lock cleanup will retry");
-                tokio::time::sleep(backoff(attempt)).await;
-                attempt += 1;
-            }
-            other => return other,
-        }
+/// Tries `queued`'s job once and decides what comes next.
+async fn attempt(queued: &mut Queued) -> Outcome {
+    let Queued {
+        client,
+        job,
+        attempts,
+        warned,
+    } = queued;
+    let result = match job {
+        Job::Delete(path) => delete(client, path).await,
+        Job::Sweep { dir, prefix } => sweep(client, dir, prefix).await,
+    };
+    let e = match result {
+        Ok(()) => return Outcome::Done,
+        Err(e) => e,
+    };
+    if e.is_terminal() {
+        // Nothing on this client can succeed any more; if the session is over, its
+        // ephemeral nodes are gone already. Other jobs may hold another client of the same
+        // session (resumed elsewhere) and run on their own.
+        tracing::debug!(?job, error = %e, "lock cleanup ends with the session");
+        return Outcome::Done;
     }
+    let pause = backoff(*attempts);
+    *attempts = attempts.saturating_add(1);
+    if e.is_retryable() {
+        tracing::debug!(?job, error = %e, "lock cleanup will retry");
+        return Outcome::RetryNow(pause);
+    }
+    if !std::mem::replace(warned, true) {
+        tracing::warn!(
+            ?job,
+            error = %e,
+            "lock cleanup failed; retrying with backoff until it succeeds or the session ends"
+        );
+    } else {
+        tracing::debug!(?job, error = %e, "lock cleanup failed again");
+    }
+    Outcome::RetryLater(pause)
 }
 
 async fn delete(client: &Client, path: &str) -> Result<(), Error> {
@@ -155,7 +229,8 @@ async fn sweep(client: &Client, dir: &str, prefix: &str) -> Result<(), Error> {
 }
 
 /// Marks the worker of a session as gone if it is dropped before it ended (its runtime shut
-/// down), so that the next job starts a new one.
+/// down, perhaps before it was ever polled), so that the next job starts a new one. The job
+/// it held, if any, is dropped with it.
 struct Running {
     session: i64,
     ended: bool,
@@ -169,17 +244,125 @@ impl Drop for Running {
         let mut queues = registry().lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(q) = queues.get_mut(&self.session) {
             q.running = false;
+            q.active = false;
         }
-    }
-}
-
-fn drop_all(session: i64) {
-    let mut queues = registry().lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(q) = queues.get_mut(&session) {
-        q.jobs.clear();
     }
 }
 
 /// How long a foreground cleanup (after a timeout or `try_lock` miss) may take before it is
 /// left to the worker.
 pub(crate) const FOREGROUND_GRACE: Duration = Duration::from_millis(500);
+
+#[cfg(test)]
+mod tests {
+    //! The worker against a real server.
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::time::{Duration, Instant};
+
+    use zkwire::{Acl, Client, CreateMode, CreateOptions, Error, Id, Perms};
+    use zkwire_testing::support::fresh_chroot;
+
+    use super::*;
+
+    fn persistent() -> CreateOptions {
+        CreateOptions::new(CreateMode::Persistent)
+    }
+
+    /// Polls (for up to 10 s) until `path` is gone and `session` has at most `left` jobs.
+    async fn wait_done(client: &Client, session: i64, path: &str, left: usize) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while (pending(session) > left || client.exists(path).await.unwrap().is_some())
+            && Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// A worker whose task is dropped before its first poll (its runtime shut down right
+    /// after `enqueue` spawned it) must not leave the session marked as having a worker:
+    /// the next job, on another runtime, gets one and runs.
+    #[test]
+    fn a_worker_dropped_unpolled_does_not_block_later_jobs() {
+        let first = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (cs, session, passwd) = first.block_on(async {
+            let cs = fresh_chroot("cleanup_unpolled").await;
+            let a = Client::connect(&cs).await.unwrap();
+            a.create("/first", b"", &persistent()).await.unwrap();
+            a.create("/second", b"", &persistent()).await.unwrap();
+            // No await after this: the worker is spawned but never polled on this runtime.
+            enqueue(&a, Job::Delete("/first".into()));
+            (cs, a.session_id(), a.session_password())
+        });
+        drop(first);
+        assert_eq!(pending(session), 1, "the first job is still queued");
+
+        let second = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        second.block_on(async {
+            // The same session, resumed by a client of the new runtime.
+            let b = Client::builder()
+                .with_session(session, passwd)
+                .connect(&cs)
+                .await
+                .unwrap();
+            assert_eq!(b.session_id(), session);
+            enqueue(&b, Job::Delete("/second".into()));
+            wait_done(&b, session, "/second", 0).await;
+            assert_eq!(
+                b.exists("/second").await.unwrap(),
+                None,
+                "the later job ran"
+            );
+            // The first job's client died with its runtime: that job ended, nothing waits.
+            assert_eq!(pending(session), 0);
+            b.delete("/first", None).await.unwrap();
+            b.close().await.unwrap();
+        });
+    }
+
+    /// A delete refused with a non-retryable error (NoAuth: the parent's ACL denies DELETE)
+    /// is retried until it succeeds once the ACL allows it again, and meanwhile does not hold
+    /// up the session's other jobs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refused_delete_is_retried_until_it_succeeds() {
+        let cs = fresh_chroot("cleanup_noauth").await;
+        let a = Client::connect(&cs).await.unwrap();
+        let session = a.session_id();
+        a.create("/dir", b"", &persistent()).await.unwrap();
+        let ephemeral = CreateOptions::new(CreateMode::Ephemeral);
+        a.create("/dir/node", b"", &ephemeral).await.unwrap();
+        a.create("/other", b"", &ephemeral).await.unwrap();
+        let no_delete = [Acl::new(
+            Perms(Perms::ALL.0 & !Perms::DELETE.0),
+            Id::anyone(),
+        )];
+        a.set_acl("/dir", &no_delete, None).await.unwrap();
+        assert_eq!(a.delete("/dir/node", None).await, Err(Error::NoAuth));
+
+        enqueue(&a, Job::Delete("/dir/node".into()));
+        enqueue(&a, Job::Delete("/other".into()));
+        wait_done(&a, session, "/other", 1).await;
+        assert_eq!(a.exists("/other").await.unwrap(), None, "not held up");
+        // Long enough for several attempts (50, 100, 200, 400 ms ... apart).
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(a.exists("/dir/node").await.unwrap().is_some());
+        assert_eq!(pending(session), 1, "the refused job is still pending");
+
+        a.set_acl("/dir", &Acl::open_unsafe(), None).await.unwrap();
+        wait_done(&a, session, "/dir/node", 0).await;
+        assert_eq!(
+            a.exists("/dir/node").await.unwrap(),
+            None,
+            "deleted at last"
+        );
+        assert_eq!(pending(session), 0);
+        a.close().await.unwrap();
+    }
+}

@@ -334,7 +334,7 @@ impl Attempt {
     }
 
     /// Deletes children carrying our guid other than our node, if our session owns them
-    /// (a late duplicate of a retried create: recipes.md §10 item 3c).
+    /// (a late duplicate of a retried create: docs/recipes.md §4, step 3).
     pub(crate) async fn delete_duplicates(&mut self, children: &[String], ours: &str) {
         if !children
             .iter()

@@ -1,6 +1,6 @@
-//! #19 mutex-chaos, light: 4 contenders, each through its own fault proxy, cycle on one
-//! mutex while random faults hit the proxies for 20 s. A hold is "believed" from the moment
-//! `lock()` returns until it ends or `lost()` fires; no two believed holds may overlap.
+//! docs/faults.md #19 mutex-chaos, light: 4 contenders, each through its own fault proxy, cycle
+//! on one mutex while random faults hit the proxies for 20 s. A hold is "believed" from the
+//! moment `lock()` returns until it ends or `lost()` fires; no two believed holds may overlap.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -107,14 +107,14 @@ async fn contender(i: usize, cs: String, board: Arc<Board>) -> Client {
     client
 }
 
-/// #19 (light): faults every 0.5–3 s for 20 s, on one proxy or all of them — a cut
-/// (FIN/RST), a blackhole (bytes held, then delivered) of 0.2–0.9 T or, one time in three,
-/// of 1–1.5 T (the session expires while the holder is cut off), or a delay of 5–100 ms
-/// per frame for 0.5–2 s. A third of the faults aim at the proxy of the contender that
-/// holds the lock at that moment (if any). Holds are judged by the lease rule, which does
-/// not depend on delays: a late reply renews the lease only to its request's send instant.
-/// No two believed holds overlap; after the faults stop every contender acquires again
-/// within 2 T; no lock node is left.
+/// docs/faults.md #19 (light): faults every 0.5–3 s for 20 s, on one proxy or all of them — a
+/// cut (FIN/RST), a blackhole (bytes held, then delivered) of 0.2–0.9 T or, one time in three,
+/// of 1–1.5 T (the session expires while the holder is cut off), or a delay of 5–100 ms per
+/// frame for 0.5–2 s. A third of the faults aim at the proxy of the contender that holds the
+/// lock at that moment (if any). Holds are judged by the lease rule, which does not depend on
+/// delays: a late reply renews the lease only to its request's send instant. No two believed
+/// holds overlap; after the faults stop every contender acquires again within 2 T; no lock node
+/// is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m19_mutex_chaos_light() {
     let cs = fresh_chroot("recipes_m19").await;

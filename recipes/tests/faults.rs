@@ -1,5 +1,6 @@
-//! Lock recipes under faults: the create reply lost (#16), the session killed while the
-//! create's outcome is unknown (#17), container parents reaped and recreated.
+//! Lock recipes under faults: the create reply lost (docs/faults.md #16), the session killed
+//! while the create's outcome is unknown (docs/faults.md #17), container parents reaped and
+//! recreated.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::time::{Duration, Instant};
@@ -26,9 +27,9 @@ async fn proxied(name: &str) -> (String, FaultProxy, String) {
     (cs, proxy, via)
 }
 
-/// #16: the connection is cut right after the lock node's create reaches the server. The
-/// acquire finds its node by guid (after a sync, owner = our session): exactly one node for
-/// this contender, the lock works, no orphan at the end.
+/// docs/faults.md #16: the connection is cut right after the lock node's create reaches the
+/// server. The acquire finds its node by guid (after a sync, owner = our session): exactly one
+/// node for this contender, the lock works, no orphan at the end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m16_create_reply_lost_is_recovered_by_guid() {
     let (cs, proxy, via) = proxied("recipes_m16").await;
@@ -72,9 +73,9 @@ async fn m16_create_reply_lost_is_recovered_by_guid() {
     );
 }
 
-/// #17 in zkwire's model: a client never changes session, so when the session is killed
-/// while the create's outcome is unknown, the acquire fails with SessionExpired, the node
-/// went with the session, and nobody else is kept out.
+/// docs/faults.md #17 in zkwire's model: a client never changes session, so when the session is
+/// killed while the create's outcome is unknown, the acquire fails with SessionExpired, the
+/// node went with the session, and nobody else is kept out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m17_session_killed_before_the_retry() {
     let (cs, proxy, via) = proxied("recipes_m17").await;

@@ -32,6 +32,7 @@ use tokio::time::Instant;
 use zkwire::{AddWatchMode, Client, CreateMode, CreateOptions, SessionState};
 use zkwire_recipes::{LockError, LostReason, Mutex, MutexGuard};
 use zkwire_testing::proxy::{Direction, FaultProxy};
+use zkwire_testing::rng::SplitMix64;
 use zkwire_testing::server::shared_server;
 use zkwire_testing::support::{connect_with_timeout, fresh_chroot, sorted_children};
 
@@ -60,24 +61,6 @@ async fn within<F: Future>(limit: Duration, what: &str, f: F) -> F::Output {
     tokio::time::timeout(limit, f)
         .await
         .unwrap_or_else(|_| panic!("timed out after {limit:?}: {what}"))
-}
-
-/// SplitMix64: seeded, tiny, reproducible.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A duration in `[lo_ms, hi_ms]` milliseconds.
-    fn millis(&mut self, lo_ms: u64, hi_ms: u64) -> Duration {
-        Duration::from_millis(lo_ms + self.next_u64() % (hi_ms - lo_ms + 1))
-    }
 }
 
 /// The fault a scenario injects.
@@ -173,7 +156,7 @@ async fn rig(name: &str, seed: u64) -> Rig {
     });
     background.spawn({
         let writer = writer.clone();
-        let mut rng = Rng(seed ^ 0x5772_6974_6572);
+        let mut rng = SplitMix64(seed ^ 0x5772_6974_6572);
         async move {
             // At least 100 ms apart: bounded well past RUN_LIMIT, and aborted at teardown.
             for i in 0..400u32 {
@@ -312,7 +295,7 @@ fn signed_ms(from: Instant, to: Instant) -> i64 {
 /// One seeded run of `fault`.
 async fn run(fault: Fault, seed: u64) -> Sample {
     let name = format!("lease_{}_{seed}", fault.tag());
-    let mut rng = Rng(seed);
+    let mut rng = SplitMix64(seed);
     let mut rig = rig(&name, seed).await;
     tokio::time::sleep(rng.millis(300, 1800)).await;
     assert!(
@@ -347,7 +330,7 @@ async fn run(fault: Fault, seed: u64) -> Sample {
             // Requests in flight at the cut: their replies arrive after it.
             rig.background.spawn({
                 let holder = rig.holder.clone();
-                let mut rng = Rng(seed ^ 0x776f_726b);
+                let mut rng = SplitMix64(seed ^ 0x776f_726b);
                 async move {
                     let mut requests = JoinSet::new();
                     for _ in 0..100 {

@@ -1,6 +1,7 @@
-//! The mutex against a real ZooKeeper: exclusion under stress (#18), try/timeout semantics,
-//! cancellation (#24), lost-lock signals, fencing (#20, ZooKeeper side), foreign children and
-//! sequence wrap. Test names cite the test-matrix numbers; each test has its own chroot.
+//! The mutex against a real ZooKeeper: exclusion under stress, try/timeout semantics,
+//! cancellation, lost-lock signals, fencing (ZooKeeper side), foreign children and sequence
+//! wrap (docs/faults.md #18, #24, #20). Test names cite the scenario numbers of
+//! docs/faults.md; each test has its own chroot.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
@@ -25,9 +26,9 @@ fn ephemeral() -> CreateOptions {
     CreateOptions::new(CreateMode::Ephemeral)
 }
 
-/// #18: 8 sessions × 2 tasks × 250 cycles = 4,000 lock/unlock cycles, holds of 0–10 ms.
-/// Exactly one holder at a time (in-process counter, and non-overlapping monotonic hold
-/// intervals); fencing tokens strictly increase from one holder to the next, i.e. grants
+/// docs/faults.md #18: 8 sessions × 2 tasks × 250 cycles = 4,000 lock/unlock cycles, holds of
+/// 0–10 ms. Exactly one holder at a time (in-process counter, and non-overlapping monotonic
+/// hold intervals); fencing tokens strictly increase from one holder to the next, i.e. grants
 /// follow node creation order (FIFO).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m18_mutex_exclusion_stress() {
@@ -177,8 +178,8 @@ async fn lock_timeout_gives_up_once_and_leaves_nothing() {
     g.release().await.unwrap();
 }
 
-/// #24: dropping a queued acquire removes its node and its watch; the next acquire works;
-/// a waiter whose node is deleted externally still acquires.
+/// docs/faults.md #24: dropping a queued acquire removes its node and its watch; the next
+/// acquire works; a waiter whose node is deleted externally still acquires.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m24_acquire_cancel_and_external_delete() {
     let cs = fresh_chroot("recipes_m24").await;

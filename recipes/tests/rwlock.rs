@@ -1,5 +1,6 @@
-//! The read/write lock against a real ZooKeeper (#21): writers alone, readers together,
-//! upgrade refused, downgrade allowed (Curator ≥ 5.5 tie layout), ties from peers tolerated.
+//! The read/write lock against a real ZooKeeper (docs/faults.md #21): writers alone, readers
+//! together, upgrade refused, downgrade allowed (Curator ≥ 5.5 tie layout), ties from peers
+//! tolerated.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
@@ -33,8 +34,8 @@ struct Tally {
     token_regressions: AtomicUsize,
 }
 
-/// #21: 8 sessions × 100 iterations, 10% writers. A writer is always alone; several readers
-/// hold at once; write fencing tokens strictly increase.
+/// docs/faults.md #21: 8 sessions × 100 iterations, 10% writers. A writer is always alone;
+/// several readers hold at once; write fencing tokens strictly increase.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m21_rwlock_readers_share_writers_exclude() {
     const CLIENTS: usize = 8;
@@ -108,8 +109,8 @@ async fn m21_rwlock_readers_share_writers_exclude() {
     }
 }
 
-/// #21: a read→write upgrade is refused (instead of the self-deadlock Curator documents), and
-/// so is a second write on the same instance.
+/// docs/faults.md #21: a read→write upgrade is refused (instead of the self-deadlock Curator
+/// documents), and so is a second write on the same instance.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m21_upgrade_refused() {
     let cs = fresh_chroot("recipes_upgrade").await;
@@ -141,8 +142,9 @@ async fn m21_upgrade_refused() {
     assert!(sorted_children(&a, "/rw").await.is_empty());
 }
 
-/// #21: downgrade. The read node ties with the writer's suffix, is granted at once, and keeps
-/// a queued writer out after the write lock is released, while other readers get in.
+/// docs/faults.md #21: downgrade. The read node ties with the writer's suffix, is granted at
+/// once, and keeps a queued writer out after the write lock is released, while other readers
+/// get in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m21_downgrade_allowed() {
     let cs = fresh_chroot("recipes_downgrade").await;

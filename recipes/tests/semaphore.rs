@@ -1,6 +1,7 @@
 //! The semaphore against a real ZooKeeper: Curator's InterProcessSemaphoreV2 layout, limits
-//! fixed or from a SharedCount node (#22), session loss (#23), timeouts, cancellation and
-//! lost leases. Test names cite the test-matrix numbers; each test has its own chroot.
+//! fixed or from a SharedCount node (docs/faults.md #22), session loss (docs/faults.md #23),
+//! timeouts, cancellation and lost leases. Test names cite the scenario numbers of
+//! docs/faults.md; each test has its own chroot.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -364,10 +365,10 @@ async fn cancel_lost_and_foreign() {
     assert_eq!(sorted_children(&a, "/s/leases").await, ["config"]);
 }
 
-/// #22: 10 clients × 100 loops, each acquiring a random number of leases (1..=8, one in ten
-/// 1..=25) of a limit of 25 kept in a SharedCount node (FixedChecked: the first one seeds it); the number of
-/// leases held at once never exceeds the limit and returns to 0; a participant configured
-/// with another limit is rejected.
+/// docs/faults.md #22: 10 clients × 100 loops, each acquiring a random number of leases (1..=8,
+/// one in ten 1..=25) of a limit of 25 kept in a SharedCount node (FixedChecked: the first one
+/// seeds it); the number of leases held at once never exceeds the limit and returns to 0; a
+/// participant configured with another limit is rejected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m22_semaphore_limits() {
     const CLIENTS: usize = 10;
@@ -483,7 +484,7 @@ async fn connect_retrying(cs: &str) -> Client {
     }
 }
 
-/// What #23's workers share with the test.
+/// What the workers of docs/faults.md #23 share with the test.
 struct Board {
     /// Leases believed held right now: from the grant until the hold ends or lost() fires.
     believed: AtomicUsize,
@@ -579,12 +580,12 @@ async fn all_granted(board: &Board, phase: usize, within: Duration) -> Duration 
     started.elapsed()
 }
 
-/// #23: 6 workers cycle on a semaphore of 2 leases. (1) The server is stopped until every
-/// client has given its session up (local expiry, 4/3 T), then restarted: the workers
-/// start new sessions and all re-acquire once the server has expired the old ones. (2) Every
-/// session is then killed for real: again all re-acquire. Holds end at the first
-/// disconnection; what the workers believe they hold never exceeds the limit, and no lease
-/// node is left at the end.
+/// docs/faults.md #23: 6 workers cycle on a semaphore of 2 leases. (1) The server is stopped
+/// until every client has given its session up (local expiry, 4/3 T), then restarted: the
+/// workers start new sessions and all re-acquire once the server has expired the old ones. (2)
+/// Every session is then killed for real: again all re-acquire. Holds end at the first
+/// disconnection; what the workers believe they hold never exceeds the limit, and no lease node
+/// is left at the end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m23_semaphore_session_loss() {
     let mut server = tokio::task::block_in_place(ZkServer::start).unwrap();

@@ -4,5 +4,6 @@
 pub mod evil;
 pub mod java;
 pub mod proxy;
+pub mod rng;
 pub mod server;
 pub mod support;

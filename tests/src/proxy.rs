@@ -38,6 +38,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use crate::rng::SplitMix64;
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -153,32 +154,6 @@ impl Faults {
 struct Jitter {
     min: Duration,
     max: Duration,
-}
-
-/// SplitMix64 (Steele, Lea and Flood 2014): a tiny seeded generator, plenty for spreading
-/// delays and reproducible from its seed.
-#[derive(Debug, Clone, Copy, Default)]
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A duration in `[min, max]` (nanosecond resolution; spans beyond 584 years are
-    /// clamped).
-    fn between(&mut self, min: Duration, max: Duration) -> Duration {
-        let span = u64::try_from(max.saturating_sub(min).as_nanos()).unwrap_or(u64::MAX);
-        let offset = match span.checked_add(1) {
-            Some(n) => self.next_u64() % n,
-            None => self.next_u64(),
-        };
-        min.saturating_add(Duration::from_nanos(offset))
-    }
 }
 
 /// An armed [`FaultProxy::cut_after_request`].

@@ -140,7 +140,7 @@ pub fn open_fds() -> usize {
         .unwrap_or(0)
 }
 
-/// The leak check run after a test (matrix #27): closes `client`, then asserts that nothing
+/// The leak check run after a test (docs/faults.md #27): closes `client`, then asserts that nothing
 /// is left — no request in flight or queued, no watcher, no caller waiting, the background
 /// task stopped once the last clone is gone, and the process back to `fds_before` open
 /// file descriptors.

@@ -1,5 +1,5 @@
 //! A real 3-node ensemble: leader kill with writes in flight, quorum loss, and a session
-//! stolen by a second handle. Names cite the test-matrix numbers.
+//! stolen by a second handle. Names cite the scenario numbers of docs/faults.md.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -181,10 +181,10 @@ async fn m25_quorum_loss_then_recovery_keeps_the_session() {
     client.close().await.unwrap();
 }
 
-/// #3: a second handle attaches to the same session through another server while the first
-/// has writes in flight: the first handle's requests fail with ConnectionLoss (or succeed),
-/// nothing is applied twice, and closing the session through the second handle ends the
-/// first one too.
+/// docs/faults.md #3: a second handle attaches to the same session through another server while
+/// the first has writes in flight: the first handle's requests fail with ConnectionLoss (or
+/// succeed), nothing is applied twice, and closing the session through the second handle ends
+/// the first one too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m03_session_stomp() {
     let ensemble = start_ensemble();

@@ -1,5 +1,5 @@
-//! The real `zkwire::Client` against a scripted hostile server (test matrix #5 and #6,
-//! reference §4.1).
+//! The real `zkwire::Client` against a scripted hostile server (docs/faults.md #5 and #6;
+//! the rules checked are in docs/protocol.md §1 and §3).
 //!
 //! Each case starts an [`EvilServer`] that misbehaves on its first connection and serves
 //! healthily on later ones, connects a client with a 2 s session, and checks that:
@@ -8,8 +8,9 @@
 //! - a frame that breaks the protocol drops the connection at once (well within the 1.33 s
 //!   read timeout), the request in flight fails with `ConnectionLoss` instead of hanging, and
 //!   the client reconnects (the server sees a second connection);
-//! - a malformed reply *record* fails only its own request (`Error::Protocol`): the session
-//!   hands record bytes to the API layer undecoded, so the connection is kept;
+//! - a well-framed, correctly matched reply whose *record* is malformed is a protocol
+//!   violation too: the session checks the record while its request is in flight, so the
+//!   request fails with `ConnectionLoss` along with the connection;
 //! - what the protocol allows (unknown notification types and states, unknown error codes)
 //!   is survived on the same connection.
 //!

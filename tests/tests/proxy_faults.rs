@@ -1,7 +1,7 @@
 //! Faults injected by the frame-aware proxy between the client and a real ZooKeeper:
-//! keepalive (#8), watch catch-up (#13), watches pending at a cut (#14), 10,000 watches
-//! across a restart (#15) and a recursive watch across repeated cuts. Every test ends with
-//! the leak check (#27).
+//! keepalive, watch catch-up, watches pending at a cut, 10,000 watches across a restart
+//! (docs/faults.md #8, #13, #14, #15) and a recursive watch across repeated cuts. Every test
+//! ends with the leak check (docs/faults.md #27).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::time::{Duration, Instant};
@@ -52,7 +52,8 @@ fn ports(proxy: &FaultProxy) -> [u16; 1] {
     [proxy.addr().port()]
 }
 
-/// #8: an idle session stays connected for 3·T: pings go out at least every read-timeout/2.
+/// docs/faults.md #8: an idle session stays connected for 3·T: pings go out at least every
+/// read-timeout/2.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m08_idle_session_is_kept_alive_by_pings() {
     let direct = fresh_chroot("m08").await;
@@ -72,9 +73,9 @@ async fn m08_idle_session_is_kept_alive_by_pings() {
     assert_no_leaks_to(c, &ports(&proxy)).await;
 }
 
-/// #13: changes made while the client is cut off are caught up by SetWatches on reconnect:
-/// exactly one event per affected watch; a node created and deleted during the gap fires
-/// nothing on an exists watch (the documented gap).
+/// docs/faults.md #13: changes made while the client is cut off are caught up by SetWatches on
+/// reconnect: exactly one event per affected watch; a node created and deleted during the gap
+/// fires nothing on an exists watch (the documented gap).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m13_watch_catch_up_after_a_partition() {
     let direct = fresh_chroot("m13").await;
@@ -135,8 +136,8 @@ async fn m13_watch_catch_up_after_a_partition() {
     assert_no_leaks_to(a, &ports(&proxy)).await;
 }
 
-/// #14: exists-watch requests cut off before their replies fail with ConnectionLoss and leave
-/// no watch; the one that returned OK fires.
+/// docs/faults.md #14: exists-watch requests cut off before their replies fail with
+/// ConnectionLoss and leave no watch; the one that returned OK fires.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m14_watches_pending_at_a_cut_are_not_registered() {
     let direct = fresh_chroot("m14").await;
@@ -219,9 +220,9 @@ async fn recursive_watch_survives_three_cuts() {
     assert_no_leaks_to(a, &ports(&proxy)).await;
 }
 
-/// #15: 10,000 watches on 110-character paths survive a server restart: the client is back
-/// within 1 s of the server, re-registers them in SetWatches frames of at most 128 KiB of
-/// paths, and every watch fires exactly once on the next change.
+/// docs/faults.md #15: 10,000 watches on 110-character paths survive a server restart: the
+/// client is back within 1 s of the server, re-registers them in SetWatches frames of at most
+/// 128 KiB of paths, and every watch fires exactly once on the next change.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m15_ten_thousand_watches_survive_a_restart() {
     const N: usize = 10_000;

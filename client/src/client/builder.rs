@@ -11,7 +11,7 @@ use super::{Client, Inner};
 use crate::connect_string::ConnectString;
 use crate::driver::{Connect, Driver, Shared, TcpConnector};
 use crate::error::Error;
-use crate::jute::{Encode, DEFAULT_MAX_FRAME_LEN};
+use crate::jute::Encode;
 use crate::proto::AuthPacket;
 use crate::session::{Session, SessionConfig, SessionState};
 
@@ -29,55 +29,22 @@ use crate::session::{Session, SessionConfig, SessionState};
 /// ```
 ///
 /// `Debug` redacts credentials and session passwords.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct ClientBuilder {
-    session_timeout: Duration,
-    connect_timeout: Option<Duration>,
-    read_only: bool,
-    max_frame_len: usize,
-    max_request_len: usize,
+    /// The session's settings; `host_count` is filled in from the connect string.
+    session: SessionConfig,
     request_timeout: Option<Duration>,
-    auth: Vec<(String, Bytes)>,
     watch_capacity: usize,
     command_capacity: usize,
-    resume: Option<(i64, Bytes)>,
-}
-
-impl std::fmt::Debug for ClientBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let schemes: Vec<&str> = self.auth.iter().map(|(s, _)| s.as_str()).collect();
-        f.debug_struct("ClientBuilder")
-            .field("session_timeout", &self.session_timeout)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("read_only", &self.read_only)
-            .field("max_frame_len", &self.max_frame_len)
-            .field("max_request_len", &self.max_request_len)
-            .field("request_timeout", &self.request_timeout)
-            .field("auth_schemes", &schemes)
-            .field(
-                "resume",
-                &self
-                    .resume
-                    .as_ref()
-                    .map(|(id, _)| format!("{id:#x} <redacted>")),
-            )
-            .finish_non_exhaustive()
-    }
 }
 
 impl Default for ClientBuilder {
     fn default() -> Self {
         Self {
-            session_timeout: Duration::from_secs(30),
-            connect_timeout: None,
-            read_only: false,
-            max_frame_len: DEFAULT_MAX_FRAME_LEN,
-            max_request_len: 0xfffff,
+            session: SessionConfig::default(),
             request_timeout: None,
-            auth: Vec::new(),
             watch_capacity: 1024,
             command_capacity: 1024,
-            resume: None,
         }
     }
 }
@@ -85,35 +52,46 @@ impl Default for ClientBuilder {
 impl ClientBuilder {
     /// The session timeout to request (default 30 s; the server clamps it to its
     /// `[minSessionTimeout, maxSessionTimeout]`, by default 2–20 ticks).
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), zkwire::Error> {
+    /// let client = zkwire::Client::builder()
+    ///     .with_session_timeout(std::time::Duration::from_secs(10))
+    ///     .connect("127.0.0.1:2181")
+    ///     .await?;
+    /// println!("granted {:?}", client.session_timeout());
+    /// # Ok(()) }
+    /// ```
     pub fn with_session_timeout(mut self, timeout: Duration) -> Self {
-        self.session_timeout = timeout;
+        self.session.session_timeout = timeout;
         self
     }
 
     /// How long one connection attempt may take, handshake included (default: the session
-    /// timeout divided by the number of hosts, as the Java client).
+    /// timeout divided by the number of hosts, as the Java client, but at most half the session
+    /// timeout, so that one attempt a server never answers leaves time for another).
     pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = Some(timeout);
+        self.session.connect_timeout = Some(timeout);
         self
     }
 
     /// Allows read-only servers (default false).
     pub fn with_read_only(mut self, allowed: bool) -> Self {
-        self.read_only = allowed;
+        self.session.read_only = allowed;
         self
     }
 
-    /// The largest reply accepted (default `jute.maxbuffer` 0xfffff plus 1 KiB of headers).
-    /// A larger reply is a protocol error that drops the connection.
+    /// The largest reply accepted (default: the server's default `jute.maxbuffer`, 1 MiB − 1,
+    /// plus 1 KiB of headers). A larger reply is a protocol error that drops the connection.
     pub fn with_max_frame_len(mut self, len: usize) -> Self {
-        self.max_frame_len = len;
+        self.session.max_frame_len = len;
         self
     }
 
-    /// The largest request sent (default 0xfffff, the server's default `jute.maxbuffer`).
+    /// The largest request sent (default: the server's default `jute.maxbuffer`, 1 MiB − 1).
     /// A larger request fails locally with [`Error::RequestTooLarge`].
     pub fn with_max_request_len(mut self, len: usize) -> Self {
-        self.max_request_len = len;
+        self.session.max_request_len = len;
         self
     }
 
@@ -126,7 +104,9 @@ impl ClientBuilder {
     /// Authenticates before any request (e.g. `("digest", b"user:password")`), and again on
     /// every reconnect.
     pub fn with_auth(mut self, scheme: impl Into<String>, auth: impl Into<Bytes>) -> Self {
-        self.auth.push((scheme.into(), auth.into()));
+        self.session
+            .auth
+            .push(AuthPacket::new(scheme, auth).to_bytes());
         self
     }
 
@@ -138,7 +118,7 @@ impl ClientBuilder {
 
     /// Resumes an existing session (its id and password) instead of creating one.
     pub fn with_session(mut self, session_id: i64, passwd: Bytes) -> Self {
-        self.resume = Some((session_id, passwd));
+        self.session.resume = Some((session_id, passwd));
         self
     }
 
@@ -164,8 +144,8 @@ impl ClientBuilder {
         connect_string: &str,
         connector: C,
     ) -> Result<Client, Error> {
-        let timeout = self.session_timeout;
-        let with_auth = !self.auth.is_empty();
+        let timeout = self.session.session_timeout;
+        let with_auth = !self.session.auth.is_empty();
         let client = self.spawn(connect_string, connector)?;
         client.wait_connected(timeout).await?;
         if with_auth {
@@ -189,14 +169,8 @@ impl ClientBuilder {
     pub fn spawn<C: Connect>(self, connect_string: &str, connector: C) -> Result<Client, Error> {
         let cs = ConnectString::parse(connect_string)?;
         let config = SessionConfig {
-            session_timeout: self.session_timeout,
-            connect_timeout: self.connect_timeout,
             host_count: cs.hosts().len(),
-            read_only: self.read_only,
-            max_request_len: self.max_request_len,
-            max_frame_len: self.max_frame_len,
-            resume: self.resume,
-            auth: self.auth.into_iter().map(auth_packet).collect(),
+            ..self.session
         };
         let created = tokio::time::Instant::now().into_std();
         let session = Session::new(config, created);
@@ -216,15 +190,6 @@ impl ClientBuilder {
             timeout: self.request_timeout,
         })
     }
-}
-
-fn auth_packet((scheme, auth): (String, Bytes)) -> Bytes {
-    AuthPacket {
-        auth_type: 0,
-        scheme,
-        auth: Some(auth),
-    }
-    .to_bytes()
 }
 
 impl Client {

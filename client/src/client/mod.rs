@@ -113,19 +113,37 @@ impl Client {
     ///
     /// `connect_string` is `host[:port][,host[:port]…][/chroot]`.
     ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), zkwire::Error> {
+    /// // Three servers; every path is relative to /app.
+    /// let client = zkwire::Client::connect("zk1:2181,zk2:2181,zk3:2181/app").await?;
+    /// println!("session {:#x}", client.session_id());
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// See [`ClientBuilder::connect`].
     pub async fn connect(connect_string: &str) -> Result<Self, Error> {
         ClientBuilder::default().connect(connect_string).await
     }
 
-    /// A builder for the connection settings.
+    /// A builder for the connection settings. See [`ClientBuilder`] for an example.
     pub fn builder() -> ClientBuilder {
         ClientBuilder::default()
     }
 
     /// A handle on the same session whose requests give up after `timeout`
     /// ([`Error::Timeout`]). A request not yet written when its deadline passes is never sent.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use std::time::Duration;
+    /// match client.with_timeout(Duration::from_secs(2)).get_data("/config").await {
+    ///     Err(zkwire::Error::Timeout) => println!("no answer within 2 s"),
+    ///     other => println!("{other:?}"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn with_timeout(&self, timeout: Duration) -> Self {
         Self {
             inner: self.inner.clone(),
@@ -133,7 +151,8 @@ impl Client {
         }
     }
 
-    /// The session id (0 before the first handshake).
+    /// The session id (0 before the first handshake). See [`connect`](Self::connect) for an
+    /// example.
     pub fn session_id(&self) -> i64 {
         self.inner.shared.session_id.load(Ordering::Relaxed)
     }
@@ -141,6 +160,18 @@ impl Client {
     /// The session password (16 bytes; empty before the first handshake). With
     /// [`session_id`](Self::session_id) it lets another client resume this session
     /// ([`ClientBuilder::with_session`]). Keep it secret.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// // Hand the session over to a new client (e.g. after a restart of this process).
+    /// let (id, password) = (client.session_id(), client.session_password());
+    /// let resumed = zkwire::Client::builder()
+    ///     .with_session(id, password)
+    ///     .connect("127.0.0.1:2181")
+    ///     .await?;
+    /// assert_eq!(resumed.session_id(), id);
+    /// # Ok(()) }
+    /// ```
     pub fn session_password(&self) -> Bytes {
         self.inner
             .shared
@@ -151,17 +182,35 @@ impl Client {
     }
 
     /// Counters for leak checks and monitoring.
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// let stats = client.stats();
+    /// println!("{} in flight, {} watches", stats.in_flight, stats.watches);
+    /// # }
+    /// ```
     pub fn stats(&self) -> ClientStats {
         self.stats_handle().stats()
     }
 
     /// A handle that reads [`stats`](Self::stats) without keeping the client alive, to watch
     /// its background task stop after the last clone is dropped.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) {
+    /// let handle = client.stats_handle();
+    /// drop(client);
+    /// while handle.stats().driver_running {
+    ///     tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    /// }
+    /// # }
+    /// ```
     pub fn stats_handle(&self) -> StatsHandle {
         StatsHandle(self.inner.shared.clone())
     }
 
-    /// The session timeout the server granted, once connected.
+    /// The session timeout the server granted, once connected. See
+    /// [`ClientBuilder::with_session_timeout`] for an example.
     pub fn session_timeout(&self) -> Option<Duration> {
         match self.inner.shared.negotiated_ms.load(Ordering::Relaxed) {
             0 => None,
@@ -203,6 +252,15 @@ impl Client {
     ///
     /// It sleeps until `deadline − margin` and checks again, so it costs one timer per
     /// renewal period, not one wake-up per reply.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) {
+    /// use std::time::Duration;
+    /// // Stop acting as the lock holder before the server may have expired the session.
+    /// let silent_for = client.lease_expiring(Duration::from_secs(2)).await;
+    /// eprintln!("lease about to run out (last acknowledged {silent_for:?} ago): stepping down");
+    /// # }
+    /// ```
     pub async fn lease_expiring(&self, margin: Duration) -> Option<Duration> {
         let timeout = self.session_timeout();
         loop {
@@ -218,11 +276,20 @@ impl Client {
     }
 
     /// The current session state.
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// if !client.state().is_connected() {
+    ///     println!("requests wait for a connection");
+    /// }
+    /// # }
+    /// ```
     pub fn state(&self) -> SessionState {
         *self.inner.shared.state.borrow()
     }
 
-    /// A stream of the session's state changes from now on.
+    /// A stream of the session's state changes from now on. See [`StateStream`] for an
+    /// example.
     pub fn state_stream(&self) -> StateStream {
         StateStream::new(self.inner.shared.state_events.subscribe())
     }
@@ -230,6 +297,16 @@ impl Client {
     // ===== nodes =====
 
     /// Creates a node; returns its path (with the sequence number, if sequential) and Stat.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire::{CreateMode, CreateOptions};
+    /// let (path, _stat) = client
+    ///     .create("/jobs/job-", b"payload", &CreateOptions::new(CreateMode::PersistentSequential))
+    ///     .await?;
+    /// assert!(path.starts_with("/jobs/job-"));
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::NodeExists`]; [`Error::NoNode`] when the parent is missing;
@@ -242,73 +319,102 @@ impl Client {
         data: &[u8],
         options: &CreateOptions,
     ) -> Result<(String, Stat), Error> {
-        let (op, body) = self.create_request(path, data, options)?;
-        let reply = self.call(op, body, Effect::None, None).await?;
-        let response = decode::<Create2Response>(&reply)?;
+        let data = Bytes::copy_from_slice(data);
+        // Alone, a plain create is sent as create2, whose reply carries the Stat.
+        let response = match self.create_record(path, data, options)? {
+            CreateRecord::Plain(r) => self.call_op::<op::Create2>(&r).await?,
+            CreateRecord::Container(r) => self.call_op::<op::CreateContainer>(&r).await?,
+            CreateRecord::Ttl(r) => self.call_op::<op::CreateTtl>(&r).await?,
+        };
         Ok((self.client_path(&response.path), response.stat))
     }
 
     /// Deletes a node, if its version is `version` (any version when `None`).
     ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// let (_data, stat) = client.get_data("/config").await?;
+    /// client.delete("/config", Some(stat.version)).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// [`Error::NoNode`]; [`Error::BadVersion`]; [`Error::NotEmpty`].
     pub async fn delete(&self, path: &str, version: Option<i32>) -> Result<(), Error> {
-        let body = DeleteRequest {
+        let request = DeleteRequest {
             path: self.server_path(path)?,
             version: version.unwrap_or(-1),
         };
-        self.call(OpCode::Delete, body.to_bytes(), Effect::None, None)
-            .await
-            .map(drop)
+        self.call_op::<op::Delete>(&request).await
     }
 
     /// The node's Stat, or `None` if it does not exist.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// if client.exists("/config").await?.is_none() {
+    ///     println!("not configured yet");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn exists(&self, path: &str) -> Result<Option<Stat>, Error> {
-        let body = ExistsRequest {
+        let request = ExistsRequest {
             path: self.server_path(path)?,
             watch: false,
         };
-        exists_result(
-            self.call(OpCode::Exists, body.to_bytes(), Effect::None, None)
-                .await,
-        )
+        absent_as_none(self.call_op::<op::Exists>(&request).await)
     }
 
     /// As [`exists`](Self::exists), leaving a watch that fires when the node is created,
     /// deleted or its data changes.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// let (stat, watcher) = client.exists_and_watch("/ready").await?;
+    /// if stat.is_none() {
+    ///     let event = watcher.await; // NodeCreated, or the session's end
+    ///     println!("{:?}", event.event_type);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn exists_and_watch(
         &self,
         path: &str,
     ) -> Result<(Option<Stat>, OneshotWatcher), Error> {
         let server_path = self.server_path(path)?;
-        let body = ExistsRequest {
+        let request = ExistsRequest {
             path: server_path.clone(),
             watch: true,
         };
         let (effect, sink, watcher) = self.oneshot_watch(server_path, WatchKind::Data);
         let result = self
-            .call(OpCode::Exists, body.to_bytes(), effect, Some(sink))
+            .call_op_with::<op::Exists>(&request, effect, Some(sink))
             .await;
-        Ok((exists_result(result)?, watcher))
+        Ok((absent_as_none(result)?, watcher))
     }
 
     /// The node's data and Stat (null data reads as empty).
     ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// let (data, stat) = client.get_data("/config").await?;
+    /// println!("{} bytes at version {}", data.len(), stat.version);
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// [`Error::NoNode`].
     pub async fn get_data(&self, path: &str) -> Result<(Bytes, Stat), Error> {
-        let body = GetDataRequest {
+        let request = GetDataRequest {
             path: self.server_path(path)?,
             watch: false,
         };
-        let reply = self
-            .call(OpCode::GetData, body.to_bytes(), Effect::None, None)
-            .await?;
-        data_result(&reply)
+        let response = self.call_op::<op::GetData>(&request).await?;
+        Ok(data_and_stat(response))
     }
 
     /// As [`get_data`](Self::get_data), leaving a watch that fires when the data changes or
-    /// the node is deleted.
+    /// the node is deleted. See [`OneshotWatcher`] for an example.
     ///
     /// # Errors
     /// [`Error::NoNode`] (and then no watch is left).
@@ -317,19 +423,28 @@ impl Client {
         path: &str,
     ) -> Result<(Bytes, Stat, OneshotWatcher), Error> {
         let server_path = self.server_path(path)?;
-        let body = GetDataRequest {
+        let request = GetDataRequest {
             path: server_path.clone(),
             watch: true,
         };
         let (effect, sink, watcher) = self.oneshot_watch(server_path, WatchKind::Data);
-        let reply = self
-            .call(OpCode::GetData, body.to_bytes(), effect, Some(sink))
+        let response = self
+            .call_op_with::<op::GetData>(&request, effect, Some(sink))
             .await?;
-        let (data, stat) = data_result(&reply)?;
+        let (data, stat) = data_and_stat(response);
         Ok((data, stat, watcher))
     }
 
     /// Sets the node's data, if its version is `version` (any when `None`); returns the new Stat.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// // Compare-and-set: fails with BadVersion if someone wrote in between.
+    /// let (_old, stat) = client.get_data("/counter").await?;
+    /// let stat = client.set_data("/counter", b"42", Some(stat.version)).await?;
+    /// assert!(stat.version > 0);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::NoNode`]; [`Error::BadVersion`].
@@ -339,33 +454,43 @@ impl Client {
         data: &[u8],
         version: Option<i32>,
     ) -> Result<Stat, Error> {
-        let body = SetDataRequest {
+        let request = SetDataRequest {
             path: self.server_path(path)?,
             data: Some(Bytes::copy_from_slice(data)),
             version: version.unwrap_or(-1),
         };
-        let reply = self
-            .call(OpCode::SetData, body.to_bytes(), Effect::None, None)
-            .await?;
-        Ok(decode::<SetDataResponse>(&reply)?.stat)
+        Ok(self.call_op::<op::SetData>(&request).await?.stat)
     }
 
     /// The node's ACL and Stat.
     ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// let (acl, _stat) = client.get_acl("/config").await?;
+    /// for entry in acl {
+    ///     println!("{}:{} {:?}", entry.id.scheme, entry.id.id, entry.perms);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// [`Error::NoNode`].
     pub async fn get_acl(&self, path: &str) -> Result<(Vec<Acl>, Stat), Error> {
-        let body = GetAclRequest {
+        let request = GetAclRequest {
             path: self.server_path(path)?,
         };
-        let reply = self
-            .call(OpCode::GetAcl, body.to_bytes(), Effect::None, None)
-            .await?;
-        let response = decode::<GetAclResponse>(&reply)?;
+        let response = self.call_op::<op::GetAcl>(&request).await?;
         Ok((response.acl, response.stat))
     }
 
     /// Sets the node's ACL, if its ACL version is `version` (any when `None`).
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire::Acl;
+    /// client.set_acl("/config", &Acl::read_unsafe(), None).await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::NoNode`]; [`Error::BadVersion`]; [`Error::InvalidAcl`].
@@ -375,50 +500,67 @@ impl Client {
         acl: &[Acl],
         version: Option<i32>,
     ) -> Result<Stat, Error> {
-        let body = SetAclRequest {
+        let request = SetAclRequest {
             path: self.server_path(path)?,
             acl: acl.to_vec(),
             version: version.unwrap_or(-1),
         };
-        let reply = self
-            .call(OpCode::SetAcl, body.to_bytes(), Effect::None, None)
-            .await?;
-        Ok(decode::<SetAclResponse>(&reply)?.stat)
+        Ok(self.call_op::<op::SetAcl>(&request).await?.stat)
     }
 
     /// The node's children (names, in no defined order).
     ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// let mut jobs = client.get_children("/jobs").await?;
+    /// jobs.sort();
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// [`Error::NoNode`].
     pub async fn get_children(&self, path: &str) -> Result<Vec<String>, Error> {
-        let body = GetChildrenRequest {
+        let request = GetChildrenRequest {
             path: self.server_path(path)?,
             watch: false,
         };
-        let reply = self
-            .call(OpCode::GetChildren, body.to_bytes(), Effect::None, None)
-            .await?;
-        Ok(decode::<GetChildrenResponse>(&reply)?.children)
+        Ok(self.call_op::<op::GetChildren>(&request).await?.children)
     }
 
     /// The node's children and its Stat.
     ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// let (children, stat) = client.get_children_and_stat("/jobs").await?;
+    /// assert_eq!(children.len(), usize::try_from(stat.num_children).unwrap_or(0));
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// [`Error::NoNode`].
     pub async fn get_children_and_stat(&self, path: &str) -> Result<(Vec<String>, Stat), Error> {
-        let body = GetChildren2Request {
+        let request = GetChildren2Request {
             path: self.server_path(path)?,
             watch: false,
         };
-        let reply = self
-            .call(OpCode::GetChildren2, body.to_bytes(), Effect::None, None)
-            .await?;
-        let response = decode::<GetChildren2Response>(&reply)?;
+        let response = self.call_op::<op::GetChildren2>(&request).await?;
         Ok((response.children, response.stat))
     }
 
     /// As [`get_children_and_stat`](Self::get_children_and_stat), leaving a watch that fires
     /// when the children change or the node is deleted.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// loop {
+    ///     let (children, _stat, changed) = client.get_children_and_watch("/workers").await?;
+    ///     println!("{} workers", children.len());
+    ///     if changed.await.event_type == zkwire::EventType::None {
+    ///         break; // the session ended
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::NoNode`] (and then no watch is left).
@@ -427,50 +569,56 @@ impl Client {
         path: &str,
     ) -> Result<(Vec<String>, Stat, OneshotWatcher), Error> {
         let server_path = self.server_path(path)?;
-        let body = GetChildren2Request {
+        let request = GetChildren2Request {
             path: server_path.clone(),
             watch: true,
         };
         let (effect, sink, watcher) = self.oneshot_watch(server_path, WatchKind::Child);
-        let reply = self
-            .call(OpCode::GetChildren2, body.to_bytes(), effect, Some(sink))
+        let response = self
+            .call_op_with::<op::GetChildren2>(&request, effect, Some(sink))
             .await?;
-        let response = decode::<GetChildren2Response>(&reply)?;
         Ok((response.children, response.stat, watcher))
     }
 
     /// The number of descendants of the node (servers 3.6+).
     ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// let total = client.get_all_children_number("/jobs").await?;
+    /// println!("{total} nodes under /jobs");
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// [`Error::NoNode`].
     pub async fn get_all_children_number(&self, path: &str) -> Result<i32, Error> {
-        let body = GetAllChildrenNumberRequest {
+        let request = GetAllChildrenNumberRequest {
             path: self.server_path(path)?,
         };
-        let reply = self
-            .call(
-                OpCode::GetAllChildrenNumber,
-                body.to_bytes(),
-                Effect::None,
-                None,
-            )
-            .await?;
-        Ok(decode::<GetAllChildrenNumberResponse>(&reply)?.total_number)
+        Ok(self
+            .call_op::<op::GetAllChildrenNumber>(&request)
+            .await?
+            .total_number)
     }
 
     /// This session's ephemeral nodes whose path starts with `prefix` ("/" for all), inside
     /// the chroot (servers 3.6+).
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// for path in client.get_ephemerals("/locks/").await? {
+    ///     println!("this session holds {path}");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn get_ephemerals(&self, prefix: &str) -> Result<Vec<String>, Error> {
-        path::validate_sequential_path(prefix)?;
-        let prefix_path = match &self.inner.chroot {
-            Some(chroot) => chroot.to_server_sequential(prefix),
-            None => prefix.to_owned(),
+        let request = GetEphemeralsRequest {
+            prefix_path: self.server_path_sequential(prefix)?,
         };
-        let body = GetEphemeralsRequest { prefix_path };
-        let reply = self
-            .call(OpCode::GetEphemerals, body.to_bytes(), Effect::None, None)
-            .await?;
-        let paths = decode::<GetEphemeralsResponse>(&reply)?.ephemerals;
+        let paths = self
+            .call_op::<op::GetEphemerals>(&request)
+            .await?
+            .ephemerals;
         Ok(match &self.inner.chroot {
             Some(chroot) => paths
                 .iter()
@@ -483,13 +631,19 @@ impl Client {
 
     /// Waits until the connected server has caught up with the leader on `path`, so that
     /// reads after it see every write committed before it.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// client.sync("/config").await?;
+    /// let (latest, _stat) = client.get_data("/config").await?;
+    /// # let _ = latest;
+    /// # Ok(()) }
+    /// ```
     pub async fn sync(&self, path: &str) -> Result<(), Error> {
-        let body = SyncRequest {
+        let request = SyncRequest {
             path: self.server_path(path)?,
         };
-        self.call(OpCode::Sync, body.to_bytes(), Effect::None, None)
-            .await
-            .map(drop)
+        self.call_op::<op::Sync>(&request).await.map(drop)
     }
 
     // ===== sessions and watches =====
@@ -497,29 +651,30 @@ impl Client {
     /// Adds credentials to the session (e.g. `("digest", b"user:password")`); they are
     /// replayed on every reconnect.
     ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// client.add_auth("digest", b"alice:secret").await?;
+    /// let ids = client.who_am_i().await?;
+    /// assert!(ids.iter().any(|id| id.auth_scheme == "digest"));
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// [`Error::AuthFailed`] (terminal: the server closes the session's connection).
     pub async fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<(), Error> {
-        let body = AuthPacket {
-            auth_type: 0,
-            scheme: scheme.to_owned(),
-            auth: Some(Bytes::copy_from_slice(auth)),
-        };
-        self.call(OpCode::Auth, body.to_bytes(), Effect::None, None)
-            .await
-            .map(drop)
+        let request = AuthPacket::new(scheme, Bytes::copy_from_slice(auth));
+        self.call_op::<op::Auth>(&request).await
     }
 
-    /// The identities the session is authenticated with (servers 3.7+).
+    /// The identities the session is authenticated with (servers 3.7+). See
+    /// [`add_auth`](Self::add_auth) for an example.
     pub async fn who_am_i(&self) -> Result<Vec<ClientInfo>, Error> {
-        let reply = self
-            .call(OpCode::WhoAmI, Bytes::new(), Effect::None, None)
-            .await?;
-        Ok(decode::<WhoAmIResponse>(&reply)?.client_info)
+        Ok(self.call_op::<op::WhoAmI>(&()).await?.client_info)
     }
 
     /// Adds a persistent watch on `path` (which need not exist), or a persistent recursive
-    /// one covering its whole subtree (servers 3.6+). The watch survives reconnects.
+    /// one covering its whole subtree (servers 3.6+). The watch survives reconnects. See
+    /// [`PersistentWatcher`] for an example.
     ///
     /// On servers before 3.9 a one-shot watch on the same path replaces the persistent one
     /// on the server (ZOOKEEPER-4466); avoid mixing them on one path there.
@@ -540,19 +695,30 @@ impl Client {
             kind,
             watcher: id,
         };
-        let body = AddWatchRequest {
+        let request = AddWatchRequest {
             path: server_path,
             mode,
         };
         let sink = (id, WatcherSink::Stream(tx));
         let watcher = PersistentWatcher::new(rx, id, self.inner.clone());
-        self.call(OpCode::AddWatch, body.to_bytes(), effect, Some(sink))
+        self.call_op_with::<op::AddWatch>(&request, effect, Some(sink))
             .await?;
         Ok(watcher)
     }
 
     /// Removes the session's watches of `watcher_type` on `path`, on the server and locally;
     /// removed watchers get a `…WatchRemoved` event.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire::WatcherType;
+    /// let (_data, _stat, watcher) = client.get_data_and_watch("/config").await?;
+    /// client.check_watches("/config", WatcherType::Data).await?;
+    /// client.remove_watches("/config", WatcherType::Data).await?;
+    /// let event = watcher.await;
+    /// assert_eq!(event.event_type, zkwire::EventType::DataWatchRemoved);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::NoWatcher`]; [`Error::MarshallingError`] for persistent types on servers
@@ -563,31 +729,36 @@ impl Client {
             path: server_path.clone(),
             watcher_type,
         };
-        let body = RemoveWatchesRequest {
+        let request = RemoveWatchesRequest {
             path: server_path,
             watcher_type,
         };
-        self.call(OpCode::RemoveWatches, body.to_bytes(), effect, None)
+        self.call_op_with::<op::RemoveWatches>(&request, effect, None)
             .await
-            .map(drop)
     }
 
-    /// Checks that the server holds watches of `watcher_type` on `path`.
+    /// Checks that the server holds watches of `watcher_type` on `path`. See
+    /// [`remove_watches`](Self::remove_watches) for an example.
     ///
     /// # Errors
     /// [`Error::NoWatcher`].
     pub async fn check_watches(&self, path: &str, watcher_type: WatcherType) -> Result<(), Error> {
-        let body = CheckWatchesRequest {
+        let request = CheckWatchesRequest {
             path: self.server_path(path)?,
             watcher_type,
         };
-        self.call(OpCode::CheckWatches, body.to_bytes(), Effect::None, None)
-            .await
-            .map(drop)
+        self.call_op::<op::CheckWatches>(&request).await
     }
 
     /// Closes the session: its ephemeral nodes are deleted and every clone of this client
     /// fails with [`Error::Closed`] from now on. Closing twice is not an error.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// client.close().await?; // the session's ephemeral nodes are gone now
+    /// assert!(matches!(client.exists("/").await, Err(zkwire::Error::Closed)));
+    /// # Ok(()) }
+    /// ```
     pub async fn close(&self) -> Result<(), Error> {
         let (tx, rx) = oneshot::channel();
         if self
@@ -608,24 +779,48 @@ impl Client {
 
     // ===== internals =====
 
-    async fn call(
+    /// Sends one operation of the table and decodes its reply record: the typed call every
+    /// request goes through.
+    ///
+    /// # Errors
+    /// The server's error for the request; [`Error::Protocol`] when the reply record does not
+    /// decode as `O::Reply`.
+    async fn call_op<O: Operation>(&self, request: &O::Request) -> Result<O::Reply, Error> {
+        self.call_op_with::<O>(request, Effect::None, None).await
+    }
+
+    /// As [`call_op`](Self::call_op), with what the request does to the watch registry when
+    /// it succeeds and the local watcher it registers.
+    async fn call_op_with<O: Operation>(
         &self,
-        op: OpCode,
-        body: Bytes,
+        request: &O::Request,
         effect: Effect,
         watcher: Option<(WatcherId, WatcherSink)>,
-    ) -> Result<Reply, Error> {
-        // A timeout too large for the clock means no deadline at all.
-        let deadline = self
-            .timeout
-            .and_then(|t| tokio::time::Instant::now().checked_add(t))
-            .map(tokio::time::Instant::into_std);
+    ) -> Result<O::Reply, Error> {
         let request = Request {
-            op,
-            body,
+            op: O::OP,
+            body: request.to_bytes(),
             effect,
-            deadline,
+            deadline: self.deadline(),
         };
+        let reply = self.submit(request, watcher).await?;
+        O::Reply::decode_exact(&reply.body).map_err(|e| Error::Protocol(e.into()))
+    }
+
+    /// The deadline of a request made now, `None` without a timeout (or with one too large
+    /// for the clock).
+    fn deadline(&self) -> Option<std::time::Instant> {
+        self.timeout
+            .and_then(|t| tokio::time::Instant::now().checked_add(t))
+            .map(tokio::time::Instant::into_std)
+    }
+
+    /// Hands a request to the driver and waits for its reply.
+    async fn submit(
+        &self,
+        request: Request,
+        watcher: Option<(WatcherId, WatcherSink)>,
+    ) -> Result<Reply, Error> {
         let (tx, rx) = oneshot::channel();
         let command = Command::Submit {
             request,
@@ -689,77 +884,87 @@ impl Client {
         path::strip_or_pass(self.inner.chroot.as_ref(), server_path).to_owned()
     }
 
-    /// The op code and body of a create: create2 for plain modes (so the Stat comes back),
-    /// createContainer and createTTL for theirs.
-    fn create_request(
+    /// The request record of a create, alone or inside a multi: the server path (a
+    /// sequential one may end with `/`) and, for the TTL modes, a TTL in range.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`]; [`Error::InvalidArgument`] for a TTL mode without a TTL, a TTL
+    /// on another mode, or a TTL out of range.
+    fn create_record(
         &self,
         path: &str,
-        data: &[u8],
+        data: Bytes,
         options: &CreateOptions,
-    ) -> Result<(OpCode, Bytes), Error> {
+    ) -> Result<CreateRecord, Error> {
         let mode = options.mode;
-        let server_path = if mode.is_sequential() {
+        let path = if mode.is_sequential() {
             self.server_path_sequential(path)?
         } else {
             self.server_path(path)?
         };
-        let data = Some(Bytes::copy_from_slice(data));
-        let acl = options.acl.clone();
+        let (data, acl) = (Some(data), options.acl.clone());
         match (mode.is_ttl(), options.ttl) {
-            (true, Some(ttl)) => {
-                let ttl = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
-                if !(1..=0xFF_FFFF_FFFF).contains(&ttl) {
-                    return Err(Error::InvalidArgument(
-                        "TTL must be 1 ms to 0xFFFFFFFFFF ms",
-                    ));
-                }
-                let body = CreateTtlRequest {
-                    path: server_path,
-                    data,
-                    acl,
-                    mode,
-                    ttl,
-                };
-                Ok((OpCode::CreateTtl, body.to_bytes()))
-            }
+            (true, Some(ttl)) => Ok(CreateRecord::Ttl(CreateTtlRequest {
+                path,
+                data,
+                acl,
+                mode,
+                ttl: ttl_millis(ttl)?,
+            })),
             (true, None) => Err(Error::InvalidArgument("a TTL create mode needs a TTL")),
             (false, Some(_)) => Err(Error::InvalidArgument(
                 "a TTL is only valid with a TTL create mode",
             )),
             (false, None) => {
-                let op = if mode == CreateMode::Container {
-                    OpCode::CreateContainer
-                } else {
-                    OpCode::Create2
+                let request = CreateRequest {
+                    path,
+                    data,
+                    acl,
+                    mode,
                 };
-                Ok((
-                    op,
-                    CreateRequest {
-                        path: server_path,
-                        data,
-                        acl,
-                        mode,
-                    }
-                    .to_bytes(),
-                ))
+                Ok(if mode == CreateMode::Container {
+                    CreateRecord::Container(request)
+                } else {
+                    CreateRecord::Plain(request)
+                })
             }
         }
     }
 }
 
-fn decode<T: Decode>(reply: &Reply) -> Result<T, Error> {
-    T::decode_exact(&reply.body).map_err(|e| Error::Protocol(e.into()))
+/// A create's request record, by the op code family it is sent with.
+enum CreateRecord {
+    /// A plain (persistent, ephemeral, sequential) create: `create2` alone, `create` in a
+    /// multi.
+    Plain(CreateRequest),
+    /// `createContainer`.
+    Container(CreateRequest),
+    /// `createTTL`.
+    Ttl(CreateTtlRequest),
 }
 
-fn exists_result(result: Result<Reply, Error>) -> Result<Option<Stat>, Error> {
+/// A TTL in ms, as the server accepts it: 1 ms to `0xFF_FFFF_FFFF` ms.
+fn ttl_millis(ttl: Duration) -> Result<i64, Error> {
+    let ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+    if (1..=0xFF_FFFF_FFFF).contains(&ms) {
+        Ok(ms)
+    } else {
+        Err(Error::InvalidArgument(
+            "TTL must be 1 ms to 0xFFFFFFFFFF ms",
+        ))
+    }
+}
+
+/// An exists reply: `None` for a missing node.
+fn absent_as_none(result: Result<ExistsResponse, Error>) -> Result<Option<Stat>, Error> {
     match result {
-        Ok(reply) => Ok(Some(decode::<ExistsResponse>(&reply)?.stat)),
+        Ok(response) => Ok(Some(response.stat)),
         Err(Error::NoNode) => Ok(None),
         Err(e) => Err(e),
     }
 }
 
-fn data_result(reply: &Reply) -> Result<(Bytes, Stat), Error> {
-    let response = decode::<GetDataResponse>(reply)?;
-    Ok((response.data.unwrap_or_default(), response.stat))
+/// A getData reply as the `Client` returns it: null data reads as empty.
+fn data_and_stat(response: GetDataResponse) -> (Bytes, Stat) {
+    (response.data.unwrap_or_default(), response.stat)
 }

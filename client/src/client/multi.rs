@@ -2,15 +2,12 @@
 
 use bytes::Bytes;
 
-use super::{decode, Client, CreateOptions, OpResult, ReadResult};
-use crate::error::Error;
-use crate::jute::Encode;
+use super::{Client, CreateOptions, CreateRecord, OpResult, ReadResult};
+use crate::error::{Error, ProtocolError};
 use crate::proto::{
-    CheckVersionRequest, CreateMode, CreateRequest, CreateTtlRequest, DeleteRequest, ErrorCode,
-    GetChildrenRequest, GetDataRequest, MultiOp, MultiRequest, MultiResponse, MultiResult, OpCode,
-    SetDataRequest,
+    op, CheckVersionRequest, DeleteRequest, ErrorCode, GetChildrenRequest, GetDataRequest, MultiOp,
+    MultiRequest, MultiResponse, MultiResult, SetDataRequest,
 };
-use crate::session::Effect;
 
 /// One write of a [`Client::multi`] transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,6 +98,22 @@ impl Client {
     ///
     /// Returns one result per op. An empty list succeeds without a round trip.
     ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire::{CreateMode, CreateOptions, Op, OpResult};
+    /// // Move a job from /todo to /done, unless it changed since it was read.
+    /// let (data, stat) = client.get_data("/todo/job-1").await?;
+    /// let results = client
+    ///     .multi(&[
+    ///         Op::check("/todo/job-1", stat.version),
+    ///         Op::delete("/todo/job-1", None),
+    ///         Op::create("/done/job-1", data, CreateOptions::new(CreateMode::Persistent)),
+    ///     ])
+    ///     .await?;
+    /// assert_eq!(results[0], OpResult::Check);
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// [`Error::MultiFailed`] with the index of the op that failed and its error (nothing was
     /// applied); the errors common to every operation.
@@ -114,12 +127,10 @@ impl Client {
                 .map(|op| self.multi_op(op))
                 .collect::<Result<_, _>>()?,
         };
-        let reply = self
-            .call(OpCode::Multi, request.to_bytes(), Effect::None, None)
-            .await?;
-        let response = decode_results(&reply, ops.len())?;
-        if let Some(index) = response.results.iter().position(is_failure) {
-            let error = match &response.results[index] {
+        let response = self.call_op::<op::Multi>(&request).await?;
+        let results = one_result_per_op(response, ops.len())?;
+        if let Some(index) = results.iter().position(is_failure) {
+            let error = match &results[index] {
                 MultiResult::Error(code) => Error::from_code(*code),
                 _ => Error::RuntimeInconsistency,
             };
@@ -128,15 +139,26 @@ impl Client {
                 error: Box::new(error),
             });
         }
-        response
-            .results
-            .into_iter()
-            .map(|r| self.op_result(r))
-            .collect()
+        results.into_iter().map(|r| self.op_result(r)).collect()
     }
 
     /// Runs several reads in one round trip (servers 3.6+). Each read succeeds or fails on
     /// its own; no watches are set.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire::{ReadOp, ReadResult};
+    /// let reads = [ReadOp::GetData("/config".into()), ReadOp::GetChildren("/jobs".into())];
+    /// for result in client.multi_read(&reads).await? {
+    ///     match result {
+    ///         Ok(ReadResult::Data { data, .. }) => println!("{} bytes", data.len()),
+    ///         Ok(ReadResult::Children { children }) => println!("{} children", children.len()),
+    ///         Ok(_) => {}
+    ///         Err(e) => println!("this read failed: {e}"),
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn multi_read(
         &self,
         ops: &[ReadOp],
@@ -144,24 +166,15 @@ impl Client {
         if ops.is_empty() {
             return Ok(Vec::new());
         }
-        let mut request = MultiRequest::default();
-        for op in ops {
-            request.ops.push(match op {
-                ReadOp::GetData(p) => MultiOp::GetData(GetDataRequest {
-                    path: self.server_path(p)?,
-                    watch: false,
-                }),
-                ReadOp::GetChildren(p) => MultiOp::GetChildren(GetChildrenRequest {
-                    path: self.server_path(p)?,
-                    watch: false,
-                }),
-            });
-        }
-        let reply = self
-            .call(OpCode::MultiRead, request.to_bytes(), Effect::None, None)
-            .await?;
-        let response = decode_results(&reply, ops.len())?;
-        Ok(response.results.into_iter().map(read_result).collect())
+        let request = MultiRequest {
+            ops: ops
+                .iter()
+                .map(|op| self.read_op(op))
+                .collect::<Result<_, _>>()?,
+        };
+        let response = self.call_op::<op::MultiRead>(&request).await?;
+        let results = one_result_per_op(response, ops.len())?;
+        Ok(results.into_iter().map(read_result).collect())
     }
 
     fn multi_op(&self, op: &Op) -> Result<MultiOp, Error> {
@@ -170,44 +183,12 @@ impl Client {
                 path,
                 data,
                 options,
-            } => {
-                let (code, _) = self.create_request(path, data, options)?;
-                let mode = options.mode;
-                let path = if mode.is_sequential() {
-                    self.server_path_sequential(path)?
-                } else {
-                    self.server_path(path)?
-                };
-                let data = Some(data.clone());
-                let acl = options.acl.clone();
-                match code {
-                    OpCode::CreateTtl => {
-                        let ttl = options
-                            .ttl
-                            .map_or(0, |t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX));
-                        MultiOp::CreateTtl(CreateTtlRequest {
-                            path,
-                            data,
-                            acl,
-                            mode,
-                            ttl,
-                        })
-                    }
-                    _ if mode == CreateMode::Container => MultiOp::CreateContainer(CreateRequest {
-                        path,
-                        data,
-                        acl,
-                        mode,
-                    }),
-                    // Plain create (1): every server version accepts it inside multi.
-                    _ => MultiOp::Create(CreateRequest {
-                        path,
-                        data,
-                        acl,
-                        mode,
-                    }),
-                }
-            }
+            } => match self.create_record(path, data.clone(), options)? {
+                // Plain create (1): every server version accepts it inside multi.
+                CreateRecord::Plain(r) => MultiOp::Create(r),
+                CreateRecord::Container(r) => MultiOp::CreateContainer(r),
+                CreateRecord::Ttl(r) => MultiOp::CreateTtl(r),
+            },
             Op::Delete { path, version } => MultiOp::Delete(DeleteRequest {
                 path: self.server_path(path)?,
                 version: version.unwrap_or(-1),
@@ -228,6 +209,19 @@ impl Client {
         })
     }
 
+    fn read_op(&self, op: &ReadOp) -> Result<MultiOp, Error> {
+        Ok(match op {
+            ReadOp::GetData(p) => MultiOp::GetData(GetDataRequest {
+                path: self.server_path(p)?,
+                watch: false,
+            }),
+            ReadOp::GetChildren(p) => MultiOp::GetChildren(GetChildrenRequest {
+                path: self.server_path(p)?,
+                watch: false,
+            }),
+        })
+    }
+
     fn op_result(&self, result: MultiResult) -> Result<OpResult, Error> {
         Ok(match result {
             MultiResult::Create(r) => OpResult::Create {
@@ -241,25 +235,17 @@ impl Client {
             MultiResult::Delete => OpResult::Delete,
             MultiResult::SetData(r) => OpResult::SetData { stat: r.stat },
             MultiResult::Check => OpResult::Check,
-            other => {
-                let _ = other;
-                return Err(Error::Protocol(
-                    crate::error::ProtocolError::UnexpectedMultiResult,
-                ));
-            }
+            _ => return Err(Error::Protocol(ProtocolError::UnexpectedMultiResult)),
         })
     }
 }
 
-/// A multi reply, which must hold exactly one result per op.
-fn decode_results(reply: &crate::session::Reply, ops: usize) -> Result<MultiResponse, Error> {
-    let response = decode::<MultiResponse>(reply)?;
+/// The results of a multi reply, which must hold exactly one per op.
+fn one_result_per_op(response: MultiResponse, ops: usize) -> Result<Vec<MultiResult>, Error> {
     if response.results.len() != ops {
-        return Err(Error::Protocol(
-            crate::error::ProtocolError::UnexpectedMultiResult,
-        ));
+        return Err(Error::Protocol(ProtocolError::UnexpectedMultiResult));
     }
-    Ok(response)
+    Ok(response.results)
 }
 
 /// The op that made the transaction fail: the first error result other than `Ok` (ops
@@ -279,8 +265,6 @@ fn read_result(result: MultiResult) -> Result<ReadResult, Error> {
             children: r.children,
         }),
         MultiResult::Error(code) => Err(Error::from_code(code)),
-        _ => Err(Error::Protocol(
-            crate::error::ProtocolError::UnexpectedMultiResult,
-        )),
+        _ => Err(Error::Protocol(ProtocolError::UnexpectedMultiResult)),
     }
 }

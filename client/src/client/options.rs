@@ -11,7 +11,8 @@ use crate::proto::{Acl, CreateMode, Stat};
 /// ```
 /// use zkwire::{CreateMode, CreateOptions};
 /// let opts = CreateOptions::new(CreateMode::EphemeralSequential);
-/// let ttl = CreateOptions::new(CreateMode::PersistentWithTtl).with_ttl(std::time::Duration::from_secs(60));
+/// let ttl = CreateOptions::new(CreateMode::PersistentWithTtl)
+///     .with_ttl(std::time::Duration::from_secs(60));
 /// # let _ = (opts, ttl);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]

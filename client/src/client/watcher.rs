@@ -19,6 +19,23 @@ pub use crate::session::WatchedEvent;
 /// Resolves with an event of type [`EventType::None`] and state `Expired`/`Closed`/
 /// `AuthFailed` if the session ends first; it does not resolve on a mere disconnection (the
 /// watch is restored on the next connection). Dropping it unregisters the local watcher.
+///
+/// ```no_run
+/// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+/// use zkwire::EventType;
+/// // Keep a local copy of /config up to date: read, wait for the change, read again.
+/// loop {
+///     let (data, _stat, changed) = client.get_data_and_watch("/config").await?;
+///     println!("config is {} bytes", data.len());
+///     match changed.await.event_type {
+///         EventType::NodeDataChanged => continue,
+///         EventType::NodeDeleted => println!("config deleted"),
+///         _ => {} // the session ended
+///     }
+///     break;
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 #[must_use = "a watcher does nothing unless awaited"]
 pub struct OneshotWatcher {
@@ -70,6 +87,22 @@ impl Future for OneshotWatcher {
 /// of undelivered events; a consumer that falls that far behind loses the watch and
 /// [`next`](Self::next) returns `None` after the buffered events. Dropping it unregisters the
 /// local watcher.
+///
+/// ```no_run
+/// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+/// use zkwire::{AddWatchMode, EventType};
+/// // Every change anywhere under /services, until the session ends.
+/// let mut changes = client
+///     .add_watch("/services", AddWatchMode::PersistentRecursive)
+///     .await?;
+/// while let Some(event) = changes.next().await {
+///     if event.event_type == EventType::None {
+///         break; // the session ended
+///     }
+///     println!("{:?} at {}", event.event_type, event.path);
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct PersistentWatcher {
     rx: mpsc::Receiver<WatchedEvent>,
@@ -88,7 +121,8 @@ impl PersistentWatcher {
         }
     }
 
-    /// The next event, or `None` once the watch has ended.
+    /// The next event, or `None` once the watch has ended. See [`PersistentWatcher`] for an
+    /// example.
     ///
     /// # Cancel safety
     /// Cancel safe: an event is never lost by dropping the future.
@@ -101,6 +135,24 @@ impl PersistentWatcher {
 /// The session's state changes, in order.
 ///
 /// A receiver that falls more than 64 changes behind skips the oldest ones.
+///
+/// ```no_run
+/// # async fn run(client: zkwire::Client) {
+/// use zkwire::SessionState;
+/// let mut states = client.state_stream();
+/// while let Some(state) = states.next().await {
+///     match state {
+///         SessionState::Disconnected => eprintln!("connection lost; the session may live on"),
+///         SessionState::Connected => eprintln!("connected"),
+///         s if s.is_terminal() => {
+///             eprintln!("session over: {s:?}");
+///             break;
+///         }
+///         _ => {}
+///     }
+/// }
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct StateStream {
     rx: broadcast::Receiver<SessionState>,
@@ -111,7 +163,8 @@ impl StateStream {
         Self { rx }
     }
 
-    /// The next state change, or `None` once the client's driver has stopped.
+    /// The next state change, or `None` once the client's driver has stopped. See
+    /// [`StateStream`] for an example.
     pub async fn next(&mut self) -> Option<SessionState> {
         loop {
             match self.rx.recv().await {

@@ -3,7 +3,7 @@
 //! This is the only tokio-aware code under the session. It reads into the session's receive
 //! buffer (replies reach callers as zero-copy `Bytes`), writes everything the session has to
 //! send in one write, sleeps until the session's next deadline, connects with the host
-//! rotation and backoff of [`hosts`], and routes the session's events to the callers' channels.
+//! rotation and backoff of `hosts`, and routes the session's events to the callers' channels.
 
 mod hosts;
 mod transport;

@@ -1,5 +1,6 @@
 //! Stateless targets: the frame splitter, reply decoding per op, record round trips.
 
+use std::any::{type_name, Any, TypeId};
 use std::fmt::Debug;
 
 use bytes::Bytes;
@@ -92,7 +93,8 @@ pub fn frame_decoder(data: &[u8]) {
 /// Decodes a reply frame the way the session and the `Client` do for one op.
 ///
 /// Input: `selector | frame payload` (no length prefix). The selector picks the op whose reply
-/// this is; two selectors stand for the handshake (a bare `ConnectResponse`) and for a watch
+/// this is (an op of the table of operations, an unknown op or the notification op code); two
+/// more selectors stand for the handshake (a bare `ConnectResponse`) and for a watch
 /// notification. Every record decoded on the way is also checked as [`roundtrip`] does.
 ///
 /// # Panics
@@ -103,11 +105,12 @@ pub fn decode_reply(data: &[u8]) {
         return;
     };
     let frame = Bytes::copy_from_slice(payload);
-    let pick = usize::from(selector) % (REPLY_OPS.len() + 2);
-    match REPLY_OPS.get(pick) {
+    let op_count = OPERATIONS.len() + MORE_REPLY_OPS.len();
+    let pick = usize::from(selector) % (op_count + 2);
+    match OPERATIONS.iter().chain(&MORE_REPLY_OPS).nth(pick) {
         Some(&op) => reply(op, &frame),
-        None if pick == REPLY_OPS.len() => {
-            if let Some(response) = check::<ConnectResponse>(&frame, false) {
+        None if pick == op_count => {
+            if let Some(response) = check::<ConnectResponse>(&frame) {
                 let _ = response.is_expired();
             }
         }
@@ -140,102 +143,88 @@ pub fn roundtrip(data: &[u8]) {
         return;
     };
     let bytes = Bytes::copy_from_slice(encoding);
-    macro_rules! table {
-        ($($ty:ty => $canonical:expr,)*) => {
-            [$(|b: &Bytes| { check::<$ty>(b, $canonical); },)*]
-        };
-    }
-    let checks: [fn(&Bytes); 50] = table! {
-        ConnectRequest => false,
-        ConnectResponse => false,
-        RequestHeader => true,
-        ReplyHeader => true,
-        Stat => true,
-        Id => false,
-        Acl => false,
-        Perms => true,
-        CreateRequest => false,
-        CreateTtlRequest => false,
-        CreateResponse => true,
-        Create2Response => true,
-        DeleteRequest => true,
-        ExistsRequest => false,
-        ExistsResponse => true,
-        GetDataRequest => false,
-        GetDataResponse => true,
-        SetDataRequest => true,
-        SetDataResponse => true,
-        GetAclRequest => true,
-        GetAclResponse => false,
-        SetAclRequest => false,
-        SetAclResponse => true,
-        GetChildrenRequest => false,
-        GetChildrenResponse => true,
-        GetChildren2Request => false,
-        GetChildren2Response => true,
-        GetAllChildrenNumberRequest => true,
-        GetAllChildrenNumberResponse => true,
-        GetEphemeralsRequest => true,
-        GetEphemeralsResponse => true,
-        SyncRequest => true,
-        SyncResponse => true,
-        CheckVersionRequest => true,
-        ReconfigRequest => true,
-        MultiHeader => false,
-        MultiRequest => false,
-        MultiResponse => false,
-        WatcherEvent => true,
-        SetWatches => true,
-        SetWatches2 => true,
-        AddWatchRequest => true,
-        RemoveWatchesRequest => true,
-        CheckWatchesRequest => true,
-        ErrorResponse => true,
-        AuthPacket => true,
-        ClientInfo => false,
-        WhoAmIResponse => false,
-        OpCode => true,
-        ErrorCode => true,
-    };
-    checks[usize::from(selector) % checks.len()](&bytes);
+    RECORD_CHECKS[usize::from(selector) % RECORD_CHECKS.len()](&bytes);
 }
 
 /// The frame caps [`frame_decoder`] picks from.
 const FRAME_CAPS: [usize; 7] = [0, 1, 5, 16, 255, 4096, DEFAULT_MAX_FRAME_LEN];
 
-/// The ops [`decode_reply`] picks from: every op a client sends, plus an unknown one.
-const REPLY_OPS: [OpCode; 30] = [
-    OpCode::Create,
-    OpCode::Create2,
-    OpCode::CreateContainer,
-    OpCode::CreateTtl,
-    OpCode::Delete,
-    OpCode::Exists,
-    OpCode::GetData,
-    OpCode::SetData,
-    OpCode::GetAcl,
-    OpCode::SetAcl,
-    OpCode::GetChildren,
-    OpCode::GetChildren2,
-    OpCode::Sync,
-    OpCode::Check,
-    OpCode::Multi,
-    OpCode::MultiRead,
-    OpCode::Reconfig,
-    OpCode::CheckWatches,
-    OpCode::RemoveWatches,
-    OpCode::AddWatch,
-    OpCode::GetEphemerals,
-    OpCode::GetAllChildrenNumber,
-    OpCode::WhoAmI,
-    OpCode::Auth,
-    OpCode::SetWatches,
-    OpCode::SetWatches2,
-    OpCode::Ping,
-    OpCode::CloseSession,
-    OpCode::Unknown(999),
-    OpCode::Notification,
-];
+/// The op codes [`decode_reply`] picks from after those of the table of operations.
+const MORE_REPLY_OPS: [OpCode; 2] = [OpCode::Unknown(999), OpCode::Notification];
+
+/// Writes the record table of [`roundtrip`]: each record with whether its encoding is
+/// canonical (every accepted input is the one encoding of its value).
+macro_rules! records {
+    ($($ty:ty => $canonical:expr,)*) => {
+        /// One [`check`] per record, in table order (fuzz inputs select them by index: append
+        /// new rows at the end).
+        const RECORD_CHECKS: &[fn(&Bytes)] = &[$(|b: &Bytes| { check::<$ty>(b); },)*];
+
+        /// Whether the table says `T`'s encoding is canonical; `()` (no record) is.
+        ///
+        /// # Panics
+        /// When `T` is not in the table.
+        fn canonical<T: 'static>() -> bool {
+            let id = TypeId::of::<T>();
+            $( if id == TypeId::of::<$ty>() { return $canonical; } )*
+            assert!(id == TypeId::of::<()>(), "{} is not in the record table", type_name::<T>());
+            true
+        }
+    };
+}
+
+records! {
+    ConnectRequest => false,
+    ConnectResponse => false,
+    RequestHeader => true,
+    ReplyHeader => true,
+    Stat => true,
+    Id => false,
+    Acl => false,
+    Perms => true,
+    CreateRequest => false,
+    CreateTtlRequest => false,
+    CreateResponse => true,
+    Create2Response => true,
+    DeleteRequest => true,
+    ExistsRequest => false,
+    ExistsResponse => true,
+    GetDataRequest => false,
+    GetDataResponse => true,
+    SetDataRequest => true,
+    SetDataResponse => true,
+    GetAclRequest => true,
+    GetAclResponse => false,
+    SetAclRequest => false,
+    SetAclResponse => true,
+    GetChildrenRequest => false,
+    GetChildrenResponse => true,
+    GetChildren2Request => false,
+    GetChildren2Response => true,
+    GetAllChildrenNumberRequest => true,
+    GetAllChildrenNumberResponse => true,
+    GetEphemeralsRequest => true,
+    GetEphemeralsResponse => true,
+    SyncRequest => true,
+    SyncResponse => true,
+    CheckVersionRequest => true,
+    ReconfigRequest => true,
+    MultiHeader => false,
+    MultiRequest => false,
+    MultiResponse => false,
+    WatcherEvent => true,
+    SetWatches => true,
+    SetWatches2 => true,
+    AddWatchRequest => true,
+    RemoveWatchesRequest => true,
+    CheckWatchesRequest => true,
+    ErrorResponse => true,
+    AuthPacket => true,
+    ClientInfo => false,
+    WhoAmIResponse => false,
+    OpCode => true,
+    ErrorCode => true,
+}
 
 /// Splits a whole stream at once: the frames, then the bytes left over or the error.
 fn reference_split(stream: &[u8], cap: usize) -> (Vec<&[u8]>, Result<usize, FrameError>) {
@@ -280,7 +269,7 @@ fn reply(op: OpCode, frame: &Bytes) {
     };
     let body = frame.slice(r.position()..);
     if header.xid == NOTIFICATION_XID {
-        if let Some(event) = check::<WatcherEvent>(&body, true) {
+        if let Some(event) = check::<WatcherEvent>(&body) {
             client_path(&event.path);
             let mut at = Some(event.path.as_str());
             while let Some(p) = at {
@@ -291,90 +280,60 @@ fn reply(op: OpCode, frame: &Bytes) {
         let e = Error::from_code(header.err);
         let _ = (e.is_retryable(), e.is_terminal(), e.to_string());
     } else {
-        reply_body(op, &body);
+        visit_reply(op, AsClient(&body));
     }
 }
 
-/// Decodes a successful reply's record the way the `Client` method for `op` does.
-fn reply_body(op: OpCode, body: &Bytes) {
-    match op {
-        OpCode::Create => {
-            if let Some(r) = check::<CreateResponse>(body, true) {
-                client_path(&r.path);
-            }
+/// Decodes a successful reply's record as the `Client` does (the record the table of
+/// operations names), and uses it as the `Client` would.
+struct AsClient<'a>(&'a Bytes);
+
+impl ReplyVisitor for AsClient<'_> {
+    type Output = ();
+
+    fn record<T: ReplyRecord>(self) {
+        if let Some(value) = check::<T>(self.0) {
+            client_use(&value);
         }
-        OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => {
-            if let Some(r) = check::<Create2Response>(body, true) {
-                client_path(&r.path);
-            }
-        }
-        OpCode::Exists => {
-            check::<ExistsResponse>(body, true);
-        }
-        OpCode::GetData | OpCode::Reconfig => {
-            check::<GetDataResponse>(body, true);
-        }
-        OpCode::SetData => {
-            check::<SetDataResponse>(body, true);
-        }
-        OpCode::GetAcl => {
-            check::<GetAclResponse>(body, false);
-        }
-        OpCode::SetAcl => {
-            check::<SetAclResponse>(body, true);
-        }
-        OpCode::GetChildren => {
-            children(check::<GetChildrenResponse>(body, true).map(|r| r.children))
-        }
-        OpCode::GetChildren2 => {
-            children(check::<GetChildren2Response>(body, true).map(|r| r.children))
-        }
-        OpCode::Sync => {
-            check::<SyncResponse>(body, true);
-        }
-        OpCode::Multi | OpCode::MultiRead => multi(body),
-        OpCode::GetEphemerals => {
-            for p in check::<GetEphemeralsResponse>(body, true)
-                .map(|r| r.ephemerals)
-                .unwrap_or_default()
-            {
-                client_path(&p);
-            }
-        }
-        OpCode::GetAllChildrenNumber => {
-            check::<GetAllChildrenNumberResponse>(body, true);
-        }
-        OpCode::WhoAmI => {
-            check::<WhoAmIResponse>(body, false);
-        }
-        OpCode::AddWatch | OpCode::Check => {
-            check::<ErrorResponse>(body, true);
-        }
-        // The Client ignores the body of every other reply.
+    }
+
+    fn unknown(self) {}
+}
+
+/// What the `Client` makes of a reply record: server paths mapped back under a chroot, child
+/// names read for sequence suffixes, multi results turned into errors. Other records it only
+/// returns.
+fn client_use(record: &dyn Any) {
+    if let Some(r) = record.downcast_ref::<CreateResponse>() {
+        client_path(&r.path);
+    } else if let Some(r) = record.downcast_ref::<Create2Response>() {
+        client_path(&r.path);
+    } else if let Some(r) = record.downcast_ref::<GetChildrenResponse>() {
+        children(&r.children);
+    } else if let Some(r) = record.downcast_ref::<GetChildren2Response>() {
+        children(&r.children);
+    } else if let Some(r) = record.downcast_ref::<GetEphemeralsResponse>() {
+        r.ephemerals.iter().for_each(|p| client_path(p));
+    } else if let Some(r) = record.downcast_ref::<MultiResponse>() {
+        r.results.iter().for_each(multi_result);
+    }
+}
+
+/// What the `Client` makes of one multi result.
+fn multi_result(result: &MultiResult) {
+    match result {
+        MultiResult::Create(r) => client_path(&r.path),
+        MultiResult::Create2(r) => client_path(&r.path),
+        MultiResult::GetChildren(r) => children(&r.children),
+        MultiResult::Error(code) => drop(Error::from_code(*code)),
         _ => {}
     }
 }
 
-/// A multi reply, and what the Client makes of each result.
-fn multi(body: &Bytes) {
-    let Some(response) = check::<MultiResponse>(body, false) else {
-        return;
-    };
-    for result in response.results {
-        match result {
-            MultiResult::Create(r) => client_path(&r.path),
-            MultiResult::Create2(r) => client_path(&r.path),
-            MultiResult::GetChildren(r) => children(Some(r.children)),
-            MultiResult::Error(code) => drop(Error::from_code(code)),
-            _ => {}
-        }
-    }
-}
-
 /// Child names as recipes read them: sequence suffixes.
-fn children(names: Option<Vec<String>>) {
-    for name in names.unwrap_or_default() {
-        let _ = path::sequence_suffix(&name);
+fn children(names: &[String]) {
+    for name in names {
+        let _ = path::sequence_suffix(name);
     }
 }
 
@@ -388,9 +347,9 @@ fn client_path(server_path: &str) {
 
 /// Decodes `bytes` as a whole `T`, checking `skip` against `decode` and the re-encoding.
 ///
-/// `canonical`: every accepted input is the one encoding of its value, so re-encoding must
-/// give the input back; otherwise re-encoding must give bytes that decode to the same value.
-fn check<T: Decode + Encode + PartialEq + Debug>(bytes: &Bytes, canonical: bool) -> Option<T> {
+/// When the record table says `T` is canonical, re-encoding must give the input back;
+/// otherwise it must give bytes that decode to the same value.
+fn check<T: Decode + Encode + PartialEq + Debug + 'static>(bytes: &Bytes) -> Option<T> {
     let mut skipper = Reader::new(bytes);
     let skipped = skipper.skip::<T>();
     let mut reader = Reader::new(bytes);
@@ -420,7 +379,7 @@ fn check<T: Decode + Encode + PartialEq + Debug>(bytes: &Bytes, canonical: bool)
         value.encoded_len(),
         "encoded_len is wrong for {value:?}"
     );
-    if canonical {
+    if canonical::<T>() {
         assert_eq!(
             &encoded, bytes,
             "re-encoding of {value:?} differs from its input"
@@ -434,4 +393,29 @@ fn check<T: Decode + Encode + PartialEq + Debug>(bytes: &Bytes, canonical: bool)
         );
     }
     Some(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Looks the visited record up in the record table.
+    struct InRecordTable;
+
+    impl ReplyVisitor for InRecordTable {
+        type Output = ();
+
+        fn record<T: ReplyRecord>(self) {
+            let _ = canonical::<T>();
+        }
+
+        fn unknown(self) {}
+    }
+
+    #[test]
+    fn every_reply_record_is_in_the_record_table() {
+        for &op in OPERATIONS.iter().chain(&MORE_REPLY_OPS) {
+            visit_reply(op, InRecordTable);
+        }
+    }
 }

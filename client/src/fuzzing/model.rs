@@ -7,7 +7,8 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::jute::{encode_frame, Decode, Encode, FrameDecoder, Reader};
 use crate::proto::{
-    ConnectResponse, ErrorCode, OpCode, ReplyHeader, WatcherEvent, AUTH_XID, NOTIFICATION_XID,
+    visit_reply, ConnectResponse, ErrorCode, OpCode, ReplyHeader, ReplyRecord, ReplyVisitor,
+    WatcherEvent, AUTH_XID, NOTIFICATION_XID,
 };
 
 /// The connection phase, as the session's own (private) one.
@@ -167,32 +168,24 @@ impl Server {
 
 /// Whether `body` is one whole, well-formed reply record for `op` (an empty body for ops
 /// whose reply has none): a successful reply breaking this rule ends the connection. Checked
-/// with a full decode, independently of the session's allocation-free check.
+/// with a full decode of the record the table of operations names, independently of the
+/// session's allocation-free check.
 fn reply_record_is_valid(op: OpCode, body: &Bytes) -> bool {
-    use crate::proto::*;
-    fn ok<T: Decode>(body: &Bytes) -> bool {
-        T::decode_exact(body).is_ok()
+    visit_reply(op, Decodes(body))
+}
+
+/// Whether the body decodes as exactly one record of the visited type.
+struct Decodes<'a>(&'a Bytes);
+
+impl ReplyVisitor for Decodes<'_> {
+    type Output = bool;
+
+    fn record<T: ReplyRecord>(self) -> bool {
+        T::decode_exact(self.0).is_ok()
     }
-    match op {
-        OpCode::Create => ok::<CreateResponse>(body),
-        OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => {
-            ok::<Create2Response>(body)
-        }
-        OpCode::Exists => ok::<ExistsResponse>(body),
-        OpCode::GetData | OpCode::Reconfig => ok::<GetDataResponse>(body),
-        OpCode::SetData | OpCode::Check => ok::<SetDataResponse>(body),
-        OpCode::GetAcl => ok::<GetAclResponse>(body),
-        OpCode::SetAcl => ok::<SetAclResponse>(body),
-        OpCode::GetChildren => ok::<GetChildrenResponse>(body),
-        OpCode::GetChildren2 => ok::<GetChildren2Response>(body),
-        OpCode::Sync => ok::<SyncResponse>(body),
-        OpCode::Multi | OpCode::MultiRead => ok::<MultiResponse>(body),
-        OpCode::GetAllChildrenNumber => ok::<GetAllChildrenNumberResponse>(body),
-        OpCode::GetEphemerals => ok::<GetEphemeralsResponse>(body),
-        OpCode::AddWatch => ok::<ErrorResponse>(body),
-        OpCode::WhoAmI => ok::<WhoAmIResponse>(body),
-        OpCode::Unknown(_) => true,
-        _ => body.is_empty(),
+
+    fn unknown(self) -> bool {
+        true
     }
 }
 

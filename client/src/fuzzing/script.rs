@@ -6,12 +6,12 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::model::frame;
-use crate::jute::{Encode, DEFAULT_MAX_FRAME_LEN};
+use crate::jute::{Encode, DEFAULT_MAX_FRAME_LEN, JUTE_MAX_BUFFER};
 use crate::proto::{
-    Acl, AddWatchMode, AddWatchRequest, AuthPacket, CheckVersionRequest, ConnectResponse,
+    op, Acl, AddWatchMode, AddWatchRequest, AuthPacket, CheckVersionRequest, ConnectResponse,
     CreateMode, CreateRequest, DeleteRequest, ErrorCode, EventType, ExistsRequest,
     GetChildren2Request, GetChildrenRequest, GetDataRequest, KeeperState, MultiOp, MultiRequest,
-    OpCode, RemoveWatchesRequest, SetDataRequest, SyncRequest, WatcherType,
+    OpCode, Operation, RemoveWatchesRequest, SetDataRequest, SyncRequest, WatcherType,
 };
 use crate::session::{Effect, Request, SessionConfig, WatchKind};
 
@@ -56,7 +56,7 @@ pub(super) fn config(a: u8, b: u8) -> SessionConfig {
         },
         host_count: usize::from(b % 4),
         read_only: b & 4 != 0,
-        max_request_len: if b & 8 == 0 { 0xfffff } else { 48 },
+        max_request_len: if b & 8 == 0 { JUTE_MAX_BUFFER } else { 48 },
         max_frame_len: if b & 16 == 0 {
             DEFAULT_MAX_FRAME_LEN
         } else {
@@ -101,19 +101,10 @@ pub(super) fn request(kind: u8, flags: u8, max_request_len: usize) -> (Request, 
     let watch = flags & 8 != 0;
     let p = path.clone();
     let (op, body) = match kind % 15 {
-        0 => (
-            OpCode::GetData,
-            GetDataRequest { path: p, watch }.to_bytes(),
-        ),
-        1 => (OpCode::Exists, ExistsRequest { path: p, watch }.to_bytes()),
-        2 => (
-            OpCode::GetChildren,
-            GetChildrenRequest { path: p, watch }.to_bytes(),
-        ),
-        3 => (
-            OpCode::GetChildren2,
-            GetChildren2Request { path: p, watch }.to_bytes(),
-        ),
+        0 => typed::<op::GetData>(&GetDataRequest { path: p, watch }),
+        1 => typed::<op::Exists>(&ExistsRequest { path: p, watch }),
+        2 => typed::<op::GetChildren>(&GetChildrenRequest { path: p, watch }),
+        3 => typed::<op::GetChildren2>(&GetChildren2Request { path: p, watch }),
         4 | 5 => {
             let (mode, kind) = if kind % 15 == 4 {
                 (AddWatchMode::Persistent, WatchKind::Persistent)
@@ -123,49 +114,40 @@ pub(super) fn request(kind: u8, flags: u8, max_request_len: usize) -> (Request, 
                     WatchKind::PersistentRecursive,
                 )
             };
-            let body = AddWatchRequest { path: p, mode }.to_bytes();
+            let (op, body) = typed::<op::AddWatch>(&AddWatchRequest { path: p, mode });
             let spec = WatchSpec {
                 path,
                 kind,
                 exists: false,
             };
-            return (Request::new(OpCode::AddWatch, body), Some(spec));
+            return (Request::new(op, body), Some(spec));
         }
         6 => {
             let watcher_type = WATCHER_TYPES[usize::from(flags >> 4) % WATCHER_TYPES.len()];
-            let body = RemoveWatchesRequest {
+            let (op, body) = typed::<op::RemoveWatches>(&RemoveWatchesRequest {
                 path: p,
                 watcher_type,
-            }
-            .to_bytes();
+            });
             let effect = Effect::RemoveWatches { path, watcher_type };
             return (
                 Request {
                     effect,
-                    ..Request::new(OpCode::RemoveWatches, body)
+                    ..Request::new(op, body)
                 },
                 None,
             );
         }
-        7 => (
-            OpCode::SetData,
-            SetDataRequest {
-                path: p,
-                data: None,
-                version: -1,
-            }
-            .to_bytes(),
-        ),
-        8 => (OpCode::Create2, create(p).to_bytes()),
-        9 => (
-            OpCode::Delete,
-            DeleteRequest {
-                path: p,
-                version: -1,
-            }
-            .to_bytes(),
-        ),
-        10 => (OpCode::Sync, SyncRequest { path: p }.to_bytes()),
+        7 => typed::<op::SetData>(&SetDataRequest {
+            path: p,
+            data: None,
+            version: -1,
+        }),
+        8 => typed::<op::Create2>(&create(p)),
+        9 => typed::<op::Delete>(&DeleteRequest {
+            path: p,
+            version: -1,
+        }),
+        10 => typed::<op::Sync>(&SyncRequest { path: p }),
         11 => (OpCode::Auth, auth_packet(&[flags])),
         12 => {
             let check = MultiOp::Check(CheckVersionRequest {
@@ -173,7 +155,7 @@ pub(super) fn request(kind: u8, flags: u8, max_request_len: usize) -> (Request, 
                 version: 0,
             });
             let ops = vec![check, MultiOp::Create(create(p))];
-            (OpCode::Multi, MultiRequest { ops }.to_bytes())
+            typed::<op::Multi>(&MultiRequest { ops })
         }
         // One byte over a small request limit (a 4 KiB request under the default one).
         13 => (
@@ -198,15 +180,14 @@ pub(super) fn request(kind: u8, flags: u8, max_request_len: usize) -> (Request, 
     (Request::new(op, body), spec)
 }
 
+/// The op code and encoded request record of an operation.
+fn typed<O: Operation>(record: &O::Request) -> (OpCode, Bytes) {
+    (O::OP, record.to_bytes())
+}
+
 /// An encoded digest `AuthPacket`.
 pub(super) fn auth_packet(credential: &[u8]) -> Bytes {
-    let auth = Some(Bytes::copy_from_slice(credential));
-    AuthPacket {
-        auth_type: 0,
-        scheme: "digest".to_owned(),
-        auth,
-    }
-    .to_bytes()
+    AuthPacket::new("digest", Bytes::copy_from_slice(credential)).to_bytes()
 }
 
 fn create(path: String) -> CreateRequest {

@@ -222,7 +222,7 @@ impl Harness {
             "a connection without a ConnectRequest"
         );
         for op in ops {
-            // protocol.md §2.3: nothing else before the ConnectResponse, so that an expired
+            // docs/protocol.md §2.3: nothing else before the ConnectResponse, so that an expired
             // reply is never lost behind user requests.
             let allowed = matches!(op, OpCode::Auth | OpCode::SetWatches | OpCode::SetWatches2);
             assert!(allowed, "{op:?} written before the handshake completed");

@@ -2,10 +2,13 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-/// The default cap on an inbound frame's payload: ZooKeeper's `jute.maxbuffer` default
-/// (`0xfffff`, the largest znode payload) plus room for the reply header and record fields
-/// around it.
-pub const DEFAULT_MAX_FRAME_LEN: usize = 0xfffff + 1024;
+/// ZooKeeper's default `jute.maxbuffer`: the largest request payload a server accepts, and
+/// the largest znode payload.
+pub const JUTE_MAX_BUFFER: usize = 0xfffff;
+
+/// The default cap on an inbound frame's payload: [`JUTE_MAX_BUFFER`] plus room for the reply
+/// header and record fields around it.
+pub const DEFAULT_MAX_FRAME_LEN: usize = JUTE_MAX_BUFFER + 1024;
 
 /// Splits a byte stream into frames.
 ///

@@ -20,6 +20,17 @@ pub struct AuthPacket {
     pub auth: Option<Bytes>,
 }
 
+impl AuthPacket {
+    /// A packet adding the credential `auth` in `scheme` (type 0, the only one servers use).
+    pub fn new(scheme: impl Into<String>, auth: impl Into<Bytes>) -> Self {
+        Self {
+            auth_type: 0,
+            scheme: scheme.into(),
+            auth: Some(auth.into()),
+        }
+    }
+}
+
 impl fmt::Debug for AuthPacket {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AuthPacket")
@@ -66,8 +77,8 @@ pub(crate) const REDACTED: &str = "<redacted>";
 
 /// One identity of the session, as reported by `whoAmI`.
 ///
-/// `class ClientInfo { ustring authScheme; ustring user; }`, decoded leniently like [`Id`]
-/// (crate::proto::Id).
+/// `class ClientInfo { ustring authScheme; ustring user; }`, decoded leniently like
+/// [`Id`](crate::Id).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ClientInfo {
     /// The scheme, e.g. `ip` or `digest`.

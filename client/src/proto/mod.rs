@@ -4,7 +4,8 @@
 //! and keeps the fields in wire order. Frames after the handshake are a [`RequestHeader`] or
 //! [`ReplyHeader`] followed by the record the op code selects (none when a reply's `err` is not
 //! [`ErrorCode::Ok`]); the handshake frames are a bare [`ConnectRequest`] and
-//! [`ConnectResponse`].
+//! [`ConnectResponse`]. Which records go with which op code is written once, in the table of
+//! [`ops`].
 
 mod acl;
 mod auth;
@@ -13,6 +14,7 @@ mod connect;
 mod data;
 mod header;
 mod multi;
+pub mod ops;
 mod stat;
 mod watch;
 
@@ -32,6 +34,7 @@ pub use header::{
     ReplyHeader, RequestHeader, AUTH_XID, NOTIFICATION_XID, PING_XID, SET_WATCHES_XID,
 };
 pub use multi::{MultiHeader, MultiOp, MultiRequest, MultiResponse, MultiResult};
+pub use ops::{op, visit_reply, Operation, ReplyRecord, ReplyVisitor, OPERATIONS};
 pub use stat::Stat;
 pub use watch::{
     AddWatchRequest, CheckWatchesRequest, ErrorResponse, RemoveWatchesRequest, SetWatches,

@@ -9,9 +9,8 @@
 use bytes::BufMut;
 
 use super::{
-    CheckVersionRequest, Create2Response, CreateRequest, CreateResponse, CreateTtlRequest,
-    DeleteRequest, ErrorCode, ErrorResponse, GetChildrenRequest, GetChildrenResponse,
-    GetDataRequest, GetDataResponse, OpCode, SetDataRequest, SetDataResponse,
+    op, Create2Response, CreateResponse, ErrorCode, ErrorResponse, GetChildrenResponse,
+    GetDataResponse, OpCode, Operation, SetDataResponse,
 };
 use crate::jute::{record, Decode, DecodeError, DecodeErrorKind, Encode, Reader};
 
@@ -43,114 +42,86 @@ impl MultiHeader {
     }
 }
 
-/// One operation of a `multi` or `multiRead` request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum MultiOp {
+/// Defines [`MultiOp`]: one variant per op code allowed inside a multi, holding the request
+/// record the table of operations gives that op code.
+macro_rules! multi_ops {
+    ($( $(#[$doc:meta])* $op:ident, )*) => {
+        /// One operation of a `multi` or `multiRead` request.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub enum MultiOp {
+            $( $(#[$doc])* $op(<op::$op as Operation>::Request), )*
+        }
+
+        impl MultiOp {
+            /// The op code this op is sent with.
+            pub fn op_code(&self) -> OpCode {
+                match self {
+                    $( Self::$op(_) => OpCode::$op, )*
+                }
+            }
+
+            /// The server path the op acts on.
+            pub fn path(&self) -> &str {
+                match self {
+                    $( Self::$op(r) => &r.path, )*
+                }
+            }
+
+            fn body_len(&self) -> usize {
+                match self {
+                    $( Self::$op(r) => r.encoded_len(), )*
+                }
+            }
+
+            fn encode_body<B: BufMut>(&self, buf: &mut B) {
+                match self {
+                    $( Self::$op(r) => r.encode(buf), )*
+                }
+            }
+
+            fn decode_body(code: OpCode, r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+                match code {
+                    $( OpCode::$op => Ok(Self::$op(r.read()?)), )*
+                    other => Err(unknown_op(other)),
+                }
+            }
+
+            fn skip_body(code: OpCode, r: &mut Reader<'_>) -> Result<(), DecodeError> {
+                match code {
+                    $( OpCode::$op => r.skip::<<op::$op as Operation>::Request>(), )*
+                    other => Err(unknown_op(other)),
+                }
+            }
+        }
+    };
+}
+
+multi_ops! {
     /// `create` (1).
-    Create(CreateRequest),
+    Create,
     /// `create2` (15).
-    Create2(CreateRequest),
+    Create2,
     /// `createContainer` (19).
-    CreateContainer(CreateRequest),
+    CreateContainer,
     /// `createTTL` (21).
-    CreateTtl(CreateTtlRequest),
+    CreateTtl,
     /// `delete` (2).
-    Delete(DeleteRequest),
+    Delete,
     /// `setData` (5).
-    SetData(SetDataRequest),
+    SetData,
     /// `check` (13).
-    Check(CheckVersionRequest),
+    Check,
     /// `getChildren` (8), multiRead only.
-    GetChildren(GetChildrenRequest),
+    GetChildren,
     /// `getData` (4), multiRead only.
-    GetData(GetDataRequest),
+    GetData,
 }
 
 impl MultiOp {
-    /// The op code this op is sent with.
-    pub fn op_code(&self) -> OpCode {
-        match self {
-            Self::Create(_) => OpCode::Create,
-            Self::Create2(_) => OpCode::Create2,
-            Self::CreateContainer(_) => OpCode::CreateContainer,
-            Self::CreateTtl(_) => OpCode::CreateTtl,
-            Self::Delete(_) => OpCode::Delete,
-            Self::SetData(_) => OpCode::SetData,
-            Self::Check(_) => OpCode::Check,
-            Self::GetChildren(_) => OpCode::GetChildren,
-            Self::GetData(_) => OpCode::GetData,
-        }
-    }
-
     /// Whether the op is a read (allowed in multiRead only).
     pub fn is_read(&self) -> bool {
         matches!(self, Self::GetChildren(_) | Self::GetData(_))
-    }
-
-    /// The server path the op acts on.
-    pub fn path(&self) -> &str {
-        match self {
-            Self::Create(r) | Self::Create2(r) | Self::CreateContainer(r) => &r.path,
-            Self::CreateTtl(r) => &r.path,
-            Self::Delete(r) => &r.path,
-            Self::SetData(r) => &r.path,
-            Self::Check(r) => &r.path,
-            Self::GetChildren(r) => &r.path,
-            Self::GetData(r) => &r.path,
-        }
-    }
-
-    fn body_len(&self) -> usize {
-        match self {
-            Self::Create(r) | Self::Create2(r) | Self::CreateContainer(r) => r.encoded_len(),
-            Self::CreateTtl(r) => r.encoded_len(),
-            Self::Delete(r) => r.encoded_len(),
-            Self::SetData(r) => r.encoded_len(),
-            Self::Check(r) => r.encoded_len(),
-            Self::GetChildren(r) => r.encoded_len(),
-            Self::GetData(r) => r.encoded_len(),
-        }
-    }
-
-    fn encode_body<B: BufMut>(&self, buf: &mut B) {
-        match self {
-            Self::Create(r) | Self::Create2(r) | Self::CreateContainer(r) => r.encode(buf),
-            Self::CreateTtl(r) => r.encode(buf),
-            Self::Delete(r) => r.encode(buf),
-            Self::SetData(r) => r.encode(buf),
-            Self::Check(r) => r.encode(buf),
-            Self::GetChildren(r) => r.encode(buf),
-            Self::GetData(r) => r.encode(buf),
-        }
-    }
-
-    fn decode_body(op: OpCode, r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(match op {
-            OpCode::Create => Self::Create(r.read()?),
-            OpCode::Create2 => Self::Create2(r.read()?),
-            OpCode::CreateContainer => Self::CreateContainer(r.read()?),
-            OpCode::CreateTtl => Self::CreateTtl(r.read()?),
-            OpCode::Delete => Self::Delete(r.read()?),
-            OpCode::SetData => Self::SetData(r.read()?),
-            OpCode::Check => Self::Check(r.read()?),
-            OpCode::GetChildren => Self::GetChildren(r.read()?),
-            OpCode::GetData => Self::GetData(r.read()?),
-            other => return Err(unknown_op(other)),
-        })
-    }
-
-    fn skip_body(op: OpCode, r: &mut Reader<'_>) -> Result<(), DecodeError> {
-        match op {
-            OpCode::Create | OpCode::Create2 | OpCode::CreateContainer => r.skip::<CreateRequest>(),
-            OpCode::CreateTtl => r.skip::<CreateTtlRequest>(),
-            OpCode::Delete => r.skip::<DeleteRequest>(),
-            OpCode::SetData => r.skip::<SetDataRequest>(),
-            OpCode::Check => r.skip::<CheckVersionRequest>(),
-            OpCode::GetChildren => r.skip::<GetChildrenRequest>(),
-            OpCode::GetData => r.skip::<GetDataRequest>(),
-            other => Err(unknown_op(other)),
-        }
     }
 }
 

@@ -16,8 +16,11 @@
 //!   that long, *or* when the oldest request in flight (a ping included) has waited that long
 //!   for its answer, even while notifications keep arriving. The client then moves to another
 //!   server while the session can still be saved;
-//! - **connect timeout** = T / number of hosts (or as configured): the whole attempt, from
-//!   TCP connect to ConnectResponse;
+//! - **connect timeout** = T / number of hosts, at most T/2 (or as configured): the whole
+//!   attempt, from TCP connect to ConnectResponse. A server can take a connection and never
+//!   answer it (ZooKeeper 3.8 does so to one it closes while starting up), and a restarted
+//!   server expires the sessions it restored T after loading them: with a single host an
+//!   attempt of T would lose the session to one such stall, T/2 leaves time for another;
 //! - **local expiry** = 4/3 T without receiving anything, while disconnected: the server has
 //!   expired the session by then, so we report `Expired` instead of retrying forever (the
 //!   Java client 3.9.3+ uses the same ratio).
@@ -93,8 +96,8 @@ impl Timers {
         negotiated: Option<Duration>,
     ) -> Duration {
         let timeout = negotiated.unwrap_or(config.session_timeout);
-        let hosts = u32::try_from(config.host_count.max(1)).unwrap_or(u32::MAX);
-        config.connect_timeout.unwrap_or(timeout / hosts)
+        let shares = u32::try_from(config.host_count.max(2)).unwrap_or(u32::MAX);
+        config.connect_timeout.unwrap_or(timeout / shares)
     }
 
     pub(crate) fn connect_deadline(&self, connect_timeout: Duration) -> Option<Instant> {

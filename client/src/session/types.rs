@@ -190,7 +190,7 @@ pub struct SessionConfig {
     /// The session timeout to request.
     pub session_timeout: Duration,
     /// How long one connection attempt may take until the ConnectResponse; `None` means
-    /// session timeout / host count, as the Java client.
+    /// session timeout / host count (as the Java client), at most half the session timeout.
     pub connect_timeout: Option<Duration>,
     /// Number of hosts in the connect string (for the default connect timeout).
     pub host_count: usize,
@@ -235,7 +235,7 @@ impl Default for SessionConfig {
             connect_timeout: None,
             host_count: 1,
             read_only: false,
-            max_request_len: 0xfffff,
+            max_request_len: crate::jute::JUTE_MAX_BUFFER,
             max_frame_len: crate::jute::DEFAULT_MAX_FRAME_LEN,
             resume: None,
             auth: Vec::new(),

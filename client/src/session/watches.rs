@@ -49,7 +49,7 @@ impl Watches {
         self.by_id.len()
     }
 
-    /// The watchers a server notification fires, as protocol.md §6.2 (Java's
+    /// The watchers a server notification fires, as docs/protocol.md §5.2 (Java's
     /// `ZKWatchManager.materialize`). One-shot watchers are removed; persistent ones stay.
     pub(crate) fn fire(&mut self, event_type: EventType, path: &str) -> Vec<WatcherId> {
         let mut fired = Vec::new();

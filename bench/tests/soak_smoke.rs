@@ -1,0 +1,61 @@
+//! A short run of `zkwire-bench soak` (a 3-node ensemble, 500 acquisitions under faults and
+//! leader kills, about a minute). Ignored by default, as it is slow for `make test`:
+//! `cargo test -p zkwire-bench --test soak_smoke -- --ignored`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+use std::process::Command;
+
+#[test]
+#[ignore = "starts a 3-node ensemble and runs for about a minute"]
+fn soak_smoke() {
+    let out = Command::new(env!("CARGO_BIN_EXE_zkwire-bench"))
+        .args([
+            "soak",
+            "--acquisitions",
+            "500",
+            "--seed",
+            "7",
+            "--max-minutes",
+            "2",
+            "--leader-kill-every",
+            "6",
+            "--long-hold-every",
+            "50",
+        ])
+        .output()
+        .expect("zkwire-bench runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "soak failed ({:?})\n{stdout}\n{stderr}",
+        out.status
+    );
+    let line = |label: &str| {
+        stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(label))
+            .unwrap_or_else(|| panic!("no {label:?} line in\n{stdout}"))
+            .to_owned()
+    };
+    for label in [
+        "overlaps NOT preceded by lost()",
+        "stale writes refused by the store",
+        "orphan lock nodes at the end",
+    ] {
+        let l = line(label);
+        let count = l.trim_start()[label.len()..]
+            .split_whitespace()
+            .next()
+            .unwrap();
+        assert_eq!(count, "0", "{l}");
+    }
+    let acquired: u64 = line("acquisitions ")
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(acquired >= 500, "the run stopped early:\n{stdout}");
+    assert!(line("result").contains("PASS"));
+}
