@@ -43,54 +43,10 @@ async fn read_frame(io: &mut DuplexStream, frames: &mut FrameDecoder) -> Option<
     }
 }
 
-/// A fake server: accepts the session, answers getData with the path as data, and closes on
-/// closeSession.
-async fn serve(mut io: DuplexStream) {
-    let mut frames = FrameDecoder::default();
-    let connect = read_frame(&mut io, &mut frames).await.unwrap();
-    let request = ConnectRequest::decode_exact(&connect).unwrap();
-    let response = ConnectResponse {
-        protocol_version: 0,
-        timeout: request.timeout,
-        session_id: 0x42,
-        passwd: Bytes::from_static(&[9; 16]),
-        read_only: Some(false),
-    };
-    let mut out = BytesMut::new();
-    encode_frame(&mut out, |b| response.encode(b));
-    io.write_all(&out).await.unwrap();
-    while let Some(frame) = read_frame(&mut io, &mut frames).await {
-        let mut r = Reader::new(&frame);
-        let header = r.read::<RequestHeader>().unwrap();
-        let mut out = BytesMut::new();
-        let reply = ReplyHeader {
-            xid: header.xid,
-            zxid: 7,
-            err: ErrorCode::Ok,
-        };
-        match header.op {
-            OpCode::GetData => {
-                let request = GetDataRequest::decode_exact(&frame.slice(8..)).unwrap();
-                let body = GetDataResponse {
-                    data: Some(request.path.into_bytes().into()),
-                    stat: Stat::default(),
-                };
-                encode_frame(&mut out, |b| {
-                    reply.encode(b);
-                    body.encode(b);
-                });
-            }
-            OpCode::CloseSession => {
-                encode_frame(&mut out, |b| reply.encode(b));
-                io.write_all(&out).await.unwrap();
-                return;
-            }
-            _ => {
-                encode_frame(&mut out, |b| reply.encode(b));
-            }
-        }
-        io.write_all(&out).await.unwrap();
-    }
+/// A fake server: accepts the session at once, answers getData with the path as data, and
+/// closes on closeSession.
+async fn serve(io: DuplexStream) {
+    recording_server(io, Duration::ZERO, Seen::default()).await;
 }
 
 #[tokio::test]
@@ -172,7 +128,7 @@ async fn recording_server(mut io: DuplexStream, handshake_delay: Duration, seen:
     let response = ConnectResponse {
         protocol_version: 0,
         timeout: request.timeout,
-        session_id: 0x43,
+        session_id: 0x42,
         passwd: Bytes::from_static(&[9; 16]),
         read_only: Some(false),
     };
