@@ -15,6 +15,9 @@ demo: deps
 
 test: deps
 	tests/golden/generate.sh --check
+	# Comments wrap at 100 columns, as rustfmt wraps code (stable rustfmt leaves comments alone).
+	@find . -name '*.rs' -not -path '*/target/*' -exec awk 'length > 100 && /^ *\/\// \
+		{ print FILENAME ":" FNR ": comment over 100 columns"; bad = 1 } END { exit bad }' {} +
 	$(CARGO) clippy --workspace --all-targets -q -- -D warnings
 	# zkwire as users build it, without the `unstable` internals the workspace turns on
 	# (the second doc run also leaves the user-facing docs in target/doc).

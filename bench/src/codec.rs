@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use zkwire::jute::{encode_frame, Decode, Encode, Reader};
+use zkwire::proto::frames;
 use zkwire::proto::{
     Acl, CreateMode, CreateRequest, ErrorCode, EventType, GetChildrenResponse, GetDataRequest,
     GetDataResponse, KeeperState, OpCode, ReplyHeader, RequestHeader, SetDataRequest,
@@ -42,16 +43,9 @@ fn stat() -> Stat {
     }
 }
 
+/// A reply's payload (its frame without the length prefix): the header, then `body`.
 fn reply_frame(body: &impl Encode) -> Bytes {
-    let mut out = Vec::new();
-    ReplyHeader {
-        xid: 7,
-        zxid: 0x1_0000_0f00,
-        err: ErrorCode::Ok,
-    }
-    .encode(&mut out);
-    body.encode(&mut out);
-    out.into()
+    frames::reply_frame(7, 0x1_0000_0f00, ErrorCode::Ok, &body.to_bytes()).slice(4..)
 }
 
 fn children() -> Vec<String> {

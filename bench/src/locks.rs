@@ -13,13 +13,14 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
+use zkwire::proto::frames::request_frame;
 use zkwire::proto::{
     Acl, Create2Response, CreateMode, CreateRequest, DeleteRequest, ErrorCode, ExistsRequest,
     GetChildrenRequest, GetChildrenResponse, OpCode, WatcherEvent, NOTIFICATION_XID,
 };
 
 use crate::measure::{Hist, Measured, Phase, Window};
-use crate::raw::{self, RawConn, RawReply};
+use crate::raw::{RawConn, RawReply};
 use crate::runner::{run_workers, Worker};
 use crate::{BenchError, Ctx, Who};
 
@@ -150,7 +151,7 @@ struct RawLock {
 
 impl RawLock {
     fn new(conn: RawConn, dir: &str) -> Self {
-        let create = raw::frame(
+        let create = request_frame(
             1,
             OpCode::Create2,
             &CreateRequest {
@@ -160,7 +161,7 @@ impl RawLock {
                 mode: CreateMode::EphemeralSequential,
             },
         );
-        let list = raw::frame(
+        let list = request_frame(
             1,
             OpCode::GetChildren,
             &GetChildrenRequest {
@@ -239,7 +240,7 @@ impl RawLock {
                 return Ok((my_seq, created.stat.czxid, created.path));
             }
             let predecessor = format!("{}/{}", self.dir, keyed[at - 1].1);
-            let exists = raw::frame(
+            let exists = request_frame(
                 1,
                 OpCode::Exists,
                 &ExistsRequest {
@@ -266,7 +267,7 @@ impl RawLock {
 
     async fn release(&mut self, path: String) -> Result<(), BenchError> {
         self.conn
-            .send(&raw::frame(
+            .send(&request_frame(
                 1,
                 OpCode::Delete,
                 &DeleteRequest { path, version: -1 },
@@ -296,7 +297,7 @@ impl Worker for RawCycle {
     async fn step(&mut self) -> Result<usize, BenchError> {
         let prev = self.prev.take();
         if let Some(path) = &prev {
-            let delete = raw::frame(
+            let delete = request_frame(
                 1,
                 OpCode::Delete,
                 &DeleteRequest {

@@ -9,10 +9,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use zkwire::proto::frames::request_frame;
 use zkwire::proto::{GetDataRequest, OpCode};
 
 use crate::measure::{Hist, Measured, Phase, Window};
-use crate::raw::{self, RawConn};
+use crate::raw::RawConn;
 use crate::runner::{run_workers, Worker};
 use crate::{BenchError, Ctx, Who, PAYLOAD};
 
@@ -86,7 +87,7 @@ pub(crate) async fn run(ctx: &Ctx, who: Who, k: usize) -> Result<Measured, Bench
 
 async fn run_raw(ctx: &Ctx, path: &str, k: usize) -> Result<Measured, BenchError> {
     let mut conn = RawConn::connect(&ctx.addr, 30_000).await?;
-    let one = raw::frame(
+    let one = request_frame(
         1,
         OpCode::GetData,
         &GetDataRequest {

@@ -2,13 +2,12 @@
 //! zkwire's `FrameDecoder`. No session logic beyond the handshake: nothing is matched,
 //! nothing is timed out, xids are whatever the frame was encoded with (the server echoes them).
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use zkwire::jute::{encode_frame, Decode, Encode, FrameDecoder, Reader};
-use zkwire::proto::{
-    ConnectRequest, ConnectResponse, ErrorCode, OpCode, ReplyHeader, RequestHeader,
-};
+use zkwire::jute::{Decode, Encode, FrameDecoder, Reader};
+use zkwire::proto::frames::{frame, request_frame};
+use zkwire::proto::{ConnectRequest, ConnectResponse, ErrorCode, OpCode, ReplyHeader};
 
 use crate::BenchError;
 
@@ -18,16 +17,6 @@ pub(crate) struct RawConn {
     decoder: FrameDecoder,
     /// The session id the server gave.
     pub(crate) session_id: i64,
-}
-
-/// A request frame, encoded once: `len | RequestHeader | body`.
-pub(crate) fn frame(xid: i32, op: OpCode, body: &impl Encode) -> Bytes {
-    let mut out = BytesMut::with_capacity(12 + body.encoded_len());
-    encode_frame(&mut out, |b| {
-        RequestHeader { xid, op }.encode(b);
-        body.encode(b);
-    });
-    out.freeze()
 }
 
 /// A reply: its header and the undecoded record after it.
@@ -69,9 +58,7 @@ impl RawConn {
             passwd: Bytes::from_static(&[0; 16]),
             read_only: false,
         };
-        let mut out = BytesMut::new();
-        encode_frame(&mut out, |b| request.encode(b));
-        conn.stream.write_all(&out).await?;
+        conn.stream.write_all(&frame(|b| request.encode(b))).await?;
         let payload = conn.next_payload().await?;
         let response = ConnectResponse::decode_exact(&payload)
             .map_err(|e| BenchError::msg(format!("raw handshake: {e}")))?;
@@ -113,7 +100,7 @@ impl RawConn {
 
     /// Sends closeSession and waits for its reply (or the server closing the socket).
     pub(crate) async fn close(mut self) {
-        let close = frame(1, OpCode::CloseSession, &Empty);
+        let close = request_frame(1, OpCode::CloseSession, &());
         if self.send(&close).await.is_ok() {
             // Replies still in flight come first; the server closes the socket after the
             // closeSession reply.
@@ -129,17 +116,6 @@ impl RawConn {
             Ok(None) => Ok(None),
             Err(e) => Err(BenchError::msg(format!("raw frame: {e}"))),
         }
-    }
-}
-
-/// A request without a record (closeSession).
-pub(crate) struct Empty;
-
-impl Encode for Empty {
-    fn encode<B: bytes::BufMut>(&self, _buf: &mut B) {}
-
-    fn encoded_len(&self) -> usize {
-        0
     }
 }
 

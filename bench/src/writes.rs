@@ -5,10 +5,11 @@
 //! over both).
 
 use bytes::Bytes;
+use zkwire::proto::frames::request_frame;
 use zkwire::proto::{Acl, CreateMode, CreateRequest, DeleteRequest, OpCode, SetDataRequest};
 
 use crate::measure::Measured;
-use crate::raw::{self, RawConn};
+use crate::raw::RawConn;
 use crate::runner::{run_workers, Worker};
 use crate::{BenchError, Ctx, Who, PAYLOAD};
 
@@ -68,7 +69,7 @@ pub(crate) async fn run(ctx: &Ctx, who: Who) -> Result<[Measured; 3], BenchError
         }
         Who::Raw => {
             let mut conn = RawConn::connect(&ctx.addr, 30_000).await?;
-            let create = raw::frame(
+            let create = request_frame(
                 1,
                 OpCode::Create2,
                 &CreateRequest {
@@ -80,7 +81,7 @@ pub(crate) async fn run(ctx: &Ctx, who: Who) -> Result<[Measured; 3], BenchError
             );
             conn.send(&create).await?;
             let _ = conn.recv().await?; // OK or NodeExists
-            let set = raw::frame(
+            let set = request_frame(
                 1,
                 OpCode::SetData,
                 &SetDataRequest {
@@ -99,7 +100,7 @@ pub(crate) async fn run(ctx: &Ctx, who: Who) -> Result<[Measured; 3], BenchError
             )
             .await?;
             let conn = RawConn::connect(&ctx.addr, 30_000).await?;
-            let create = raw::frame(
+            let create = request_frame(
                 1,
                 OpCode::Create2,
                 &CreateRequest {
@@ -109,7 +110,7 @@ pub(crate) async fn run(ctx: &Ctx, who: Who) -> Result<[Measured; 3], BenchError
                     mode: CreateMode::Persistent,
                 },
             );
-            let delete = raw::frame(
+            let delete = request_frame(
                 1,
                 OpCode::Delete,
                 &DeleteRequest {

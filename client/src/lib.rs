@@ -145,6 +145,7 @@ pub use client::{
 pub use connect_string::HostPort;
 pub use driver::{Connect, TcpConnector};
 pub use error::Error;
+pub use jute::JUTE_MAX_BUFFER;
 pub use proto::{
     Acl, AddWatchMode, ClientInfo, CreateMode, EventType, Id, KeeperState, Perms, Stat, WatcherType,
 };

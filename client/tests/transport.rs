@@ -5,13 +5,14 @@
 use std::io;
 use std::sync::{Arc, Mutex};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 // The fake server speaks the protocol through the `unstable` codec and records.
-use zkwire::jute::{encode_frame, Decode, Encode, FrameDecoder, Reader};
+use zkwire::jute::{Decode, Encode, FrameDecoder, Reader};
+use zkwire::proto::frames::{frame, reply_frame};
 use zkwire::proto::{
     ConnectRequest, ConnectResponse, ErrorCode, GetDataRequest, GetDataResponse, OpCode,
-    ReplyHeader, RequestHeader, Stat,
+    RequestHeader, Stat,
 };
 use zkwire::{Client, Connect, HostPort};
 
@@ -132,9 +133,7 @@ async fn recording_server(mut io: DuplexStream, handshake_delay: Duration, seen:
         passwd: Bytes::from_static(&[9; 16]),
         read_only: Some(false),
     };
-    let mut out = BytesMut::new();
-    encode_frame(&mut out, |b| response.encode(b));
-    io.write_all(&out).await.unwrap();
+    io.write_all(&frame(|b| response.encode(b))).await.unwrap();
     while let Some(frame) = read_frame(&mut io, &mut frames).await {
         let mut r = Reader::new(&frame);
         let header = r.read::<RequestHeader>().unwrap();
@@ -146,31 +145,18 @@ async fn recording_server(mut io: DuplexStream, handshake_delay: Duration, seen:
             String::new()
         };
         seen.lock().unwrap().push((header.xid, path.clone()));
-        let reply = ReplyHeader {
-            xid: header.xid,
-            zxid: 7,
-            err: ErrorCode::Ok,
+        let body = match header.op {
+            OpCode::GetData => GetDataResponse {
+                data: Some(path.into_bytes().into()),
+                stat: Stat::default(),
+            }
+            .to_bytes(),
+            _ => Bytes::new(),
         };
-        let mut out = BytesMut::new();
-        match header.op {
-            OpCode::GetData => {
-                encode_frame(&mut out, |b| {
-                    reply.encode(b);
-                    GetDataResponse {
-                        data: Some(path.into_bytes().into()),
-                        stat: Stat::default(),
-                    }
-                    .encode(b);
-                });
-            }
-            OpCode::CloseSession => {
-                encode_frame(&mut out, |b| reply.encode(b));
-                let _ = io.write_all(&out).await;
-                return;
-            }
-            _ => {
-                encode_frame(&mut out, |b| reply.encode(b));
-            }
+        let out = reply_frame(header.xid, 7, ErrorCode::Ok, &body);
+        if header.op == OpCode::CloseSession {
+            let _ = io.write_all(&out).await;
+            return;
         }
         if io.write_all(&out).await.is_err() {
             return;

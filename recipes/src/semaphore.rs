@@ -93,7 +93,8 @@ pub enum SemaphoreLimit {
 /// // At most 5 leases, the limit kept in a Curator SharedCount node (4 bytes, big-endian).
 /// let persistent = CreateOptions::new(CreateMode::Persistent);
 /// client.create("/config/workers", &5_i32.to_be_bytes(), &persistent).await?;
-/// let sem = Semaphore::new(client, "/sem/workers", SemaphoreLimit::SharedCount("/config/workers".into()));
+/// let limit = SemaphoreLimit::SharedCount("/config/workers".into());
+/// let sem = Semaphore::new(client, "/sem/workers", limit);
 /// let leases = sem.acquire_timeout(2, Duration::from_secs(10)).await?;
 /// for lease in leases {
 ///     // Each lease is a guard: lost(), fencing_token(), multi_fenced(), release().

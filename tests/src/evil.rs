@@ -17,17 +17,19 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
-use zkwire::jute::{encode_frame, Decode, Encode, FrameDecoder, Reader};
+use zkwire::jute::{Decode, Encode, FrameDecoder, Reader};
+use zkwire::proto::frames::{frame, reply_frame};
 use zkwire::proto::{
     ConnectRequest, ConnectResponse, Create2Response, CreateRequest, CreateResponse, ErrorCode,
     ExistsResponse, GetChildren2Response, GetChildrenResponse, GetDataResponse, OpCode,
-    ReplyHeader, RequestHeader, SetDataResponse, Stat, SyncRequest, SyncResponse, AUTH_XID,
-    PING_XID,
+    RequestHeader, SetDataResponse, Stat, SyncRequest, SyncResponse, AUTH_XID, PING_XID,
 };
+
+use crate::support::read_frame;
 
 /// The session id an [`EvilServer`] gives a client that asks for a new session.
 pub const EVIL_SESSION_ID: i64 = 0x0e71_0000_0000_0001;
@@ -163,16 +165,7 @@ impl EvilConn {
     /// `UnexpectedEof` when the client closes the connection; `InvalidData` on a frame
     /// length no client should send.
     pub async fn read_frame(&mut self) -> io::Result<Bytes> {
-        loop {
-            match self.frames.next_frame() {
-                Ok(Some(frame)) => return Ok(frame),
-                Ok(None) => {}
-                Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
-            }
-            if self.stream.read_buf(self.frames.buffer_mut()).await? == 0 {
-                return Err(io::ErrorKind::UnexpectedEof.into());
-            }
-        }
+        read_frame(&mut self.stream, &mut self.frames).await
     }
 
     /// Reads the client's ConnectRequest.
@@ -330,13 +323,6 @@ impl EvilConn {
     }
 }
 
-/// A length-prefixed frame.
-pub fn frame(write: impl FnOnce(&mut BytesMut)) -> Bytes {
-    let mut out = BytesMut::new();
-    encode_frame(&mut out, write);
-    out.freeze()
-}
-
 /// A whole ConnectResponse frame (37 bytes of payload, read-only byte false).
 pub fn connect_response_frame(timeout: i32, session_id: i64) -> Bytes {
     let response = ConnectResponse {
@@ -347,14 +333,6 @@ pub fn connect_response_frame(timeout: i32, session_id: i64) -> Bytes {
         read_only: Some(false),
     };
     frame(|b| response.encode(b))
-}
-
-/// A whole reply frame: length, `ReplyHeader`, then `body` as given.
-pub fn reply_frame(xid: i32, zxid: i64, err: ErrorCode, body: &[u8]) -> Bytes {
-    frame(|b| {
-        ReplyHeader { xid, zxid, err }.encode(b);
-        b.put_slice(body);
-    })
 }
 
 /// The body of a successful reply to `op`, as a healthy server would send it for the

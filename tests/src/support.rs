@@ -4,11 +4,12 @@
 use std::io;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use zkwire::jute::{encode_frame, Decode, Encode, FrameDecoder};
-use zkwire::proto::{ConnectRequest, ConnectResponse, OpCode, RequestHeader};
+use zkwire::jute::{Decode, Encode, FrameDecoder};
+use zkwire::proto::frames::{frame, request_frame};
+use zkwire::proto::{ConnectRequest, ConnectResponse, OpCode};
 use zkwire::{Client, CreateMode, CreateOptions, Error};
 
 use crate::server::shared_server;
@@ -86,18 +87,12 @@ pub async fn kill_session(addr: &str, session_id: i64, passwd: Bytes) -> io::Res
         passwd,
         read_only: false,
     };
-    let mut out = BytesMut::new();
-    encode_frame(&mut out, |b| connect.encode(b));
-    encode_frame(&mut out, |b| {
-        RequestHeader {
-            xid: 1,
-            op: OpCode::CloseSession,
-        }
-        .encode(b)
-    });
-    stream.write_all(&out).await?;
+    stream.write_all(&frame(|b| connect.encode(b))).await?;
+    stream
+        .write_all(&request_frame(1, OpCode::CloseSession, &()))
+        .await?;
     let mut frames = FrameDecoder::default();
-    let response = read_frame(&mut stream, &mut frames).await?;
+    let response = read_reply(&mut stream, &mut frames).await?;
     let response = ConnectResponse::decode_exact(&response).map_err(invalid)?;
     if response.is_expired() {
         return Err(io::Error::new(
@@ -106,27 +101,37 @@ pub async fn kill_session(addr: &str, session_id: i64, passwd: Bytes) -> io::Res
         ));
     }
     // The closeSession reply, then EOF.
-    read_frame(&mut stream, &mut frames).await.map(drop)
+    read_reply(&mut stream, &mut frames).await.map(drop)
 }
 
-async fn read_frame(stream: &mut TcpStream, frames: &mut FrameDecoder) -> io::Result<Bytes> {
+/// The next whole frame's payload from `io`, read through `frames` (which keeps any bytes
+/// past it for the next call).
+///
+/// # Errors
+/// `UnexpectedEof` when the peer closes first; `InvalidData` on a frame length over the
+/// decoder's cap or negative; any read error.
+pub async fn read_frame<R: AsyncRead + Unpin>(
+    io: &mut R,
+    frames: &mut FrameDecoder,
+) -> io::Result<Bytes> {
     loop {
         if let Some(frame) = frames.next_frame().map_err(invalid)? {
             return Ok(frame);
         }
-        let n = tokio::time::timeout(
-            Duration::from_secs(10),
-            stream.read_buf(frames.buffer_mut()),
-        )
-        .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no reply from the server"))??;
-        if n == 0 {
+        if io.read_buf(frames.buffer_mut()).await? == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
-                "server closed the connection",
+                "peer closed the connection",
             ));
         }
     }
+}
+
+/// [`read_frame`] from a server, giving up after 10 s.
+async fn read_reply(stream: &mut TcpStream, frames: &mut FrameDecoder) -> io::Result<Bytes> {
+    tokio::time::timeout(Duration::from_secs(10), read_frame(stream, frames))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no reply from the server"))?
 }
 
 fn invalid(e: impl std::error::Error + Send + Sync + 'static) -> io::Error {

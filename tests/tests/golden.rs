@@ -8,8 +8,9 @@
 
 use std::collections::BTreeMap;
 
-use bytes::{Bytes, BytesMut};
-use zkwire::jute::{encode_frame, Decode, DecodeErrorKind, Encode};
+use bytes::Bytes;
+use zkwire::jute::{Decode, DecodeErrorKind, Encode};
+use zkwire::proto::frames::{frame, request_frame};
 use zkwire::proto::*;
 
 const UPATH: &str = "/zkwire/\u{fc}n\u{ef}c\u{f6}d\u{e9}/\u{8def}\u{5f84}";
@@ -89,17 +90,6 @@ fn connect_response(
         passwd,
         read_only: ro,
     }
-}
-
-fn frame(xid: i32, op: OpCode, body: Option<&dyn Fn(&mut BytesMut)>) -> Bytes {
-    let mut out = BytesMut::new();
-    encode_frame(&mut out, |buf| {
-        RequestHeader { xid, op }.encode(buf);
-        if let Some(body) = body {
-            body(buf);
-        }
-    });
-    out.freeze()
 }
 
 /// Checks one record fixture both ways; returns its name for the coverage count.
@@ -667,28 +657,23 @@ fn whole_frames_match_java() {
         passwd: Bytes::from(vec![0; 16]),
         read_only: false,
     };
-    let mut out = BytesMut::new();
-    encode_frame(&mut out, |buf| connect.encode(buf));
-    c.frame("frame_connect", out.freeze());
-    c.frame("frame_ping", frame(PING_XID, OpCode::Ping, None));
+    c.frame("frame_connect", frame(|buf| connect.encode(buf)));
+    c.frame("frame_ping", request_frame(PING_XID, OpCode::Ping, &()));
     let get = GetDataRequest {
         path: "/a".into(),
         watch: true,
     };
+    c.frame("frame_get_data", request_frame(1, OpCode::GetData, &get));
     c.frame(
-        "frame_get_data",
-        frame(1, OpCode::GetData, Some(&|buf| get.encode(buf))),
+        "frame_close_session",
+        request_frame(5, OpCode::CloseSession, &()),
     );
-    c.frame("frame_close_session", frame(5, OpCode::CloseSession, None));
     let auth = AuthPacket {
         auth_type: 0,
         scheme: "digest".into(),
         auth: b("u:p"),
     };
-    c.frame(
-        "frame_auth",
-        frame(AUTH_XID, OpCode::Auth, Some(&|buf| auth.encode(buf))),
-    );
+    c.frame("frame_auth", request_frame(AUTH_XID, OpCode::Auth, &auth));
 }
 
 /// Every fixture Java wrote is checked by one of the tests above.

@@ -1,15 +1,18 @@
 //! Hostile input: truncations, bad lengths, impossible counts and invalid UTF-8.
 //!
 //! Every case must produce a decode error naming the record, never a panic, and must not
-//! allocate at all: `decode_exact` validates a whole frame before it allocates. The counting allocator is global, so this binary
-//! holds a single test to keep other threads' allocations out of the measurement.
+//! allocate at all: `decode_exact` validates a whole frame before it allocates. The counting
+//! allocator is global, so this binary holds a single test to keep other threads' allocations
+//! out of the measurement.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::alloc::System;
 
 use bytes::Bytes;
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
-use zkwire::jute::{Decode, DecodeError, DecodeErrorKind, FrameDecoder, FrameError};
+use zkwire::jute::{
+    Decode, DecodeError, DecodeErrorKind, FrameDecoder, FrameError, DEFAULT_MAX_FRAME_LEN,
+};
 use zkwire::proto::*;
 
 #[global_allocator]
@@ -298,7 +301,7 @@ fn bad_frames(cases: &mut usize) {
             [0x7f, 0xff, 0xff, 0xff],
             FrameError::TooLong {
                 len: 0x7fff_ffff,
-                max: 0xfffff + 1024,
+                max: DEFAULT_MAX_FRAME_LEN,
             },
         ),
     ] {

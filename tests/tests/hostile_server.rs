@@ -25,14 +25,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes};
-use zkwire::jute::{Encode, DEFAULT_MAX_FRAME_LEN};
+use zkwire::jute::{Encode, DEFAULT_MAX_FRAME_LEN, JUTE_MAX_BUFFER};
+use zkwire::proto::frames::{frame, reply_frame};
 use zkwire::proto::{
     ErrorCode, EventType, GetDataResponse, KeeperState, ReplyHeader, RequestHeader, Stat, AUTH_XID,
     NOTIFICATION_XID,
 };
 use zkwire::{AddWatchMode, Client, ClientBuilder, Error, SessionState};
 use zkwire_testing::evil::{
-    connect_response_frame, frame, healthy_reply, reply_frame, EvilConn, EvilServer, HEALTHY_DATA,
+    connect_response_frame, healthy_reply, EvilConn, EvilServer, HEALTHY_DATA,
 };
 
 const SESSION_TIMEOUT: Duration = Duration::from_secs(2);
@@ -79,8 +80,8 @@ fn hostile_server_cases() {
             frame_length(cap_plus_one(), None)
         ),
         case!(
-            "frame length 1 MiB+1, cap 0xfffff",
-            frame_length(0x10_0001, Some(0xfffff))
+            "frame length 1 MiB+1, cap JUTE_MAX_BUFFER",
+            frame_length(0x10_0001, Some(JUTE_MAX_BUFFER))
         ),
         case!(
             "frame length 1 MiB+1 under the default cap, then a stall",

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use zkwire::{
     Acl, Client, CreateMode, CreateOptions, Error, Id, Op, OpResult, Perms, ReadOp, ReadResult,
-    SessionState,
+    SessionState, JUTE_MAX_BUFFER,
 };
 use zkwire_testing::server::shared_server;
 use zkwire_testing::support::{client_in_chroot, fresh_chroot};
@@ -308,7 +308,13 @@ async fn oversized_request_fails_locally_without_reconnecting() {
     let big = vec![7u8; 2 << 20];
     let err = c.set_data("/big", &big, None).await.unwrap_err();
     assert!(
-        matches!(err, Error::RequestTooLarge { max: 0xfffff, .. }),
+        matches!(
+            err,
+            Error::RequestTooLarge {
+                max: JUTE_MAX_BUFFER,
+                ..
+            }
+        ),
         "{err:?}"
     );
     assert!(!err.is_retryable());
@@ -322,7 +328,7 @@ async fn oversized_request_fails_locally_without_reconnecting() {
         "no state change expected, got {no_change:?}"
     );
     // Just under the limit goes through.
-    let fits = vec![7u8; 0xfffff - 200];
+    let fits = vec![7u8; JUTE_MAX_BUFFER - 200];
     c.set_data("/big", &fits, None).await.unwrap();
     assert_eq!(c.get_data("/big").await.unwrap().0.len(), fits.len());
     c.close().await.unwrap();

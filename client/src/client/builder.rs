@@ -88,7 +88,8 @@ impl ClientBuilder {
         self
     }
 
-    /// The largest request sent (default: the server's default `jute.maxbuffer`, 1 MiB − 1).
+    /// The largest request sent (default: [`JUTE_MAX_BUFFER`](crate::JUTE_MAX_BUFFER), the
+    /// server's default `jute.maxbuffer`, 1 MiB − 1).
     /// A larger request fails locally with [`Error::RequestTooLarge`].
     pub fn with_max_request_len(mut self, len: usize) -> Self {
         self.session.max_request_len = len;

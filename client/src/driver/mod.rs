@@ -523,14 +523,14 @@ impl<C: Connect> Driver<C> {
             .store(self.session.session_id(), Ordering::Relaxed);
         let negotiated = self
             .session
-            .negotiated_timeout()
+            .session_timeout()
             .map_or(0, |t| t.as_millis());
         self.shared.negotiated_ms.store(
             u64::try_from(negotiated).unwrap_or(u64::MAX),
             Ordering::Relaxed,
         );
         if let Ok(mut passwd) = self.shared.passwd.lock() {
-            passwd.clone_from(self.session.passwd());
+            passwd.clone_from(self.session.session_password());
         }
         // Stream first: a caller that waits for the state and then subscribes must not see
         // the same change again.

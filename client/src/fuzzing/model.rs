@@ -3,9 +3,9 @@
 
 use std::collections::VecDeque;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 
-use crate::jute::{encode_frame, Decode, Encode, FrameDecoder, Reader};
+use crate::jute::{Decode, FrameDecoder, Reader};
 use crate::proto::{
     visit_reply, ConnectResponse, ErrorCode, OpCode, ReplyHeader, ReplyRecord, ReplyVisitor,
     WatcherEvent, AUTH_XID, NOTIFICATION_XID,
@@ -187,21 +187,6 @@ impl ReplyVisitor for Decodes<'_> {
     fn unknown(self) -> bool {
         true
     }
-}
-
-/// A length-prefixed frame.
-pub(super) fn frame(write: impl FnOnce(&mut BytesMut)) -> Bytes {
-    let mut out = BytesMut::new();
-    encode_frame(&mut out, write);
-    out.freeze()
-}
-
-/// A reply frame: header, then `body`.
-pub(super) fn reply_frame(xid: i32, zxid: i64, err: ErrorCode, body: &[u8]) -> Bytes {
-    frame(|b| {
-        ReplyHeader { xid, zxid, err }.encode(b);
-        b.put_slice(body);
-    })
 }
 
 /// The most a session writes in one frame (SetWatches batches can exceed `jute.maxbuffer`

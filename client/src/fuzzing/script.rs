@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::model::frame;
 use crate::jute::{Encode, DEFAULT_MAX_FRAME_LEN, JUTE_MAX_BUFFER};
+use crate::proto::frames::frame;
 use crate::proto::{
     op, Acl, AddWatchMode, AddWatchRequest, AuthPacket, CheckVersionRequest, ConnectResponse,
     CreateMode, CreateRequest, DeleteRequest, ErrorCode, EventType, ExistsRequest,

@@ -7,12 +7,13 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes};
 
-use super::model::{frame, reply_frame, Phase, Server};
+use super::model::{Phase, Server};
 use super::script::{
     config, connect_frame, request, Script, EVENT_TYPES, NOTIFY_PATHS, REPLY_ERRORS, STATES,
 };
 use crate::error::Error;
 use crate::jute::Encode;
+use crate::proto::frames::{frame, reply_frame};
 use crate::proto::{
     ErrorCode, OpCode, ReplyHeader, AUTH_XID, NOTIFICATION_XID, PING_XID, SET_WATCHES_XID,
 };

@@ -26,7 +26,9 @@ record! {
 record! {
     /// `createTTL` (21).
     ///
-    /// `class CreateTTLRequest { ustring path; buffer data; vector<ACL> acl; int flags; long ttl; }`
+    /// ```text
+    /// class CreateTTLRequest { ustring path; buffer data; vector<ACL> acl; int flags; long ttl; }
+    /// ```
     pub struct CreateTtlRequest as "CreateTTLRequest" {
         /// Server path of the node.
         pub path: String,

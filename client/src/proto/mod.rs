@@ -12,6 +12,8 @@ mod auth;
 mod codes;
 mod connect;
 mod data;
+#[cfg(any(test, feature = "unstable"))]
+pub mod frames;
 mod header;
 mod multi;
 pub mod ops;

@@ -83,7 +83,8 @@ record! {
 }
 
 record! {
-    /// The reply body of `addWatch`, and of a multi error result: `class ErrorResponse { int err; }`
+    /// The reply body of `addWatch`, and of a multi error result:
+    /// `class ErrorResponse { int err; }`
     pub struct ErrorResponse as "ErrorResponse" {
         /// The error code (0 for addWatch).
         pub err: ErrorCode,

@@ -181,12 +181,12 @@ impl Session {
     }
 
     /// The session password (16 bytes; zeros before the first handshake).
-    pub fn passwd(&self) -> &Bytes {
+    pub fn session_password(&self) -> &Bytes {
         &self.passwd
     }
 
     /// The negotiated session timeout, once known.
-    pub fn negotiated_timeout(&self) -> Option<Duration> {
+    pub fn session_timeout(&self) -> Option<Duration> {
         self.negotiated
     }
 

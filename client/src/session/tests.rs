@@ -14,12 +14,13 @@ use super::{
     WatchKind, WatcherId,
 };
 use crate::error::{Error, ProtocolError};
-use crate::jute::{encode_frame, Decode, Encode, FrameDecoder, FrameError, Reader};
+use crate::jute::{Decode, Encode, FrameDecoder, FrameError, Reader};
+use crate::proto::frames::{frame, notification_frame, reply_frame};
 use crate::proto::{
     AddWatchMode, AddWatchRequest, AuthPacket, ConnectRequest, ConnectResponse, ErrorCode,
     ErrorResponse, EventType, ExistsRequest, GetChildrenRequest, GetChildrenResponse,
-    GetDataRequest, GetDataResponse, KeeperState, OpCode, ReplyHeader, RequestHeader, SetWatches,
-    SetWatches2, Stat, WatcherEvent, AUTH_XID, NOTIFICATION_XID, PING_XID,
+    GetDataRequest, GetDataResponse, KeeperState, OpCode, RequestHeader, SetWatches, SetWatches2,
+    Stat, WatcherEvent, AUTH_XID, NOTIFICATION_XID, PING_XID,
 };
 
 // ===== fixtures =====
@@ -159,35 +160,14 @@ fn with_deadline(mut request: Request, deadline: Instant) -> Request {
 
 // ===== server frames =====
 
-fn frame(write: impl FnOnce(&mut BytesMut)) -> Bytes {
-    let mut out = BytesMut::new();
-    encode_frame(&mut out, write);
-    out.freeze()
-}
-
-fn reply_frame(xid: i32, zxid: i64, err: ErrorCode, body: &[u8]) -> Bytes {
-    frame(|b| {
-        ReplyHeader { xid, zxid, err }.encode(b);
-        b.put_slice(body);
-    })
-}
-
-fn notification_frame(event_type: EventType, path: &str, zxid: i64) -> Bytes {
-    frame(|b| {
-        ReplyHeader {
-            xid: NOTIFICATION_XID,
-            zxid,
-            err: ErrorCode::Ok,
-        }
-        .encode(b);
-        let state = KeeperState::SyncConnected;
-        WatcherEvent {
-            event_type,
-            state,
-            path: path.to_owned(),
-        }
-        .encode(b);
-    })
+/// A notification of `event_type` on `path`, as a server sends it.
+fn notification(event_type: EventType, path: &str, zxid: i64) -> Bytes {
+    let event = WatcherEvent {
+        event_type,
+        state: KeeperState::SyncConnected,
+        path: path.to_owned(),
+    };
+    notification_frame(zxid, &event)
 }
 
 fn data_body(data: &[u8]) -> Bytes {
@@ -411,7 +391,7 @@ impl Harness {
     }
 
     fn notify(&mut self, event_type: EventType, path: &str) {
-        self.deliver(&notification_frame(event_type, path, -1));
+        self.deliver(&notification(event_type, path, -1));
     }
 
     // ----- commands -----
@@ -512,8 +492,8 @@ fn handshake_holds_user_requests_until_the_connect_response() {
     h.accept(&response);
     assert_eq!(h.drain_events(), [Event::State(SessionState::Connected)]);
     assert_eq!(h.session.session_id(), SID);
-    assert_eq!(&h.session.passwd()[..], &PASSWD);
-    assert_eq!(h.session.negotiated_timeout(), Some(secs(20)));
+    assert_eq!(&h.session.session_password()[..], &PASSWD);
+    assert_eq!(h.session.session_timeout(), Some(secs(20)));
 
     let sent = h.sent_frames();
     assert_eq!(headers(&sent), [(1, OpCode::GetData), (2, OpCode::GetData)]);
@@ -541,7 +521,7 @@ fn handshake_read_only_flag_and_36_byte_response() {
     assert_eq!(response.encoded_len(), 36);
     h.accept(&response);
     assert_eq!(h.drain_events(), [Event::State(SessionState::Connected)]);
-    assert_eq!(h.session.negotiated_timeout(), Some(secs(10)));
+    assert_eq!(h.session.session_timeout(), Some(secs(10)));
     assert_eq!(h.session.session_id(), SID);
 }
 
@@ -650,11 +630,7 @@ fn pipelined_requests_are_matched_in_order() {
 
     h.reply(1, 100, ErrorCode::Ok, &data_body(b"a"));
     assert_eq!(h.session.last_zxid(), 100);
-    h.deliver(&notification_frame(
-        EventType::NodeDataChanged,
-        "/x",
-        10_000,
-    ));
+    h.deliver(&notification(EventType::NodeDataChanged, "/x", 10_000));
     assert_eq!(
         h.session.last_zxid(),
         100,
@@ -1019,9 +995,9 @@ fn notifications_and_replies_keep_wire_order() {
     let id = h.submit(get_data("/q", None));
 
     let mut wire = BytesMut::new();
-    wire.extend_from_slice(&notification_frame(EventType::NodeDataChanged, "/o", -1));
+    wire.extend_from_slice(&notification(EventType::NodeDataChanged, "/o", -1));
     wire.extend_from_slice(&reply_frame(3, 2, ErrorCode::Ok, &data_body(b"q")));
-    wire.extend_from_slice(&notification_frame(EventType::NodeDeleted, "/p", -1));
+    wire.extend_from_slice(&notification(EventType::NodeDeleted, "/p", -1));
     h.deliver(&wire);
 
     let events = h.drain_events();
@@ -1052,7 +1028,7 @@ fn reconnect_reattaches_and_restores_watches() {
         ErrorCode::Ok,
         &GetChildrenResponse { children: vec![] }.to_bytes(),
     );
-    h.deliver(&notification_frame(
+    h.deliver(&notification(
         EventType::NodeChildrenChanged,
         "/other",
         0x99,
@@ -2121,8 +2097,8 @@ fn a_notification_nobody_watches_is_ignored() {
     ] {
         h.notify(event_type, "/nobody/watches/this");
     }
-    h.deliver(&notification_frame(EventType::NodeDeleted, "", 7));
-    h.deliver(&notification_frame(EventType::NodeDeleted, "no-slash", 7));
+    h.deliver(&notification(EventType::NodeDeleted, "", 7));
+    h.deliver(&notification(EventType::NodeDeleted, "no-slash", 7));
     let events = h.drain_events();
     assert!(events.is_empty(), "{events:?}");
     assert_eq!(h.session.state(), SessionState::Connected);
