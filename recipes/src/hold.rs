@@ -15,12 +15,13 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use zkwire::{Client, Error, EventType, KeeperState, Op, OpResult, SessionState};
+use zkwire::{Client, Error, EventType, KeeperState, Op, OpResult, SessionState, Stat};
 
 use crate::cleanup::{self, Job};
 use crate::error::{LockError, LostReason};
 use crate::internals::{backoff, Node};
 use crate::options::{lease_margin, LockOptions};
+use crate::revoke::REVOKE_MESSAGE;
 
 /// A held lock node.
 #[derive(Debug)]
@@ -32,6 +33,8 @@ pub(crate) struct Hold {
     /// A margin before the lease deadline larger than the default, if configured.
     margin: Option<Duration>,
     lost: watch::Receiver<Option<LostReason>>,
+    /// Becomes true when someone writes [`REVOKE_MESSAGE`] into our node.
+    revoked: watch::Receiver<bool>,
     monitor: JoinHandle<()>,
     /// Dropping deletes the node (in the background) unless released.
     armed: bool,
@@ -41,16 +44,21 @@ impl Hold {
     /// Starts watching a node we were just granted.
     pub(crate) fn new(client: Client, node: Node, options: &LockOptions) -> Self {
         let (tx, rx) = watch::channel(None);
+        let (revoke_tx, revoke_rx) = watch::channel(false);
         let limits = Limits {
             grace: options.disconnect_grace,
             margin: options.lease_margin,
         };
+        let signals = Signals {
+            lost: tx,
+            revoked: revoke_tx,
+        };
         let monitor = tokio::spawn(monitor(
             client.clone(),
             node.path.clone(),
-            node.stat.mzxid,
+            node.stat,
             limits,
-            tx,
+            signals,
         ));
         Self {
             client,
@@ -58,6 +66,7 @@ impl Hold {
             node,
             margin: options.lease_margin,
             lost: rx,
+            revoked: revoke_rx,
             monitor,
             armed: true,
         }
@@ -77,6 +86,28 @@ impl Hold {
                 if rx.changed().await.is_err() {
                     return rx.borrow().unwrap_or(LostReason::Released);
                 }
+            }
+        }
+    }
+
+    /// Why the hold ended, `None` while it is held.
+    pub(crate) fn lost_reason(&self) -> Option<LostReason> {
+        if self.is_held() {
+            return None;
+        }
+        Some(self.lost.borrow().unwrap_or(LostReason::Released))
+    }
+
+    pub(crate) fn revocation_requested(&self) -> bool {
+        *self.revoked.borrow()
+    }
+
+    /// Resolves once a revocation is requested; never if the hold ends first.
+    pub(crate) fn revoked(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut rx = self.revoked.clone();
+        async move {
+            if rx.wait_for(|requested| *requested).await.is_err() {
+                std::future::pending::<()>().await;
             }
         }
     }
@@ -189,20 +220,30 @@ struct Limits {
     margin: Option<Duration>,
 }
 
-/// Publishes the first reason the hold cannot be trusted any more.
-async fn monitor(
-    client: Client,
-    path: String,
-    mzxid: i64,
-    limits: Limits,
-    tx: watch::Sender<Option<LostReason>>,
-) {
-    let reason = watch_hold(&client, &path, mzxid, limits).await;
-    tracing::debug!(node = path, %reason, "lock hold lost");
-    let _ = tx.send(Some(reason));
+/// What the monitor publishes.
+#[derive(Debug)]
+struct Signals {
+    /// The first reason the hold cannot be trusted any more.
+    lost: watch::Sender<Option<LostReason>>,
+    /// Whether a revocation was requested.
+    revoked: watch::Sender<bool>,
 }
 
-async fn watch_hold(client: &Client, path: &str, mzxid: i64, limits: Limits) -> LostReason {
+/// Publishes the first reason the hold cannot be trusted any more, and revocation requests
+/// until then.
+async fn monitor(client: Client, path: String, stat: Stat, limits: Limits, signals: Signals) {
+    let reason = watch_hold(&client, &path, stat, limits, &signals.revoked).await;
+    tracing::debug!(node = path, %reason, "lock hold lost");
+    let _ = signals.lost.send(Some(reason));
+}
+
+async fn watch_hold(
+    client: &Client,
+    path: &str,
+    stat: Stat,
+    limits: Limits,
+    revoked: &watch::Sender<bool>,
+) -> LostReason {
     // Subscribe first, then read the state: no change can slip between the two.
     let mut states = client.state_stream();
     let mut disconnected_at = match client.state() {
@@ -210,7 +251,7 @@ async fn watch_hold(client: &Client, path: &str, mzxid: i64, limits: Limits) -> 
         SessionState::Connected => None,
         _ => Some(Instant::now()),
     };
-    let node = node_changed(client, path, mzxid);
+    let node = node_changed(client, path, stat, revoked);
     tokio::pin!(node);
     let lease = client.lease_expiring(margin_for(client, limits.margin));
     tokio::pin!(lease);
@@ -245,17 +286,34 @@ async fn watch_hold(client: &Client, path: &str, mzxid: i64, limits: Limits) -> 
 }
 
 /// Resolves when our node is deleted or its data changes (or the session ends), keeping a
-/// getData watch on it.
-async fn node_changed(client: &Client, path: &str, mzxid: i64) -> LostReason {
+/// getData watch on it. A write of [`REVOKE_MESSAGE`] is a revocation request, published on
+/// `revoked`, not a loss (docs/recipes.md, "Revocation").
+async fn node_changed(
+    client: &Client,
+    path: &str,
+    mut known: Stat,
+    revoked: &watch::Sender<bool>,
+) -> LostReason {
     let mut attempt = 0;
     loop {
         match client.get_data_and_watch(path).await {
-            Ok((_, stat, _)) if stat.mzxid != mzxid => return LostReason::NodeChanged,
-            Ok((_, _, watcher)) => {
+            Ok((data, stat, watcher)) => {
+                if stat.mzxid != known.mzxid {
+                    // Exactly one write since the last look, and it was a revocation. More
+                    // than one could hide another write under the revocation: lost.
+                    let one_write = known.version.checked_add(1) == Some(stat.version);
+                    if !(one_write && data == REVOKE_MESSAGE) {
+                        return LostReason::NodeChanged;
+                    }
+                    tracing::info!(node = path, "revocation requested");
+                    revoked.send_replace(true);
+                    known = stat;
+                }
                 let event = watcher.await;
                 match event.event_type {
                     EventType::NodeDeleted => return LostReason::NodeDeleted,
-                    EventType::NodeDataChanged => return LostReason::NodeChanged,
+                    // Re-read: a revocation, or a loss.
+                    EventType::NodeDataChanged => {}
                     EventType::None => match event.state {
                         KeeperState::Expired => {
                             return LostReason::SessionEnded(SessionState::Expired)
@@ -314,18 +372,21 @@ pub(crate) fn ended(e: &Error) -> SessionState {
 
 /// The methods every guard has, written once: [`MutexGuard`](crate::MutexGuard),
 /// [`ReadGuard`](crate::ReadGuard), [`WriteGuard`](crate::WriteGuard) and
-/// [`Lease`](crate::Lease) each wrap a [`Hold`] in a field named `hold`. `$token` documents
-/// what the fencing token orders, which differs between exclusive and shared holds.
+/// [`Lease`](crate::Lease) each reach a [`Hold`] through the field path given first, and
+/// have a private `release_hold(self)` (a nested mutex guard releases nothing). `$token`
+/// documents what the fencing token orders, which differs between exclusive and shared
+/// holds.
 macro_rules! guard_methods {
-    ($token:expr) => {
+    ($($hold:ident).+, $token:expr) => {
         /// Whether the hold is still trusted: not lost (see [`lost`](Self::lost)).
         pub fn is_held(&self) -> bool {
-            self.hold.is_held()
+            self.$($hold).+.is_held()
         }
 
         /// Resolves when the hold can no longer be trusted: the session's lease is within
         /// its margin of ending without renewal (see [`trusted_until`](Self::trusted_until)),
-        /// the session ended, our node was deleted or its data changed, or an option
+        /// the session ended, our node was deleted or its data changed (other than by a
+        /// revocation request, see [`revoked`](Self::revoked)), or an option
         /// shortened the hold
         /// ([`LockOptions::with_disconnect_grace`](crate::LockOptions::with_disconnect_grace)).
         /// Resolves with [`LostReason::Released`](crate::LostReason::Released) once the
@@ -335,7 +396,7 @@ macro_rules! guard_methods {
         pub fn lost(
             &self,
         ) -> impl ::std::future::Future<Output = $crate::LostReason> + Send + 'static {
-            self.hold.lost()
+            self.$($hold).+.lost()
         }
 
         /// Until when the hold may be trusted as things stand: the session's lease deadline
@@ -360,22 +421,48 @@ macro_rules! guard_methods {
         /// # }
         /// ```
         pub fn trusted_until(&self) -> Option<::std::time::Instant> {
-            self.hold.trusted_until()
+            self.$($hold).+.trusted_until()
+        }
+
+        /// Resolves when someone asks this holder to release the lock
+        /// ([`revoke`](crate::revoke), or Curator's `Revoker.attemptRevoke`, which write
+        /// `__REVOKE__` into our node). A request, not a loss: the hold stays valid and
+        /// [`lost`](Self::lost) does not fire for it; the holder decides when to release.
+        /// Never resolves if the hold ends first.
+        ///
+        /// ```no_run
+        /// # use zkwire_recipes::{LockError, MutexGuard};
+        /// # async fn run(guard: MutexGuard) -> Result<(), LockError> {
+        /// tokio::select! {
+        ///     () = guard.revoked() => eprintln!("asked to give the lock up; finishing early"),
+        ///     reason = guard.lost() => eprintln!("lock lost: {reason}"),
+        ///     () = tokio::time::sleep(std::time::Duration::from_secs(60)) => {}
+        /// }
+        /// guard.release().await?;
+        /// # Ok(()) }
+        /// ```
+        pub fn revoked(&self) -> impl ::std::future::Future<Output = ()> + Send + 'static {
+            self.$($hold).+.revoked()
+        }
+
+        /// Whether a revocation has been requested (see [`revoked`](Self::revoked)).
+        pub fn revocation_requested(&self) -> bool {
+            self.$($hold).+.revocation_requested()
         }
 
         #[doc = $token]
         pub fn fencing_token(&self) -> i64 {
-            self.hold.fencing_token()
+            self.$($hold).+.fencing_token()
         }
 
         /// The full path of our node.
         pub fn path(&self) -> &str {
-            &self.hold.node().path
+            &self.$($hold).+.node().path
         }
 
         /// The client the hold was taken with.
         pub fn client(&self) -> &::zkwire::Client {
-            self.hold.client()
+            self.$($hold).+.client()
         }
 
         /// Runs `ops` atomically, on condition that our node still exists: a multi of
@@ -390,7 +477,7 @@ macro_rules! guard_methods {
             &self,
             ops: &[::zkwire::Op],
         ) -> Result<Vec<::zkwire::OpResult>, $crate::LockError> {
-            self.hold.multi_fenced(ops).await
+            self.$($hold).+.multi_fenced(ops).await
         }
 
         /// Deletes our node and reports the outcome.
@@ -406,7 +493,7 @@ macro_rules! guard_methods {
         /// # Cancel safety
         /// Dropping the future leaves the delete to the background worker.
         pub async fn release(self) -> Result<(), $crate::LockError> {
-            self.hold.release().await
+            self.release_hold().await
         }
     };
 }

@@ -52,6 +52,18 @@ pub(crate) struct Dir {
     pub(crate) options: LockOptions,
 }
 
+impl Dir {
+    /// The contenders in the directory now, in lock order (none if it does not exist).
+    pub(crate) async fn contenders(&self, markers: &[&str]) -> Result<Vec<Contender>, LockError> {
+        let children = match self.client.get_children(&self.path).await {
+            Ok(children) => children,
+            Err(Error::NoNode) => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        sort_children(children, markers, self.options.foreign_children)
+    }
+}
+
 /// Our lock node, confirmed to exist and to be owned by our session when found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Node {

@@ -1,13 +1,16 @@
 //! [`Mutex`]: Curator's `InterProcessMutex` layout and rules.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 use zkwire::Client;
 
 use crate::error::LockError;
 use crate::hold::Hold;
 use crate::internals::{acquire, deadline_after, Contest, Dir, Outcome};
+use crate::local::{Gates, Owner, Registration};
 use crate::options::LockOptions;
 use crate::sequence::{exclusive, MUTEX_MARKERS};
 
@@ -18,10 +21,22 @@ use crate::sequence::{exclusive, MUTEX_MARKERS};
 /// containers); the node whose key (the text after the last `lock-`) sorts first holds the
 /// lock, and every other contender watches only its immediate predecessor.
 ///
-/// The value is cheap to clone; every `lock()` call is a separate contender, so tasks of one
-/// process contend with each other through ZooKeeper. It is not reentrant: calling `lock()`
-/// while holding a guard of the same path waits for yourself (use
-/// [`lock_timeout`](Self::lock_timeout) if unsure).
+/// # Reentrancy and the local queue
+/// The holder is the **tokio task** (as Curator's is the thread; outside a task, inside
+/// `block_on`, the thread). A task that holds the lock and locks it again gets a nested guard
+/// at once, with no request: nested guards share the node, [`lost`](MutexGuard::lost) and
+/// the fencing token, and the node is deleted when the last of them is released or
+/// dropped. Re-entering a hold that was lost fails with [`LockError::Lost`]. Futures that one
+/// task polls concurrently (`join!`, `select!`) are the same holder: spawn tasks for
+/// contenders that must exclude each other.
+///
+/// Tasks of one process contend first in process: contenders of one session on one path
+/// (through one `Mutex`, its clones, or another `Mutex` of the same client and path) queue
+/// FIFO, and only the head of that queue creates a node and contends in ZooKeeper. A process
+/// so has at most one node and one watch per lock and session. Every grant goes back to
+/// ZooKeeper: when a holder releases, the next local waiter creates a new node at the end of
+/// the distributed queue, so other processes keep their turn. Separate clients (sessions) of
+/// one process contend through ZooKeeper like separate processes.
 ///
 /// ```no_run
 /// # async fn run(client: zkwire::Client) -> Result<(), zkwire_recipes::LockError> {
@@ -80,6 +95,20 @@ impl Mutex {
         &self.dir.path
     }
 
+    /// The full path of the node that holds the lock now (the first contender in lock
+    /// order, of any client), `None` if no one holds or waits. A snapshot: pass it to
+    /// [`revoke`](crate::revoke) to ask that holder to release.
+    ///
+    /// # Errors
+    /// The client's errors; [`LockError::ForeignChild`] and [`LockError::SequenceWrapped`]
+    /// as for an acquire.
+    pub async fn holder(&self) -> Result<Option<String>, LockError> {
+        let contenders = self.dir.contenders(MUTEX_MARKERS).await?;
+        Ok(contenders
+            .first()
+            .map(|c| zkwire::path::join(&self.dir.path, &c.name)))
+    }
+
     /// Waits until the lock is ours.
     ///
     /// # Errors
@@ -127,6 +156,24 @@ impl Mutex {
         blocking: bool,
         deadline: Option<Instant>,
     ) -> Result<Option<MutexGuard>, LockError> {
+        let owner = Owner::current();
+        let gate = GATES.get(self.dir.client.session_id(), &self.dir.path);
+        if let Some(granted) = gate.held_by(owner) {
+            return match granted.hold.lost_reason() {
+                Some(reason) => Err(LockError::Lost(reason)),
+                None => Ok(Some(MutexGuard { granted })),
+            };
+        }
+        let permit = match (blocking, deadline) {
+            (false, _) => match gate.try_enter() {
+                Some(permit) => permit,
+                None => return Ok(None),
+            },
+            (true, None) => gate.enter().await,
+            (true, Some(at)) => tokio::time::timeout_at(at, gate.enter())
+                .await
+                .map_err(|_| LockError::Timeout)?,
+        };
         let contest = Contest {
             marker: MUTEX_MARKERS[0],
             sort_markers: MUTEX_MARKERS,
@@ -136,26 +183,72 @@ impl Mutex {
         match acquire(&self.dir, &contest, blocking, deadline).await? {
             Outcome::Held(node) => {
                 let hold = Hold::new(self.dir.client.clone(), node, &self.dir.options);
-                Ok(Some(MutexGuard { hold }))
+                let granted = Arc::new(Granted {
+                    hold,
+                    registration: gate.register(),
+                    _permit: permit,
+                });
+                gate.record(&granted.registration, owner, &granted);
+                Ok(Some(MutexGuard { granted }))
             }
             Outcome::Busy => Ok(None),
         }
     }
 }
 
+/// The in-process state of every mutex.
+static GATES: Gates<Granted> = Gates::new();
+
+/// A granted hold, shared by its holder's nested guards.
+///
+/// Fields drop in order: the node's delete is queued before the local queue's next waiter
+/// is let in.
+#[derive(Debug)]
+struct Granted {
+    hold: Hold,
+    registration: Registration<Self>,
+    _permit: OwnedSemaphorePermit,
+}
+
 /// Proof of holding a [`Mutex`], until released or dropped.
 ///
-/// Dropping it deletes the lock node in the background (retried until it succeeds or the
-/// session ends); [`release`](Self::release) does it in the foreground and reports how it
-/// went.
+/// Dropping the outermost guard of a hold (see the type's reentrancy rules) deletes the lock
+/// node in the background (retried until it succeeds or the session ends);
+/// [`release`](Self::release) does it in the foreground and reports how it went. Releasing
+/// or dropping a nested guard only ends that nesting level.
 #[derive(Debug)]
 #[must_use = "the lock is released when the guard is dropped"]
 pub struct MutexGuard {
-    hold: Hold,
+    granted: Arc<Granted>,
 }
 
 impl MutexGuard {
+    /// Deletes the node if this is the last guard of the hold; a nested guard only reports
+    /// whether the hold is still trusted.
+    async fn release_hold(self) -> Result<(), LockError> {
+        match Arc::try_unwrap(self.granted) {
+            Ok(Granted {
+                hold,
+                registration,
+                _permit,
+            }) => {
+                drop(registration);
+                hold.release().await
+            }
+            Err(nested) => match nested.hold.lost_reason() {
+                Some(reason) => Err(LockError::Lost(reason)),
+                None => Ok(()),
+            },
+        }
+    }
+
+    /// How many guards share this hold (1 when not nested).
+    pub fn nesting(&self) -> usize {
+        Arc::strong_count(&self.granted)
+    }
+
     crate::hold::guard_methods!(
+        granted.hold,
         "The fencing token: the `czxid` of our lock node. Strictly increasing across the \
          successive holders of the lock (unlike the sequence suffix, which restarts when a \
          container directory is recreated and wraps at 2^31). Pass it to the resource you \

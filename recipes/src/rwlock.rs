@@ -306,7 +306,11 @@ macro_rules! rw_token_doc {
 }
 
 impl ReadGuard {
-    crate::hold::guard_methods!(rw_token_doc!());
+    async fn release_hold(self) -> Result<(), LockError> {
+        self.hold.release().await
+    }
+
+    crate::hold::guard_methods!(hold, rw_token_doc!());
 
     /// Always [`LockError::UpgradeRefused`]: in Curator's layout a writer would wait behind
     /// this very read node forever. Release the read lock, then take the write lock.
@@ -319,7 +323,11 @@ impl ReadGuard {
 }
 
 impl WriteGuard {
-    crate::hold::guard_methods!(rw_token_doc!());
+    async fn release_hold(self) -> Result<(), LockError> {
+        self.hold.release().await
+    }
+
+    crate::hold::guard_methods!(hold, rw_token_doc!());
 
     /// Takes the read lock while holding the write lock (Curator's downgrade, first step):
     /// the read node ties with our write node and is granted at once. Release this guard

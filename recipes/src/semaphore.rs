@@ -402,7 +402,12 @@ pub struct Lease {
 }
 
 impl Lease {
+    async fn release_hold(self) -> Result<(), LockError> {
+        self.hold.release().await
+    }
+
     crate::hold::guard_methods!(
+        hold,
         "The `czxid` of the lease node. Leases are shared, so tokens of concurrent holders \
          are not ordered against each other; a token is larger than that of every lease \
          created before it, which is what a resource needs to refuse holders older than a \
@@ -440,7 +445,7 @@ fn check_quantity(requested: usize, max: u32) -> Result<(), LockError> {
 
 /// A lease node is `[_c_<uuid>-]lease-<seq>`; anything else is foreign.
 fn check_children(children: &[String], policy: ForeignChildPolicy) -> Result<(), LockError> {
-    if policy != ForeignChildPolicy::Reject {
+    if policy == ForeignChildPolicy::CountLikeCurator {
         return Ok(());
     }
     for name in children {

@@ -47,6 +47,35 @@ pub enum ForeignChildPolicy {
     Reject,
     /// Count it as a contender keyed by its whole name, exactly as Curator does.
     CountLikeCurator,
+    /// Order kazoo's contenders with ours: a child named `…__lock__<seq>` (kazoo's `Lock`
+    /// and `WriteLock`, a writer) or `…__rlock__<seq>` (kazoo's `ReadLock`, a reader) is keyed
+    /// by its sequence suffix, as kazoo keys every contender; any other foreign child fails
+    /// the acquire as under [`Reject`](Self::Reject).
+    ///
+    /// Both sides must see each other: configure kazoo with
+    /// `extra_lock_patterns=["-lock-"]` for a [`Mutex`](crate::Mutex), and with
+    /// `["__WRIT__"]` (readers) or `["__WRIT__", "__READ__"]` (writers) for an
+    /// [`RwLock`](crate::RwLock). Sequence numbers come from the one parent, so the two
+    /// orders agree. Not for a semaphore's directories (kazoo's semaphore has another layout):
+    /// there it acts as [`Reject`](Self::Reject).
+    OrderKazoo,
+}
+
+/// kazoo's `Lock` / `WriteLock` node name marker (a writer).
+const KAZOO_WRITE_MARKER: &str = "__lock__";
+/// kazoo's `ReadLock` node name marker.
+const KAZOO_READ_MARKER: &str = "__rlock__";
+
+/// Where the sequence suffix of a kazoo contender starts, and whether it is a writer.
+fn kazoo_contender(name: &str) -> Option<(usize, bool)> {
+    [(KAZOO_WRITE_MARKER, true), (KAZOO_READ_MARKER, false)]
+        .into_iter()
+        .find_map(|(marker, writer)| {
+            let at = name.rfind(marker)? + marker.len();
+            name.get(at..)
+                .and_then(parse_sequence)
+                .map(|_| (at, writer))
+        })
 }
 
 /// One child of the lock directory, with its sort key.
@@ -57,6 +86,9 @@ pub(crate) struct Contender {
     key_at: usize,
     /// The sequence suffix, `None` for a foreign child counted like Curator.
     pub(crate) seq: Option<i32>,
+    /// Whether readers must wait for it: Curator's rule (`name.contains("__WRIT__")`), or
+    /// kazoo's `__lock__` under [`ForeignChildPolicy::OrderKazoo`].
+    writer: bool,
 }
 
 impl Contender {
@@ -64,9 +96,9 @@ impl Contender {
         self.name.get(self.key_at..).unwrap_or_default()
     }
 
-    /// Whether Curator's reader sees this child as a writer (`name.contains("__WRIT__")`).
+    /// Whether a reader must wait for this child.
     pub(crate) fn is_writer(&self) -> bool {
-        self.name.contains(WRITE_MARKER)
+        self.writer
     }
 }
 
@@ -107,24 +139,37 @@ pub(crate) fn sort_children(
 ) -> Result<Vec<Contender>, LockError> {
     let mut sorted = Vec::with_capacity(names.len());
     for name in names {
-        let (key_at, found) = sort_key_at(&name, markers);
-        let seq = if found {
+        let (mut key_at, found) = sort_key_at(&name, markers);
+        let mut writer = name.contains(WRITE_MARKER);
+        let mut seq = if found {
             name.get(key_at..).and_then(parse_sequence)
         } else {
             None
         };
+        if seq.is_none() && policy == ForeignChildPolicy::OrderKazoo {
+            if let Some((at, kazoo_writer)) = kazoo_contender(&name) {
+                key_at = at;
+                writer = kazoo_writer;
+                seq = name.get(at..).and_then(parse_sequence);
+            }
+        }
         match seq {
             Some(s) if s < 0 => return Err(LockError::SequenceWrapped { name }),
             Some(s) if s >= WRAP_WARNING => {
                 tracing::warn!(child = %name, "lock directory sequence is close to wrapping at 2^31");
             }
             Some(_) => {}
-            None if policy == ForeignChildPolicy::Reject => {
+            None if policy != ForeignChildPolicy::CountLikeCurator => {
                 return Err(LockError::ForeignChild { name })
             }
             None => {}
         }
-        sorted.push(Contender { name, key_at, seq });
+        sorted.push(Contender {
+            name,
+            key_at,
+            seq,
+            writer,
+        });
     }
     // Stable, as Java's List.sort; ties only arise from a downgrade read node.
     sorted.sort_by(|a, b| a.key().cmp(b.key()));
@@ -223,6 +268,53 @@ mod tests {
             sorted(&kids, MUTEX_MARKERS),
             ["lock-0000000000", &kids[0], &kids[2], &kids[1]].map(str::to_owned)
         );
+    }
+
+    #[test]
+    fn kazoo_contenders_are_ordered_by_their_sequence() {
+        let kazoo = "4f1c0a3e9b7d4c2a8e6f1b3d5a7c9e0f";
+        let kids = vec![
+            format!("{U1}lock-0000000004"),
+            format!("{kazoo}__lock__0000000002"),
+            format!("{U2}lock-0000000003"),
+            format!("{kazoo}__rlock__0000000001"),
+        ];
+        let order =
+            sort_children(kids.clone(), MUTEX_MARKERS, ForeignChildPolicy::OrderKazoo).unwrap();
+        assert_eq!(
+            order.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+            [&kids[3], &kids[1], &kids[2], &kids[0]]
+        );
+        let writers: Vec<bool> = order.iter().map(Contender::is_writer).collect();
+        assert_eq!(writers, [false, true, false, false]);
+        assert_eq!(exclusive(&order, &kids[2]), Decision::Wait(kids[1].clone()));
+        // Readers of a read/write lock wait for kazoo's writers, not for its readers.
+        let rw = vec![
+            format!("{kazoo}__rlock__0000000001"),
+            format!("{U1}__READ__0000000002"),
+            format!("{kazoo}__lock__0000000003"),
+            format!("{U2}__READ__0000000004"),
+        ];
+        let order = sort_children(rw.clone(), RW_MARKERS, ForeignChildPolicy::OrderKazoo).unwrap();
+        assert_eq!(shared(&order, &rw[1]), Decision::Held);
+        assert_eq!(shared(&order, &rw[3]), Decision::Wait(rw[2].clone()));
+        // Other foreign children, and kazoo names under the other policies, stay foreign.
+        for policy in [ForeignChildPolicy::OrderKazoo, ForeignChildPolicy::Reject] {
+            let r = sort_children(vec!["config".into()], MUTEX_MARKERS, policy);
+            assert!(matches!(r, Err(LockError::ForeignChild { .. })));
+        }
+        let r = sort_children(
+            vec![kids[1].clone()],
+            MUTEX_MARKERS,
+            ForeignChildPolicy::Reject,
+        );
+        assert!(matches!(r, Err(LockError::ForeignChild { .. })));
+        let r = sort_children(
+            vec![format!("{kazoo}__lock__-000000001")],
+            MUTEX_MARKERS,
+            ForeignChildPolicy::OrderKazoo,
+        );
+        assert!(matches!(r, Err(LockError::SequenceWrapped { .. })));
     }
 
     #[test]

@@ -130,9 +130,15 @@ async fn try_lock_semantics() {
         1,
         "the miss left no node"
     );
-    // Same client, another contender: also a miss (not reentrant).
-    assert!(ma.try_lock().await.unwrap().is_none());
+    // Same client, another task: a miss in the local queue (no node created).
+    let other = ma.clone();
+    let missed = tokio::spawn(async move { other.try_lock().await.unwrap().is_none() });
+    assert!(missed.await.unwrap());
     assert_eq!(sorted_children(&a, "/l").await.len(), 1);
+    // Same task: reentrant, the same node.
+    let nested = ma.try_lock().await.unwrap().expect("reentrant");
+    assert_eq!(nested.path(), held.path());
+    drop(nested);
     held.release().await.unwrap();
     let again = mb.try_lock().await.unwrap().expect("free again");
     assert_eq!(
@@ -331,11 +337,11 @@ async fn lost_on_external_delete_and_change_and_fenced_multi() {
         Err(LockError::Lost(LostReason::NodeDeleted))
     );
 
-    // Data change (a Curator-style revocation request): lost, though the node exists.
+    // Data change (other than a revocation request): lost, though the node exists.
     let guard = mutex.lock().await.unwrap();
     let lost = guard.lost();
     admin
-        .set_data(guard.path(), b"__REVOKE__", None)
+        .set_data(guard.path(), b"someone else's", None)
         .await
         .unwrap();
     assert_eq!(

@@ -38,6 +38,9 @@ pub struct ClientStats {
     pub waiting_callers: usize,
     /// Transports opened so far (1 + reconnects).
     pub connections: usize,
+    /// Requests callers have submitted so far (every operation; a multi counts once; the
+    /// session's own pings, SetWatches and auth replays are not counted).
+    pub requests: u64,
     /// Whether the background task still runs (it stops once the session is over and every
     /// clone is dropped).
     pub driver_running: bool,
@@ -57,6 +60,7 @@ impl StatsHandle {
             watches: s.watches.load(Ordering::Relaxed),
             waiting_callers: s.waiting.load(Ordering::Relaxed),
             connections: s.connections.load(Ordering::Relaxed),
+            requests: s.submitted.load(Ordering::Relaxed),
             driver_running: s.driver_running.load(Ordering::Acquire),
         }
     }

@@ -71,6 +71,8 @@ pub(crate) struct Shared {
     pub(crate) waiting: AtomicUsize,
     pub(crate) driver_running: AtomicBool,
     pub(crate) connections: AtomicUsize,
+    /// Requests callers have submitted.
+    pub(crate) submitted: AtomicU64,
     /// The session's lease deadline ([`Session::lease_deadline`]) as nanoseconds after
     /// `epoch`, [`NO_LEASE`] when there is none.
     lease_nanos: AtomicU64,
@@ -96,6 +98,7 @@ impl Shared {
             waiting: AtomicUsize::new(0),
             driver_running: AtomicBool::new(true),
             connections: AtomicUsize::new(0),
+            submitted: AtomicU64::new(0),
             lease_nanos: AtomicU64::new(NO_LEASE),
             epoch,
         }
@@ -290,6 +293,7 @@ impl<C: Connect> Driver<C> {
                     id
                 });
                 let id = self.session.submit(now, request);
+                self.shared.submitted.fetch_add(1, Ordering::Relaxed);
                 self.replies.insert(id, reply);
                 if let Some(watcher_id) = watcher_id {
                     self.watch_requests.insert(watcher_id, id);

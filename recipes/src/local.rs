@@ -1,0 +1,158 @@
+//! The in-process side of a lock: who in this process holds it, and the FIFO queue in front
+//! of the distributed one.
+//!
+//! Contenders of one session on one lock path first queue here, on a one-permit FIFO
+//! semaphore; only the head contends in ZooKeeper. So a process has at most one node per lock
+//! and session, and one watch, however many of its tasks wait (docs/recipes.md,
+//! "Reentrancy and the local queue"). A grant goes back to ZooKeeper every time: the next
+//! local waiter creates a fresh node at the end of the distributed queue, so other processes
+//! keep their FIFO turn.
+//!
+//! The holder is a tokio task, as Curator's is a thread: the same task locking again only
+//! counts, with no request. Outside a task (inside `block_on`), the thread is the holder.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Who holds a lock within this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Owner {
+    /// A tokio task.
+    Task(tokio::task::Id),
+    /// A thread running a future outside any task (`Runtime::block_on`).
+    Thread(std::thread::ThreadId),
+}
+
+impl Owner {
+    /// The caller's identity.
+    pub(crate) fn current() -> Self {
+        tokio::task::try_id().map_or_else(|| Self::Thread(std::thread::current().id()), Self::Task)
+    }
+}
+
+/// The in-process state of one lock (one session, one path).
+#[derive(Debug)]
+pub(crate) struct Gate<T> {
+    /// One permit, granted in request order: the local FIFO queue.
+    queue: Arc<Semaphore>,
+    /// The current holder and its shared hold, while one is granted.
+    holder: Mutex<Option<Holder<T>>>,
+    /// Numbers the grants, so that a grant only ever clears its own record.
+    grants: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Holder<T> {
+    owner: Owner,
+    grant: u64,
+    hold: Weak<T>,
+}
+
+/// Keeps a grant recorded as the lock's holder; dropped (with the outermost guard), it
+/// clears the record.
+#[derive(Debug)]
+pub(crate) struct Registration<T> {
+    gate: Arc<Gate<T>>,
+    grant: u64,
+}
+
+impl<T> Drop for Registration<T> {
+    fn drop(&mut self) {
+        let mut holder = self.gate.lock_holder();
+        if holder.as_ref().is_some_and(|h| h.grant == self.grant) {
+            *holder = None;
+        }
+    }
+}
+
+impl<T> Gate<T> {
+    fn new() -> Self {
+        Self {
+            queue: Arc::new(Semaphore::new(1)),
+            holder: Mutex::new(None),
+            grants: AtomicU64::new(0),
+        }
+    }
+
+    /// The hold `owner` already has, if any (a reentrant acquire).
+    pub(crate) fn held_by(&self, owner: Owner) -> Option<Arc<T>> {
+        match &*self.lock_holder() {
+            Some(h) if h.owner == owner => h.hold.upgrade(),
+            _ => None,
+        }
+    }
+
+    /// Waits for the head of the local queue. Cancel safe: a dropped wait leaves the queue.
+    pub(crate) async fn enter(&self) -> OwnedSemaphorePermit {
+        match Arc::clone(&self.queue).acquire_owned().await {
+            Ok(permit) => permit,
+            // The semaphore is never closed.
+            Err(_) => unreachable!("the local lock queue is never closed"),
+        }
+    }
+
+    /// The head of the local queue if no one is in it, without waiting.
+    pub(crate) fn try_enter(&self) -> Option<OwnedSemaphorePermit> {
+        Arc::clone(&self.queue).try_acquire_owned().ok()
+    }
+
+    /// A new grant's registration; [`record`](Self::record) it once its hold is shared.
+    pub(crate) fn register(self: &Arc<Self>) -> Registration<T> {
+        Registration {
+            gate: Arc::clone(self),
+            grant: self.grants.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// Records `owner` as the holder of `hold`, granted under `registration`.
+    pub(crate) fn record(&self, registration: &Registration<T>, owner: Owner, hold: &Arc<T>) {
+        *self.lock_holder() = Some(Holder {
+            owner,
+            grant: registration.grant,
+            hold: Arc::downgrade(hold),
+        });
+    }
+
+    fn lock_holder(&self) -> std::sync::MutexGuard<'_, Option<Holder<T>>> {
+        self.holder.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Gates by session id and lock path.
+type GateMap<T> = HashMap<(i64, String), Weak<Gate<T>>>;
+
+/// The gates of every lock of one kind in this process, by session id and path.
+pub(crate) struct Gates<T> {
+    gates: OnceLock<Mutex<GateMap<T>>>,
+}
+
+impl<T> Gates<T> {
+    pub(crate) const fn new() -> Self {
+        Self {
+            gates: OnceLock::new(),
+        }
+    }
+
+    /// The gate of `path` for session `session_id`, created on first use. It lives as long
+    /// as a handle or a guard of the lock holds it.
+    pub(crate) fn get(&self, session_id: i64, path: &str) -> Arc<Gate<T>> {
+        let mut gates = self
+            .gates
+            .get_or_init(Mutex::default)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // Drop the entries of gates no one holds any more, so the map stays as small as the
+        // set of locks in use.
+        gates.retain(|_, gate| gate.strong_count() > 0);
+        let key = (session_id, path.to_owned());
+        if let Some(gate) = gates.get(&key).and_then(Weak::upgrade) {
+            return gate;
+        }
+        let gate = Arc::new(Gate::new());
+        gates.insert(key, Arc::downgrade(&gate));
+        gate
+    }
+}

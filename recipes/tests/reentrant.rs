@@ -1,0 +1,232 @@
+//! The mutex's in-process side against a real ZooKeeper: reentrancy by task (no request,
+//! one node, deleted after the outermost release), the local FIFO queue (one node per
+//! session at any time, grants in request order), and fairness between sessions.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::{Duration, Instant};
+
+use zkwire::Client;
+use zkwire_recipes::{LockError, LostReason, Mutex};
+use zkwire_testing::support::{connect_with_timeout, fresh_chroot, sorted_children};
+
+const T: Duration = Duration::from_secs(4);
+
+async fn connect(cs: &str) -> Client {
+    connect_with_timeout(cs, T).await
+}
+
+/// Nested `lock()`, `lock_timeout()` and `try_lock()` in the holding task return at once,
+/// send nothing, and share the node; only the last release deletes it, whatever the order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_locks_cost_no_request_and_share_the_node() {
+    let cs = fresh_chroot("reentrant_nested").await;
+    let client = connect(&cs).await;
+    let mutex = Mutex::new(client.clone(), "/locks/r");
+    let outer = mutex.lock().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = client.stats().requests;
+    let started = Instant::now();
+    let inner = mutex.lock().await.unwrap();
+    let timed = mutex.lock_timeout(Duration::from_secs(1)).await.unwrap();
+    let tried = mutex.try_lock().await.unwrap().expect("reentrant try_lock");
+    // Another handle of the same client and path is the same lock.
+    let other_handle = Mutex::new(client.clone(), "/locks/r");
+    let fourth = other_handle.lock().await.unwrap();
+    let took = started.elapsed();
+    let sent = client.stats().requests - before;
+    println!("4 nested acquisitions: {sent} requests, {took:?}");
+    assert_eq!(sent, 0, "a nested acquire sends nothing");
+    for guard in [&inner, &timed, &tried, &fourth] {
+        assert_eq!(guard.path(), outer.path());
+        assert_eq!(guard.fencing_token(), outer.fencing_token());
+        assert!(guard.is_held());
+    }
+    assert_eq!(outer.nesting(), 5);
+
+    // Released outermost first: the node stays until the last guard goes.
+    outer.release().await.unwrap();
+    inner.release().await.unwrap();
+    drop(timed);
+    tried.release().await.unwrap();
+    assert_eq!(sorted_children(&client, "/locks/r").await.len(), 1);
+    assert!(fourth.is_held());
+    assert_eq!(fourth.nesting(), 1);
+    fourth.release().await.unwrap();
+    assert!(sorted_children(&client, "/locks/r").await.is_empty());
+
+    // Another task is another holder: it waits (locally, sending nothing) while we hold.
+    let held = mutex.lock().await.unwrap();
+    // The hold's watchdog sets its node watch just after the grant: let it.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = client.stats().requests;
+    let m = mutex.clone();
+    let other_task = tokio::spawn(async move { m.try_lock().await.map(|g| g.is_some()) });
+    assert_eq!(other_task.await.unwrap(), Ok(false));
+    assert_eq!(
+        client.stats().requests - before,
+        0,
+        "busy locally: no request"
+    );
+    held.release().await.unwrap();
+    client.close().await.unwrap();
+}
+
+/// Re-entering a hold that was lost fails instead of handing out a guard that is not
+/// trusted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentering_a_lost_hold_fails() {
+    let cs = fresh_chroot("reentrant_lost").await;
+    let client = connect(&cs).await;
+    let admin = connect(&cs).await;
+    let mutex = Mutex::new(client.clone(), "/locks/r");
+    let guard = mutex.lock().await.unwrap();
+    admin.delete(guard.path(), None).await.unwrap();
+    let reason = tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("lost() fires on delete");
+    assert_eq!(reason, LostReason::NodeDeleted);
+    assert_eq!(
+        mutex.lock().await.err(),
+        Some(LockError::Lost(LostReason::NodeDeleted))
+    );
+    // Once the lost hold is let go, the task can take the lock afresh.
+    drop(guard);
+    let again = mutex.lock_timeout(Duration::from_secs(5)).await.unwrap();
+    assert!(again.is_held());
+    again.release().await.unwrap();
+    client.close().await.unwrap();
+    admin.close().await.unwrap();
+}
+
+/// 8 tasks sharing one client contend for one lock: at most one node of that client exists
+/// at any time (sampled by another session), and grants follow the order of the local
+/// queue — round robin, since each task queues again after its turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_tasks_of_one_client_queue_locally_fifo() {
+    const TASKS: usize = 8;
+    const ROUNDS: usize = 12;
+    let cs = fresh_chroot("reentrant_local_queue").await;
+    let client = connect(&cs).await;
+    let observer = connect(&cs).await;
+    let mutex = Mutex::new(client.clone(), "/locks/q");
+
+    // Task 0 holds while the others queue, one after another, in index order.
+    let first = mutex.lock().await.unwrap();
+    let grants = Arc::new(StdMutex::new(Vec::with_capacity(TASKS * ROUNDS)));
+    let queued = Arc::new(AtomicUsize::new(0));
+    let before = client.stats().requests;
+    let mut tasks = Vec::new();
+    for i in 0..TASKS {
+        let (mutex, grants, in_queue) = (mutex.clone(), grants.clone(), queued.clone());
+        tasks.push(tokio::spawn(async move {
+            for round in 0..ROUNDS {
+                let lock = mutex.lock();
+                if round == 0 {
+                    in_queue.fetch_add(1, Ordering::SeqCst);
+                }
+                let guard = lock.await.unwrap();
+                grants.lock().unwrap().push(i);
+                tokio::task::yield_now().await;
+                guard.release().await.unwrap();
+            }
+        }));
+        // Let task i reach the queue before task i + 1 starts.
+        while queued.load(Ordering::SeqCst) <= i {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let sampling = sampling.clone();
+        tokio::spawn(async move {
+            let (mut samples, mut most) = (0usize, 0usize);
+            while sampling.load(Ordering::SeqCst) {
+                let n = sorted_children(&observer, "/locks/q").await.len();
+                most = most.max(n);
+                samples += 1;
+            }
+            observer.close().await.unwrap();
+            (samples, most)
+        })
+    };
+    first.release().await.unwrap();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    sampling.store(false, Ordering::SeqCst);
+    let (samples, most) = sampler.await.unwrap();
+    let sent = client.stats().requests - before;
+    let grants = std::mem::take(&mut *grants.lock().unwrap());
+    let acquisitions = grants.len();
+    println!(
+        "{acquisitions} acquisitions by {TASKS} tasks of one client: at most {most} node(s) in \
+         {samples} samples, {:.2} requests per acquisition",
+        sent as f64 / acquisitions as f64
+    );
+    assert_eq!(acquisitions, TASKS * ROUNDS);
+    assert!(samples > 10, "the sampler ran");
+    assert!(most <= 1, "one node per client at a time, saw {most}");
+    let expected: Vec<usize> = (0..ROUNDS).flat_map(|_| 0..TASKS).collect();
+    assert_eq!(grants, expected, "grants in local FIFO order");
+    assert!(sorted_children(&client, "/locks/q").await.is_empty());
+    client.close().await.unwrap();
+}
+
+/// Fairness between processes is unchanged: 8 sessions × 2 tasks contend for a fixed time;
+/// every released grant goes back to the end of ZooKeeper's queue, so each session gets
+/// its turn in sequence order and the per-session grant counts stay within ±10 % of the
+/// mean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_share_the_lock_fairly() {
+    const SESSIONS: usize = 8;
+    const TASKS: usize = 2;
+    const RUN: Duration = Duration::from_secs(4);
+    let cs = fresh_chroot("reentrant_fairness").await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let counts = Arc::new(StdMutex::new(HashMap::new()));
+    let mut clients = Vec::new();
+    let mut tasks = Vec::new();
+    for s in 0..SESSIONS {
+        let client = connect(&cs).await;
+        clients.push(client.clone());
+        for _ in 0..TASKS {
+            let mutex = Mutex::new(client.clone(), "/locks/fair");
+            let (stop, counts) = (stop.clone(), counts.clone());
+            tasks.push(tokio::spawn(async move {
+                while !stop.load(Ordering::SeqCst) {
+                    let guard = mutex.lock().await.unwrap();
+                    *counts.lock().unwrap().entry(s).or_insert(0usize) += 1;
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    guard.release().await.unwrap();
+                }
+            }));
+        }
+    }
+    tokio::time::sleep(RUN).await;
+    stop.store(true, Ordering::SeqCst);
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let counts = std::mem::take(&mut *counts.lock().unwrap());
+    let per_session: Vec<usize> = (0..SESSIONS).map(|s| counts[&s]).collect();
+    let total: usize = per_session.iter().sum();
+    let mean = total as f64 / SESSIONS as f64;
+    let worst = per_session
+        .iter()
+        .map(|&c| (c as f64 - mean).abs() / mean)
+        .fold(0.0, f64::max);
+    println!(
+        "{total} grants in {RUN:?}; per session {per_session:?}; worst deviation {:.1} %",
+        worst * 100.0
+    );
+    assert!(total >= SESSIONS * 10, "enough grants to judge");
+    assert!(worst <= 0.10, "per-session grants within ±10 % of the mean");
+    for c in clients {
+        c.close().await.unwrap();
+    }
+}
