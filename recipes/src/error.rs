@@ -27,10 +27,6 @@ pub enum LockError {
     /// and then take the write lock.
     #[error("read-to-write upgrade refused: it would deadlock on our own read node")]
     UpgradeRefused,
-    /// This instance already holds the write lock; a second `write()` would queue behind our
-    /// own node and wait forever.
-    #[error("this instance already holds the write lock (locks are not reentrant)")]
-    Reentrant,
     /// The lock directory's sequence counter (the parent's 32-bit `cversion`) has wrapped:
     /// `name` carries a negative suffix. Curator's string ordering (and ours, which must match
     /// it) puts such nodes in the wrong order, so no grant is safe. The directory must be
@@ -100,7 +96,6 @@ impl LockError {
             Self::Timeout => true,
             Self::Lost(reason) => !matches!(reason, LostReason::SessionEnded(_)),
             Self::UpgradeRefused
-            | Self::Reentrant
             | Self::SequenceWrapped { .. }
             | Self::ForeignChild { .. }
             | Self::TooManyLeases { .. }

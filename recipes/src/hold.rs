@@ -299,14 +299,15 @@ async fn node_changed(
         match client.get_data_and_watch(path).await {
             Ok((data, stat, watcher)) => {
                 if stat.mzxid != known.mzxid {
-                    // Exactly one write since the last look, and it was a revocation. More
-                    // than one could hide another write under the revocation: lost.
-                    let one_write = known.version.checked_add(1) == Some(stat.version);
-                    if !(one_write && data == REVOKE_MESSAGE) {
+                    // The data now asks for revocation: however many writes led there (two
+                    // revokers may race), it is a request, as Curator judges it by the data
+                    // alone. Any other content is someone else's write: lost.
+                    if data != REVOKE_MESSAGE {
                         return LostReason::NodeChanged;
                     }
-                    tracing::info!(node = path, "revocation requested");
-                    revoked.send_replace(true);
+                    if !revoked.send_replace(true) {
+                        tracing::info!(node = path, "revocation requested");
+                    }
                     known = stat;
                 }
                 let event = watcher.await;

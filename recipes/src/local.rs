@@ -68,15 +68,17 @@ impl<T> Drop for Registration<T> {
     }
 }
 
-impl<T> Gate<T> {
-    fn new() -> Self {
+impl<T> Default for Gate<T> {
+    fn default() -> Self {
         Self {
             queue: Arc::new(Semaphore::new(1)),
             holder: Mutex::new(None),
             grants: AtomicU64::new(0),
         }
     }
+}
 
+impl<T> Gate<T> {
     /// The hold `owner` already has, if any (a reentrant acquire).
     pub(crate) fn held_by(&self, owner: Owner) -> Option<Arc<T>> {
         match &*self.lock_holder() {
@@ -121,38 +123,39 @@ impl<T> Gate<T> {
     }
 }
 
-/// Gates by session id and lock path.
-type GateMap<T> = HashMap<(i64, String), Weak<Gate<T>>>;
+/// States by session id and lock path.
+type StateMap<S> = HashMap<(i64, String), Weak<S>>;
 
-/// The gates of every lock of one kind in this process, by session id and path.
-pub(crate) struct Gates<T> {
-    gates: OnceLock<Mutex<GateMap<T>>>,
+/// The in-process state of every lock of one kind, by session id and path: a [`Gate`] for
+/// the mutex, the holders of each task for the read/write lock.
+pub(crate) struct Registry<S> {
+    states: OnceLock<Mutex<StateMap<S>>>,
 }
 
-impl<T> Gates<T> {
+impl<S: Default> Registry<S> {
     pub(crate) const fn new() -> Self {
         Self {
-            gates: OnceLock::new(),
+            states: OnceLock::new(),
         }
     }
 
-    /// The gate of `path` for session `session_id`, created on first use. It lives as long
-    /// as a handle or a guard of the lock holds it.
-    pub(crate) fn get(&self, session_id: i64, path: &str) -> Arc<Gate<T>> {
-        let mut gates = self
-            .gates
+    /// The state of `path` for session `session_id`, created on first use. It lives as long
+    /// as an acquire or a guard of the lock holds it.
+    pub(crate) fn get(&self, session_id: i64, path: &str) -> Arc<S> {
+        let mut states = self
+            .states
             .get_or_init(Mutex::default)
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        // Drop the entries of gates no one holds any more, so the map stays as small as the
-        // set of locks in use.
-        gates.retain(|_, gate| gate.strong_count() > 0);
+        // Drop the entries no one holds any more, so the map stays as small as the set of
+        // locks in use.
+        states.retain(|_, state| state.strong_count() > 0);
         let key = (session_id, path.to_owned());
-        if let Some(gate) = gates.get(&key).and_then(Weak::upgrade) {
-            return gate;
+        if let Some(state) = states.get(&key).and_then(Weak::upgrade) {
+            return state;
         }
-        let gate = Arc::new(Gate::new());
-        gates.insert(key, Arc::downgrade(&gate));
-        gate
+        let state = Arc::new(S::default());
+        states.insert(key, Arc::downgrade(&state));
+        state
     }
 }

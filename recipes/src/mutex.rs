@@ -10,7 +10,7 @@ use zkwire::Client;
 use crate::error::LockError;
 use crate::hold::Hold;
 use crate::internals::{acquire, deadline_after, Contest, Dir, Outcome};
-use crate::local::{Gates, Owner, Registration};
+use crate::local::{Gate, Owner, Registration, Registry};
 use crate::options::LockOptions;
 use crate::sequence::{exclusive, MUTEX_MARKERS};
 
@@ -197,7 +197,7 @@ impl Mutex {
 }
 
 /// The in-process state of every mutex.
-static GATES: Gates<Granted> = Gates::new();
+static GATES: Registry<Gate<Granted>> = Registry::new();
 
 /// A granted hold, shared by its holder's nested guards.
 ///

@@ -13,7 +13,8 @@ use crate::error::LockError;
 pub(crate) const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
 
 /// Asks the holder of the lock node `node_path` to release it, by writing `__REVOKE__` into
-/// the node as Curator's `Revoker.attemptRevoke` does. Returns `false` if the node no longer
+/// the node as Curator's `Revoker.attemptRevoke` does (here conditionally on the version
+/// read, and not at all if the node already asks). Returns `false` if the node no longer
 /// exists (the hold is already over).
 ///
 /// Works on any lock node of the Curator layout: a [`Mutex`](crate::Mutex) or
@@ -35,9 +36,26 @@ pub(crate) const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
 /// # Errors
 /// The client's errors (e.g. [`zkwire::Error::NoAuth`] when the node's ACL forbids writes).
 pub async fn revoke(client: &Client, node_path: &str) -> Result<bool, LockError> {
-    match client.set_data(node_path, REVOKE_MESSAGE, None).await {
-        Ok(_) => Ok(true),
-        Err(Error::NoNode) => Ok(false),
-        Err(e) => Err(e.into()),
+    // A conditional write, and none if the request is already there: revokers do not stack
+    // writes on the node (each one is a notification and a re-read for the holder).
+    loop {
+        let (data, stat) = match client.get_data(node_path).await {
+            Ok(found) => found,
+            Err(Error::NoNode) => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
+        if data == REVOKE_MESSAGE {
+            return Ok(true);
+        }
+        match client
+            .set_data(node_path, REVOKE_MESSAGE, Some(stat.version))
+            .await
+        {
+            Ok(_) => return Ok(true),
+            Err(Error::NoNode) => return Ok(false),
+            // Written meanwhile (by another revoker, or the holder): look again.
+            Err(Error::BadVersion) => {}
+            Err(e) => return Err(e.into()),
+        }
     }
 }

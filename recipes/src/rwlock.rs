@@ -1,6 +1,8 @@
 //! [`RwLock`]: Curator's `InterProcessReadWriteLock` layout and rules.
 
-use std::sync::{Arc, Mutex as StdMutex, PoisonError};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex as StdMutex, PoisonError, Weak};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -9,6 +11,7 @@ use zkwire::Client;
 use crate::error::LockError;
 use crate::hold::Hold;
 use crate::internals::{acquire, deadline_after, Contest, Dir, Outcome, Tie};
+use crate::local::{Owner, Registry};
 use crate::options::LockOptions;
 use crate::sequence::{exclusive, shared, suffix_after, READ_MARKER, RW_MARKERS, WRITE_MARKER};
 
@@ -36,20 +39,25 @@ use crate::sequence::{exclusive, shared, suffix_after, READ_MARKER, RW_MARKERS, 
 ///
 /// # Downgrade and upgrade
 /// A write holder may take the read lock ([`WriteGuard::downgrade_read`], or
-/// [`read`](Self::read) on the same instance, or [`WriteGuard::downgrade`] to also drop the
+/// [`read`](Self::read) in the same task, or [`WriteGuard::downgrade`] to also drop the
 /// write lock). As in Curator ≥ 5.5 (CURATOR-621) the read node is EPHEMERAL, non-sequential,
 /// named with the writer's suffix (`_c_<uuid>-__READ__<writerSeq>`), so it ties with the
 /// writer's key and no queued writer can slip in between. It is created in a multi checked
 /// against our write node. Ties from any peer are tolerated.
 ///
 /// A read→write upgrade would queue the writer behind our own reader and wait forever, so
-/// it is refused: [`ReadGuard::upgrade`] always, and [`write`](Self::write) while this
-/// instance (or a clone of it) holds a read guard, return [`LockError::UpgradeRefused`];
-/// `write()` while it holds the write lock returns [`LockError::Reentrant`]. Release the
-/// read guard first, then take the write lock.
+/// it is refused: [`ReadGuard::upgrade`] always, and [`write`](Self::write) while the task
+/// holds a read guard (and not the write lock), return [`LockError::UpgradeRefused`].
+/// Release the read guard first, then take the write lock.
 ///
-/// An `RwLock` and its clones are one participant for this bookkeeping; tasks that should
-/// contend with each other use separate `RwLock::new` values.
+/// # Reentrancy
+/// As for [`Mutex`](crate::Mutex), the holder is the tokio task (outside a task, the
+/// thread), across every `RwLock` of one client on one path: a task holding the write lock
+/// that calls `write()` again, or holding a read lock that calls `read()` again, gets a
+/// nested guard at once, with no request, sharing the node; the node goes with the last
+/// nested guard. Re-entering a lost hold fails with [`LockError::Lost`]. Unlike the mutex,
+/// the read/write lock has no in-process queue: each acquire of another task contends in
+/// ZooKeeper with its own node.
 ///
 /// # What can go wrong
 /// As for [`Mutex`](crate::Mutex): lost holds ([`WriteGuard::lost`]), fencing, session
@@ -59,15 +67,98 @@ use crate::sequence::{exclusive, shared, suffix_after, READ_MARKER, RW_MARKERS, 
 #[derive(Debug, Clone)]
 pub struct RwLock {
     dir: Dir,
-    held: Arc<StdMutex<Held>>,
 }
 
-/// What this instance holds.
+/// The holds of every read/write lock in this process, by session and path.
+static HOLDERS: Registry<Holders> = Registry::new();
+
+/// What each task holds of one read/write lock.
+#[derive(Debug, Default)]
+struct Holders {
+    by_owner: StdMutex<HashMap<Owner, Held>>,
+    /// Numbers the grants, so that a guard only ever clears its own record.
+    grants: AtomicU64,
+}
+
+/// What one task holds.
 #[derive(Debug, Default)]
 struct Held {
-    readers: usize,
-    /// Our write node: path, sequence suffix and fencing token.
-    writer: Option<(String, String, i64)>,
+    read: Option<(u64, Weak<Granted>)>,
+    write: Option<(u64, Weak<Granted>)>,
+}
+
+impl Holders {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Owner, Held>> {
+        self.by_owner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The live read and write holds of `owner`.
+    fn of(&self, owner: Owner) -> (Option<Arc<Granted>>, Option<Arc<Granted>>) {
+        let by_owner = self.lock();
+        let Some(held) = by_owner.get(&owner) else {
+            return (None, None);
+        };
+        let live = |slot: &Option<(u64, Weak<Granted>)>| slot.as_ref()?.1.upgrade();
+        (live(&held.read), live(&held.write))
+    }
+}
+
+/// A granted read or write hold, shared by its task's nested guards.
+#[derive(Debug)]
+struct Granted {
+    hold: Hold,
+    registration: HolderRecord,
+}
+
+/// Keeps a grant recorded for its task; dropped with the last nested guard.
+#[derive(Debug)]
+struct HolderRecord {
+    holders: Arc<Holders>,
+    owner: Owner,
+    grant: u64,
+    write: bool,
+}
+
+impl Drop for HolderRecord {
+    fn drop(&mut self) {
+        let mut by_owner = self.holders.lock();
+        let Some(held) = by_owner.get_mut(&self.owner) else {
+            return;
+        };
+        let slot = if self.write {
+            &mut held.write
+        } else {
+            &mut held.read
+        };
+        if slot.as_ref().is_some_and(|(grant, _)| *grant == self.grant) {
+            *slot = None;
+        }
+        if held.read.is_none() && held.write.is_none() {
+            by_owner.remove(&self.owner);
+        }
+    }
+}
+
+/// Shares `granted` with a nested guard, unless its hold was lost.
+fn nested(granted: Arc<Granted>) -> Result<Arc<Granted>, LockError> {
+    match granted.hold.lost_reason() {
+        Some(reason) => Err(LockError::Lost(reason)),
+        None => Ok(granted),
+    }
+}
+
+/// Ends a guard: the last of a hold's nested guards deletes the node.
+async fn release_granted(granted: Arc<Granted>) -> Result<(), LockError> {
+    match Arc::try_unwrap(granted) {
+        Ok(Granted { hold, registration }) => {
+            drop(registration);
+            hold.release().await
+        }
+        Err(still_nested) => match still_nested.hold.lost_reason() {
+            Some(reason) => Err(LockError::Lost(reason)),
+            None => Ok(()),
+        },
+    }
 }
 
 impl RwLock {
@@ -84,8 +175,11 @@ impl RwLock {
                 path: path.into(),
                 options,
             },
-            held: Arc::default(),
         }
+    }
+
+    fn holders(&self) -> Arc<Holders> {
+        HOLDERS.get(self.dir.client.session_id(), &self.dir.path)
     }
 
     /// The lock directory.
@@ -93,7 +187,7 @@ impl RwLock {
         &self.dir.path
     }
 
-    /// Waits for the read lock. If this instance holds the write lock, the read lock is
+    /// Waits for the read lock. If this task holds the write lock, the read lock is
     /// granted at once (a downgrade node, see the type docs).
     ///
     /// # Errors
@@ -126,8 +220,8 @@ impl RwLock {
     /// Waits for the write lock.
     ///
     /// # Errors
-    /// [`LockError::UpgradeRefused`] if this instance holds a read guard;
-    /// [`LockError::Reentrant`] if it holds the write lock; as
+    /// [`LockError::UpgradeRefused`] if this task holds a read guard and not the write lock;
+    /// [`LockError::Lost`] if it re-enters a write hold that was lost; as
     /// [`Mutex::lock`](crate::Mutex::lock).
     ///
     /// # Cancel safety
@@ -161,12 +255,11 @@ impl RwLock {
         blocking: bool,
         deadline: Option<Instant>,
     ) -> Result<Option<ReadGuard>, LockError> {
-        let writer = self.lock_held().writer.clone();
-        let tie = writer.map(|(writer_path, suffix, writer_token)| Tie {
-            suffix,
-            writer_path,
-            writer_token,
-        });
+        let (read, write) = self.holders().of(Owner::current());
+        if let Some(granted) = read {
+            return nested(granted).map(|granted| Some(ReadGuard { granted }));
+        }
+        let tie = write.map(|w| tie_with(&w.hold));
         self.read_with(tie, blocking, deadline).await
     }
 
@@ -185,14 +278,33 @@ impl RwLock {
         let Some(hold) = self.acquire(&contest, blocking, deadline).await? else {
             return Ok(None);
         };
-        self.lock_held().readers += 1;
-        Ok(Some(ReadGuard {
+        let granted = self.record(hold, false);
+        Ok(Some(ReadGuard { granted }))
+    }
+
+    /// Records a new hold as the calling task's read or write hold.
+    fn record(&self, hold: Hold, write: bool) -> Arc<Granted> {
+        let holders = self.holders();
+        let owner = Owner::current();
+        let grant = holders.grants.fetch_add(1, Ordering::Relaxed);
+        let granted = Arc::new(Granted {
             hold,
-            _registered: Registration {
-                rw: self.clone(),
-                writer_path: None,
+            registration: HolderRecord {
+                holders: Arc::clone(&holders),
+                owner,
+                grant,
+                write,
             },
-        }))
+        });
+        let mut by_owner = holders.lock();
+        let held = by_owner.entry(owner).or_default();
+        let slot = if write {
+            &mut held.write
+        } else {
+            &mut held.read
+        };
+        *slot = Some((grant, Arc::downgrade(&granted)));
+        granted
     }
 
     async fn write_inner(
@@ -200,14 +312,17 @@ impl RwLock {
         blocking: bool,
         deadline: Option<Instant>,
     ) -> Result<Option<WriteGuard>, LockError> {
-        {
-            let held = self.lock_held();
-            if held.readers > 0 {
-                return Err(LockError::UpgradeRefused);
+        match self.holders().of(Owner::current()) {
+            (_, Some(granted)) => {
+                return nested(granted).map(|granted| {
+                    Some(WriteGuard {
+                        granted,
+                        rw: self.clone(),
+                    })
+                })
             }
-            if held.writer.is_some() {
-                return Err(LockError::Reentrant);
-            }
+            (Some(_), None) => return Err(LockError::UpgradeRefused),
+            (None, None) => {}
         }
         let contest = Contest {
             marker: WRITE_MARKER,
@@ -218,17 +333,10 @@ impl RwLock {
         let Some(hold) = self.acquire(&contest, blocking, deadline).await? else {
             return Ok(None);
         };
-        let suffix = suffix_after(&hold.node().name, WRITE_MARKER)
-            .unwrap_or_default()
-            .to_owned();
-        let path = hold.node().path.clone();
-        self.lock_held().writer = Some((path.clone(), suffix, hold.fencing_token()));
+        let granted = self.record(hold, true);
         Ok(Some(WriteGuard {
-            hold,
-            registered: Registration {
-                rw: self.clone(),
-                writer_path: Some(path),
-            },
+            granted,
+            rw: self.clone(),
         }))
     }
 
@@ -251,9 +359,17 @@ impl RwLock {
             },
         )
     }
+}
 
-    fn lock_held(&self) -> std::sync::MutexGuard<'_, Held> {
-        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+/// The tie of a downgrade read node with the write hold `writer`.
+fn tie_with(writer: &Hold) -> Tie {
+    let node = writer.node();
+    Tie {
+        suffix: suffix_after(&node.name, WRITE_MARKER)
+            .unwrap_or_default()
+            .to_owned(),
+        writer_path: node.path.clone(),
+        writer_token: writer.fencing_token(),
     }
 }
 
@@ -261,38 +377,16 @@ impl RwLock {
 #[derive(Debug)]
 #[must_use = "the lock is released when the guard is dropped"]
 pub struct ReadGuard {
-    hold: Hold,
-    _registered: Registration,
+    granted: Arc<Granted>,
 }
 
 /// Proof of holding the write lock of an [`RwLock`], until released or dropped.
 #[derive(Debug)]
 #[must_use = "the lock is released when the guard is dropped"]
 pub struct WriteGuard {
-    hold: Hold,
-    registered: Registration,
-}
-
-/// Counts a guard in its instance's bookkeeping until dropped.
-#[derive(Debug)]
-struct Registration {
+    granted: Arc<Granted>,
+    /// For the downgrade's read acquire.
     rw: RwLock,
-    /// Our write node's path, for a write guard.
-    writer_path: Option<String>,
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        let mut held = self.rw.lock_held();
-        match &self.writer_path {
-            Some(path) => {
-                if held.writer.as_ref().is_some_and(|(p, _, _)| p == path) {
-                    held.writer = None;
-                }
-            }
-            None => held.readers = held.readers.saturating_sub(1),
-        }
-    }
 }
 
 /// What a read/write hold's fencing token orders.
@@ -307,10 +401,10 @@ macro_rules! rw_token_doc {
 
 impl ReadGuard {
     async fn release_hold(self) -> Result<(), LockError> {
-        self.hold.release().await
+        release_granted(self.granted).await
     }
 
-    crate::hold::guard_methods!(hold, rw_token_doc!());
+    crate::hold::guard_methods!(granted.hold, rw_token_doc!());
 
     /// Always [`LockError::UpgradeRefused`]: in Curator's layout a writer would wait behind
     /// this very read node forever. Release the read lock, then take the write lock.
@@ -324,10 +418,10 @@ impl ReadGuard {
 
 impl WriteGuard {
     async fn release_hold(self) -> Result<(), LockError> {
-        self.hold.release().await
+        release_granted(self.granted).await
     }
 
-    crate::hold::guard_methods!(hold, rw_token_doc!());
+    crate::hold::guard_methods!(granted.hold, rw_token_doc!());
 
     /// Takes the read lock while holding the write lock (Curator's downgrade, first step):
     /// the read node ties with our write node and is granted at once. Release this guard
@@ -336,17 +430,8 @@ impl WriteGuard {
     /// # Errors
     /// [`LockError::Lost`] if our write node is gone; the client's errors.
     pub async fn downgrade_read(&self) -> Result<ReadGuard, LockError> {
-        let node = self.hold.node();
-        let suffix = suffix_after(&node.name, WRITE_MARKER)
-            .unwrap_or_default()
-            .to_owned();
-        let tie = Tie {
-            suffix,
-            writer_path: node.path.clone(),
-            writer_token: self.hold.fencing_token(),
-        };
-        self.registered
-            .rw
+        let tie = tie_with(&self.granted.hold);
+        self.rw
             .read_with(Some(tie), true, None)
             .await?
             .ok_or(LockError::Timeout)

@@ -5,25 +5,27 @@
 //! `recipes/interop/CuratorContender.java` is compiled here with `javac` and run as one
 //! JVM of N threads, each with its own Curator session. Every holder — Curator thread or
 //! zkwire task — reports `ENTER` after its acquire returns and `EXIT` before it releases
-//! to a referee run by this test (Curator over TCP on 127.0.0.1, zkwire in process). The
-//! referee answers only after recording, so its "inside" interval of a holder lies within
-//! the real hold: any overlap it sees is a real exclusion violation. It checks: mutex, at
-//! most one inside; read/write lock, at most one writer and no reader with a writer;
-//! semaphore, at most the SharedCount limit of leases inside.
+//! to a referee run by this test (Curator over TCP on 127.0.0.1, zkwire in process; shared
+//! with kazoo.rs in `support/referee.rs`). The referee answers only after recording, so its
+//! "inside" interval of a holder lies within the real hold: any overlap it sees is a real
+//! exclusion violation. It checks: mutex, at most one inside; read/write lock, at most one
+//! writer and no reader with a writer; semaphore, at most the SharedCount limit of leases
+//! inside.
 //!
 //! Missing java, javac or Curator jars fail the tests with what to install
 //! (`apt-get install -y libcurator-recipes-java`); they never skip.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+mod support;
+
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex as StdMutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
-use zkwire::{Client, CreateMode, CreateOptions};
+use support::process::ProcessIo;
+use support::referee::{Kind, Referee, Tally};
+use support::{connect, hold};
+use zkwire::{CreateMode, CreateOptions};
 use zkwire_recipes::{Mutex, RwLock, Semaphore, SemaphoreLimit};
 use zkwire_testing::java::{self, JavaProgram};
 use zkwire_testing::support::fresh_chroot;
@@ -56,239 +58,10 @@ fn program() -> &'static JavaProgram {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Side {
-    Curator,
-    Zkwire,
-}
-
-impl Side {
-    const fn index(self) -> usize {
-        match self {
-            Self::Curator => 0,
-            Self::Zkwire => 1,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Mutex,
-    Read,
-    Write,
-    Leases(u32),
-}
-
-impl Kind {
-    fn parse(words: &[&str]) -> Option<Self> {
-        match words {
-            ["M"] => Some(Self::Mutex),
-            ["R"] => Some(Self::Read),
-            ["W"] => Some(Self::Write),
-            ["S", n] => n.parse().ok().map(Self::Leases),
-            _ => None,
-        }
-    }
-}
-
-/// What the referee saw.
-#[derive(Debug, Default)]
-struct Tally {
-    max_leases: u32,
-    mutex: u32,
-    readers: [u32; 2],
-    writers: u32,
-    leases: [u32; 2],
-    violations: Vec<String>,
-    /// Acquisitions per side: mutex, read, write, semaphore.
-    acquisitions: [[usize; 4]; 2],
-    leases_granted: [usize; 2],
-    /// ENTERs whose side differs from the previous ENTER's.
-    side_switches: usize,
-    last_side: Option<Side>,
-    max_readers: u32,
-    /// ENTERs of a reader while readers of the other side were inside.
-    shared_reads: usize,
-    max_leases_inside: u32,
-    /// ENTERs of leases while leases of the other side were inside.
-    shared_leases: usize,
-}
-
-impl Tally {
-    fn enter(&mut self, side: Side, kind: Kind) {
-        let (me, other) = (side.index(), 1 - side.index());
-        if self.last_side.is_some_and(|s| s != side) {
-            self.side_switches += 1;
-        }
-        self.last_side = Some(side);
-        match kind {
-            Kind::Mutex => {
-                if self.mutex > 0 {
-                    self.violations.push(format!(
-                        "{side:?} entered the mutex with {} inside",
-                        self.mutex
-                    ));
-                }
-                self.mutex += 1;
-                self.acquisitions[me][0] += 1;
-            }
-            Kind::Read => {
-                if self.writers > 0 {
-                    self.violations
-                        .push(format!("{side:?} reader entered with a writer inside"));
-                }
-                if self.readers[other] > 0 {
-                    self.shared_reads += 1;
-                }
-                self.readers[me] += 1;
-                self.max_readers = self.max_readers.max(self.readers[0] + self.readers[1]);
-                self.acquisitions[me][1] += 1;
-            }
-            Kind::Write => {
-                let readers = self.readers[0] + self.readers[1];
-                if self.writers > 0 || readers > 0 {
-                    self.violations.push(format!(
-                        "{side:?} writer entered with {} writers and {readers} readers inside",
-                        self.writers
-                    ));
-                }
-                self.writers += 1;
-                self.acquisitions[me][2] += 1;
-            }
-            Kind::Leases(n) => {
-                if self.leases[other] > 0 {
-                    self.shared_leases += 1;
-                }
-                self.leases[me] += n;
-                let inside = self.leases[0] + self.leases[1];
-                if inside > self.max_leases {
-                    self.violations.push(format!(
-                        "{inside} leases inside (limit {})",
-                        self.max_leases
-                    ));
-                }
-                self.max_leases_inside = self.max_leases_inside.max(inside);
-                self.acquisitions[me][3] += 1;
-                self.leases_granted[me] += n as usize;
-            }
-        }
-    }
-
-    fn exit(&mut self, side: Side, kind: Kind) {
-        let me = side.index();
-        let (counter, by) = match kind {
-            Kind::Mutex => (&mut self.mutex, 1),
-            Kind::Read => (&mut self.readers[me], 1),
-            Kind::Write => (&mut self.writers, 1),
-            Kind::Leases(n) => (&mut self.leases[me], n),
-        };
-        match counter.checked_sub(by) {
-            Some(left) => *counter = left,
-            None => self
-                .violations
-                .push(format!("{side:?} exited {kind:?} without entering")),
-        }
-    }
-}
-
-/// The referee: a TCP server for the Curator side, the same tally for ours.
-struct Referee {
-    tally: Arc<StdMutex<Tally>>,
-    port: u16,
-    stop: Arc<AtomicBool>,
-}
-
-impl Referee {
-    fn start(max_leases: u32) -> Self {
-        let tally = Arc::new(StdMutex::new(Tally {
-            max_leases,
-            ..Tally::default()
-        }));
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (t, s) = (tally.clone(), stop.clone());
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                if s.load(Ordering::SeqCst) {
-                    return;
-                }
-                let Ok(stream) = stream else { continue };
-                let t = t.clone();
-                std::thread::spawn(move || serve(stream, &t));
-            }
-        });
-        Self { tally, port, stop }
-    }
-
-    fn enter(&self, kind: Kind) {
-        self.tally.lock().unwrap().enter(Side::Zkwire, kind);
-    }
-
-    fn exit(&self, kind: Kind) {
-        self.tally.lock().unwrap().exit(Side::Zkwire, kind);
-    }
-}
-
-impl Drop for Referee {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        // Wake the acceptor so that it sees the flag.
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
-    }
-}
-
-/// One Curator thread's connection: `ENTER J <kind>` / `EXIT J <kind>`, each answered `OK`.
-fn serve(stream: TcpStream, tally: &StdMutex<Tally>) {
-    let _ = stream.set_nodelay(true);
-    let Ok(mut out) = stream.try_clone() else {
-        return;
-    };
-    for line in BufReader::new(stream).lines() {
-        let Ok(line) = line else { return };
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let reply = match (
-            words.first(),
-            words.get(1),
-            Kind::parse(words.get(2..).unwrap_or_default()),
-        ) {
-            (Some(&"ENTER"), Some(&"J"), Some(kind)) => {
-                tally.lock().unwrap().enter(Side::Curator, kind);
-                "OK\n"
-            }
-            (Some(&"EXIT"), Some(&"J"), Some(kind)) => {
-                tally.lock().unwrap().exit(Side::Curator, kind);
-                "OK\n"
-            }
-            _ => {
-                tally
-                    .lock()
-                    .unwrap()
-                    .violations
-                    .push(format!("bad referee line {line:?}"));
-                "ERR\n"
-            }
-        };
-        if out.write_all(reply.as_bytes()).is_err() {
-            return;
-        }
-    }
-}
-
-/// A short hold of 0–2 ms.
-async fn hold(step: usize) {
-    match step % 3 {
-        0 => tokio::task::yield_now().await,
-        ms => tokio::time::sleep(Duration::from_millis(ms as u64)).await,
-    }
-}
-
 /// The Curator JVM, started and waiting for GO.
 struct Curator {
     child: java::JavaChild,
-    stdin: std::process::ChildStdin,
-    lines: mpsc::UnboundedReceiver<String>,
-    stderr: Arc<StdMutex<String>>,
+    io: ProcessIo,
 }
 
 impl Curator {
@@ -309,55 +82,24 @@ impl Curator {
                 &[cs, &port, recipe, LOCK, &threads, &cycles, param],
             )
             .unwrap_or_else(|e| panic!("{e}"));
-        let stdin = child.take_stdin().unwrap();
-        let stdout = child.take_stdout().unwrap();
-        let mut stderr_pipe = child.take_stderr().unwrap();
-        let (tx, lines) = mpsc::unbounded_channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let stderr = Arc::new(StdMutex::new(String::new()));
-        let sink = stderr.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0; 4096];
-            while let Ok(n) = stderr_pipe.read(&mut buf) {
-                if n == 0 {
-                    return;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        let mut curator = Self {
-            child,
-            stdin,
-            lines,
-            stderr,
-        };
+        let io = ProcessIo::new(
+            "Curator",
+            child.take_stdin().unwrap(),
+            child.take_stdout().unwrap(),
+            child.take_stderr().unwrap(),
+        );
+        let mut curator = Self { child, io };
         let ready = curator.next_line(Duration::from_secs(60)).await;
         assert_eq!(ready, "READY", "{}", curator.stderr());
         curator
     }
 
     fn go(&mut self) {
-        self.stdin.write_all(b"GO\n").unwrap();
-        self.stdin.flush().unwrap();
+        self.io.send("GO");
     }
 
     async fn next_line(&mut self, within: Duration) -> String {
-        match tokio::time::timeout(within, self.lines.recv()).await {
-            Ok(Some(line)) => line,
-            Ok(None) => panic!("the Curator program ended early: {}", self.stderr()),
-            Err(_) => panic!(
-                "no output from the Curator program in {within:?}: {}",
-                self.stderr()
-            ),
-        }
+        self.io.next_line(within).await
     }
 
     /// Waits for `DONE <n>` and a clean exit; returns n.
@@ -373,16 +115,8 @@ impl Curator {
     }
 
     fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
+        self.io.stderr()
     }
-}
-
-async fn connect(cs: &str) -> Client {
-    Client::builder()
-        .with_session_timeout(Duration::from_secs(10))
-        .connect(cs)
-        .await
-        .unwrap()
 }
 
 /// Prints and checks a finished run.
@@ -393,7 +127,7 @@ fn report(
     zkwire_done: usize,
     took: Duration,
 ) -> Tally {
-    let tally = std::mem::take(&mut *referee.tally.lock().unwrap());
+    let tally = referee.take();
     let curator: usize = tally.acquisitions[0].iter().sum();
     let zkwire: usize = tally.acquisitions[1].iter().sum();
     println!(
@@ -664,7 +398,7 @@ async fn interop_referee_catches_a_broken_exclusion() {
         task.await.unwrap();
     }
     curator.finish().await;
-    let violations = referee.tally.lock().unwrap().violations.len();
+    let violations = referee.violations();
     println!("interop control: {violations} violations seen with the zkwire side on another path");
     assert!(violations > 0, "the referee missed a broken exclusion");
     for c in clients {

@@ -110,7 +110,7 @@ async fn m21_rwlock_readers_share_writers_exclude() {
 }
 
 /// docs/faults.md #21: a read→write upgrade is refused (instead of the self-deadlock Curator
-/// documents), and so is a second write on the same instance.
+/// documents); a second write in the same task is reentrant.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m21_upgrade_refused() {
     let cs = fresh_chroot("recipes_upgrade").await;
@@ -122,7 +122,7 @@ async fn m21_upgrade_refused() {
     assert_eq!(
         rw.clone().try_write().await.err(),
         Some(LockError::UpgradeRefused),
-        "clones are the same participant"
+        "another handle, same task: the same participant"
     );
     assert_eq!(
         sorted_children(&a, "/rw").await.len(),
@@ -131,13 +131,23 @@ async fn m21_upgrade_refused() {
     );
     read.release().await.unwrap();
 
+    // Write while writing is reentrant: a nested guard on the same node, no new node.
     let write = rw.write().await.unwrap();
-    assert_eq!(rw.write_timeout(T).await.err(), Some(LockError::Reentrant));
+    let nested = rw.write_timeout(T).await.unwrap();
+    assert_eq!(nested.path(), write.path());
+    assert_eq!(sorted_children(&a, "/rw").await.len(), 1);
     write.release().await.unwrap();
-    // A separate instance is a separate participant: it simply contends.
+    assert_eq!(
+        sorted_children(&a, "/rw").await.len(),
+        1,
+        "the nested guard holds on"
+    );
+    nested.release().await.unwrap();
+    // Another task is another participant: it simply contends.
     let other = RwLock::new(a.clone(), "/rw");
     let r = rw.read().await.unwrap();
-    assert_eq!(other.try_write().await.unwrap().map(|_| ()), None);
+    let other_write = tokio::spawn(async move { other.try_write().await.unwrap().is_none() });
+    assert!(other_write.await.unwrap(), "a reader holds");
     r.release().await.unwrap();
     assert!(sorted_children(&a, "/rw").await.is_empty());
 }

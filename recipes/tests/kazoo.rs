@@ -1,0 +1,429 @@
+//! Interop with kazoo 2.8 (Debian `python3-kazoo`): zkwire and kazoo contenders on the same
+//! path for the mutex and the read/write lock, checked by the referee of interop.rs
+//! (`support/referee.rs`).
+//!
+//! zkwire orders kazoo's nodes with its own under [`ForeignChildPolicy::OrderKazoo`]; kazoo
+//! sees ours through `extra_lock_patterns`. `recipes/interop/kazoo_contender.py` runs as
+//! one `/usr/bin/python3` process of N threads, each with its own kazoo session. Every
+//! holder — kazoo thread or zkwire task — reports `ENTER` after its acquire returns and
+//! `EXIT` before it releases (kazoo over TCP on 127.0.0.1, zkwire in process); the referee
+//! answers only after recording, so any overlap it sees is a real exclusion violation.
+//!
+//! The control runs kazoo without `extra_lock_patterns`: kazoo then ignores our nodes, and
+//! the referee must see a violation, which shows that the checks can fail.
+//!
+//! kazoo 2.8's `ReadLock` waits for writers queued after it and deadlocks against them
+//! (python-zk/kazoo#649, fixed in 2.9 by #650): the read/write test runs kazoo with the
+//! 2.9 `_get_predecessor` put back into 2.8 (`--backport-kazoo-650`).
+//!
+//! A `/usr/bin/python3` that cannot import kazoo fails the tests with what to install
+//! (`apt-get install -y python3-kazoo`); they never skip.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use support::process::ProcessIo;
+use support::referee::{Kind, Referee, Side, Tally};
+use support::{connect, hold};
+use tokio::task::JoinHandle;
+use zkwire::Client;
+use zkwire_recipes::{ForeignChildPolicy, LockOptions, Mutex, RwLock};
+use zkwire_testing::support::fresh_chroot;
+
+/// The tests share two cores with the server and the Python program: one at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Debian's interpreter, the one `python3-kazoo` installs for (a `python3` on `PATH` may be
+/// another one).
+const PYTHON: &str = "/usr/bin/python3";
+const INSTALL_HINT: &str = "install it with `apt-get install -y python3-kazoo`";
+const LOCK: &str = "/lock";
+/// Each side's share of a recipe's acquisitions.
+const PER_SIDE: usize = 500;
+const ZKWIRE_TASKS: usize = 4;
+const KAZOO_THREADS: usize = 4;
+/// The kazoo program's own limit on its run (it exits by itself after it).
+const KAZOO_DEADLINE: Duration = Duration::from_secs(50);
+/// How long zkwire's side may take before the test gives up.
+const ZKWIRE_DEADLINE: Duration = Duration::from_secs(55);
+
+/// The kazoo version `/usr/bin/python3` imports; panics with the install hint without it.
+fn require_kazoo() -> &'static str {
+    static VERSION: OnceLock<Result<String, String>> = OnceLock::new();
+    let found = VERSION.get_or_init(|| {
+        let out = Command::new(PYTHON)
+            .args([
+                "-c",
+                "import kazoo.client, kazoo.version; print(kazoo.version.__version__)",
+            ])
+            .output()
+            .map_err(|e| format!("cannot run {PYTHON} ({e}): {INSTALL_HINT}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{PYTHON} cannot import kazoo ({}): {INSTALL_HINT}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    });
+    match found {
+        Ok(version) => version,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// The kazoo program, started and waiting for GO.
+struct Kazoo {
+    child: Child,
+    io: ProcessIo,
+}
+
+impl Kazoo {
+    /// Starts `kazoo_contender.py` on the chroot of `cs` (`host:port/chroot`) with the
+    /// referee's port, the lock path and `args`; waits for READY.
+    async fn start(cs: &str, referee: &Referee, args: &[&str]) -> Self {
+        let (hosts, chroot) = cs.split_at(cs.find('/').unwrap_or(cs.len()));
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("interop/kazoo_contender.py");
+        let mut child = Command::new(PYTHON)
+            // The script only: no byte-code cache in the source tree.
+            .arg("-B")
+            .arg(script)
+            .args(["--hosts", hosts, "--chroot", chroot, "--path", LOCK])
+            .arg(format!("--referee-port={}", referee.port))
+            .arg(format!("--deadline={}", KAZOO_DEADLINE.as_secs()))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {PYTHON} ({e}): {INSTALL_HINT}"));
+        let io = ProcessIo::new(
+            "kazoo",
+            child.stdin.take().unwrap(),
+            child.stdout.take().unwrap(),
+            child.stderr.take().unwrap(),
+        );
+        let mut kazoo = Self { child, io };
+        let ready = kazoo.io.next_line(Duration::from_secs(60)).await;
+        assert_eq!(ready, "READY", "{}", kazoo.io.stderr());
+        kazoo
+    }
+
+    fn go(&mut self) {
+        self.io.send("GO");
+    }
+
+    /// Waits for `DONE <n>` (every thread finished; the sessions are still open); returns n.
+    async fn done(&mut self) -> usize {
+        let line = self
+            .io
+            .next_line(KAZOO_DEADLINE + Duration::from_secs(10))
+            .await;
+        let n = line
+            .strip_prefix("DONE ")
+            .unwrap_or_else(|| panic!("kazoo said {line:?}, not DONE: {}", self.io.stderr()));
+        n.parse().unwrap()
+    }
+
+    /// Closes the sessions (QUIT) and checks that the program exits cleanly.
+    async fn quit(mut self) {
+        self.io.send("QUIT");
+        self.io.close_stdin();
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                assert!(status.success(), "kazoo: {status}: {}", self.io.stderr());
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "kazoo did not exit after QUIT: {}",
+                self.io.stderr()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for Kazoo {
+    fn drop(&mut self) {
+        // After a failure: end the program we started (and reap it).
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Awaits zkwire's tasks, failing (with what kazoo said) after [`ZKWIRE_DEADLINE`].
+async fn join_all(tasks: Vec<JoinHandle<()>>, kazoo: &Kazoo) {
+    let deadline = tokio::time::Instant::now() + ZKWIRE_DEADLINE;
+    for task in tasks {
+        match tokio::time::timeout_at(deadline, task).await {
+            Ok(done) => done.unwrap(),
+            Err(_) => panic!(
+                "zkwire's contenders not done after {ZKWIRE_DEADLINE:?}; kazoo: {}",
+                kazoo.io.stderr()
+            ),
+        }
+    }
+}
+
+/// Clients with their own sessions for zkwire's tasks.
+async fn clients(cs: &str) -> Vec<Client> {
+    let mut clients = Vec::new();
+    for _ in 0..ZKWIRE_TASKS {
+        clients.push(connect(cs).await);
+    }
+    clients
+}
+
+fn order_kazoo() -> LockOptions {
+    LockOptions::new().with_foreign_children(ForeignChildPolicy::OrderKazoo)
+}
+
+/// Prints and checks a finished run: no violation, every acquisition seen, half each side,
+/// the sides interleaved.
+fn report(name: &str, tally: &Tally, kazoo_done: usize, took: Duration) {
+    let (kazoo, zkwire) = (tally.total(Side::Peer), tally.total(Side::Zkwire));
+    println!(
+        "kazoo {name}: {} acquisitions in {took:.2?} — kazoo {kazoo} {:?}, zkwire {zkwire} {:?} \
+         [mutex, read, write, semaphore]; side switches {}; violations {}",
+        kazoo + zkwire,
+        tally.acquisitions[0],
+        tally.acquisitions[1],
+        tally.side_switches,
+        tally.violations.len(),
+    );
+    assert!(
+        tally.violations.is_empty(),
+        "exclusion violations: {:?}",
+        tally.violations
+    );
+    assert_eq!(
+        kazoo, kazoo_done,
+        "every kazoo acquisition reached the referee"
+    );
+    assert_eq!(zkwire, PER_SIDE);
+    assert_eq!(kazoo, PER_SIDE);
+    // The two sides really interleaved, not one after the other.
+    assert!(
+        tally.side_switches >= 50,
+        "only {} hand-overs between the sides",
+        tally.side_switches
+    );
+}
+
+/// Mutex: 4 kazoo `Lock` threads (`extra_lock_patterns=["-lock-"]`) and 4 zkwire tasks
+/// (`OrderKazoo`), 125 cycles each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kazoo_mutex_interop() {
+    let version = require_kazoo();
+    let _serial = SERIAL.lock().await;
+    let cs = fresh_chroot("recipes_kazoo_mutex").await;
+    let referee = Arc::new(Referee::start(0));
+    let cycles = (PER_SIDE / KAZOO_THREADS).to_string();
+    let threads = KAZOO_THREADS.to_string();
+    let mut kazoo = Kazoo::start(
+        &cs,
+        &referee,
+        &[
+            "--recipe=mutex",
+            "--threads",
+            &threads,
+            "--cycles",
+            &cycles,
+            "--lock-pattern=-lock-",
+        ],
+    )
+    .await;
+    let clients = clients(&cs).await;
+    let started = Instant::now();
+    kazoo.go();
+    let tasks: Vec<_> = clients
+        .iter()
+        .map(|client| {
+            let mutex = Mutex::with_options(client.clone(), LOCK, order_kazoo());
+            let referee = referee.clone();
+            tokio::spawn(async move {
+                for step in 0..PER_SIDE / ZKWIRE_TASKS {
+                    let guard = mutex.lock().await.unwrap();
+                    referee.enter(Kind::Mutex);
+                    hold(step).await;
+                    referee.exit(Kind::Mutex);
+                    guard.release().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    join_all(tasks, &kazoo).await;
+    let kazoo_done = kazoo.done().await;
+    let took = started.elapsed();
+    // Every session still open: any node left now is an orphan of a release.
+    let left = clients[0].get_children(LOCK).await.unwrap();
+    kazoo.quit().await;
+    println!("kazoo mutex: kazoo {version}; nodes left {}", left.len());
+    report("mutex", &referee.take(), kazoo_done, took);
+    assert!(left.is_empty(), "nodes left: {left:?}");
+    for c in clients {
+        c.close().await.unwrap();
+    }
+}
+
+/// Read/write lock: 4 kazoo threads (`ReadLock` with `["__WRIT__"]`, `WriteLock` with
+/// `["__WRIT__", "__READ__"]`, kazoo#650 back-ported) and 4 zkwire `RwLock` tasks
+/// (`OrderKazoo`), 125 cycles each, 20% writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kazoo_rwlock_interop() {
+    const WRITE_PERCENT: usize = 20;
+    let version = require_kazoo();
+    let _serial = SERIAL.lock().await;
+    let cs = fresh_chroot("recipes_kazoo_rw").await;
+    let referee = Arc::new(Referee::start(0));
+    let cycles = (PER_SIDE / KAZOO_THREADS).to_string();
+    let threads = KAZOO_THREADS.to_string();
+    let write_percent = WRITE_PERCENT.to_string();
+    let mut kazoo = Kazoo::start(
+        &cs,
+        &referee,
+        &[
+            "--recipe=rw",
+            "--threads",
+            &threads,
+            "--cycles",
+            &cycles,
+            "--write-percent",
+            &write_percent,
+            "--lock-pattern=__WRIT__",
+            "--lock-pattern=__READ__",
+            "--read-pattern=__WRIT__",
+            "--backport-kazoo-650",
+        ],
+    )
+    .await;
+    let clients = clients(&cs).await;
+    let started = Instant::now();
+    kazoo.go();
+    let tasks: Vec<_> = clients
+        .iter()
+        .enumerate()
+        .map(|(t, client)| {
+            let rw = RwLock::with_options(client.clone(), LOCK, order_kazoo());
+            let referee = referee.clone();
+            tokio::spawn(async move {
+                for step in 0..PER_SIDE / ZKWIRE_TASKS {
+                    // Every fifth acquisition writes, staggered across tasks.
+                    if (step + t) % (100 / WRITE_PERCENT) == 0 {
+                        let guard = rw.write().await.unwrap();
+                        referee.enter(Kind::Write);
+                        hold(step).await;
+                        referee.exit(Kind::Write);
+                        guard.release().await.unwrap();
+                    } else {
+                        let guard = rw.read().await.unwrap();
+                        referee.enter(Kind::Read);
+                        hold(step).await;
+                        referee.exit(Kind::Read);
+                        guard.release().await.unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    join_all(tasks, &kazoo).await;
+    let kazoo_done = kazoo.done().await;
+    let took = started.elapsed();
+    let left = clients[0].get_children(LOCK).await.unwrap();
+    kazoo.quit().await;
+    let tally = referee.take();
+    println!(
+        "kazoo rw: kazoo {version}; nodes left {}; max readers together {}; reads entered \
+         next to the other side's readers {}",
+        left.len(),
+        tally.max_readers,
+        tally.shared_reads
+    );
+    report("rw", &tally, kazoo_done, took);
+    assert!(
+        tally.acquisitions[0][2] > 0 && tally.acquisitions[1][2] > 0,
+        "both sides wrote"
+    );
+    assert!(tally.max_readers > 1, "readers shared the lock");
+    assert!(
+        tally.shared_reads > 0,
+        "kazoo and zkwire readers held the lock together"
+    );
+    assert!(left.is_empty(), "nodes left: {left:?}");
+    for c in clients {
+        c.close().await.unwrap();
+    }
+}
+
+/// The control: kazoo without `extra_lock_patterns` ignores zkwire's nodes (zkwire still
+/// waits for kazoo's), and the referee must see the broken exclusion. Shows that the mutex
+/// test can fail. Short: 2 + 2 contenders of at most 100 cycles, ended at the first
+/// violation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kazoo_referee_catches_a_broken_exclusion() {
+    const CYCLES: usize = 100;
+    require_kazoo();
+    let _serial = SERIAL.lock().await;
+    let cs = fresh_chroot("recipes_kazoo_control").await;
+    let referee = Arc::new(Referee::start(0));
+    referee.stop_at_first_violation();
+    let cycles = CYCLES.to_string();
+    let mut kazoo = Kazoo::start(
+        &cs,
+        &referee,
+        &["--recipe=mutex", "--threads=2", "--cycles", &cycles],
+    )
+    .await;
+    let clients = clients(&cs).await;
+    let started = Instant::now();
+    kazoo.go();
+    let tasks: Vec<_> = clients
+        .iter()
+        .take(2)
+        .map(|client| {
+            let mutex = Mutex::with_options(client.clone(), LOCK, order_kazoo());
+            let referee = referee.clone();
+            tokio::spawn(async move {
+                for step in 0..CYCLES {
+                    if referee.violations() > 0 {
+                        return;
+                    }
+                    let guard = mutex.lock().await.unwrap();
+                    referee.enter(Kind::Mutex);
+                    hold(step + 1).await;
+                    referee.exit(Kind::Mutex);
+                    guard.release().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    join_all(tasks, &kazoo).await;
+    let kazoo_done = kazoo.done().await;
+    let took = started.elapsed();
+    kazoo.quit().await;
+    let tally = referee.take();
+    println!(
+        "kazoo control: {} violations in {took:.2?} with kazoo ignoring zkwire's nodes — \
+         kazoo {kazoo_done} acquisitions, zkwire {}; first: {:?}",
+        tally.violations.len(),
+        tally.total(Side::Zkwire),
+        tally.violations.first()
+    );
+    assert!(
+        !tally.violations.is_empty(),
+        "the referee missed a broken exclusion"
+    );
+    for c in clients {
+        c.close().await.unwrap();
+    }
+}
