@@ -339,12 +339,29 @@ struct Shared {
     last_seq: AtomicI64,
     /// The fencing token (czxid) of the last holder, where the client gives one.
     last_token: AtomicI64,
+    /// Grants while measuring.
     grants: AtomicU64,
+    /// Grants of the whole run.
+    all_grants: AtomicU64,
     last_release: StdMutex<Option<Instant>>,
     handoffs: StdMutex<Hist>,
 }
 
 impl Shared {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            phase: Phase::default(),
+            holders: AtomicUsize::new(0),
+            violations: AtomicU64::new(0),
+            last_seq: AtomicI64::new(-1),
+            last_token: AtomicI64::new(i64::MIN),
+            grants: AtomicU64::new(0),
+            all_grants: AtomicU64::new(0),
+            last_release: StdMutex::new(None),
+            handoffs: StdMutex::new(Hist::new()),
+        })
+    }
+
     fn violation(&self, what: &str) {
         let seen = self.violations.fetch_add(1, Ordering::SeqCst);
         if seen < 10 {
@@ -375,6 +392,7 @@ impl Shared {
             .lock()
             .map(|mut r| r.take())
             .unwrap_or(None);
+        self.all_grants.fetch_add(1, Ordering::Relaxed);
         if self.phase.get() == Phase::MEASURE {
             self.grants.fetch_add(1, Ordering::Relaxed);
             if let (Some(at), Ok(mut h)) = (released, self.handoffs.lock()) {
@@ -412,6 +430,8 @@ enum Held {
 struct ZkwireContender {
     client: zkwire::Client,
     mutex: zkwire_recipes::Mutex,
+    /// Other contenders use the same client: it is closed once, by the workload.
+    shares_client: bool,
 }
 
 impl Contender for ZkwireContender {
@@ -431,7 +451,9 @@ impl Contender for ZkwireContender {
     }
 
     async fn close(self) {
-        let _ = self.client.close().await;
+        if !self.shares_client {
+            let _ = self.client.close().await;
+        }
     }
 }
 
@@ -492,16 +514,7 @@ pub(crate) async fn contention(
     n: usize,
 ) -> Result<(Measured, u64), BenchError> {
     let dir = ctx.path(&format!("contend-{}", who.name()));
-    let shared = Arc::new(Shared {
-        phase: Phase::default(),
-        holders: AtomicUsize::new(0),
-        violations: AtomicU64::new(0),
-        last_seq: AtomicI64::new(-1),
-        last_token: AtomicI64::new(i64::MIN),
-        grants: AtomicU64::new(0),
-        last_release: StdMutex::new(None),
-        handoffs: StdMutex::new(Hist::new()),
-    });
+    let shared = Shared::new();
     let mut tasks = Vec::with_capacity(n);
     for _ in 0..n {
         match who {
@@ -509,7 +522,11 @@ pub(crate) async fn contention(
                 let client = zkwire::Client::connect(&ctx.addr).await?;
                 let mutex = zkwire_recipes::Mutex::new(client.clone(), dir.clone());
                 tasks.push(tokio::spawn(contend(
-                    ZkwireContender { client, mutex },
+                    ZkwireContender {
+                        client,
+                        mutex,
+                        shares_client: false,
+                    },
                     shared.clone(),
                 )));
             }
@@ -531,6 +548,16 @@ pub(crate) async fn contention(
             }
         }
     }
+    measure_contention(ctx, &shared, tasks).await
+}
+
+/// Lets `tasks` warm up, measures them for the run's duration, stops them and returns the
+/// measurement and the violations seen.
+async fn measure_contention(
+    ctx: &Ctx,
+    shared: &Shared,
+    tasks: Vec<tokio::task::JoinHandle<Result<(), BenchError>>>,
+) -> Result<(Measured, u64), BenchError> {
     tokio::time::sleep(ctx.warmup).await;
     let window = Window::begin();
     shared.phase.set(Phase::MEASURE);
@@ -548,6 +575,106 @@ pub(crate) async fn contention(
         .unwrap_or_else(|_| Hist::new());
     let violations = shared.violations.load(Ordering::SeqCst);
     Ok((Measured::new(grants, spent, hist), violations))
+}
+
+/// How the tasks of `lock-shared-client` contend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SharedClient {
+    /// zkwire with its in-process queue (the default).
+    ZkwireQueued,
+    /// zkwire with `LockOptions::with_local_queue(false)`: a node per waiting task.
+    ZkwireUnqueued,
+    /// kezhuw's `zookeeper-client` lock, one client shared by the tasks.
+    Kezhuw,
+}
+
+impl SharedClient {
+    pub(crate) const ALL: [Self; 3] = [Self::ZkwireQueued, Self::ZkwireUnqueued, Self::Kezhuw];
+
+    pub(crate) fn who(self) -> Who {
+        match self {
+            Self::ZkwireQueued | Self::ZkwireUnqueued => Who::Zkwire,
+            Self::Kezhuw => Who::Kezhuw,
+        }
+    }
+
+    /// The lock directory's name under the run's root.
+    pub(crate) fn dir_name(self) -> String {
+        format!("shared-{self:?}").to_lowercase()
+    }
+
+    pub(crate) fn param(self) -> String {
+        let queue = match self {
+            Self::ZkwireQueued => "on",
+            Self::ZkwireUnqueued => "off",
+            Self::Kezhuw => "n/a",
+        };
+        format!("tasks={CONTENDERS},local-queue={queue}")
+    }
+}
+
+/// `CONTENDERS` tasks sharing one client contend for one mutex. Returns the measurement, the
+/// violations seen, and the requests the server received per acquisition (its `srvr`
+/// counter across the whole run, warm-up included, so pings count too).
+pub(crate) async fn shared_client_contention(
+    ctx: &Ctx,
+    how: SharedClient,
+) -> Result<(Measured, u64, f64), BenchError> {
+    let dir = ctx.path(&how.dir_name());
+    let shared = Shared::new();
+    let received_before = server_received(&ctx.addr)?;
+    let mut tasks = Vec::with_capacity(CONTENDERS);
+    let measured = match how {
+        SharedClient::ZkwireQueued | SharedClient::ZkwireUnqueued => {
+            let client = zkwire::Client::connect(&ctx.addr).await?;
+            let options = zkwire_recipes::LockOptions::new()
+                .with_local_queue(how == SharedClient::ZkwireQueued);
+            for _ in 0..CONTENDERS {
+                let mutex = zkwire_recipes::Mutex::with_options(
+                    client.clone(),
+                    dir.clone(),
+                    options.clone(),
+                );
+                let contender = ZkwireContender {
+                    client: client.clone(),
+                    mutex,
+                    shares_client: true,
+                };
+                tasks.push(tokio::spawn(contend(contender, shared.clone())));
+            }
+            let measured = measure_contention(ctx, &shared, tasks).await;
+            let _ = client.close().await;
+            measured
+        }
+        SharedClient::Kezhuw => {
+            let client = zookeeper_client::Client::connect(&ctx.addr).await?;
+            for _ in 0..CONTENDERS {
+                let contender = KezhuwContender {
+                    client: client.clone(),
+                    dir: dir.clone(),
+                };
+                tasks.push(tokio::spawn(contend(contender, shared.clone())));
+            }
+            measure_contention(ctx, &shared, tasks).await
+        }
+    };
+    let (m, violations) = measured?;
+    // Every grant of the run, warm-up included, against every request of the run.
+    let grants = shared.all_grants.load(Ordering::Relaxed);
+    let received = server_received(&ctx.addr)?.saturating_sub(received_before);
+    let per_acquisition = received as f64 / grants.max(1) as f64;
+    Ok((m, violations, per_acquisition))
+}
+
+/// The server's count of packets received (`srvr`'s `Received:` line).
+fn server_received(addr: &str) -> Result<u64, BenchError> {
+    let response = zkwire_testing::server::four_letter_word(addr, "srvr")
+        .map_err(|e| BenchError::msg(format!("srvr: {e}")))?;
+    response
+        .lines()
+        .find_map(|line| line.strip_prefix("Received:"))
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| BenchError::msg("srvr: no Received line"))
 }
 
 async fn contend<C: Contender>(mut c: C, shared: Arc<Shared>) -> Result<(), BenchError> {

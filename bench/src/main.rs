@@ -135,12 +135,13 @@ pub(crate) const PAYLOAD: usize = 100;
 
 /// The workloads, in run order (sessions last: its 1,000 sessions per client stress the
 /// server the most).
-const WORKLOADS: [&str; 6] = [
+const WORKLOADS: [&str; 7] = [
     "codec",
     "pipeline",
     "write-latency",
     "lock-cycle",
     "lock-contention",
+    "lock-shared-client",
     "sessions",
 ];
 
@@ -208,7 +209,8 @@ struct Args {
 const USAGE: &str = "usage: zkwire-bench [--json] [--server HOST:PORT] [--only W1,W2,...] \
 [--clients zkwire,kezhuw,raw] [--depths 1,16,256] [--duration SECS] [--warmup SECS] [--rounds N] [--sessions N]
 [--skip-server-warmup] [--break-exclusion]
-workloads: codec, pipeline, write-latency, lock-cycle, lock-contention, sessions
+workloads: codec, pipeline, write-latency, lock-cycle, lock-contention, lock-shared-client,
+           sessions
        zkwire-bench soak --help   (mutual exclusion under faults)";
 
 fn parse_args() -> Result<Args, BenchError> {
@@ -464,6 +466,29 @@ async fn run_server_workloads(
             }
         }
     }
+    if wanted("lock-shared-client") {
+        eprintln!("== lock-shared-client");
+        for round in 0..ctx.rounds {
+            for how in locks::SharedClient::ALL {
+                let who = how.who();
+                if !ctx.clients.contains(&who) {
+                    continue;
+                }
+                let (m, violations, per_acquisition) =
+                    locks::shared_client_contention(ctx, how).await?;
+                progress(round, who, &m);
+                eprintln!(
+                    "   {}: {per_acquisition:.2} requests received by the server per acquisition",
+                    how.param()
+                );
+                if violations > 0 {
+                    eprintln!("!! {how:?}: {violations} mutual exclusion violations");
+                    ok = false;
+                }
+                results.add("lock-shared-client", who, how.param(), m);
+            }
+        }
+    }
     if wanted("sessions") {
         eprintln!("== sessions");
         for &who in &ctx.clients {
@@ -503,6 +528,11 @@ async fn setup(admin: &zkwire::Client, ctx: &Ctx) -> Result<(), BenchError> {
                 )
                 .await?;
         }
+    }
+    for how in locks::SharedClient::ALL {
+        admin
+            .create(&ctx.path(&how.dir_name()), b"", &persistent)
+            .await?;
     }
     Ok(())
 }

@@ -164,15 +164,18 @@ impl Mutex {
                 None => Ok(Some(MutexGuard { granted })),
             };
         }
-        let permit = match (blocking, deadline) {
-            (false, _) => match gate.try_enter() {
-                Some(permit) => permit,
+        let permit = match (self.dir.options.local_queue, blocking, deadline) {
+            (false, _, _) => None,
+            (true, false, _) => match gate.try_enter() {
+                Some(permit) => Some(permit),
                 None => return Ok(None),
             },
-            (true, None) => gate.enter().await,
-            (true, Some(at)) => tokio::time::timeout_at(at, gate.enter())
-                .await
-                .map_err(|_| LockError::Timeout)?,
+            (true, true, None) => Some(gate.enter().await),
+            (true, true, Some(at)) => Some(
+                tokio::time::timeout_at(at, gate.enter())
+                    .await
+                    .map_err(|_| LockError::Timeout)?,
+            ),
         };
         let contest = Contest {
             marker: MUTEX_MARKERS[0],
@@ -207,7 +210,8 @@ static GATES: Registry<Gate<Granted>> = Registry::new();
 struct Granted {
     hold: Hold,
     registration: Registration<Self>,
-    _permit: OwnedSemaphorePermit,
+    /// The head of the local queue (none with the queue off).
+    _permit: Option<OwnedSemaphorePermit>,
 }
 
 /// Proof of holding a [`Mutex`], until released or dropped.

@@ -54,6 +54,7 @@ pub struct LockOptions {
     pub(crate) foreign_children: ForeignChildPolicy,
     pub(crate) disconnect_grace: Option<Duration>,
     pub(crate) lease_margin: Option<Duration>,
+    pub(crate) local_queue: bool,
 }
 
 impl Default for LockOptions {
@@ -65,6 +66,7 @@ impl Default for LockOptions {
             foreign_children: ForeignChildPolicy::default(),
             disconnect_grace: None,
             lease_margin: None,
+            local_queue: true,
         }
     }
 }
@@ -120,6 +122,15 @@ impl LockOptions {
     /// us. Adding that time to the margin keeps the hold safe in that case too.
     pub fn with_lease_margin(mut self, margin: Duration) -> Self {
         self.lease_margin = Some(margin);
+        self
+    }
+
+    /// Whether a [`Mutex`](crate::Mutex)'s contenders of one session queue in process first
+    /// (default `true`; see the type's docs). With `false`, every waiting task creates its own
+    /// node and contends in ZooKeeper, as before the local queue existed: more nodes, watches
+    /// and notifications for the same grants. Reentrancy is the same either way.
+    pub fn with_local_queue(mut self, enabled: bool) -> Self {
+        self.local_queue = enabled;
         self
     }
 }
