@@ -339,6 +339,8 @@ struct Shared {
     last_seq: AtomicI64,
     /// The fencing token (czxid) of the last holder, where the client gives one.
     last_token: AtomicI64,
+    /// Whether one node may pass between contenders (a local hand-off).
+    same_node_allowed: bool,
     /// Grants while measuring.
     grants: AtomicU64,
     /// Grants of the whole run.
@@ -348,8 +350,9 @@ struct Shared {
 }
 
 impl Shared {
-    fn new() -> Arc<Self> {
+    fn new(same_node_allowed: bool) -> Arc<Self> {
         Arc::new(Self {
+            same_node_allowed,
             phase: Phase::default(),
             holders: AtomicUsize::new(0),
             violations: AtomicU64::new(0),
@@ -377,13 +380,16 @@ impl Shared {
                 "granted (seq {seq}) while {others} other holder(s) held the lock"
             ));
         }
+        // A node handed over in process keeps its sequence and token: equal is then allowed,
+        // going backwards never.
+        let stale = |prev: i64, now: i64| prev > now || (prev == now && !self.same_node_allowed);
         let prev = self.last_seq.fetch_max(seq, Ordering::SeqCst);
-        if prev >= seq {
+        if stale(prev, seq) {
             self.violation(&format!("holder seq {seq} after holder seq {prev}"));
         }
         if let Some(token) = token {
             let prev = self.last_token.fetch_max(token, Ordering::SeqCst);
-            if prev >= token {
+            if stale(prev, token) {
                 self.violation(&format!("fencing token {token} after {prev}"));
             }
         }
@@ -514,7 +520,7 @@ pub(crate) async fn contention(
     n: usize,
 ) -> Result<(Measured, u64), BenchError> {
     let dir = ctx.path(&format!("contend-{}", who.name()));
-    let shared = Shared::new();
+    let shared = Shared::new(false);
     let mut tasks = Vec::with_capacity(n);
     for _ in 0..n {
         match who {
@@ -577,6 +583,9 @@ async fn measure_contention(
     Ok((Measured::new(grants, spent, hist), violations))
 }
 
+/// The hand-off limit of the `lock-shared-client` variant that uses one.
+const HANDOFFS: u32 = 8;
+
 /// How the tasks of `lock-shared-client` contend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SharedClient {
@@ -584,16 +593,23 @@ pub(crate) enum SharedClient {
     ZkwireQueued,
     /// zkwire with `LockOptions::with_local_queue(false)`: a node per waiting task.
     ZkwireUnqueued,
+    /// zkwire with the local queue and `with_local_handoff(HANDOFFS)`.
+    ZkwireHandoff,
     /// kezhuw's `zookeeper-client` lock, one client shared by the tasks.
     Kezhuw,
 }
 
 impl SharedClient {
-    pub(crate) const ALL: [Self; 3] = [Self::ZkwireQueued, Self::ZkwireUnqueued, Self::Kezhuw];
+    pub(crate) const ALL: [Self; 4] = [
+        Self::ZkwireQueued,
+        Self::ZkwireUnqueued,
+        Self::ZkwireHandoff,
+        Self::Kezhuw,
+    ];
 
     pub(crate) fn who(self) -> Who {
         match self {
-            Self::ZkwireQueued | Self::ZkwireUnqueued => Who::Zkwire,
+            Self::ZkwireQueued | Self::ZkwireUnqueued | Self::ZkwireHandoff => Who::Zkwire,
             Self::Kezhuw => Who::Kezhuw,
         }
     }
@@ -605,9 +621,10 @@ impl SharedClient {
 
     pub(crate) fn param(self) -> String {
         let queue = match self {
-            Self::ZkwireQueued => "on",
-            Self::ZkwireUnqueued => "off",
-            Self::Kezhuw => "n/a",
+            Self::ZkwireQueued => "on".to_owned(),
+            Self::ZkwireUnqueued => "off".to_owned(),
+            Self::ZkwireHandoff => format!("on+handoff={HANDOFFS}"),
+            Self::Kezhuw => "n/a".to_owned(),
         };
         format!("tasks={CONTENDERS},local-queue={queue}")
     }
@@ -621,14 +638,21 @@ pub(crate) async fn shared_client_contention(
     how: SharedClient,
 ) -> Result<(Measured, u64, f64), BenchError> {
     let dir = ctx.path(&how.dir_name());
-    let shared = Shared::new();
+    let shared = Shared::new(how == SharedClient::ZkwireHandoff);
     let received_before = server_received(&ctx.addr)?;
     let mut tasks = Vec::with_capacity(CONTENDERS);
     let measured = match how {
-        SharedClient::ZkwireQueued | SharedClient::ZkwireUnqueued => {
+        SharedClient::ZkwireQueued | SharedClient::ZkwireUnqueued | SharedClient::ZkwireHandoff => {
             let client = zkwire::Client::connect(&ctx.addr).await?;
-            let options = zkwire_recipes::LockOptions::new()
-                .with_local_queue(how == SharedClient::ZkwireQueued);
+            let options = match how {
+                SharedClient::ZkwireUnqueued => {
+                    zkwire_recipes::LockOptions::new().with_local_queue(false)
+                }
+                SharedClient::ZkwireHandoff => {
+                    zkwire_recipes::LockOptions::new().with_local_handoff(HANDOFFS)
+                }
+                _ => zkwire_recipes::LockOptions::new(),
+            };
             for _ in 0..CONTENDERS {
                 let mutex = zkwire_recipes::Mutex::with_options(
                     client.clone(),

@@ -6,7 +6,8 @@
 //! and session, and one watch, however many of its tasks wait (docs/recipes.md,
 //! "Reentrancy and the local queue"). A grant goes back to ZooKeeper every time: the next
 //! local waiter creates a fresh node at the end of the distributed queue, so other processes
-//! keep their FIFO turn.
+//! keep their FIFO turn — unless the lock's options opt into a local hand-off, which passes
+//! the node itself to up to N local waiters in a row.
 //!
 //! The holder is a tokio task, as Curator's is a thread: the same task locking again only
 //! counts, with no request. Outside a task (inside `block_on`), the thread is the holder.
@@ -16,6 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::hold::Hold;
 
 /// Who holds a lock within this process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -42,6 +45,46 @@ pub(crate) struct Gate<T> {
     holder: Mutex<Option<Holder<T>>>,
     /// Numbers the grants, so that a grant only ever clears its own record.
     grants: AtomicU64,
+    /// The local waiters and a hold handed to them.
+    handoff: Mutex<Handoff>,
+}
+
+/// The local waiters, and a hold parked for the next of them (the opt-in local hand-off).
+/// One lock covers both, so that a hold is never parked with no one left to take it.
+#[derive(Debug, Default)]
+struct Handoff {
+    waiting: usize,
+    /// The hold and how many hand-offs it has had.
+    parked: Option<(Hold, u32)>,
+}
+
+/// A hold handed over in process: the node and how many hand-offs it has had.
+pub(crate) type Parked = (Hold, u32);
+
+/// Counts a task waiting for the local queue's head; dropped unserved (cancelled), it gives
+/// a parked hold back if no one else waits for it.
+struct Waiter<'a, T> {
+    gate: &'a Gate<T>,
+    served: bool,
+}
+
+impl<T> Drop for Waiter<'_, T> {
+    fn drop(&mut self) {
+        if self.served {
+            return;
+        }
+        let orphan = {
+            let mut handoff = self.gate.lock_handoff();
+            handoff.waiting -= 1;
+            if handoff.waiting == 0 {
+                handoff.parked.take()
+            } else {
+                None
+            }
+        };
+        // Dropped outside the lock: the hold's node goes to the cleanup worker.
+        drop(orphan);
+    }
 }
 
 #[derive(Debug)]
@@ -59,6 +102,13 @@ pub(crate) struct Registration<T> {
     grant: u64,
 }
 
+impl<T> Registration<T> {
+    /// The gate this grant belongs to.
+    pub(crate) fn gate(&self) -> &Arc<Gate<T>> {
+        &self.gate
+    }
+}
+
 impl<T> Drop for Registration<T> {
     fn drop(&mut self) {
         let mut holder = self.gate.lock_holder();
@@ -74,6 +124,7 @@ impl<T> Default for Gate<T> {
             queue: Arc::new(Semaphore::new(1)),
             holder: Mutex::new(None),
             grants: AtomicU64::new(0),
+            handoff: Mutex::default(),
         }
     }
 }
@@ -87,18 +138,44 @@ impl<T> Gate<T> {
         }
     }
 
-    /// Waits for the head of the local queue. Cancel safe: a dropped wait leaves the queue.
-    pub(crate) async fn enter(&self) -> OwnedSemaphorePermit {
-        match Arc::clone(&self.queue).acquire_owned().await {
-            Ok(permit) => permit,
-            // The semaphore is never closed.
-            Err(_) => unreachable!("the local lock queue is never closed"),
-        }
+    /// Waits for the head of the local queue; with it comes the hold the previous holder
+    /// handed over, if it did. Cancel safe: a dropped wait leaves the queue (and gives back a
+    /// hold parked for it if no one else waits).
+    pub(crate) async fn enter(&self) -> (OwnedSemaphorePermit, Option<Parked>) {
+        self.lock_handoff().waiting += 1;
+        let mut waiter = Waiter {
+            gate: self,
+            served: false,
+        };
+        let Ok(permit) = Arc::clone(&self.queue).acquire_owned().await else {
+            unreachable!("the local lock queue is never closed")
+        };
+        waiter.served = true;
+        let mut handoff = self.lock_handoff();
+        handoff.waiting -= 1;
+        (permit, handoff.parked.take())
     }
 
-    /// The head of the local queue if no one is in it, without waiting.
-    pub(crate) fn try_enter(&self) -> Option<OwnedSemaphorePermit> {
-        Arc::clone(&self.queue).try_acquire_owned().ok()
+    /// The head of the local queue if no one is in it, without waiting (and a hold parked
+    /// for it, if any).
+    pub(crate) fn try_enter(&self) -> Option<(OwnedSemaphorePermit, Option<Parked>)> {
+        let permit = Arc::clone(&self.queue).try_acquire_owned().ok()?;
+        Some((permit, self.lock_handoff().parked.take()))
+    }
+
+    /// Parks `hold` for the next local waiter, if one waits; otherwise gives it back. The
+    /// caller lets the queue's head go after parking.
+    pub(crate) fn park(&self, hold: Hold, handoffs: u32) -> Option<Hold> {
+        let mut handoff = self.lock_handoff();
+        if handoff.waiting == 0 {
+            return Some(hold);
+        }
+        handoff.parked = Some((hold, handoffs));
+        None
+    }
+
+    fn lock_handoff(&self) -> std::sync::MutexGuard<'_, Handoff> {
+        self.handoff.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// A new grant's registration; [`record`](Self::record) it once its hold is shared.

@@ -164,19 +164,29 @@ impl Mutex {
                 None => Ok(Some(MutexGuard { granted })),
             };
         }
-        let permit = match (self.dir.options.local_queue, blocking, deadline) {
-            (false, _, _) => None,
+        let (permit, parked) = match (self.dir.options.local_queue, blocking, deadline) {
+            (false, _, _) => (None, None),
             (true, false, _) => match gate.try_enter() {
-                Some(permit) => Some(permit),
+                Some((permit, parked)) => (Some(permit), parked),
                 None => return Ok(None),
             },
-            (true, true, None) => Some(gate.enter().await),
-            (true, true, Some(at)) => Some(
-                tokio::time::timeout_at(at, gate.enter())
+            (true, true, None) => {
+                let (permit, parked) = gate.enter().await;
+                (Some(permit), parked)
+            }
+            (true, true, Some(at)) => {
+                let (permit, parked) = tokio::time::timeout_at(at, gate.enter())
                     .await
-                    .map_err(|_| LockError::Timeout)?,
-            ),
+                    .map_err(|_| LockError::Timeout)?;
+                (Some(permit), parked)
+            }
         };
+        // A node handed over by the previous local holder: ours at once, if still trusted.
+        if let Some((hold, handoffs)) = parked {
+            if hold.is_held() {
+                return Ok(Some(self.grant(&gate, owner, hold, permit, handoffs)));
+            }
+        }
         let contest = Contest {
             marker: MUTEX_MARKERS[0],
             sort_markers: MUTEX_MARKERS,
@@ -186,16 +196,30 @@ impl Mutex {
         match acquire(&self.dir, &contest, blocking, deadline).await? {
             Outcome::Held(node) => {
                 let hold = Hold::new(self.dir.client.clone(), node, &self.dir.options);
-                let granted = Arc::new(Granted {
-                    hold,
-                    registration: gate.register(),
-                    _permit: permit,
-                });
-                gate.record(&granted.registration, owner, &granted);
-                Ok(Some(MutexGuard { granted }))
+                Ok(Some(self.grant(&gate, owner, hold, permit, 0)))
             }
             Outcome::Busy => Ok(None),
         }
+    }
+
+    /// Records `hold` as `owner`'s and wraps it in the outermost guard.
+    fn grant(
+        &self,
+        gate: &Arc<Gate<Granted>>,
+        owner: Owner,
+        hold: Hold,
+        permit: Option<OwnedSemaphorePermit>,
+        handoffs: u32,
+    ) -> MutexGuard {
+        let granted = Arc::new(Granted {
+            hold,
+            registration: gate.register(),
+            handoffs_left: self.dir.options.local_handoffs.saturating_sub(handoffs),
+            handoffs,
+            _permit: permit,
+        });
+        gate.record(&granted.registration, owner, &granted);
+        MutexGuard { granted }
     }
 }
 
@@ -210,6 +234,9 @@ static GATES: Registry<Gate<Granted>> = Registry::new();
 struct Granted {
     hold: Hold,
     registration: Registration<Self>,
+    /// Hand-offs this node has had, and how many more it may have.
+    handoffs: u32,
+    handoffs_left: u32,
     /// The head of the local queue (none with the queue off).
     _permit: Option<OwnedSemaphorePermit>,
 }
@@ -234,9 +261,22 @@ impl MutexGuard {
             Ok(Granted {
                 hold,
                 registration,
+                handoffs,
+                handoffs_left,
                 _permit,
             }) => {
+                let gate = Arc::clone(registration.gate());
                 drop(registration);
+                // The opt-in local hand-off: the next local waiter takes the node as it is.
+                // `_permit` goes at the end of this scope, after the parking.
+                let hold = if handoffs_left > 0 && hold.is_held() {
+                    match gate.park(hold, handoffs + 1) {
+                        None => return Ok(()),
+                        Some(hold) => hold,
+                    }
+                } else {
+                    hold
+                };
                 hold.release().await
             }
             Err(nested) => match nested.hold.lost_reason() {

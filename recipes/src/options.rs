@@ -55,6 +55,7 @@ pub struct LockOptions {
     pub(crate) disconnect_grace: Option<Duration>,
     pub(crate) lease_margin: Option<Duration>,
     pub(crate) local_queue: bool,
+    pub(crate) local_handoffs: u32,
 }
 
 impl Default for LockOptions {
@@ -67,6 +68,7 @@ impl Default for LockOptions {
             disconnect_grace: None,
             lease_margin: None,
             local_queue: true,
+            local_handoffs: 0,
         }
     }
 }
@@ -131,6 +133,18 @@ impl LockOptions {
     /// and notifications for the same grants. Reentrancy is the same either way.
     pub fn with_local_queue(mut self, enabled: bool) -> Self {
         self.local_queue = enabled;
+        self
+    }
+
+    /// Lets a released [`Mutex`](crate::Mutex) hold pass its node straight to the next task
+    /// of the local queue, up to `max` times in a row (default 0: never). Each hand-off saves
+    /// the delete, create and list of a new node, but trades fairness for it: while the node
+    /// is passed on, contenders of other processes wait, and the tasks that share it share
+    /// its fencing token (they are one contender to ZooKeeper). A hand-off happens on
+    /// [`release`](crate::MutexGuard::release) with a local waiter present and the hold still
+    /// trusted; a dropped guard always gives the node back.
+    pub fn with_local_handoff(mut self, max: u32) -> Self {
+        self.local_handoffs = max;
         self
     }
 }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
 use zkwire::Client;
-use zkwire_recipes::{LockError, LostReason, Mutex};
+use zkwire_recipes::{LockError, LockOptions, LostReason, Mutex};
 use zkwire_testing::support::{connect_with_timeout, fresh_chroot, sorted_children};
 
 const T: Duration = Duration::from_secs(4);
@@ -229,4 +229,96 @@ async fn sessions_share_the_lock_fairly() {
     for c in clients {
         c.close().await.unwrap();
     }
+}
+
+/// The opt-in local hand-off: a released node passes straight to the next local waiter, at
+/// most `max` times in a row, after which it goes back to ZooKeeper and a contender of
+/// another session gets its turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_handoff_passes_the_node_at_most_max_times() {
+    const MAX: u32 = 3;
+    const LOCAL_TASKS: usize = 4;
+    const GRANTS: usize = 120;
+    let cs = fresh_chroot("reentrant_handoff").await;
+    let (a, b) = (connect(&cs).await, connect(&cs).await);
+    let options = LockOptions::new().with_local_handoff(MAX);
+    let grants = Arc::new(StdMutex::new(Vec::with_capacity(GRANTS + 8)));
+    let before = a.stats().requests;
+    let mut tasks = Vec::new();
+    for (client, tasks_of_client, side) in [(&a, LOCAL_TASKS, 'a'), (&b, 1, 'b')] {
+        for _ in 0..tasks_of_client {
+            let mutex = Mutex::with_options(client.clone(), "/locks/h", options.clone());
+            let grants = grants.clone();
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    let guard = mutex.lock().await.unwrap();
+                    let done = {
+                        let mut grants = grants.lock().unwrap();
+                        grants.push((side, guard.path().to_owned(), guard.fencing_token()));
+                        grants.len() >= GRANTS
+                    };
+                    tokio::task::yield_now().await;
+                    guard.release().await.unwrap();
+                    if done {
+                        return;
+                    }
+                }
+            }));
+        }
+    }
+    // The first task to see GRANTS stops; the others stop at their next grant.
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(30), task)
+            .await
+            .expect("bounded")
+            .unwrap();
+    }
+    let grants = std::mem::take(&mut *grants.lock().unwrap());
+    let a_grants = grants.iter().filter(|g| g.0 == 'a').count();
+    let a_nodes: std::collections::HashSet<&str> = grants
+        .iter()
+        .filter(|g| g.0 == 'a')
+        .map(|g| g.1.as_str())
+        .collect();
+    let longest_same_node = grants
+        .chunk_by(|x, y| x.1 == y.1)
+        .map(<[_]>::len)
+        .max()
+        .unwrap_or(0);
+    let longest_a_run = grants
+        .chunk_by(|x, y| x.0 == y.0)
+        .filter(|run| run[0].0 == 'a')
+        .map(<[_]>::len)
+        .max()
+        .unwrap_or(0);
+    let b_grants = grants.len() - a_grants;
+    let a_requests = a.stats().requests - before;
+    println!(
+        "{} grants: session a {a_grants} on {} nodes ({:.2} requests per grant), session b \
+         {b_grants}; longest run on one node {longest_same_node}, longest run of a {longest_a_run}",
+        grants.len(),
+        a_nodes.len(),
+        a_requests as f64 / a_grants as f64,
+    );
+    assert!(
+        longest_same_node as u32 <= MAX + 1,
+        "at most MAX hand-offs in a row"
+    );
+    assert!(
+        longest_same_node > 1,
+        "the node was handed over at least once"
+    );
+    assert!(
+        longest_a_run as u32 <= MAX + 1,
+        "the other session gets its turn after MAX hand-offs"
+    );
+    assert!(b_grants > 0);
+    // Tasks that share a node share its token; tokens never go backwards.
+    assert!(
+        grants.windows(2).all(|w| w[0].2 <= w[1].2),
+        "tokens never decrease"
+    );
+    assert!(sorted_children(&a, "/locks/h").await.is_empty());
+    a.close().await.unwrap();
+    b.close().await.unwrap();
 }
