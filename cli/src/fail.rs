@@ -13,6 +13,9 @@ pub(crate) const UNAVAILABLE: u8 = 69;
 pub(crate) const LOCK_TIMEOUT: u8 = 73;
 /// The lock (or lease) was lost while the command ran; the command was terminated.
 pub(crate) const LOCK_LOST: u8 = 75;
+/// `--revocable`: the lock was revoked by request; the command was terminated and the lock
+/// released.
+pub(crate) const REVOKED: u8 = 76;
 /// The command could not be started.
 pub(crate) const CANNOT_EXEC: u8 = 126;
 /// The command was not found.

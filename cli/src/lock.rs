@@ -30,7 +30,8 @@ use crate::args::{check_path, Parsed};
 use crate::child::{exit_code, Running, Stopped};
 use crate::connect::Global;
 use crate::duration::show_duration;
-use crate::fail::{Failure, FAILED, INTERRUPTED, LOCK_LOST, LOCK_TIMEOUT, UNAVAILABLE};
+use crate::json::Json;
+use crate::fail::{Failure, FAILED, INTERRUPTED, LOCK_LOST, LOCK_TIMEOUT, REVOKED, UNAVAILABLE};
 use crate::out;
 
 /// The environment variable carrying the fencing token.
@@ -57,6 +58,16 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
+    /// The zkw verb that takes this lock.
+    fn verb(self) -> &'static str {
+        match self {
+            Self::Mutex => "lock",
+            Self::Read => "rlock",
+            Self::Write => "wlock",
+            Self::Semaphore(_) => "sem",
+        }
+    }
+
     fn noun(self) -> &'static str {
         match self {
             Self::Mutex => "lock",
@@ -75,6 +86,8 @@ struct LockArgs {
     /// `--kill-after`, if given.
     kill_after: Option<Duration>,
     foreground: bool,
+    /// `--revocable`: a revocation request stops the command and releases.
+    revocable: bool,
     command: Vec<String>,
 }
 
@@ -90,6 +103,7 @@ impl LockArgs {
             timeout: p.duration("timeout")?,
             kill_after: p.duration("kill-after")?,
             foreground: p.has("foreground"),
+            revocable: p.has("revocable"),
             command: p.command.clone(),
         })
     }
@@ -170,6 +184,8 @@ enum Why {
     /// The hold stops being trusted within `--kill-after` and the lease was not renewed: no
     /// request acknowledged for this long (`None`: the session has no lease any more).
     Expiring(Option<Duration>),
+    /// `--revocable`, and someone asked for the lock (`zkw revoke`, Curator's `Revoker`).
+    Revoked,
 }
 
 impl Why {
@@ -181,6 +197,15 @@ impl Why {
                 since.as_millis()
             ),
             Self::Expiring(None) => format!("{noun} lost (the session's lease ended)"),
+            Self::Revoked => format!("{noun} revoked by request"),
+        }
+    }
+
+    /// zkw's exit code when the command was stopped for this.
+    fn exit_code(self) -> u8 {
+        match self {
+            Self::Revoked => REVOKED,
+            Self::Lost(_) | Self::Expiring(_) => LOCK_LOST,
         }
     }
 }
@@ -197,6 +222,7 @@ async fn supervise(
     let kind = watch.kind;
     let lost = held.lost();
     tokio::pin!(lost);
+    let mut revoked = Some(held.revoked());
     let status = loop {
         // SIGTERM is due --kill-after before the hold stops being trusted. Read again at
         // every wake-up: the lease has usually been renewed meanwhile.
@@ -215,6 +241,19 @@ async fn supervise(
         tokio::select! {
             biased;
             reason = &mut lost => return stop_command(g, watch, held, running, Why::Lost(reason)).await,
+            () = revocation(&mut revoked) => {
+                if args.revocable {
+                    return stop_command(g, watch, held, running, Why::Revoked).await;
+                }
+                // Heard once, then ignored: without --revocable the command keeps the lock.
+                revoked = None;
+                out::note(&format!(
+                    "revocation of the {} on {} requested; ignored (zkw {} without --revocable)",
+                    kind.noun(),
+                    args.path,
+                    kind.verb()
+                ));
+            }
             status = running.wait() => break status,
             name = signals.any() => forward(running, name, args.foreground),
             () = tokio::time::sleep_until(tokio::time::Instant::from_std(term_at)) => {}
@@ -281,9 +320,50 @@ async fn stop_command(
     // cannot be deleted now, it goes when the session expires.
     let _ = tokio::time::timeout(g.session_timeout.min(LOST_RELEASE_LIMIT), held.release()).await;
     Err(Failure::new(
-        LOCK_LOST,
+        why.exit_code(),
         format!("{}; {how}", why.describe(watch.kind.noun())),
     ))
+}
+
+/// Resolves when a revocation is requested; never once it has been heard (`None`).
+async fn revocation(revoked: &mut Option<Pin<Box<dyn Future<Output = ()> + Send>>>) {
+    match revoked {
+        Some(requested) => requested.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// `zkw revoke PATH [NODE]`: asks the holder of the mutex at PATH (or the holder of NODE, a
+/// child of PATH or a full path, for any lock kind) to release, as Curator's `Revoker` does.
+pub(crate) async fn revoke(g: &Global, p: &Parsed) -> Result<(), Failure> {
+    let mut operands = p.operands_between(&["PATH"], &["NODE"])?;
+    let path = operands.remove(0);
+    check_path(&path, false)?;
+    let named = operands.pop();
+    let node = g
+        .with_session(|client| async move {
+            let node = match named {
+                Some(node) if node.starts_with('/') => node,
+                Some(child) => zkwire::path::join(&path, &child),
+                None => Mutex::new(client.clone(), path.clone())
+                    .holder()
+                    .await
+                    .map_err(|e| Failure::lock(&path, &e))?
+                    .ok_or_else(|| {
+                        Failure::new(FAILED, format!("{path}: no one holds the lock"))
+                    })?,
+            };
+            match zkwire_recipes::revoke(&client, &node).await {
+                Ok(true) => Ok(node),
+                Ok(false) => Err(Failure::new(FAILED, format!("{node}: no such lock node"))),
+                Err(e) => Err(Failure::lock(&node, &e)),
+            }
+        })
+        .await?;
+    if g.json {
+        return out::json(&Json::obj([("revoked", Json::str(&node))]));
+    }
+    out::line(&format!("asked the holder of {node} to release"))
 }
 
 /// `lost` if it has resolved already, without waiting.
@@ -490,6 +570,15 @@ impl Held {
             Self::Read(g) => g.trusted_until(),
             Self::Write(g) => g.trusted_until(),
             Self::Lease(g) => g.trusted_until(),
+        }
+    }
+
+    fn revoked(&self) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        match self {
+            Self::Mutex(g) => Box::pin(g.revoked()),
+            Self::Read(g) => Box::pin(g.revoked()),
+            Self::Write(g) => Box::pin(g.revoked()),
+            Self::Lease(g) => Box::pin(g.revoked()),
         }
     }
 

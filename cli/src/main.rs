@@ -107,6 +107,7 @@ async fn dispatch(verb: &str, g: &Global, p: &Parsed) -> Result<u8, Failure> {
         "rlock" => lock::run(g, p, Kind::Read).await,
         "wlock" => lock::run(g, p, Kind::Write).await,
         "sem" => lock::run(g, p, Kind::Semaphore(lock::leases(p)?)).await,
+        "revoke" => done(lock::revoke(g, p).await),
         "sandbox" => done(sandbox::sandbox(g, p).await),
         "demo" => demo::demo(p).await,
         other => Err(Failure::usage(format!(

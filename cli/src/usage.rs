@@ -80,6 +80,11 @@ pub(crate) const VERBS: &[VerbSpec] = &[
         command_after: Some(1),
     },
     VerbSpec {
+        name: "revoke",
+        flags: &[],
+        command_after: None,
+    },
+    VerbSpec {
         name: "sandbox",
         flags: &[valued(None, "ensemble")],
         command_after: None,
@@ -100,6 +105,7 @@ const LOCK_FLAGS: &[crate::args::Flag] = &[
     valued(None, "timeout"),
     valued(None, "kill-after"),
     switch(None, "foreground"),
+    switch(None, "revocable"),
 ];
 
 const SEM_FLAGS: &[crate::args::Flag] = &[
@@ -107,6 +113,7 @@ const SEM_FLAGS: &[crate::args::Flag] = &[
     valued(None, "timeout"),
     valued(None, "kill-after"),
     switch(None, "foreground"),
+    switch(None, "revocable"),
 ];
 
 /// `zkw --help`.
@@ -135,6 +142,8 @@ Locks (CMD runs with ZKW_FENCING_TOKEN and ZKW_LOCK_NODE set; zkw exits with CMD
   wlock PATH [--timeout D] -- CMD ARGS…     under the write lock
   sem PATH --leases N [--timeout D] -- CMD ARGS…
                                             under one of N leases of a semaphore
+  revoke PATH [NODE]                        ask the holder (of the mutex, or of NODE) to
+                                            release; `lock --revocable` then stops CMD
 
 Local servers:
   sandbox [--ensemble N]            start ZooKeeper locally, print its connect string, Ctrl-C stops
@@ -152,7 +161,7 @@ Durations: 500ms, 5s, 1.5s, 2m, 1h (a bare number is seconds).
 
 Exit codes: 0 ok · 1 the operation failed (no node, bad version, …) · 2 bad command line ·
 69 ZooKeeper unreachable or session lost · 73 lock not acquired before --timeout ·
-75 lock lost while CMD ran (CMD terminated) · 126/127 CMD cannot run / not found ·
+75 lock lost while CMD ran (CMD terminated) · 76 lock revoked (--revocable) · 126/127 CMD cannot run / not found ·
 128+N CMD (or zkw) ended by signal N · otherwise CMD's own exit code.
 ";
 
@@ -170,6 +179,7 @@ pub(crate) fn verb_help(verb: &str) -> &'static str {
         "sync" => "Usage: zkw sync PATH\n\nWaits until the server this session is connected to has caught up with the leader.",
         "whoami" => "Usage: zkw whoami\n\nPrints the identities the session is authenticated with (scheme:user), e.g. with\n--auth digest:alice:secret.",
         "lock" | "rlock" | "wlock" | "sem" => LOCK_HELP,
+        "revoke" => "Usage: zkw revoke PATH [NODE]\n\nAsks the current holder of the mutex at PATH, or the holder of the lock node NODE (a\nchild of PATH or a full path; any lock kind, zkw's or Curator's), to release: writes\n__REVOKE__ into the node, as Curator's Revoker does. A `zkw lock --revocable` holder stops\nits command and releases (exit 76); a Curator holder must have called makeRevocable.\nExit 1 when no one holds the lock or NODE does not exist.",
         "sandbox" => "Usage: zkw sandbox [--ensemble N]\n\nStarts a local ZooKeeper from the installed packages (standalone, or an N-node ensemble),\nprints its connect string on standard output and waits; Ctrl-C stops it and removes its\nfiles. With --json: {\"connect_string\":…,\"servers\":N}.",
         "demo" => "Usage: zkw demo [--workers N] [--rounds M]\n\nStarts a local 3-node ensemble and N worker processes (default 4), each taking the lock\n/zkw-demo/lock M times (default 50) through `zkw lock`; the critical section increments a\nshared counter file. The leader is killed half-way. Prints acquisitions, hand-off latency,\nmaximum concurrent holders, whether fencing tokens only grew, and the counter; exits 1 if\nany invariant failed.",
         _ => MAIN,
@@ -187,7 +197,7 @@ Creates PATH (its parent must exist) and prints the path created.
            (the server must enable extended types)";
 
 const LOCK_HELP: &str = "\
-Usage: zkw lock  PATH [--timeout D] [--kill-after D] [--foreground] -- CMD ARGS…
+Usage: zkw lock  PATH [--timeout D] [--kill-after D] [--foreground] [--revocable] -- CMD ARGS…
        zkw rlock PATH [same options] -- CMD ARGS…
        zkw wlock PATH [same options] -- CMD ARGS…
        zkw sem   PATH --leases N [same options] -- CMD ARGS…
@@ -214,5 +224,8 @@ its run may not have been exclusive). This holds while zkw itself runs: if zkw i
                   at least 100ms) must fit in half the session timeout, else exit 2
   --foreground    run CMD in zkw's process group (for commands that read the terminal);
                   then only CMD itself is signalled, not its children
+  --revocable     a revocation request (zkw revoke, Curator's Revoker) stops CMD as a loss
+                  does (SIGTERM, SIGKILL after --kill-after), releases the lock, exit 76;
+                  without it a request is noted on stderr and CMD keeps the lock
 Ctrl-C, SIGTERM and SIGHUP are passed on to CMD; before CMD starts they stop the wait
 (exit 130, 143, 129) without leaving a lock node behind.";

@@ -1,0 +1,116 @@
+//! `zkw revoke` and `zkw lock --revocable` against a real server: a revocation request stops
+//! a revocable holder's command and hands the lock on; a holder without `--revocable` keeps
+//! it.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{chroot, command, finish, running, scratch, wait_file, zkw};
+
+/// A holder's command that records its pid and node, notes SIGTERM, then sleeps.
+const HOLDER: &str = "trap 'echo term > \"$0/term\"; exit 3' TERM; echo $$ > \"$0/pid\"; \
+                      echo \"$ZKW_LOCK_NODE\" > \"$0/node\"; sleep 60 & wait";
+
+#[test]
+fn revoke_stops_a_revocable_holder_and_hands_the_lock_on() {
+    let cs = chroot("cli-revoke");
+    let dir = scratch("revoke");
+    let holder = command(&[
+        "--server",
+        &cs,
+        "lock",
+        "--revocable",
+        "/r",
+        "--",
+        "sh",
+        "-c",
+        HOLDER,
+        dir.to_str().unwrap(),
+    ])
+    .spawn()
+    .unwrap();
+    let node = wait_file(&dir.join("node"), Duration::from_secs(30));
+    let pid: u32 = wait_file(&dir.join("pid"), Duration::from_secs(5))
+        .parse()
+        .unwrap();
+    // A waiter queues behind the holder.
+    let waiter = command(&["--server", &cs, "lock", "/r", "--", "echo", "acquired"])
+        .spawn()
+        .unwrap();
+
+    let asked = Instant::now();
+    let out = zkw(&cs, &["revoke", "/r"]);
+    assert_eq!(out.ok(), format!("asked the holder of {node} to release\n"));
+    let held = finish(holder, Duration::from_secs(20));
+    let stopped = asked.elapsed();
+    assert_eq!(
+        held.fails(76),
+        "zkw: lock revoked by request; terminated the command"
+    );
+    assert_eq!(
+        wait_file(&dir.join("term"), Duration::from_secs(5)),
+        "term",
+        "the command got SIGTERM"
+    );
+    assert!(!running(pid));
+    let waited = finish(waiter, Duration::from_secs(20));
+    assert_eq!(waited.ok(), "acquired\n");
+    println!(
+        "revoke → holder stopped in {stopped:?}, waiter done {:?} after the revoke",
+        asked.elapsed()
+    );
+    assert_eq!(zkw(&cs, &["ls", "/r"]).ok(), "", "no node left");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn without_revocable_a_request_is_only_noted() {
+    let cs = chroot("cli-revoke-ignored");
+    let dir = scratch("revoke-ignored");
+    let script = "echo \"$ZKW_LOCK_NODE\" > \"$0/node\"; \
+                  while [ ! -e \"$0/go\" ]; do sleep 0.05; done; exit 5";
+    let holder = command(&[
+        "--server",
+        &cs,
+        "lock",
+        "/r",
+        "--",
+        "sh",
+        "-c",
+        script,
+        dir.to_str().unwrap(),
+    ])
+    .spawn()
+    .unwrap();
+    let node = wait_file(&dir.join("node"), Duration::from_secs(30));
+    // Naming the node explicitly (a child name) works as well as the holder lookup.
+    let child = node.rsplit('/').next().unwrap();
+    zkw(&cs, &["revoke", "/r", child]).ok();
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::write(dir.join("go"), "").unwrap();
+    let out = finish(holder, Duration::from_secs(20));
+    assert_eq!(out.code, Some(5), "the command ran to its end: {out:?}");
+    assert!(
+        out.stderr
+            .contains("revocation of the lock on /r requested; ignored"),
+        "{out:?}"
+    );
+    assert_eq!(zkw(&cs, &["ls", "/r"]).ok(), "");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn revoke_without_a_holder_fails() {
+    let cs = chroot("cli-revoke-none");
+    assert_eq!(
+        zkw(&cs, &["revoke", "/nothing"]).fails(1),
+        "zkw: /nothing: no one holds the lock"
+    );
+    zkw(&cs, &["create", "/empty"]).ok();
+    assert_eq!(
+        zkw(&cs, &["revoke", "/empty", "gone-lock-0000000001"]).fails(1),
+        "zkw: /empty/gone-lock-0000000001: no such lock node"
+    );
+}
