@@ -18,16 +18,15 @@
 
 mod support;
 
-use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::process::ProcessIo;
 use support::referee::{Kind, Referee, Tally};
 use support::{connect, hold};
 use zkwire::{CreateMode, CreateOptions};
-use zkwire_recipes::{Mutex, RwLock, Semaphore, SemaphoreLimit};
-use zkwire_testing::java::{self, JavaProgram};
+use zkwire_recipes::{LockOptions, Semaphore, SemaphoreLimit};
+use zkwire_testing::java;
 use zkwire_testing::support::fresh_chroot;
 
 /// The three tests share two cores with the server and a JVM: one at a time.
@@ -37,26 +36,6 @@ const LOCK: &str = "/lock";
 /// Each side's share of a recipe's acquisitions.
 const PER_SIDE: usize = 600;
 const ZKWIRE_TASKS: usize = 4;
-
-/// The compiled Curator program, built once per test binary.
-fn program() -> &'static JavaProgram {
-    static PROGRAM: OnceLock<Result<JavaProgram, String>> = OnceLock::new();
-    let built = PROGRAM.get_or_init(|| {
-        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("interop/CuratorContender.java");
-        let classpath = java::curator_classpath().map_err(|e| e.to_string())?;
-        let started = Instant::now();
-        let program = java::compile(&[&source], &classpath).map_err(|e| e.to_string())?;
-        println!(
-            "interop: CuratorContender.java compiled in {:?}",
-            started.elapsed()
-        );
-        Ok(program)
-    });
-    match built {
-        Ok(program) => program,
-        Err(e) => panic!("cannot build the Curator contender: {e}"),
-    }
-}
 
 /// The Curator JVM, started and waiting for GO.
 struct Curator {
@@ -73,7 +52,8 @@ impl Curator {
         cycles: usize,
         param: &str,
     ) -> Self {
-        let program = tokio::task::block_in_place(program);
+        let program =
+            tokio::task::block_in_place(|| support::curator_program("CuratorContender.java"));
         let port = referee.port.to_string();
         let (threads, cycles) = (threads.to_string(), cycles.to_string());
         let mut child = program
@@ -175,21 +155,13 @@ async fn interop_mutex_with_curator() {
     }
     let started = Instant::now();
     curator.go();
-    let tasks: Vec<_> = clients
-        .iter()
-        .map(|client| {
-            let (mutex, referee) = (Mutex::new(client.clone(), LOCK), referee.clone());
-            tokio::spawn(async move {
-                for step in 0..PER_SIDE / ZKWIRE_TASKS {
-                    let guard = mutex.lock().await.unwrap();
-                    referee.enter(Kind::Mutex);
-                    hold(step).await;
-                    referee.exit(Kind::Mutex);
-                    guard.release().await.unwrap();
-                }
-            })
-        })
-        .collect();
+    let tasks = support::mutex_tasks(
+        &clients,
+        LOCK,
+        &LockOptions::new(),
+        PER_SIDE / ZKWIRE_TASKS,
+        &referee,
+    );
     for task in tasks {
         task.await.unwrap();
     }
@@ -228,31 +200,14 @@ async fn interop_rwlock_with_curator() {
     }
     let started = Instant::now();
     curator.go();
-    let tasks: Vec<_> = clients
-        .iter()
-        .enumerate()
-        .map(|(t, client)| {
-            let (rw, referee) = (RwLock::new(client.clone(), LOCK), referee.clone());
-            tokio::spawn(async move {
-                for step in 0..PER_SIDE / ZKWIRE_TASKS {
-                    // Every fifth acquisition writes, staggered across tasks.
-                    if (step + t) % (100 / WRITE_PERCENT) == 0 {
-                        let guard = rw.write().await.unwrap();
-                        referee.enter(Kind::Write);
-                        hold(step).await;
-                        referee.exit(Kind::Write);
-                        guard.release().await.unwrap();
-                    } else {
-                        let guard = rw.read().await.unwrap();
-                        referee.enter(Kind::Read);
-                        hold(step).await;
-                        referee.exit(Kind::Read);
-                        guard.release().await.unwrap();
-                    }
-                }
-            })
-        })
-        .collect();
+    let tasks = support::rw_tasks(
+        &clients,
+        LOCK,
+        &LockOptions::new(),
+        PER_SIDE / ZKWIRE_TASKS,
+        WRITE_PERCENT,
+        &referee,
+    );
     for task in tasks {
         task.await.unwrap();
     }
@@ -379,21 +334,13 @@ async fn interop_referee_catches_a_broken_exclusion() {
         clients.push(connect(&cs).await);
     }
     curator.go();
-    let tasks: Vec<_> = clients
-        .iter()
-        .map(|client| {
-            let (mutex, referee) = (Mutex::new(client.clone(), "/elsewhere"), referee.clone());
-            tokio::spawn(async move {
-                for step in 0..CYCLES / 2 {
-                    let guard = mutex.lock().await.unwrap();
-                    referee.enter(Kind::Mutex);
-                    hold(step + 1).await;
-                    referee.exit(Kind::Mutex);
-                    guard.release().await.unwrap();
-                }
-            })
-        })
-        .collect();
+    let tasks = support::mutex_tasks(
+        &clients,
+        "/elsewhere",
+        &LockOptions::new(),
+        CYCLES / 2,
+        &referee,
+    );
     for task in tasks {
         task.await.unwrap();
     }

@@ -28,11 +28,11 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use support::process::ProcessIo;
-use support::referee::{Kind, Referee, Side, Tally};
-use support::{connect, hold};
+use support::referee::{Referee, Side, Tally};
+use support::connect;
 use tokio::task::JoinHandle;
 use zkwire::Client;
-use zkwire_recipes::{ForeignChildPolicy, LockOptions, Mutex, RwLock};
+use zkwire_recipes::{ForeignChildPolicy, LockOptions};
 use zkwire_testing::support::fresh_chroot;
 
 /// The tests share two cores with the server and the Python program: one at a time.
@@ -246,22 +246,13 @@ async fn kazoo_mutex_interop() {
     let clients = clients(&cs).await;
     let started = Instant::now();
     kazoo.go();
-    let tasks: Vec<_> = clients
-        .iter()
-        .map(|client| {
-            let mutex = Mutex::with_options(client.clone(), LOCK, order_kazoo());
-            let referee = referee.clone();
-            tokio::spawn(async move {
-                for step in 0..PER_SIDE / ZKWIRE_TASKS {
-                    let guard = mutex.lock().await.unwrap();
-                    referee.enter(Kind::Mutex);
-                    hold(step).await;
-                    referee.exit(Kind::Mutex);
-                    guard.release().await.unwrap();
-                }
-            })
-        })
-        .collect();
+    let tasks = support::mutex_tasks(
+        &clients,
+        LOCK,
+        &order_kazoo(),
+        PER_SIDE / ZKWIRE_TASKS,
+        &referee,
+    );
     join_all(tasks, &kazoo).await;
     let kazoo_done = kazoo.done().await;
     let took = started.elapsed();
@@ -310,32 +301,14 @@ async fn kazoo_rwlock_interop() {
     let clients = clients(&cs).await;
     let started = Instant::now();
     kazoo.go();
-    let tasks: Vec<_> = clients
-        .iter()
-        .enumerate()
-        .map(|(t, client)| {
-            let rw = RwLock::with_options(client.clone(), LOCK, order_kazoo());
-            let referee = referee.clone();
-            tokio::spawn(async move {
-                for step in 0..PER_SIDE / ZKWIRE_TASKS {
-                    // Every fifth acquisition writes, staggered across tasks.
-                    if (step + t) % (100 / WRITE_PERCENT) == 0 {
-                        let guard = rw.write().await.unwrap();
-                        referee.enter(Kind::Write);
-                        hold(step).await;
-                        referee.exit(Kind::Write);
-                        guard.release().await.unwrap();
-                    } else {
-                        let guard = rw.read().await.unwrap();
-                        referee.enter(Kind::Read);
-                        hold(step).await;
-                        referee.exit(Kind::Read);
-                        guard.release().await.unwrap();
-                    }
-                }
-            })
-        })
-        .collect();
+    let tasks = support::rw_tasks(
+        &clients,
+        LOCK,
+        &order_kazoo(),
+        PER_SIDE / ZKWIRE_TASKS,
+        WRITE_PERCENT,
+        &referee,
+    );
     join_all(tasks, &kazoo).await;
     let kazoo_done = kazoo.done().await;
     let took = started.elapsed();
@@ -387,26 +360,7 @@ async fn kazoo_referee_catches_a_broken_exclusion() {
     let clients = clients(&cs).await;
     let started = Instant::now();
     kazoo.go();
-    let tasks: Vec<_> = clients
-        .iter()
-        .take(2)
-        .map(|client| {
-            let mutex = Mutex::with_options(client.clone(), LOCK, order_kazoo());
-            let referee = referee.clone();
-            tokio::spawn(async move {
-                for step in 0..CYCLES {
-                    if referee.violations() > 0 {
-                        return;
-                    }
-                    let guard = mutex.lock().await.unwrap();
-                    referee.enter(Kind::Mutex);
-                    hold(step + 1).await;
-                    referee.exit(Kind::Mutex);
-                    guard.release().await.unwrap();
-                }
-            })
-        })
-        .collect();
+    let tasks = support::mutex_tasks(&clients[..2], LOCK, &order_kazoo(), CYCLES, &referee);
     join_all(tasks, &kazoo).await;
     let kazoo_done = kazoo.done().await;
     let took = started.elapsed();

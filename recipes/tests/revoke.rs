@@ -17,17 +17,15 @@
 //! Every test is bounded (55 s), and the tests of this binary run one at a time.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
+mod support;
+
 use std::future::Future;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
-use std::process::ChildStdin;
-use std::sync::{Arc, Mutex as StdMutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::mpsc;
+use support::process::ProcessIo;
 use zkwire::{Client, CreateMode, CreateOptions};
 use zkwire_recipes::{revoke, LockError, LostReason, Mutex, RwLock, Semaphore, SemaphoreLimit};
-use zkwire_testing::java::{self, JavaChild, JavaProgram};
+use zkwire_testing::java::JavaChild;
 use zkwire_testing::support::{connect_with_timeout, fresh_chroot, sorted_children};
 
 /// Two cores shared with the server and a JVM, and timings to quote: one test at a time.
@@ -481,26 +479,6 @@ async fn concurrent_revocations_are_not_a_loss() {
 // Interop with Curator
 // ---------------------------------------------------------------------------------------------
 
-/// The compiled Curator program, built once per test binary.
-fn program() -> &'static JavaProgram {
-    static PROGRAM: OnceLock<Result<JavaProgram, String>> = OnceLock::new();
-    let built = PROGRAM.get_or_init(|| {
-        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("interop/CuratorRevocation.java");
-        let classpath = java::curator_classpath().map_err(|e| e.to_string())?;
-        let started = Instant::now();
-        let program = java::compile(&[&source], &classpath).map_err(|e| e.to_string())?;
-        println!(
-            "revoke: CuratorRevocation.java compiled in {:?}",
-            started.elapsed()
-        );
-        Ok(program)
-    });
-    match built {
-        Ok(program) => program,
-        Err(e) => panic!("cannot build the Curator revocation program: {e}"),
-    }
-}
-
 /// One line of the Curator program: `<NAME> <epoch µs> [details…]`.
 #[derive(Debug, Clone)]
 struct Event {
@@ -512,48 +490,27 @@ struct Event {
 /// The Curator JVM (`CuratorRevocation`), killed when dropped.
 struct Curator {
     _child: JavaChild,
-    stdin: ChildStdin,
-    lines: mpsc::UnboundedReceiver<String>,
-    stderr: Arc<StdMutex<String>>,
+    io: ProcessIo,
     /// Events read while looking for another one.
     pending: Vec<Event>,
 }
 
 impl Curator {
     async fn start(cs: &str) -> Self {
-        let program = tokio::task::block_in_place(program);
+        let program =
+            tokio::task::block_in_place(|| support::curator_program("CuratorRevocation.java"));
         let mut child = program
             .spawn("CuratorRevocation", &[cs, LOCK])
             .unwrap_or_else(|e| panic!("{e}"));
-        let stdin = child.take_stdin().unwrap();
-        let stdout = child.take_stdout().unwrap();
-        let mut stderr_pipe = child.take_stderr().unwrap();
-        let (tx, lines) = mpsc::unbounded_channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let stderr = Arc::new(StdMutex::new(String::new()));
-        let sink = stderr.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0; 4096];
-            while let Ok(n) = stderr_pipe.read(&mut buf) {
-                if n == 0 {
-                    return;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
+        let io = ProcessIo::new(
+            "Curator",
+            child.take_stdin().unwrap(),
+            child.take_stdout().unwrap(),
+            child.take_stderr().unwrap(),
+        );
         let mut curator = Self {
             _child: child,
-            stdin,
-            lines,
-            stderr,
+            io,
             pending: Vec::new(),
         };
         let started = Instant::now();
@@ -566,14 +523,7 @@ impl Curator {
     }
 
     fn send(&mut self, line: &str) {
-        self.stdin
-            .write_all(format!("{line}\n").as_bytes())
-            .and_then(|()| self.stdin.flush())
-            .unwrap_or_else(|e| panic!("writing {line:?} to Curator: {e}: {}", self.stderr()));
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
+        self.io.send(line);
     }
 
     /// The next event named `name` (others are kept for later); panics on an `ERROR`
@@ -584,15 +534,8 @@ impl Curator {
         }
         let deadline = tokio::time::Instant::now() + limit;
         loop {
-            let line = match tokio::time::timeout_at(deadline, self.lines.recv()).await {
-                Ok(Some(line)) => line,
-                Ok(None) => panic!("the Curator program ended early: {}", self.stderr()),
-                Err(_) => panic!(
-                    "no {name} from Curator in {limit:?} (other events {:?}): {}",
-                    self.pending,
-                    self.stderr()
-                ),
-            };
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let line = self.io.next_line(left).await;
             let mut words = line.split(' ').map(str::to_owned);
             let event_name = words.next().unwrap_or_default();
             let t = words
@@ -607,7 +550,7 @@ impl Curator {
             assert!(
                 event.name != "ERROR",
                 "Curator failed: {line}\n{}",
-                self.stderr()
+                self.io.stderr()
             );
             if event.name == name {
                 return event;

@@ -1,5 +1,6 @@
-//! Helpers shared by the interop tests, `interop.rs` (Apache Curator) and `kazoo.rs` (kazoo):
-//! the referee, the stdio of a contender process, and small zkwire helpers.
+//! Helpers shared by the interop tests, `interop.rs` and `revoke.rs` (Apache Curator) and
+//! `kazoo.rs` (kazoo): the referee, the stdio of a contender process, the compiled Curator
+//! program, and small zkwire helpers.
 //!
 //! Each test binary includes this module with `mod support;` and uses its own part of it.
 #![allow(dead_code)]
@@ -7,9 +8,18 @@
 pub(crate) mod process;
 pub(crate) mod referee;
 
-use std::time::Duration;
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
+use tokio::task::JoinHandle;
 use zkwire::Client;
+use zkwire_recipes::{LockOptions, Mutex, RwLock};
+use zkwire_testing::java::{self, JavaProgram};
+
+use referee::{Kind, Referee};
 
 /// A client with a 10 s session, as the contender programs use.
 pub(crate) async fn connect(cs: &str) -> Client {
@@ -26,4 +36,105 @@ pub(crate) async fn hold(step: usize) {
         0 => tokio::task::yield_now().await,
         ms => tokio::time::sleep(Duration::from_millis(ms as u64)).await,
     }
+}
+
+/// The Curator program `recipes/interop/<file>`, compiled with `javac` against Debian's
+/// Curator jars once per test binary (each binary drives one program). Panics with what to
+/// install when Java or Curator is missing: these tests never skip.
+pub(crate) fn curator_program(file: &'static str) -> &'static JavaProgram {
+    static PROGRAM: OnceLock<(&'static str, Result<JavaProgram, String>)> = OnceLock::new();
+    let (compiled, built) = PROGRAM.get_or_init(|| {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("interop")
+            .join(file);
+        let build = || {
+            let classpath = java::curator_classpath().map_err(|e| e.to_string())?;
+            let started = Instant::now();
+            let program = java::compile(&[&source], &classpath).map_err(|e| e.to_string())?;
+            println!("{file} compiled in {:?}", started.elapsed());
+            Ok(program)
+        };
+        (file, build())
+    });
+    assert_eq!(*compiled, file, "one Curator program per test binary");
+    match built {
+        Ok(program) => program,
+        Err(e) => panic!("cannot build {file}: {e}"),
+    }
+}
+
+/// zkwire mutex contenders, one task per client: `cycles` acquisitions each on `path`, every
+/// hold reported to the referee. A task stops early once the referee has seen a violation
+/// (only the control runs look for one).
+pub(crate) fn mutex_tasks(
+    clients: &[Client],
+    path: &str,
+    options: &LockOptions,
+    cycles: usize,
+    referee: &Arc<Referee>,
+) -> Vec<JoinHandle<()>> {
+    clients
+        .iter()
+        .map(|client| {
+            let mutex = Mutex::with_options(client.clone(), path, options.clone());
+            let referee = referee.clone();
+            tokio::spawn(async move {
+                for step in 0..cycles {
+                    if referee.violations() > 0 {
+                        return;
+                    }
+                    let guard = mutex.lock().await.unwrap();
+                    referee.enter(Kind::Mutex);
+                    hold(step + 1).await;
+                    referee.exit(Kind::Mutex);
+                    guard.release().await.unwrap();
+                }
+            })
+        })
+        .collect()
+}
+
+/// zkwire read/write contenders, one task per client: `cycles` acquisitions each, one in
+/// `100 / write_percent` a write (staggered across tasks), every hold reported.
+pub(crate) fn rw_tasks(
+    clients: &[Client],
+    path: &str,
+    options: &LockOptions,
+    cycles: usize,
+    write_percent: usize,
+    referee: &Arc<Referee>,
+) -> Vec<JoinHandle<()>> {
+    clients
+        .iter()
+        .enumerate()
+        .map(|(t, client)| {
+            let rw = RwLock::with_options(client.clone(), path, options.clone());
+            let referee = referee.clone();
+            tokio::spawn(async move {
+                for step in 0..cycles {
+                    let kind = if (step + t) % (100 / write_percent) == 0 {
+                        Kind::Write
+                    } else {
+                        Kind::Read
+                    };
+                    let guard = match kind {
+                        Kind::Write => Guard::Write(rw.write().await.unwrap()),
+                        _ => Guard::Read(rw.read().await.unwrap()),
+                    };
+                    referee.enter(kind);
+                    hold(step).await;
+                    referee.exit(kind);
+                    match guard {
+                        Guard::Write(g) => g.release().await.unwrap(),
+                        Guard::Read(g) => g.release().await.unwrap(),
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
+enum Guard {
+    Read(zkwire_recipes::ReadGuard),
+    Write(zkwire_recipes::WriteGuard),
 }
