@@ -8,6 +8,7 @@ use zkwire::{Client, Error};
 use crate::args::Parsed;
 use crate::duration::show_duration;
 use crate::fail::{Failure, UNAVAILABLE};
+use crate::secure::Security;
 
 /// Where the connect string comes from when `--server` is not given.
 pub(crate) const SERVER_ENV: &str = "ZOOKEEPER";
@@ -27,6 +28,8 @@ pub(crate) struct Global {
     pub(crate) auth: Vec<(String, Vec<u8>)>,
     /// Machine-readable output.
     pub(crate) json: bool,
+    /// TLS and SASL.
+    pub(crate) security: Security,
 }
 
 impl Global {
@@ -58,6 +61,7 @@ impl Global {
             session_timeout,
             auth,
             json: parsed.has("json"),
+            security: Security::from_parsed(parsed)?,
         })
     }
 
@@ -66,7 +70,8 @@ impl Global {
     /// # Errors
     /// [`UNAVAILABLE`] when no server answered; a usage failure for a bad connect string.
     pub(crate) async fn connect(&self) -> Result<Client, Failure> {
-        let mut builder = Client::builder().with_session_timeout(self.session_timeout);
+        let builder = Client::builder().with_session_timeout(self.session_timeout);
+        let mut builder = self.security.apply(builder);
         for (scheme, credentials) in &self.auth {
             builder = builder.with_auth(scheme.clone(), credentials.clone());
         }
@@ -108,6 +113,10 @@ impl Global {
                 ),
             ),
             Error::InvalidConnectString(e) => Failure::usage(format!("bad connect string {server:?}: {e}")),
+            Error::AuthFailed => Failure::new(
+                UNAVAILABLE,
+                format!("cannot connect to {server}: the server refused the credentials"),
+            ),
             other => Failure::new(UNAVAILABLE, format!("cannot connect to {server}: {other}")),
         }
     }

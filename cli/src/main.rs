@@ -17,6 +17,7 @@ mod lock;
 mod nodes;
 mod out;
 mod sandbox;
+mod secure;
 mod usage;
 mod watch;
 

@@ -153,6 +153,13 @@ Options:
   --server HOSTS[/CHROOT]    connect string (default: $ZOOKEEPER, else 127.0.0.1:2181)
   --session-timeout D        session timeout, also the limit for connecting (default 10s)
   --auth SCHEME:CREDENTIALS  authenticate, e.g. digest:alice:secret (repeatable)
+  --tls-ca FILE              speak TLS, trusting the CA certificates in FILE (PEM; $ZKW_TLS_CA)
+  --tls-cert FILE --tls-key FILE
+                             client certificate and key (PEM) for mutual TLS, x509 identity
+                             ($ZKW_TLS_CERT, $ZKW_TLS_KEY)
+  --sasl digest:USER[:PASSWORD]
+                             SASL DIGEST-MD5; without PASSWORD, $ZKW_SASL_PASSWORD or a prompt
+                             ($ZKW_SASL)
   --json                     one JSON document per result, for scripts
   -h, --help                 help (zkw <COMMAND> --help for a command)
   --version                  version

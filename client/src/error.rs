@@ -152,6 +152,13 @@ pub enum Error {
     /// An I/O error on the connection.
     #[error("I/O error: {0}")]
     Io(IoError),
+
+    // ----- the configuration, client's or server's -----
+    /// No server could be connected to, for a reason that retrying will not fix: every host
+    /// of the connect string failed the same way (a certificate refused, TLS spoken to a
+    /// plaintext port or the reverse, SASL refused before the session started).
+    #[error(transparent)]
+    Connect(ConnectError),
 }
 
 impl Error {
@@ -221,6 +228,74 @@ impl Error {
                 | Self::SessionClosedRequireSaslAuth
         )
     }
+}
+
+/// Why connecting failed in a way that retrying will not fix: the client's or the server's
+/// configuration is wrong.
+///
+/// [`ClientBuilder::connect`](crate::ClientBuilder::connect) returns it (as
+/// [`Error::Connect`]) once every host of the connect string has failed with one; a running
+/// client keeps retrying, with backoff, and reports it through
+/// [`Client::connect_error`](crate::Client::connect_error). A custom [`Connect`](crate::Connect)
+/// implementation can report one by returning it inside an [`std::io::Error`]
+/// (`io::Error::other(ConnectError::…)`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// The server's certificate was refused: signed by a CA not in the trust roots, issued
+    /// for another name than the host connected to, expired, or otherwise invalid.
+    #[error("{host}: the server's TLS certificate was refused: {reason}")]
+    TlsCertificate {
+        /// The host as written in the connect string.
+        host: String,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// The server ended the TLS handshake with an alert: typically it requires a client
+    /// certificate and none (or one it does not trust) was offered.
+    #[error("{host}: the server refused the TLS handshake: {reason}")]
+    TlsRefused {
+        /// The host as written in the connect string.
+        host: String,
+        /// The alert or error, as rustls reports it.
+        reason: String,
+    },
+    /// The server closed the connection in the middle of the TLS handshake, which a
+    /// plaintext ZooKeeper port does: it reads the TLS hello as an oversized frame.
+    #[error(
+        "{host}: the server closed the connection during the TLS handshake; is this a \
+         plaintext port (clientPort) rather than a TLS one (secureClientPort)?"
+    )]
+    NotTls {
+        /// The host as written in the connect string.
+        host: String,
+    },
+    /// The server closed the connection, without a byte, before answering the ZooKeeper
+    /// handshake, and a plaintext probe confirmed it does not speak plaintext: a TLS-only
+    /// port (secureClientPort) reached without TLS.
+    #[error(
+        "{host}: the server closed the connection without answering the plaintext \
+         handshake; is this a TLS port (secureClientPort)? Connect with TLS"
+    )]
+    NotPlaintext {
+        /// The host as written in the connect string.
+        host: String,
+    },
+    /// The TLS settings cannot be used (no trust roots, a key that does not match).
+    #[error("unusable TLS configuration: {reason}")]
+    InvalidTlsConfig {
+        /// What is wrong.
+        reason: String,
+    },
+    /// The SASL exchange failed on the client's side: the server's messages were malformed
+    /// or it could not prove it knows the password.
+    #[error("{host}: SASL authentication failed: {reason}")]
+    Sasl {
+        /// The host as written in the connect string.
+        host: String,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 /// How the server violated the protocol.

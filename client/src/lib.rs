@@ -102,6 +102,10 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod path;
+#[cfg(feature = "sasl-digest")]
+mod sasl;
+#[cfg(feature = "tls")]
+mod tls;
 
 // The internal layers: `pub` and hidden from the docs with the `unstable` feature (no
 // stability promise; `tests/`, `bench/` and `fuzz/` turn it on), private without it.
@@ -150,6 +154,8 @@ pub use proto::{
     Acl, AddWatchMode, ClientInfo, CreateMode, EventType, Id, KeeperState, Perms, Stat, WatcherType,
 };
 pub use session::SessionState;
+#[cfg(feature = "tls")]
+pub use tls::{TlsConfig, TlsConfigError, TlsConnector};
 
 /// The README's examples, compiled as doctests.
 #[cfg(doctest)]

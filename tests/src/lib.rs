@@ -7,3 +7,4 @@ pub mod proxy;
 pub mod rng;
 pub mod server;
 pub mod support;
+pub mod tls;

@@ -58,6 +58,8 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::tls::{ClientAuth, StoreType, TlsMaterial, STORE_PASSWORD};
+
 /// Environment variable holding a complete classpath that replaces
 /// [`default_classpath`].
 pub const CLASSPATH_ENV: &str = "ZKWIRE_ZK_CLASSPATH";
@@ -328,6 +330,36 @@ pub struct ServerConfig {
     /// Readiness timeout; `None` means [`STANDALONE_START_TIMEOUT`] or
     /// [`ENSEMBLE_START_TIMEOUT`]. Also used by restarts.
     pub startup_timeout: Option<Duration>,
+    /// TLS on a `secureClientPort` of each node; see [`Self::tls`].
+    pub tls: Option<ServerTls>,
+    /// SASL; see [`Self::sasl_digest`].
+    pub sasl: Option<ServerSasl>,
+}
+
+/// A server's TLS settings (see [`ServerConfig::tls`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerTls {
+    /// `ssl.keyStore.location`.
+    pub key_store: PathBuf,
+    /// `ssl.trustStore.location`.
+    pub trust_store: PathBuf,
+    /// Both stores' type.
+    pub store_type: StoreType,
+    /// `ssl.clientAuth`.
+    pub client_auth: ClientAuth,
+}
+
+/// A server's SASL settings (see [`ServerConfig::sasl_digest`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ServerSasl {
+    /// DIGEST-MD5 with the JAAS `DigestLoginModule`.
+    Digest {
+        /// (user, password) pairs.
+        users: Vec<(String, String)>,
+        /// `sessionRequireClientSASLAuth`: requests before SASL end the session.
+        require: bool,
+    },
 }
 
 impl Default for ServerConfig {
@@ -345,6 +377,8 @@ impl Default for ServerConfig {
                 ("zookeeper.forceSync".to_owned(), "no".to_owned()),
             ],
             startup_timeout: None,
+            tls: None,
+            sasl: None,
         }
     }
 }
@@ -399,6 +433,43 @@ impl ServerConfig {
         self.jvm_prop("readonlymode.enabled", flag)
             .extra("localSessionsEnabled", flag)
             .extra("localSessionsUpgradingEnabled", flag)
+    }
+
+    /// Serves TLS too: each node gets a `secureClientPort` (on `127.0.0.1`, see
+    /// [`ZkServer::secure_connect_string`]) on the Netty connection factory, with the server
+    /// certificate and CA of `material` in stores of `store_type`, `ssl.clientAuth` set from
+    /// `client_auth`, and the x509 authentication provider (client certificates become
+    /// `x509:<subject>` identities). The plaintext client port stays open. `material` must
+    /// outlive the servers.
+    #[must_use]
+    pub fn tls(
+        mut self,
+        material: &TlsMaterial,
+        client_auth: ClientAuth,
+        store_type: StoreType,
+    ) -> Self {
+        self.tls = Some(ServerTls {
+            key_store: material.server_key_store(store_type),
+            trust_store: material.server_trust_store(store_type),
+            store_type,
+            client_auth,
+        });
+        self
+    }
+
+    /// Enables SASL DIGEST-MD5 for `users` (a JAAS file with `DigestLoginModule` in each
+    /// node's directory); with `require`, `sessionRequireClientSASLAuth=true`, so that a
+    /// request of a session that has not authenticated ends it.
+    #[must_use]
+    pub fn sasl_digest(mut self, users: &[(&str, &str)], require: bool) -> Self {
+        self.sasl = Some(ServerSasl::Digest {
+            users: users
+                .iter()
+                .map(|(u, p)| ((*u).to_owned(), (*p).to_owned()))
+                .collect(),
+            require,
+        });
+        self
     }
 
     /// Sets the readiness timeout used by start and restart.
@@ -699,6 +770,7 @@ struct Node {
     log_path: PathBuf,
     pid_path: PathBuf,
     client_port: u16,
+    secure_port: Option<u16>,
     main_class: &'static str,
     jvm_props: Vec<(String, String)>,
     runtime: Runtime,
@@ -714,21 +786,30 @@ impl Node {
         tag: &str,
         label: String,
         main_class: &'static str,
-        client_port: u16,
+        (client_port, secure_port): (u16, Option<u16>),
         myid: Option<usize>,
         quorum_lines: &str,
         config: &ServerConfig,
         runtime: &Runtime,
     ) -> Result<Self, ServerError> {
         let dir = unique_dir(tag)?;
+        let mut jvm_props = config.jvm_props.clone();
+        if config.sasl.is_some() {
+            let jaas = dir.join("jaas.conf");
+            jvm_props.push((
+                "java.security.auth.login.config".to_owned(),
+                jaas.display().to_string(),
+            ));
+        }
         let node = Self {
             label,
             cfg_path: dir.join("zoo.cfg"),
             log_path: dir.join("server.log"),
             pid_path: dir.join("java.pid"),
             client_port,
+            secure_port,
             main_class,
-            jvm_props: config.jvm_props.clone(),
+            jvm_props,
             runtime: runtime.clone(),
             keep: keep_logs(),
             proc: Mutex::new(None),
@@ -769,6 +850,7 @@ impl Node {
             config.max_session_timeout_ms,
         );
         cfg.push_str(quorum_lines);
+        self.write_security(&mut cfg, config)?;
         for (k, v) in &config.extra {
             cfg.push_str(&format!("{k}={v}\n"));
         }
@@ -807,8 +889,62 @@ impl Node {
         Ok(())
     }
 
+    /// The TLS and SASL lines of `zoo.cfg` (ZooKeeper turns them into `zookeeper.*` system
+    /// properties), and the JAAS file.
+    fn write_security(&self, cfg: &mut String, config: &ServerConfig) -> Result<(), ServerError> {
+        if let (Some(tls), Some(port)) = (&config.tls, self.secure_port) {
+            let kind = match tls.store_type {
+                StoreType::Pem => "PEM",
+                StoreType::Pkcs12 => "PKCS12",
+            };
+            cfg.push_str(&format!(
+                "secureClientPort={port}\n\
+                 secureClientPortAddress=127.0.0.1\n\
+                 serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
+                 ssl.keyStore.location={}\n\
+                 ssl.keyStore.type={kind}\n\
+                 ssl.trustStore.location={}\n\
+                 ssl.trustStore.type={kind}\n\
+                 ssl.clientAuth={}\n\
+                 authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider\n",
+                tls.key_store.display(),
+                tls.trust_store.display(),
+                tls.client_auth.as_config(),
+            ));
+            if tls.store_type == StoreType::Pkcs12 {
+                cfg.push_str(&format!(
+                    "ssl.keyStore.password={STORE_PASSWORD}\nssl.trustStore.password={STORE_PASSWORD}\n"
+                ));
+            }
+        }
+        if let Some(ServerSasl::Digest { users, require }) = &config.sasl {
+            let entries: String = users
+                .iter()
+                .map(|(u, p)| format!("\n    user_{u}=\"{p}\""))
+                .collect();
+            write_file(
+                &self.dir.join("jaas.conf"),
+                &format!(
+                    "Server {{\n  org.apache.zookeeper.server.auth.DigestLoginModule required{entries};\n}};\n"
+                ),
+            )?;
+            cfg.push_str(
+                "authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n",
+            );
+            if *require {
+                cfg.push_str("sessionRequireClientSASLAuth=true\n");
+            }
+        }
+        Ok(())
+    }
+
     fn addr(&self) -> SocketAddr {
         SocketAddr::from((Ipv4Addr::LOCALHOST, self.client_port))
+    }
+
+    /// `localhost:<secure port>`: the name the test server certificate carries.
+    fn secure_connect_string(&self) -> Option<String> {
+        self.secure_port.map(|p| format!("localhost:{p}"))
     }
 
     fn connect_string(&self) -> String {
@@ -1140,12 +1276,12 @@ impl ZkServer {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let port = pick_ports(1)?[0];
+            let ports = pick_ports(if config.tls.is_some() { 2 } else { 1 })?;
             let node = Node::prepare(
                 "standalone",
                 "standalone ZooKeeper server".to_owned(),
                 STANDALONE_MAIN,
-                port,
+                (ports[0], ports.get(1).copied()),
                 None,
                 "",
                 &config,
@@ -1173,6 +1309,17 @@ impl ZkServer {
     /// The client port (stable across [`Self::restart`]).
     pub fn port(&self) -> u16 {
         self.node.client_port
+    }
+
+    /// The TLS port, with [`ServerConfig::tls`] (stable across [`Self::restart`]).
+    pub fn secure_port(&self) -> Option<u16> {
+        self.node.secure_port
+    }
+
+    /// `"localhost:<TLS port>"` (the name the test certificate carries), with
+    /// [`ServerConfig::tls`].
+    pub fn secure_connect_string(&self) -> Option<String> {
+        self.node.secure_connect_string()
     }
 
     /// The client address, `127.0.0.1:<port>`.
@@ -1352,14 +1499,15 @@ impl ZkEnsemble {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let ports = pick_ports(3 * n)?;
+            let per_node = if config.tls.is_some() { 4 } else { 3 };
+            let ports = pick_ports(per_node * n)?;
             let mut quorum_lines = String::from("initLimit=20\nsyncLimit=10\n");
             for i in 0..n {
                 quorum_lines.push_str(&format!(
                     "server.{}=127.0.0.1:{}:{}\n",
                     i + 1,
-                    ports[3 * i + 1],
-                    ports[3 * i + 2]
+                    ports[per_node * i + 1],
+                    ports[per_node * i + 2]
                 ));
             }
             let mut nodes = Vec::with_capacity(n);
@@ -1368,7 +1516,10 @@ impl ZkEnsemble {
                     &format!("ens{ensemble_id}-node{i}"),
                     format!("ensemble node {i} (myid {})", i + 1),
                     QUORUM_MAIN,
-                    ports[3 * i],
+                    (
+                        ports[per_node * i],
+                        (per_node == 4).then(|| ports[per_node * i + 3]),
+                    ),
                     Some(i + 1),
                     &quorum_lines,
                     &config,
@@ -1425,6 +1576,14 @@ impl ZkEnsemble {
             .map(Node::connect_string)
             .collect::<Vec<_>>()
             .join(",")
+    }
+
+    /// Connect string of every node's TLS port, `"localhost:p0,localhost:p1,…"`, with
+    /// [`ServerConfig::tls`].
+    pub fn secure_connect_string(&self) -> Option<String> {
+        let hosts: Option<Vec<String>> =
+            self.nodes.iter().map(Node::secure_connect_string).collect();
+        hosts.map(|h| h.join(","))
     }
 
     /// Connect string of node `i` alone, `"127.0.0.1:<port>"`.
@@ -1668,7 +1827,7 @@ mod tests {
             "unit",
             "unit-test server".to_owned(),
             STANDALONE_MAIN,
-            port,
+            (port, None),
             None,
             "",
             &ServerConfig::default(),

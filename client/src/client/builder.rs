@@ -36,6 +36,8 @@ pub struct ClientBuilder {
     request_timeout: Option<Duration>,
     watch_capacity: usize,
     command_capacity: usize,
+    #[cfg(feature = "tls")]
+    tls: Option<crate::tls::TlsConfig>,
 }
 
 impl Default for ClientBuilder {
@@ -45,6 +47,8 @@ impl Default for ClientBuilder {
             request_timeout: None,
             watch_capacity: 1024,
             command_capacity: 1024,
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 }
@@ -111,6 +115,28 @@ impl ClientBuilder {
         self
     }
 
+    /// Authenticates with SASL DIGEST-MD5 (feature `sasl-digest`) on every connection, before
+    /// any request: the user and password the server's JAAS `DigestLoginModule` lists. The
+    /// session's identity is then `sasl:<user>`.
+    ///
+    /// A refused password ends the session: [`connect`](Self::connect) fails with
+    /// [`Error::AuthFailed`], and nothing is retried.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), zkwire::Error> {
+    /// let client = zkwire::Client::builder()
+    ///     .with_sasl_digest("bob", "bobsecret")
+    ///     .connect("127.0.0.1:2181")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "sasl-digest")]
+    pub fn with_sasl_digest(mut self, user: impl Into<String>, password: impl AsRef<[u8]>) -> Self {
+        let mechanism = crate::sasl::Digest::new(user, password);
+        self.session.sasl = Some(Arc::new(mechanism));
+        self
+    }
+
     /// How many undelivered events a persistent watcher may hold (default 1024).
     pub fn with_watch_capacity(mut self, capacity: usize) -> Self {
         self.watch_capacity = capacity.max(1);
@@ -123,16 +149,34 @@ impl ClientBuilder {
         self
     }
 
-    /// Connects over TCP and waits until the session is established (and, with credentials,
-    /// until the server has accepted them).
+    /// Speaks TLS to every host (feature `tls`): they must be `secureClientPort`s.
+    #[cfg(feature = "tls")]
+    pub fn with_tls(mut self, tls: crate::tls::TlsConfig) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Connects over TCP (or TLS, if configured) and waits until the session is established
+    /// (and, with credentials, until the server has accepted them).
     ///
     /// `connect_string` is `host[:port][,host[:port]…][/chroot]`.
     ///
     /// # Errors
-    /// [`Error::InvalidConnectString`]; [`Error::Timeout`] when no server could be reached
-    /// within the session timeout; [`Error::SessionExpired`] when resuming an expired session;
-    /// [`Error::AuthFailed`].
+    /// [`Error::InvalidConnectString`]; [`Error::Connect`] as soon as every host has failed in
+    /// a way retrying cannot fix (a TLS certificate refused, TLS to a plaintext port or the
+    /// reverse, an unusable TLS configuration); [`Error::Timeout`] when no server could be
+    /// reached within the session timeout; [`Error::SessionExpired`] when resuming an expired
+    /// session; [`Error::AuthFailed`].
     pub async fn connect(self, connect_string: &str) -> Result<Client, Error> {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            let connector = crate::tls::TlsConnector::new(tls).map_err(|e| {
+                Error::Connect(crate::error::ConnectError::InvalidTlsConfig {
+                    reason: e.to_string(),
+                })
+            })?;
+            return self.connect_with(connect_string, connector).await;
+        }
         self.connect_with(connect_string, TcpConnector).await
     }
 
@@ -196,10 +240,22 @@ impl ClientBuilder {
 impl Client {
     async fn wait_connected(&self, timeout: Duration) -> Result<(), Error> {
         let mut state = self.inner.shared.state.subscribe();
-        let wait = state.wait_for(|s| s.is_connected() || s.is_terminal());
+        let mut verdict = self.inner.shared.connect_error.subscribe();
+        let wait = async {
+            tokio::select! {
+                s = state.wait_for(|s| s.is_connected() || s.is_terminal()) => {
+                    Ok(s.map_or(SessionState::Closed, |s| *s))
+                }
+                Ok(v) = verdict.wait_for(Option::is_some) => Err(v.clone()),
+            }
+        };
         let reached = match tokio::time::timeout(timeout, wait).await {
-            Ok(Ok(s)) => *s,
-            Ok(Err(_)) => SessionState::Closed,
+            Ok(Ok(s)) => s,
+            Ok(Err(Some(hopeless))) => {
+                self.close_quietly();
+                return Err(Error::Connect(hopeless));
+            }
+            Ok(Err(None)) => SessionState::Closed,
             Err(_) => {
                 self.close_quietly();
                 return Err(Error::Timeout);

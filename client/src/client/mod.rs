@@ -222,6 +222,15 @@ impl Client {
         }
     }
 
+    /// Why no server can currently be connected to, when every host of the connect string has
+    /// failed in a way retrying cannot fix (see [`ConnectError`](crate::error::ConnectError));
+    /// `None` otherwise, and again after any successful handshake. A running client keeps
+    /// retrying regardless, with backoff, in case the configuration is fixed on the servers'
+    /// side.
+    pub fn connect_error(&self) -> Option<crate::error::ConnectError> {
+        self.inner.shared.connect_error.borrow().clone()
+    }
+
     /// The earliest instant the server may expire this session, as far as this client can
     /// know: the send instant of the newest request a read/write server has answered (pings
     /// and the handshake included), plus the negotiated session timeout.

@@ -5,6 +5,7 @@
 //! send in one write, sleeps until the session's next deadline, connects with the host
 //! rotation and backoff of `hosts`, and routes the session's events to the callers' channels.
 
+mod diagnosis;
 mod hosts;
 mod transport;
 
@@ -21,11 +22,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
 
+pub(crate) use transport::tcp_connect;
 pub use transport::{Connect, TcpConnector};
 
+use self::diagnosis::Diagnosis;
 use self::hosts::Hosts;
 use crate::connect_string::HostPort;
-use crate::error::Error;
+use crate::error::{ConnectError, Error};
 use crate::session::{
     Event, Reply, Request, RequestId, Session, SessionState, WatchedEvent, WatcherId,
 };
@@ -73,6 +76,8 @@ pub(crate) struct Shared {
     pub(crate) connections: AtomicUsize,
     /// Requests callers have submitted.
     pub(crate) submitted: AtomicU64,
+    /// Why connecting is hopeless as configured, while it is (see `diagnosis`).
+    pub(crate) connect_error: watch::Sender<Option<ConnectError>>,
     /// The session's lease deadline ([`Session::lease_deadline`]) as nanoseconds after
     /// `epoch`, [`NO_LEASE`] when there is none.
     lease_nanos: AtomicU64,
@@ -99,6 +104,7 @@ impl Shared {
             driver_running: AtomicBool::new(true),
             connections: AtomicUsize::new(0),
             submitted: AtomicU64::new(0),
+            connect_error: watch::Sender::new(None),
             lease_nanos: AtomicU64::new(NO_LEASE),
             epoch,
         }
@@ -140,6 +146,7 @@ enum Outgoing {
 }
 
 type ConnectFuture<S> = Pin<Box<dyn Future<Output = io::Result<S>> + Send>>;
+type ProbeFuture = Pin<Box<dyn Future<Output = (HostPort, Option<ConnectError>)> + Send>>;
 
 /// The driver task's state.
 pub(crate) struct Driver<C: Connect> {
@@ -161,8 +168,13 @@ pub(crate) struct Driver<C: Connect> {
     unflushed: bool,
     connecting: Option<ConnectFuture<C::Stream>>,
     handshaking: bool,
+    /// Whether the current connection has received a byte.
+    received: bool,
     current_host: Option<HostPort>,
     rw_probe: Option<Pin<Box<dyn Future<Output = HostPort> + Send>>>,
+    diagnosis: Diagnosis,
+    /// A probe of a host that closed a connection silently (`Connect::diagnose_silent_close`).
+    silent_close_probe: Option<ProbeFuture>,
 }
 
 impl<C: Connect> Driver<C> {
@@ -176,6 +188,7 @@ impl<C: Connect> Driver<C> {
         Self {
             session,
             connector,
+            diagnosis: Diagnosis::new(&hosts),
             hosts: Hosts::new(hosts),
             commands,
             commands_closed: false,
@@ -190,8 +203,10 @@ impl<C: Connect> Driver<C> {
             unflushed: false,
             connecting: None,
             handshaking: false,
+            received: false,
             current_host: None,
             rw_probe: None,
+            silent_close_probe: None,
         }
     }
 
@@ -243,6 +258,13 @@ impl<C: Connect> Driver<C> {
             }
             host = poll_probe(self.rw_probe.as_mut()), if self.rw_probe.is_some() => {
                 self.on_rw_server_found(host);
+            }
+            found = poll_probe(self.silent_close_probe.as_mut()), if self.silent_close_probe.is_some() => {
+                self.silent_close_probe = None;
+                if let (host, Some(verdict)) = found {
+                    self.diagnosis.record(&host, verdict);
+                    self.publish_verdict();
+                }
             }
         }
     }
@@ -330,6 +352,7 @@ impl<C: Connect> Driver<C> {
         let now = now();
         match read {
             Ok(n) if n > 0 => {
+                self.received = true;
                 if self.handshaking {
                     // The ConnectResponse may be in: requests whose callers left while we
                     // waited for it must not be written with the others.
@@ -339,6 +362,9 @@ impl<C: Connect> Driver<C> {
             }
             Ok(_) | Err(_) => {
                 tracing::debug!(?read, "connection closed by the server or failed");
+                if self.handshaking && !self.received {
+                    self.on_silent_close();
+                }
                 self.close_transport();
                 self.session.handle_disconnected(now);
             }
@@ -371,13 +397,47 @@ impl<C: Connect> Driver<C> {
                 self.reader = Some(reader);
                 self.writer = Some(writer);
                 self.handshaking = true;
+                self.received = false;
                 self.session.handle_connected(now());
             }
             Err(e) => {
                 tracing::debug!(error = %e, "connect attempt failed");
                 self.hosts.on_failed();
+                if let Some(host) = &self.current_host {
+                    self.diagnosis.on_connect_failed(host, &e);
+                    self.publish_verdict();
+                }
             }
         }
+    }
+
+    /// The server closed the connection before answering the handshake, without a byte: ask
+    /// the connector why, once per host and failure streak.
+    fn on_silent_close(&mut self) {
+        let Some(host) = self.current_host.clone() else {
+            return;
+        };
+        if self.silent_close_probe.is_some() || !self.diagnosis.on_silent_close(&host) {
+            return;
+        }
+        let connector = self.connector.clone();
+        let timeout = self.session.connect_timeout();
+        self.silent_close_probe = Some(Box::pin(async move {
+            let found = tokio::time::timeout(timeout, connector.diagnose_silent_close(&host)).await;
+            (host, found.ok().flatten())
+        }));
+    }
+
+    fn publish_verdict(&self) {
+        let verdict = self.diagnosis.verdict();
+        if let Some(v) = &verdict {
+            tracing::warn!(error = %v, "no server can be connected to as configured");
+        }
+        self.shared.connect_error.send_if_modified(|current| {
+            let changed = *current != verdict;
+            *current = verdict;
+            changed
+        });
     }
 
     fn start_connect_if_wanted(&mut self) {
@@ -521,14 +581,13 @@ impl<C: Connect> Driver<C> {
         if state.is_connected() {
             self.handshaking = false;
             self.hosts.on_connected();
+            self.diagnosis.on_handshake();
+            self.publish_verdict();
         }
         self.shared
             .session_id
             .store(self.session.session_id(), Ordering::Relaxed);
-        let negotiated = self
-            .session
-            .session_timeout()
-            .map_or(0, |t| t.as_millis());
+        let negotiated = self.session.session_timeout().map_or(0, |t| t.as_millis());
         self.shared.negotiated_ms.store(
             u64::try_from(negotiated).unwrap_or(u64::MAX),
             Ordering::Relaxed,
@@ -571,9 +630,7 @@ async fn is_read_write<C: Connect>(connector: &C, host: &HostPort) -> bool {
     )
 }
 
-async fn poll_probe(
-    probe: Option<&mut Pin<Box<dyn Future<Output = HostPort> + Send>>>,
-) -> HostPort {
+async fn poll_probe<T>(probe: Option<&mut Pin<Box<dyn Future<Output = T> + Send>>>) -> T {
     match probe {
         Some(fut) => fut.await,
         None => std::future::pending().await,

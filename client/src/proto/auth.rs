@@ -1,4 +1,4 @@
-//! Authentication: `AuthPacket` and `whoAmI`.
+//! Authentication: `AuthPacket`, SASL tokens and `whoAmI`.
 
 use std::fmt;
 
@@ -120,6 +120,47 @@ record! {
     pub struct WhoAmIResponse as "WhoAmIResponse" {
         /// The session's identities.
         pub client_info: Vec<ClientInfo>,
+    }
+}
+
+/// `sasl` (102), both ways: the client's `GetSASLRequest { buffer token; }` and the server's
+/// `SetSASLResponse { buffer token; }` have this one layout. A null token decodes as `None`.
+///
+/// `Debug` redacts the token (it may carry a password digest or a Kerberos ticket).
+#[derive(Clone, PartialEq, Eq)]
+pub struct SaslToken {
+    /// The mechanism's token.
+    pub token: Option<Bytes>,
+}
+
+impl fmt::Debug for SaslToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SaslToken")
+            .field("token", &self.token.as_ref().map(|t| (t.len(), REDACTED)))
+            .finish()
+    }
+}
+
+impl Encode for SaslToken {
+    fn encode<B: BufMut>(&self, buf: &mut B) {
+        self.token.encode(buf);
+    }
+
+    fn encoded_len(&self) -> usize {
+        self.token.encoded_len()
+    }
+}
+
+impl Decode for SaslToken {
+    const NAME: &'static str = "SaslToken";
+    const MIN_LEN: usize = 4;
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Self { token: r.read()? })
+    }
+
+    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        r.skip::<Option<Bytes>>()
     }
 }
 

@@ -21,7 +21,7 @@ mod stat;
 mod watch;
 
 pub use acl::{Acl, Id, Perms};
-pub use auth::{AuthPacket, ClientInfo, WhoAmIResponse};
+pub use auth::{AuthPacket, ClientInfo, SaslToken, WhoAmIResponse};
 pub use codes::{AddWatchMode, CreateMode, ErrorCode, EventType, KeeperState, OpCode, WatcherType};
 pub use connect::{ConnectRequest, ConnectResponse};
 pub use data::{

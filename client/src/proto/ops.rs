@@ -25,8 +25,8 @@ use super::{
     GetAllChildrenNumberResponse, GetChildren2Request, GetChildren2Response, GetChildrenRequest,
     GetChildrenResponse, GetDataRequest, GetDataResponse, GetEphemeralsRequest,
     GetEphemeralsResponse, MultiRequest, MultiResponse, OpCode, ReconfigRequest,
-    RemoveWatchesRequest, SetAclRequest, SetAclResponse, SetDataRequest, SetDataResponse,
-    SetWatches, SetWatches2, SyncRequest, SyncResponse, WhoAmIResponse,
+    RemoveWatchesRequest, SaslToken, SetAclRequest, SetAclResponse, SetDataRequest,
+    SetDataResponse, SetWatches, SetWatches2, SyncRequest, SyncResponse, WhoAmIResponse,
 };
 use crate::jute::{Decode, DecodeError, Encode, Reader};
 
@@ -56,7 +56,7 @@ pub trait ReplyVisitor {
 
     /// Called with the record a successful reply carries: the table's reply record for the
     /// op codes it lists, `()` for the named op codes a client never sends (notification,
-    /// deleteContainer, sasl, createSession, error).
+    /// deleteContainer, createSession, error).
     fn record<T: ReplyRecord>(self) -> Self::Output;
 
     /// Called for an op code this client does not know ([`OpCode::Unknown`]), whose reply it
@@ -163,6 +163,8 @@ operations! {
     Ping: () => ();
     /// `closeSession` (-11).
     CloseSession: () => ();
+    /// `sasl` (102): one step of a SASL exchange, before any other request.
+    Sasl: SaslToken => SaslToken;
 }
 
 /// The record of a request or reply that has none: it encodes to no bytes and decodes from
@@ -213,7 +215,8 @@ mod tests {
         assert_eq!(name(OpCode::Create2), Some("Create2Response"));
         assert_eq!(name(OpCode::Check), Some("SetDataResponse"));
         assert_eq!(name(OpCode::Delete), Some("()"));
-        assert_eq!(name(OpCode::Sasl), Some("()"));
+        assert_eq!(name(OpCode::Sasl), Some("SaslToken"));
+        assert_eq!(name(OpCode::CreateSession), Some("()"));
         assert_eq!(name(OpCode::Unknown(999)), None);
     }
 

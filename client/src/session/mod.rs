@@ -6,6 +6,7 @@
 
 mod pending;
 mod reply;
+mod sasl;
 mod timers;
 mod types;
 mod watches;
@@ -18,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+pub use sasl::{SaslExchange, SaslMechanism};
 pub use types::{
     DropReason, Effect, Event, Reply, Request, RequestId, SessionConfig, SessionState, WatchKind,
     WatchedEvent, WatcherId,
@@ -31,7 +33,7 @@ use crate::error::{Error, ProtocolError};
 use crate::jute::{encode_frame, Decode, Encode, FrameDecoder, Reader};
 use crate::proto::{
     ConnectRequest, ConnectResponse, ErrorCode, EventType, KeeperState, OpCode, ReplyHeader,
-    RequestHeader, WatcherEvent, AUTH_XID, NOTIFICATION_XID, PING_XID,
+    RequestHeader, SaslToken, WatcherEvent, AUTH_XID, NOTIFICATION_XID, PING_XID,
 };
 
 /// One ZooKeeper session, across however many connections it takes.
@@ -93,6 +95,8 @@ pub struct Session {
     closing: Option<Closing>,
     /// Whether a read/write server has accepted the session (or it was given to resume).
     seen_rw: bool,
+    /// The SASL exchange of the current connection, while it runs.
+    sasl: Option<Box<dyn SaslExchange>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -129,6 +133,11 @@ enum Conn {
     Idle,
     /// ConnectRequest sent, waiting for the ConnectResponse.
     AwaitingConnectResponse,
+    /// The server accepted the session; the SASL exchange runs, and nothing else is sent.
+    Authenticating {
+        /// Whether the server is read-only.
+        read_only: bool,
+    },
     /// Handshake done.
     Open,
 }
@@ -165,6 +174,7 @@ impl Session {
             deadlines: Deadlines::default(),
             closing: None,
             seen_rw,
+            sasl: None,
         }
     }
 
@@ -259,6 +269,10 @@ impl Session {
             Conn::Idle if self.state.is_terminal() => None,
             Conn::Idle => self.timers.expiry_at(self.negotiated, self.session_id),
             Conn::AwaitingConnectResponse => self.timers.connect_deadline(self.connect_timeout()),
+            Conn::Authenticating { .. } => {
+                let timeout = self.negotiated_or_requested();
+                self.timers.read_deadline(timeout, self.oldest_unanswered())
+            }
             Conn::Open => {
                 let timeout = self.negotiated_or_requested();
                 let read = self.timers.read_deadline(timeout, self.oldest_unanswered());
@@ -349,10 +363,11 @@ impl Session {
 
     // ===== inputs =====
 
-    /// A transport is up: writes the handshake (ConnectRequest, auth replays, SetWatches).
+    /// A transport is up: writes the handshake (ConnectRequest, then auth replays and
+    /// SetWatches, or, with SASL, nothing more until the exchange completes).
     ///
-    /// User requests are held until the ConnectResponse arrives, so that an "expired" reply
-    /// can never be lost behind them.
+    /// User requests are held until the ConnectResponse arrives (and the SASL exchange has
+    /// completed), so that an "expired" reply can never be lost behind them.
     pub fn handle_connected(&mut self, now: Instant) {
         if !self.wants_connection() {
             return;
@@ -362,6 +377,14 @@ impl Session {
         self.transmit.clear();
         self.timers.on_connect(now);
         self.write_connect_request();
+        if self.config.sasl.is_none() {
+            self.write_restore(now);
+        }
+    }
+
+    /// Writes what a new connection owes the session before user requests: the credentials
+    /// added so far, and the watches to restore.
+    fn write_restore(&mut self, now: Instant) {
         for body in self.auths.clone() {
             self.write_frame(AUTH_XID, OpCode::Auth, &body);
             let replay = PendingAuth {
@@ -441,6 +464,13 @@ impl Session {
                     self.drop_connection(DropReason::ConnectTimeout);
                 }
             }
+            Conn::Authenticating { .. } => {
+                let timeout = self.negotiated_or_requested();
+                let read_deadline = self.timers.read_deadline(timeout, self.oldest_unanswered());
+                if read_deadline.is_some_and(|d| d <= now) {
+                    self.drop_connection(DropReason::ReadTimeout);
+                }
+            }
             Conn::Open => self.handle_open_timers(now),
         }
     }
@@ -459,7 +489,7 @@ impl Session {
         match header.xid {
             NOTIFICATION_XID => self.handle_notification(header, &body),
             AUTH_XID => self.handle_auth_reply(header),
-            _ => self.handle_pipeline_reply(header, body),
+            _ => self.handle_pipeline_reply(now, header, body),
         }
     }
 
@@ -473,18 +503,90 @@ impl Session {
         self.negotiated = Some(Duration::from_millis(u64::from(
             response.timeout.unsigned_abs(),
         )));
-        self.conn = Conn::Open;
         let read_only = response.read_only == Some(true);
         self.seen_rw |= !read_only;
         if !read_only {
             self.timers.on_handshake();
         }
+        match self.config.sasl.clone() {
+            Some(mechanism) => self.start_sasl(now, &*mechanism, read_only),
+            None => self.open(now, read_only),
+        }
+    }
+
+    /// The connection is ready for user requests.
+    fn open(&mut self, now: Instant, read_only: bool) {
+        self.conn = Conn::Open;
         self.set_state(if read_only {
             SessionState::ConnectedReadOnly
         } else {
             SessionState::Connected
         });
         self.flush(now);
+    }
+
+    fn start_sasl(&mut self, now: Instant, mechanism: &dyn SaslMechanism, read_only: bool) {
+        let mut exchange = mechanism.start();
+        match exchange.initial_response() {
+            Ok(token) => {
+                self.conn = Conn::Authenticating { read_only };
+                self.sasl = Some(exchange);
+                self.write_sasl(now, token);
+            }
+            Err(reason) => {
+                tracing::warn!(mechanism = mechanism.name(), %reason, "SASL cannot start");
+                self.end(SessionState::AuthFailed, Error::AuthFailed);
+            }
+        }
+    }
+
+    fn write_sasl(&mut self, now: Instant, token: Vec<u8>) {
+        let xid = self.xids.next();
+        let body = SaslToken {
+            token: Some(token.into()),
+        }
+        .to_bytes();
+        self.write_frame(xid, OpCode::Sasl, &body);
+        self.pending.push_back(Pending {
+            xid,
+            op: OpCode::Sasl,
+            target: Target::Sasl,
+            sent: now,
+        });
+    }
+
+    /// The server's answer to a SASL step: refusal is terminal (retrying the same
+    /// credentials cannot succeed), success opens the connection.
+    fn handle_sasl_reply(&mut self, now: Instant, header: ReplyHeader, body: &Bytes) {
+        let Conn::Authenticating { read_only } = self.conn else {
+            return;
+        };
+        if header.err != ErrorCode::Ok {
+            tracing::warn!(
+                code = header.err.as_i32(),
+                "the server refused SASL authentication"
+            );
+            return self.end(SessionState::AuthFailed, Error::AuthFailed);
+        }
+        let token = SaslToken::decode_exact(body)
+            .ok()
+            .and_then(|t| t.token)
+            .unwrap_or_default();
+        let Some(exchange) = self.sasl.as_mut() else {
+            return;
+        };
+        match exchange.step(&token) {
+            Ok(Some(next)) => self.write_sasl(now, next),
+            Ok(None) => {
+                self.sasl = None;
+                self.write_restore(now);
+                self.open(now, read_only);
+            }
+            Err(reason) => {
+                tracing::warn!(%reason, "SASL authentication failed on the client's side");
+                self.end(SessionState::AuthFailed, Error::AuthFailed);
+            }
+        }
     }
 
     fn handle_notification(
@@ -537,6 +639,7 @@ impl Session {
 
     fn handle_pipeline_reply(
         &mut self,
+        now: Instant,
         header: ReplyHeader,
         body: Bytes,
     ) -> Result<(), ProtocolError> {
@@ -569,9 +672,25 @@ impl Session {
         if self.state != SessionState::ConnectedReadOnly {
             self.timers.acknowledge(pending.sent);
         }
+        if header.err == ErrorCode::SessionClosedRequireSaslAuth
+            && !matches!(pending.target, Target::Sasl)
+        {
+            // The server requires SASL and closes the connection: no request of this session
+            // can succeed without it, on any connection.
+            tracing::warn!("the server requires SASL authentication");
+            if let Some(id) = pending.waiting_id() {
+                self.answer(id, Err(Error::SessionClosedRequireSaslAuth));
+            }
+            self.end(
+                SessionState::AuthFailed,
+                Error::SessionClosedRequireSaslAuth,
+            );
+            return Ok(());
+        }
         match pending.target {
             Target::Ping => self.timers.on_ping_reply(),
             Target::SetWatches => {}
+            Target::Sasl => self.handle_sasl_reply(now, header, &body),
             Target::User {
                 id,
                 effect,
@@ -779,6 +898,7 @@ impl Session {
             return;
         }
         self.conn = Conn::Idle;
+        self.sasl = None;
         self.decoder.clear();
         self.transmit.clear();
         self.fail_in_flight(&Error::ConnectionLoss);

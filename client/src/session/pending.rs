@@ -32,6 +32,8 @@ pub(crate) enum Target {
     Ping,
     /// A SetWatches batch restoring watches after a reconnect.
     SetWatches,
+    /// A step of the SASL exchange.
+    Sasl,
     /// A caller.
     User {
         id: RequestId,

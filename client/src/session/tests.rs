@@ -2103,3 +2103,157 @@ fn a_notification_nobody_watches_is_ignored() {
     assert!(events.is_empty(), "{events:?}");
     assert_eq!(h.session.state(), SessionState::Connected);
 }
+
+// ===== SASL =====
+
+/// A mechanism scripted as: empty initial token, `challenge` answered with `response`, then
+/// `proof` completes the exchange; anything else is refused.
+#[derive(Debug)]
+struct ScriptedSasl;
+
+struct ScriptedExchange;
+
+impl super::SaslMechanism for ScriptedSasl {
+    fn name(&self) -> &'static str {
+        "SCRIPTED"
+    }
+
+    fn start(&self) -> Box<dyn super::SaslExchange> {
+        Box::new(ScriptedExchange)
+    }
+}
+
+impl super::SaslExchange for ScriptedExchange {
+    fn initial_response(&mut self) -> Result<Vec<u8>, String> {
+        Ok(Vec::new())
+    }
+
+    fn step(&mut self, server_token: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        match server_token {
+            b"challenge" => Ok(Some(b"response".to_vec())),
+            b"proof" => Ok(None),
+            other => Err(format!("unexpected {other:?}")),
+        }
+    }
+}
+
+fn sasl_config() -> SessionConfig {
+    SessionConfig {
+        sasl: Some(std::sync::Arc::new(ScriptedSasl)),
+        auth: vec![auth_packet("bob:pw")],
+        ..config(secs(30))
+    }
+}
+
+fn sasl_body(token: &[u8]) -> Bytes {
+    crate::proto::SaslToken {
+        token: Some(Bytes::copy_from_slice(token)),
+    }
+    .to_bytes()
+}
+
+/// Runs the scripted exchange on a fresh transport; returns the frames written once it
+/// completed.
+fn authenticate(h: &mut Harness) -> Vec<(RequestHeader, Bytes)> {
+    h.open();
+    h.accept(&welcome(30_000));
+    let [(first, token)] = h
+        .sent_frames()
+        .try_into()
+        .expect("only the first SASL step");
+    assert_eq!(first.op, OpCode::Sasl);
+    assert_eq!(token, sasl_body(b""));
+    assert!(
+        states(&h.drain_events()).is_empty(),
+        "not connected before SASL completes"
+    );
+    h.reply(first.xid, 1, ErrorCode::Ok, &sasl_body(b"challenge"));
+    let [(second, token)] = h
+        .sent_frames()
+        .try_into()
+        .expect("only the second SASL step");
+    assert_eq!((second.op, token), (OpCode::Sasl, sasl_body(b"response")));
+    h.reply(second.xid, 1, ErrorCode::Ok, &sasl_body(b"proof"));
+    h.sent_frames()
+}
+
+/// SASL runs first on every connection: auth replays, SetWatches and requests queued
+/// meanwhile are written only once the exchange completes.
+#[test]
+fn sasl_runs_before_anything_else_on_every_connection() {
+    let mut h = Harness::with_config(sasl_config());
+    let early = h.submit(get_data("/early", None));
+    let after = authenticate(&mut h);
+    assert_eq!(
+        after.iter().map(|(h, _)| h.op).collect::<Vec<_>>(),
+        [OpCode::Auth, OpCode::GetData],
+        "auth replay, then the queued request"
+    );
+    assert_eq!(states(&h.drain_events()), [SessionState::Connected]);
+    let xid = after[1].0.xid;
+    h.reply(AUTH_XID, 1, ErrorCode::Ok, &[]);
+    h.reply(xid, 2, ErrorCode::Ok, &data_body(b"v"));
+    assert_eq!(
+        replies(&h.drain_events()),
+        [(early, ok_reply(2, &data_body(b"v")))]
+    );
+
+    // A watch to restore, a request queued while disconnected: both wait for SASL again.
+    let watched = h.submit(get_data("/w", Some(WatcherId(1))));
+    let [(header, _)] = h.sent_frames().try_into().expect("one getData");
+    h.reply(header.xid, 3, ErrorCode::Ok, &data_body(b"w"));
+    assert_eq!(replies(&h.drain_events()).len(), 1, "{watched:?} answered");
+    h.disconnect();
+    assert_eq!(states(&h.drain_events()), [SessionState::Disconnected]);
+    h.submit(get_data("/queued", None));
+    let after = authenticate(&mut h);
+    assert_eq!(
+        after.iter().map(|(h, _)| h.op).collect::<Vec<_>>(),
+        [OpCode::Auth, OpCode::SetWatches, OpCode::GetData],
+    );
+}
+
+/// A SASL step the server refuses ends the session: retrying the same credentials cannot
+/// succeed.
+#[test]
+fn sasl_refused_by_the_server_is_terminal() {
+    let mut h = Harness::with_config(sasl_config());
+    let queued = h.submit(get_data("/x", None));
+    h.open();
+    h.accept(&welcome(30_000));
+    let [(first, _)] = h.sent_frames().try_into().expect("the first SASL step");
+    h.reply(first.xid, 0, ErrorCode::SessionClosedRequireSaslAuth, &[]);
+    let events = h.drain_events();
+    assert_eq!(states(&events), [SessionState::AuthFailed]);
+    assert_eq!(replies(&events), [(queued, Err(Error::AuthFailed))]);
+    assert!(!h.session.wants_connection());
+}
+
+/// A server token the mechanism rejects (a failed server proof) ends the session too.
+#[test]
+fn sasl_refused_by_the_client_is_terminal() {
+    let mut h = Harness::with_config(sasl_config());
+    h.open();
+    h.accept(&welcome(30_000));
+    let [(first, _)] = h.sent_frames().try_into().expect("the first SASL step");
+    h.reply(first.xid, 0, ErrorCode::Ok, &sasl_body(b"forged"));
+    assert_eq!(states(&h.drain_events()), [SessionState::AuthFailed]);
+    assert!(h.sent_frames().is_empty());
+}
+
+/// Without SASL configured, a server that requires it answers the first request with -124
+/// and closes: the session ends rather than reconnect into the same refusal forever.
+#[test]
+fn a_server_requiring_sasl_ends_a_session_without_it() {
+    let mut h = Harness::new();
+    h.connect();
+    let id = h.submit(get_data("/x", None));
+    let [(header, _)] = h.sent_frames().try_into().expect("one getData");
+    h.reply(header.xid, 0, ErrorCode::SessionClosedRequireSaslAuth, &[]);
+    let events = h.drain_events();
+    assert_eq!(
+        replies(&events),
+        [(id, Err(Error::SessionClosedRequireSaslAuth))]
+    );
+    assert_eq!(states(&events), [SessionState::AuthFailed]);
+}

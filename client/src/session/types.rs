@@ -205,6 +205,9 @@ pub struct SessionConfig {
     /// Credentials sent right after every ConnectRequest, before any request: encoded
     /// `AuthPacket`s. A refusal is terminal ([`SessionState::AuthFailed`]).
     pub auth: Vec<Bytes>,
+    /// A SASL mechanism to authenticate with on every connection, before anything else.
+    /// A refusal is terminal ([`SessionState::AuthFailed`]).
+    pub sasl: Option<std::sync::Arc<dyn super::sasl::SaslMechanism>>,
 }
 
 impl std::fmt::Debug for SessionConfig {
@@ -224,6 +227,7 @@ impl std::fmt::Debug for SessionConfig {
                     .map(|(id, _)| format!("{id:#x} <redacted>")),
             )
             .field("auth", &format_args!("[{} redacted]", self.auth.len()))
+            .field("sasl", &self.sasl.as_ref().map(|m| m.name()))
             .finish()
     }
 }
@@ -239,6 +243,7 @@ impl Default for SessionConfig {
             max_frame_len: crate::jute::DEFAULT_MAX_FRAME_LEN,
             resume: None,
             auth: Vec::new(),
+            sasl: None,
         }
     }
 }
