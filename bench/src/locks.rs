@@ -36,7 +36,7 @@ pub(crate) async fn cycle(ctx: &Ctx, who: Who) -> Result<Vec<(String, Measured)>
     match who {
         Who::Zkwire => {
             for drop_release in [false, true] {
-                let client = zkwire::Client::connect(&ctx.addr).await?;
+                let client = ctx.zkwire().await?;
                 let mutex = zkwire_recipes::Mutex::new(client.clone(), dir.clone());
                 let [m] = run_workers(
                     ctx,
@@ -52,7 +52,7 @@ pub(crate) async fn cycle(ctx: &Ctx, who: Who) -> Result<Vec<(String, Measured)>
         }
         Who::Kezhuw => {
             for drop_release in [false, true] {
-                let client = zookeeper_client::Client::connect(&ctx.addr).await?;
+                let client = ctx.kezhuw().await?;
                 let worker = KezhuwCycle {
                     client: client.clone(),
                     dir: dir.clone(),
@@ -525,7 +525,7 @@ pub(crate) async fn contention(
     for _ in 0..n {
         match who {
             Who::Zkwire => {
-                let client = zkwire::Client::connect(&ctx.addr).await?;
+                let client = ctx.zkwire().await?;
                 let mutex = zkwire_recipes::Mutex::new(client.clone(), dir.clone());
                 tasks.push(tokio::spawn(contend(
                     ZkwireContender {
@@ -537,7 +537,7 @@ pub(crate) async fn contention(
                 )));
             }
             Who::Kezhuw => {
-                let client = zookeeper_client::Client::connect(&ctx.addr).await?;
+                let client = ctx.kezhuw().await?;
                 tasks.push(tokio::spawn(contend(
                     KezhuwContender {
                         client,
@@ -643,7 +643,7 @@ pub(crate) async fn shared_client_contention(
     let mut tasks = Vec::with_capacity(CONTENDERS);
     let measured = match how {
         SharedClient::ZkwireQueued | SharedClient::ZkwireUnqueued | SharedClient::ZkwireHandoff => {
-            let client = zkwire::Client::connect(&ctx.addr).await?;
+            let client = ctx.zkwire().await?;
             let options = match how {
                 SharedClient::ZkwireUnqueued => {
                     zkwire_recipes::LockOptions::new().with_local_queue(false)
@@ -671,7 +671,7 @@ pub(crate) async fn shared_client_contention(
             measured
         }
         SharedClient::Kezhuw => {
-            let client = zookeeper_client::Client::connect(&ctx.addr).await?;
+            let client = ctx.kezhuw().await?;
             for _ in 0..CONTENDERS {
                 let contender = KezhuwContender {
                     client: client.clone(),

@@ -122,9 +122,42 @@ pub(crate) struct Ctx {
     pub(crate) warm_server: bool,
     /// Raw contenders skip waiting for the lock (to show that the exclusion check fires).
     pub(crate) break_exclusion: bool,
+    /// Clients connect over TLS, trusting this CA (PEM), when set.
+    pub(crate) tls_ca: Option<String>,
 }
 
 impl Ctx {
+    /// A zkwire client of this run (over TLS when the run is).
+    pub(crate) async fn zkwire(&self) -> Result<zkwire::Client, BenchError> {
+        let builder = zkwire::Client::builder();
+        let builder = match &self.tls_ca {
+            Some(pem) => builder.with_tls(
+                zkwire::TlsConfig::new()
+                    .with_ca_pem(pem.as_bytes())
+                    .map_err(|e| BenchError::msg(e.to_string()))?,
+            ),
+            None => builder,
+        };
+        Ok(builder.connect(&self.addr).await?)
+    }
+
+    /// A kezhuw client of this run (over TLS when the run is, with feature `kezhuw-tls`).
+    pub(crate) async fn kezhuw(&self) -> Result<zookeeper_client::Client, BenchError> {
+        match &self.tls_ca {
+            None => Ok(zookeeper_client::Client::connect(&self.addr).await?),
+            #[cfg(feature = "kezhuw-tls")]
+            Some(pem) => {
+                let options = zookeeper_client::TlsOptions::new().with_pem_ca_certs(pem)?;
+                let connector = zookeeper_client::Client::connector().with_tls(options);
+                Ok(connector.secure_connect(&self.addr).await?)
+            }
+            #[cfg(not(feature = "kezhuw-tls"))]
+            Some(_) => Err(BenchError::msg(
+                "kezhuw over TLS needs `--features kezhuw-tls`",
+            )),
+        }
+    }
+
     pub(crate) fn path(&self, name: &str) -> String {
         format!("{}/{name}", self.root)
     }
@@ -204,11 +237,12 @@ struct Args {
     skip_server_warmup: bool,
     break_exclusion: bool,
     child_sessions: Option<Who>,
+    tls: bool,
 }
 
 const USAGE: &str = "usage: zkwire-bench [--json] [--server HOST:PORT] [--only W1,W2,...] \
 [--clients zkwire,kezhuw,raw] [--depths 1,16,256] [--duration SECS] [--warmup SECS] [--rounds N] [--sessions N]
-[--skip-server-warmup] [--break-exclusion]
+[--skip-server-warmup] [--break-exclusion] [--tls]
 workloads: codec, pipeline, write-latency, lock-cycle, lock-contention, lock-shared-client,
            sessions
        zkwire-bench soak --help   (mutual exclusion under faults)";
@@ -227,6 +261,7 @@ fn parse_args() -> Result<Args, BenchError> {
         skip_server_warmup: false,
         break_exclusion: false,
         child_sessions: None,
+        tls: false,
     };
     let mut it = std::env::args().skip(1);
     let secs = |v: Option<String>| -> Result<Duration, BenchError> {
@@ -282,6 +317,9 @@ fn parse_args() -> Result<Args, BenchError> {
             // Self-test of the exclusion check: raw contenders take the lock without waiting,
             // so lock-contention must report violations and the run must exit non-zero.
             "--break-exclusion" => args.break_exclusion = true,
+            // Runs the server workloads twice, plain then over TLS (params marked "tls"):
+            // zkwire and kezhuw only (the raw client has no TLS).
+            "--tls" => args.tls = true,
             "--duration" => args.duration = secs(it.next())?,
             "--rounds" => args.rounds = count(it.next())?.max(1),
             "--sessions" => args.sessions = count(it.next())?.max(1),
@@ -346,12 +384,23 @@ fn run() -> Result<bool, BenchError> {
     let needs_server = WORKLOADS.iter().any(|w| *w != "codec" && wanted(w));
     // Keeps a server we started alive for the whole run.
     let mut _server = None;
+    let mut tls = None;
     if needs_server {
         let addr = match &args.server {
             Some(addr) => addr.clone(),
             None => {
                 eprintln!("starting a standalone ZooKeeper server…");
-                let server = zkwire_testing::server::ZkServer::start()?;
+                let mut config = zkwire_testing::server::ServerConfig::default();
+                if args.tls {
+                    let material = zkwire_testing::tls::TlsMaterial::generate()?;
+                    config = config.tls(
+                        &material,
+                        zkwire_testing::tls::ClientAuth::None,
+                        zkwire_testing::tls::StoreType::Pem,
+                    );
+                    tls = Some(material);
+                }
+                let server = zkwire_testing::server::ZkServer::start_with(config)?;
                 let addr = server.connect_string();
                 _server = Some(server);
                 addr
@@ -368,6 +417,25 @@ fn run() -> Result<bool, BenchError> {
             depths: args.depths.clone(),
             warm_server: !args.skip_server_warmup,
             break_exclusion: args.break_exclusion,
+            tls_ca: None,
+        };
+        let tls_ctx = match (&tls, &_server) {
+            (Some(material), Some(server)) => Some(Ctx {
+                addr: server.secure_connect_string().unwrap_or_default(),
+                root: format!("{}-tls", ctx.root),
+                tls_ca: Some(std::fs::read_to_string(material.ca_cert())?),
+                clients: ctx
+                    .clients
+                    .iter()
+                    .copied()
+                    .filter(|w| *w != Who::Raw)
+                    .collect(),
+                ..ctx.clone()
+            }),
+            _ if args.tls => {
+                return Err(BenchError::msg("--tls starts its own server: no --server"))
+            }
+            _ => None,
         };
         eprintln!("server {}, root {}", ctx.addr, ctx.root);
         ok = runtime.block_on(async {
@@ -378,7 +446,20 @@ fn run() -> Result<bool, BenchError> {
                 eprintln!("cleanup of {} failed: {e}", ctx.root);
             }
             let _ = admin.close().await;
-            outcome
+            let mut ok = outcome?;
+            if let Some(tls_ctx) = &tls_ctx {
+                eprintln!("== the same over TLS ({})", tls_ctx.addr);
+                let admin = tls_ctx.zkwire().await?;
+                setup(&admin, tls_ctx).await?;
+                let mut over_tls = Results::default();
+                ok &= run_server_workloads(tls_ctx, &wanted, &mut over_tls).await?;
+                for row in over_tls.rows {
+                    results.add(row.workload, row.who, format!("{} tls", row.param), row.m);
+                }
+                let _ = teardown(&admin, &tls_ctx.root).await;
+                let _ = admin.close().await;
+            }
+            Ok::<_, BenchError>(ok)
         })?;
     }
 
@@ -563,7 +644,7 @@ async fn teardown(admin: &zkwire::Client, root: &str) -> Result<(), BenchError> 
 
 /// Gets the server's JIT going: a few thousand reads and writes from a throwaway session.
 async fn warm_server(ctx: &Ctx) -> Result<(), BenchError> {
-    let client = zkwire::Client::connect(&ctx.addr).await?;
+    let client = ctx.zkwire().await?;
     let data = ctx.path("data");
     let until = tokio::time::Instant::now() + Duration::from_secs(2);
     while tokio::time::Instant::now() < until {

@@ -58,7 +58,7 @@ pub(crate) async fn run(ctx: &Ctx, who: Who, k: usize) -> Result<Measured, Bench
     let path: Arc<str> = ctx.path("data").into();
     match who {
         Who::Zkwire => {
-            let client = zkwire::Client::connect(&ctx.addr).await?;
+            let client = ctx.zkwire().await?;
             let workers = (0..k)
                 .map(|_| ZkwireRead {
                     client: client.clone(),
@@ -70,7 +70,7 @@ pub(crate) async fn run(ctx: &Ctx, who: Who, k: usize) -> Result<Measured, Bench
             Ok(m)
         }
         Who::Kezhuw => {
-            let client = zookeeper_client::Client::connect(&ctx.addr).await?;
+            let client = ctx.kezhuw().await?;
             let workers = (0..k)
                 .map(|_| KezhuwRead {
                     client: client.clone(),

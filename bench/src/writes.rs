@@ -21,7 +21,7 @@ pub(crate) async fn run(ctx: &Ctx, who: Who) -> Result<[Measured; 3], BenchError
     let node_path = ctx.path(&format!("node-{}", who.name()));
     match who {
         Who::Zkwire => {
-            let client = zkwire::Client::connect(&ctx.addr).await?;
+            let client = ctx.zkwire().await?;
             let persistent = zkwire::CreateOptions::new(CreateMode::Persistent);
             ensure_zkwire(&client, &set_path, &persistent).await?;
             let [set] = run_workers(
@@ -43,7 +43,7 @@ pub(crate) async fn run(ctx: &Ctx, who: Who) -> Result<[Measured; 3], BenchError
             Ok([set, create, delete])
         }
         Who::Kezhuw => {
-            let client = zookeeper_client::Client::connect(&ctx.addr).await?;
+            let client = ctx.kezhuw().await?;
             let options = zookeeper_client::CreateMode::Persistent
                 .with_acls(zookeeper_client::Acls::anyone_all());
             match client.create(&set_path, &DATA, &options).await {

@@ -1,6 +1,7 @@
-//! `sandbox [--ensemble N]`: a local ZooKeeper (standalone or ensemble) until Ctrl-C.
+//! `sandbox [--ensemble N] [--tls]`: a local ZooKeeper (standalone or ensemble) until Ctrl-C.
 
-use zkwire_testing::server::{ZkEnsemble, ZkServer};
+use zkwire_testing::server::{ServerConfig, ZkEnsemble, ZkServer};
+use zkwire_testing::tls::{ClientAuth, StoreType, TlsMaterial};
 
 use crate::args::Parsed;
 use crate::connect::Global;
@@ -21,14 +22,15 @@ pub(crate) enum Local {
 }
 
 impl Local {
-    /// Starts `nodes` servers (1: standalone), from the installed ZooKeeper packages.
+    /// Starts `nodes` servers (1: standalone) with `config`, from the installed ZooKeeper
+    /// packages.
     ///
     /// # Errors
     /// [`UNAVAILABLE`] with the harness's first line (e.g. what to install).
-    pub(crate) async fn start(nodes: usize) -> Result<Self, Failure> {
+    async fn start(nodes: usize, config: ServerConfig) -> Result<Self, Failure> {
         let started = tokio::task::spawn_blocking(move || match nodes {
-            1 => ZkServer::start().map(|s| Self::Standalone(Box::new(s))),
-            n => ZkEnsemble::start(n).map(Self::Ensemble),
+            1 => ZkServer::start_with(config).map(|s| Self::Standalone(Box::new(s))),
+            n => ZkEnsemble::start_with(n, config).map(Self::Ensemble),
         })
         .await
         .map_err(|e| Failure::new(FAILED, format!("cannot start ZooKeeper: {e}")))?;
@@ -40,6 +42,14 @@ impl Local {
         match self {
             Self::Standalone(server) => server.connect_string(),
             Self::Ensemble(ensemble) => ensemble.connect_string(),
+        }
+    }
+
+    /// The connect string naming every server's TLS port, when they have one.
+    fn secure_connect_string(&self) -> Option<String> {
+        match self {
+            Self::Standalone(server) => server.secure_connect_string(),
+            Self::Ensemble(ensemble) => ensemble.secure_connect_string(),
         }
     }
 
@@ -66,27 +76,68 @@ pub(crate) async fn sandbox(g: &Global, p: &Parsed) -> Result<(), Failure> {
     } else {
         format!("a {nodes}-node ensemble")
     };
+    let tls = if p.has("tls") {
+        let material = tokio::task::spawn_blocking(TlsMaterial::generate)
+            .await
+            .map_err(|e| Failure::new(FAILED, format!("cannot make certificates: {e}")))?
+            .map_err(|e| Failure::new(FAILED, format!("cannot make certificates: {e}")))?;
+        Some(material)
+    } else {
+        None
+    };
+    let config = match &tls {
+        // `want`: clients may connect with the printed client certificate (and get an x509
+        // identity) or without one.
+        Some(m) => ServerConfig::default().tls(m, ClientAuth::Want, StoreType::Pem),
+        None => ServerConfig::default(),
+    };
     out::note(&format!("starting {what}…"));
     let local = tokio::select! {
-        local = Local::start(nodes) => local?,
+        local = Local::start(nodes, config) => local?,
         _ = &mut ctrl_c => return Ok(()),
     };
-    let connect = local.connect_string();
-    let printed = if g.json {
-        out::json(&Json::obj([
-            ("connect_string", Json::str(&connect)),
-            ("servers", i64::try_from(nodes).unwrap_or(0).into()),
-        ]))
-    } else {
-        out::line(&connect)
-    };
+    let connect = local
+        .secure_connect_string()
+        .unwrap_or_else(|| local.connect_string());
+    let printed = print_started(g, &connect, nodes, tls.as_ref());
     if printed.is_ok() {
+        let env = tls.as_ref().map_or_else(String::new, |m| {
+            format!(
+                "ZKW_TLS_CA={} ZKW_TLS_CERT={} ZKW_TLS_KEY={} ",
+                m.ca_cert().display(),
+                m.client_cert().display(),
+                m.client_key().display()
+            )
+        });
         out::note(&format!(
-            "{what} is running; try: zkw --server {connect} ls /   (Ctrl-C stops it)"
+            "{what} is running; try: {env}zkw --server {connect} ls /   (Ctrl-C stops it)"
         ));
         let _ = ctrl_c.await;
         out::note("stopping…");
     }
     local.stop().await;
+    drop(tls);
     printed
+}
+
+/// The connect string (and, with TLS, the files a client needs) on standard output.
+fn print_started(
+    g: &Global,
+    connect: &str,
+    nodes: usize,
+    tls: Option<&TlsMaterial>,
+) -> Result<(), Failure> {
+    if !g.json {
+        return out::line(connect);
+    }
+    let mut fields = vec![
+        ("connect_string", Json::str(connect)),
+        ("servers", i64::try_from(nodes).unwrap_or(0).into()),
+    ];
+    if let Some(m) = tls {
+        fields.push(("tls_ca", Json::str(m.ca_cert().display().to_string())));
+        fields.push(("tls_cert", Json::str(m.client_cert().display().to_string())));
+        fields.push(("tls_key", Json::str(m.client_key().display().to_string())));
+    }
+    out::json(&Json::Obj(fields))
 }

@@ -86,7 +86,7 @@ pub(crate) const VERBS: &[VerbSpec] = &[
     },
     VerbSpec {
         name: "sandbox",
-        flags: &[valued(None, "ensemble")],
+        flags: &[valued(None, "ensemble"), switch(None, "tls")],
         command_after: None,
     },
     VerbSpec {
@@ -146,7 +146,7 @@ Locks (CMD runs with ZKW_FENCING_TOKEN and ZKW_LOCK_NODE set; zkw exits with CMD
                                             release; `lock --revocable` then stops CMD
 
 Local servers:
-  sandbox [--ensemble N]            start ZooKeeper locally, print its connect string, Ctrl-C stops
+  sandbox [--ensemble N] [--tls]    start ZooKeeper locally, print its connect string, Ctrl-C stops
   demo [--workers N] [--rounds M]   contending `zkw lock` processes, leader killed mid-run
 
 Options:
@@ -187,7 +187,7 @@ pub(crate) fn verb_help(verb: &str) -> &'static str {
         "whoami" => "Usage: zkw whoami\n\nPrints the identities the session is authenticated with (scheme:user), e.g. with\n--auth digest:alice:secret.",
         "lock" | "rlock" | "wlock" | "sem" => LOCK_HELP,
         "revoke" => "Usage: zkw revoke PATH [NODE]\n\nAsks the current holder of the mutex at PATH, or the holder of the lock node NODE (a\nchild of PATH or a full path; any lock kind, zkw's or Curator's), to release: writes\n__REVOKE__ into the node, as Curator's Revoker does. A `zkw lock --revocable` holder stops\nits command and releases (exit 76); a Curator holder must have called makeRevocable.\nExit 1 when no one holds the lock or NODE does not exist.",
-        "sandbox" => "Usage: zkw sandbox [--ensemble N]\n\nStarts a local ZooKeeper from the installed packages (standalone, or an N-node ensemble),\nprints its connect string on standard output and waits; Ctrl-C stops it and removes its\nfiles. With --json: {\"connect_string\":…,\"servers\":N}.",
+        "sandbox" => "Usage: zkw sandbox [--ensemble N] [--tls]\n\nStarts a local ZooKeeper from the installed packages (standalone, or an N-node ensemble),\nprints its connect string on standard output and waits; Ctrl-C stops it and removes its\nfiles. With --json: {\"connect_string\":…,\"servers\":N}.\n\n--tls: the servers speak TLS (client certificates optional) with certificates made for\nthe run; the connect string names the TLS ports, and the note on standard error (with\n--json: tls_ca, tls_cert, tls_key) gives the CA, a client certificate and its key.",
         "demo" => "Usage: zkw demo [--workers N] [--rounds M]\n\nStarts a local 3-node ensemble and N worker processes (default 4), each taking the lock\n/zkw-demo/lock M times (default 50) through `zkw lock`; the critical section increments a\nshared counter file. The leader is killed half-way. Prints acquisitions, hand-off latency,\nmaximum concurrent holders, whether fencing tokens only grew, and the counter; exits 1 if\nany invariant failed.",
         _ => MAIN,
     }

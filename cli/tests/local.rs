@@ -68,3 +68,86 @@ fn small_demo_passes() {
     }
     assert!(summary.contains("killed after"), "{summary}");
 }
+
+/// `zkw sandbox --tls --json` prints what a client needs; `--tls-*` (or `ZKW_TLS_*`) use it,
+/// the client certificate gives an x509 identity, and plaintext is refused with a reason.
+#[test]
+fn sandbox_tls_and_the_tls_options() {
+    let mut sandbox = command(&["sandbox", "--tls", "--json"]).spawn().unwrap();
+    let stdout = lines_of(sandbox.stdout.take().unwrap());
+    let line = stdout
+        .recv_timeout(Duration::from_secs(90))
+        .expect("the JSON line");
+    let field = |name: &str| {
+        let start = line.find(&format!("\"{name}\":\"")).expect(name) + name.len() + 4;
+        line[start..].split('"').next().unwrap().to_owned()
+    };
+    let (connect, ca, cert, key) = (
+        field("connect_string"),
+        field("tls_ca"),
+        field("tls_cert"),
+        field("tls_key"),
+    );
+    assert!(connect.starts_with("localhost:"), "{line}");
+    let tls = ["--tls-ca", &ca, "--tls-cert", &cert, "--tls-key", &key];
+    let who = zkw(&connect, &[&tls[..], &["whoami"]].concat());
+    assert!(
+        who.ok().contains("x509:CN=zkwire-client,O=zkwire"),
+        "{who:?}"
+    );
+    let anonymous = zkw(&connect, &["--tls-ca", &ca, "create", "/over-tls", "yes"]);
+    assert_eq!(anonymous.ok(), "/over-tls\n");
+    let by_env = command(&["--server", &connect, "get", "/over-tls"])
+        .env("ZKW_TLS_CA", &ca)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&by_env.stdout), "yes\n");
+    let plain = zkw(&connect, &["ls", "/"]);
+    assert!(
+        plain
+            .fails(69)
+            .contains("is this a TLS port (secureClientPort)?"),
+        "{plain:?}"
+    );
+    assert_eq!(
+        zkw(&connect, &["--tls-cert", &cert, "ls", "/"]).fails(2),
+        "zkw: --tls-cert and --tls-key need --tls-ca"
+    );
+    signal(sandbox.id(), "INT");
+    let out = finish(sandbox, Duration::from_secs(30));
+    assert_eq!(out.code, Some(0), "{out:?}");
+}
+
+/// `--sasl digest:USER` takes the password from `ZKW_SASL_PASSWORD` (or a prompt, or the
+/// value itself); a refused password is reported as such.
+#[test]
+fn sasl_digest_options() {
+    use zkwire_testing::server::{ServerConfig, ZkServer};
+    let config = ServerConfig::default().sasl_digest(&[("bob", "bobsecret")], true);
+    let server = ZkServer::start_with(config).expect("a SASL server");
+    let cs = server.connect_string();
+    let with_password = |password: &str| {
+        let out = command(&["--server", &cs, "--sasl", "digest:bob", "whoami"])
+            .env("ZKW_SASL_PASSWORD", password)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, _) = with_password("bobsecret");
+    assert_eq!(code, Some(0));
+    assert!(stdout.contains("sasl:bob"), "{stdout}");
+    let (code, _, stderr) = with_password("wrong");
+    assert_eq!(code, Some(69));
+    assert!(stderr.contains("refused the credentials"), "{stderr}");
+    let no_password = zkw(&cs, &["--sasl", "digest:bob", "whoami"]);
+    assert!(
+        no_password.fails(2).contains("ZKW_SASL_PASSWORD"),
+        "{no_password:?}"
+    );
+    let inline = zkw(&cs, &["--sasl", "digest:bob:bobsecret", "whoami"]);
+    assert!(inline.ok().contains("sasl:bob"));
+}

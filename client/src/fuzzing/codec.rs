@@ -224,6 +224,7 @@ records! {
     WhoAmIResponse => false,
     OpCode => true,
     ErrorCode => true,
+    SaslToken => true,
 }
 
 /// Splits a whole stream at once: the frames, then the bytes left over or the error.
