@@ -147,7 +147,7 @@ impl Ctx {
             None => Ok(zookeeper_client::Client::connect(&self.addr).await?),
             #[cfg(feature = "kezhuw-tls")]
             Some(pem) => {
-                let options = zookeeper_client::TlsOptions::new().with_pem_ca_certs(pem)?;
+                let options = zookeeper_client::TlsOptions::new().with_pem_ca(pem)?;
                 let connector = zookeeper_client::Client::connector().with_tls(options);
                 Ok(connector.secure_connect(&self.addr).await?)
             }
@@ -360,6 +360,8 @@ fn run() -> Result<bool, BenchError> {
         return soak::main(&argv[1..]);
     }
     let args = parse_args()?;
+    #[cfg(feature = "kezhuw-tls")]
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
