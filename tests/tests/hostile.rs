@@ -98,11 +98,26 @@ fn fixtures() -> Vec<(String, Bytes)> {
         .collect()
 }
 
-/// Runs `decode` and returns its outcome with the bytes allocated meanwhile.
+/// Runs `decode` and returns its outcome with the bytes it allocated.
 fn measured(decode: DecodeFn, bytes: &Bytes) -> (Result<(), DecodeError>, usize) {
-    let region = Region::new(GLOBAL);
-    let result = decode(bytes);
-    (result, region.change().bytes_allocated)
+    fewest_allocated(|| decode(bytes))
+}
+
+/// Runs `work` three times; returns its first outcome and the fewest bytes a run allocated.
+///
+/// The counter is process-wide, and the test harness's own threads allocate now and then (a CI
+/// run once counted 148 bytes that were not the decoder's). The work is deterministic, so the
+/// fewest bytes seen over a few runs is what the work itself allocates.
+fn fewest_allocated<R>(mut work: impl FnMut() -> R) -> (R, usize) {
+    let mut fewest = usize::MAX;
+    let mut first = None;
+    for _ in 0..3 {
+        let region = Region::new(GLOBAL);
+        let outcome = work();
+        fewest = fewest.min(region.change().bytes_allocated);
+        first.get_or_insert(outcome);
+    }
+    (first.expect("ran three times"), fewest)
 }
 
 fn expect_error(what: &str, decode: DecodeFn, record: &str, bytes: &[u8]) -> DecodeError {
@@ -305,15 +320,14 @@ fn bad_frames(cases: &mut usize) {
             },
         ),
     ] {
-        let mut decoder = FrameDecoder::default();
-        let region = Region::new(GLOBAL);
-        decoder.push(&prefix);
-        decoder.push(&[0; 8]);
-        assert_eq!(decoder.next_frame(), Err(expected));
-        assert!(
-            region.change().bytes_allocated <= 64,
-            "frame error allocated"
-        );
+        let (outcome, allocated) = fewest_allocated(|| {
+            let mut decoder = FrameDecoder::default();
+            decoder.push(&prefix);
+            decoder.push(&[0; 8]);
+            decoder.next_frame()
+        });
+        assert_eq!(outcome, Err(expected));
+        assert!(allocated <= 64, "frame error allocated {allocated} bytes");
         *cases += 1;
     }
 }
