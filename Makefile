@@ -22,8 +22,8 @@ test: deps
 	# zkwire as users build it, without the `unstable` internals the workspace turns on
 	# (the second doc run also leaves the user-facing docs in target/doc).
 	$(CARGO) clippy -p zkwire --lib -q -- -D warnings
-	$(CARGO) clippy -p zkwire --lib --features tls,tls-native-roots,sasl-digest -q -- -D warnings
+	$(CARGO) clippy -p zkwire --lib --features tls,tls-native-roots,sasl-digest,sasl-gssapi -q -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps -q
-	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -p zkwire --no-deps -q --features tls,sasl-digest
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -p zkwire --no-deps -q --features tls,sasl-digest,sasl-gssapi
 	$(CARGO) test --workspace
 	fuzz/run.sh $(FUZZ_SECONDS)

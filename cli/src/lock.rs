@@ -30,8 +30,8 @@ use crate::args::{check_path, Parsed};
 use crate::child::{exit_code, Running, Stopped};
 use crate::connect::Global;
 use crate::duration::show_duration;
-use crate::json::Json;
 use crate::fail::{Failure, FAILED, INTERRUPTED, LOCK_LOST, LOCK_TIMEOUT, REVOKED, UNAVAILABLE};
+use crate::json::Json;
 use crate::out;
 
 /// The environment variable carrying the fencing token.

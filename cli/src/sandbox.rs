@@ -18,7 +18,7 @@ pub(crate) enum Local {
     /// One standalone server.
     Standalone(Box<ZkServer>),
     /// An ensemble.
-    Ensemble(ZkEnsemble),
+    Ensemble(Box<ZkEnsemble>),
 }
 
 impl Local {
@@ -30,7 +30,7 @@ impl Local {
     async fn start(nodes: usize, config: ServerConfig) -> Result<Self, Failure> {
         let started = tokio::task::spawn_blocking(move || match nodes {
             1 => ZkServer::start_with(config).map(|s| Self::Standalone(Box::new(s))),
-            n => ZkEnsemble::start_with(n, config).map(Self::Ensemble),
+            n => ZkEnsemble::start_with(n, config).map(|e| Self::Ensemble(Box::new(e))),
         })
         .await
         .map_err(|e| Failure::new(FAILED, format!("cannot start ZooKeeper: {e}")))?;

@@ -27,13 +27,21 @@ pub(crate) struct Security {
 
 #[derive(Clone)]
 enum Sasl {
-    Digest { user: String, password: String },
+    Digest {
+        user: String,
+        password: String,
+    },
+    /// Kerberos, as `principal` or the ticket cache's default one.
+    Kerberos {
+        principal: Option<String>,
+    },
 }
 
 impl std::fmt::Debug for Sasl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Digest { user, .. } => write!(f, "Digest({user}, <redacted>)"),
+            Self::Kerberos { principal } => write!(f, "Kerberos({principal:?})"),
         }
     }
 }
@@ -68,6 +76,13 @@ impl Security {
         }
         match &self.sasl {
             Some(Sasl::Digest { user, password }) => builder.with_sasl_digest(user, password),
+            Some(Sasl::Kerberos { principal }) => {
+                let mut kerberos = zkwire::Kerberos::new();
+                if let Some(p) = principal {
+                    kerberos = kerberos.with_principal(p);
+                }
+                builder.with_sasl_kerberos(kerberos)
+            }
             None => builder,
         }
     }
@@ -93,7 +108,8 @@ fn tls_config(
     Ok(Some(tls))
 }
 
-/// `digest:USER[:PASSWORD]`; without a password, `ZKW_SASL_PASSWORD` or a prompt.
+/// `digest:USER[:PASSWORD]` (without a password, `ZKW_SASL_PASSWORD` or a prompt), or
+/// `kerberos[:PRINCIPAL]`.
 fn parse_sasl(text: &str) -> Result<Sasl, Failure> {
     let (mechanism, rest) = text.split_once(':').unwrap_or((text, ""));
     match mechanism {
@@ -114,11 +130,13 @@ fn parse_sasl(text: &str) -> Result<Sasl, Failure> {
                 password,
             })
         }
-        "kerberos" | "gssapi" => Err(Failure::usage(
-            "--sasl kerberos: this zkw is built without Kerberos (GSSAPI) support",
-        )),
+        "kerberos" | "gssapi" => Ok(Sasl::Kerberos {
+            principal: Some(rest.to_owned()).filter(|p| !p.is_empty()),
+        }),
         // The value may hold a password: do not echo it.
-        _ => Err(Failure::usage("--sasl takes digest:USER[:PASSWORD]")),
+        _ => Err(Failure::usage(
+            "--sasl takes digest:USER[:PASSWORD] or kerberos[:PRINCIPAL]",
+        )),
     }
 }
 
@@ -150,6 +168,14 @@ mod tests {
         ));
         assert!(parse_sasl("digest::pw").is_err());
         assert!(parse_sasl("plain:bob").is_err());
+        assert!(matches!(
+            parse_sasl("kerberos"),
+            Ok(Sasl::Kerberos { principal: None })
+        ));
+        assert!(matches!(
+            parse_sasl("kerberos:app@EXAMPLE.COM"),
+            Ok(Sasl::Kerberos { principal: Some(p) }) if p == "app@EXAMPLE.COM"
+        ));
         let shown = format!("{:?}", parse_sasl("digest:bob:hunter2").ok());
         assert!(!shown.contains("hunter2"), "{shown}");
     }

@@ -160,6 +160,9 @@ Options:
   --sasl digest:USER[:PASSWORD]
                              SASL DIGEST-MD5; without PASSWORD, $ZKW_SASL_PASSWORD or a prompt
                              ($ZKW_SASL)
+  --sasl kerberos[:PRINCIPAL]
+                             Kerberos: tickets from $KRB5CCNAME (kinit) or the keytab in
+                             $KRB5_CLIENT_KTNAME; servers are zookeeper/HOST
   --json                     one JSON document per result, for scripts
   -h, --help                 help (zkw <COMMAND> --help for a command)
   --version                  version

@@ -151,3 +151,30 @@ fn sasl_digest_options() {
     let inline = zkw(&cs, &["--sasl", "digest:bob:bobsecret", "whoami"]);
     assert!(inline.ok().contains("sasl:bob"));
 }
+
+/// `--sasl kerberos`: the identity is the principal of the keytab the environment names;
+/// without credentials zkw says the server refused them (exit 69).
+#[test]
+fn sasl_kerberos_option() {
+    use zkwire_testing::kerberos::Kdc;
+    use zkwire_testing::server::{ServerConfig, ZkServer};
+    let kdc = Kdc::start().expect("a KDC (Debian: krb5-kdc, krb5-admin-server)");
+    let keytab = kdc.add_principal("carol").expect("principal carol");
+    let config = ServerConfig::default().sasl_kerberos(&kdc, true);
+    let server = ZkServer::start_with(config).expect("a Kerberos server");
+    let cs = format!("localhost:{}", server.addr().port());
+    let run = |sasl: &str| {
+        command(&["--server", &cs, "--sasl", sasl, "whoami"])
+            .envs(kdc.client_env(&keytab, "carol"))
+            .output()
+            .unwrap()
+    };
+    let out = run("kerberos");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(stdout.contains("sasl:carol@ZKWIRE.TEST"), "{stdout}");
+    let out = run("kerberos:carol@ZKWIRE.TEST");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let out = run("kerberos:nobody@ZKWIRE.TEST");
+    assert_eq!(out.status.code(), Some(69), "{out:?}");
+}

@@ -287,8 +287,11 @@ pub enum ConnectError {
         /// What is wrong.
         reason: String,
     },
-    /// The SASL exchange failed on the client's side: the server's messages were malformed
-    /// or it could not prove it knows the password.
+    /// The SASL exchange failed on the client's side: no credentials for the mechanism (no
+    /// Kerberos ticket or keytab, a server principal the realm does not know), or the server's
+    /// messages were malformed or failed their proof. The session has ended
+    /// ([`SessionState::AuthFailed`](crate::SessionState::AuthFailed)); when the server
+    /// itself refuses the credentials the error is [`Error::AuthFailed`] instead.
     #[error("{host}: SASL authentication failed: {reason}")]
     Sasl {
         /// The host as written in the connect string.

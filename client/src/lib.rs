@@ -102,7 +102,7 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod path;
-#[cfg(feature = "sasl-digest")]
+#[cfg(any(feature = "sasl-digest", feature = "sasl-gssapi"))]
 mod sasl;
 #[cfg(feature = "tls")]
 mod tls;
@@ -153,12 +153,19 @@ pub use jute::JUTE_MAX_BUFFER;
 pub use proto::{
     Acl, AddWatchMode, ClientInfo, CreateMode, EventType, Id, KeeperState, Perms, Stat, WatcherType,
 };
+#[cfg(feature = "sasl-gssapi")]
+pub use sasl::Kerberos;
 pub use session::SessionState;
 #[cfg(feature = "tls")]
 pub use tls::{TlsConfig, TlsConfigError, TlsConnector};
 
 /// The README's examples, compiled as doctests (they use the optional features too; the
 /// workspace's test crates turn them on).
-#[cfg(all(doctest, feature = "tls", feature = "sasl-digest"))]
+#[cfg(all(
+    doctest,
+    feature = "tls",
+    feature = "sasl-digest",
+    feature = "sasl-gssapi"
+))]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;

@@ -139,7 +139,10 @@ async fn containers_are_reaped_and_recreated() {
     // Bump the counter (a missed try_lock by another session: in this task it would be
     // reentrant), so that the restart below is visible.
     let b = connect(&server.connect_string()).await;
-    let g2 = Mutex::new(b.clone(), "/app/locks/job").try_lock().await.unwrap();
+    let g2 = Mutex::new(b.clone(), "/app/locks/job")
+        .try_lock()
+        .await
+        .unwrap();
     assert!(g2.is_none());
     b.close().await.unwrap();
     g.release().await.unwrap();

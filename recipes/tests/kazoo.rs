@@ -27,9 +27,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use support::connect;
 use support::process::ProcessIo;
 use support::referee::{Referee, Side, Tally};
-use support::connect;
 use tokio::task::JoinHandle;
 use zkwire::Client;
 use zkwire_recipes::{ForeignChildPolicy, LockOptions};

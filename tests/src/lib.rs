@@ -3,6 +3,7 @@
 
 pub mod evil;
 pub mod java;
+pub mod kerberos;
 pub mod proxy;
 pub mod rng;
 pub mod server;

@@ -133,7 +133,7 @@ const JVM_FLAGS: &[&str] = &[
 ///
 /// `read -t` keeps partial input on timeout, so a command split by the
 /// timeout is reassembled in `buf` rather than misread.
-const WATCHDOG: &str = r#"
+pub(crate) const WATCHDOG: &str = r#"
 set -u
 dir=$1 pidfile=$2 parent=$3 keep=$4
 shift 4
@@ -360,6 +360,17 @@ pub enum ServerSasl {
         /// `sessionRequireClientSASLAuth`: requests before SASL end the session.
         require: bool,
     },
+    /// Kerberos (GSSAPI) with the JAAS `Krb5LoginModule` and a keytab.
+    Kerberos {
+        /// The realm's `krb5.conf` (`java.security.krb5.conf`).
+        krb5_conf: PathBuf,
+        /// The keytab holding `principal`'s keys.
+        keytab: PathBuf,
+        /// The server's principal, `service/host@REALM`.
+        principal: String,
+        /// `sessionRequireClientSASLAuth`.
+        require: bool,
+    },
 }
 
 impl Default for ServerConfig {
@@ -467,6 +478,21 @@ impl ServerConfig {
                 .iter()
                 .map(|(u, p)| ((*u).to_owned(), (*p).to_owned()))
                 .collect(),
+            require,
+        });
+        self
+    }
+
+    /// Enables SASL with Kerberos in `kdc`'s realm: the server authenticates as
+    /// [`SERVER_PRINCIPAL`](crate::kerberos::SERVER_PRINCIPAL) from the realm's server keytab
+    /// (JAAS `Krb5LoginModule`, acceptor only: the server never asks the KDC for anything).
+    /// `require` as for [`Self::sasl_digest`]. `kdc` must outlive the servers.
+    #[must_use]
+    pub fn sasl_kerberos(mut self, kdc: &crate::kerberos::Kdc, require: bool) -> Self {
+        self.sasl = Some(ServerSasl::Kerberos {
+            krb5_conf: kdc.krb5_conf(),
+            keytab: kdc.server_keytab(),
+            principal: crate::kerberos::SERVER_PRINCIPAL.to_owned(),
             require,
         });
         self
@@ -801,6 +827,12 @@ impl Node {
                 jaas.display().to_string(),
             ));
         }
+        if let Some(ServerSasl::Kerberos { krb5_conf, .. }) = &config.sasl {
+            jvm_props.push((
+                "java.security.krb5.conf".to_owned(),
+                krb5_conf.display().to_string(),
+            ));
+        }
         let node = Self {
             label,
             cfg_path: dir.join("zoo.cfg"),
@@ -917,23 +949,41 @@ impl Node {
                 ));
             }
         }
-        if let Some(ServerSasl::Digest { users, require }) = &config.sasl {
-            let entries: String = users
-                .iter()
-                .map(|(u, p)| format!("\n    user_{u}=\"{p}\""))
-                .collect();
-            write_file(
-                &self.dir.join("jaas.conf"),
-                &format!(
-                    "Server {{\n  org.apache.zookeeper.server.auth.DigestLoginModule required{entries};\n}};\n"
-                ),
-            )?;
-            cfg.push_str(
-                "authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n",
-            );
-            if *require {
-                cfg.push_str("sessionRequireClientSASLAuth=true\n");
+        let (login_module, require) = match &config.sasl {
+            None => return Ok(()),
+            Some(ServerSasl::Digest { users, require }) => {
+                let entries: String = users
+                    .iter()
+                    .map(|(u, p)| format!("\n    user_{u}=\"{p}\""))
+                    .collect();
+                let module =
+                    format!("org.apache.zookeeper.server.auth.DigestLoginModule required{entries}");
+                (module, *require)
             }
+            Some(ServerSasl::Kerberos {
+                keytab,
+                principal,
+                require,
+                ..
+            }) => {
+                let module = format!(
+                    "com.sun.security.auth.module.Krb5LoginModule required\n    useKeyTab=true\n    \
+                     keyTab=\"{}\"\n    storeKey=true\n    useTicketCache=false\n    \
+                     isInitiator=false\n    principal=\"{principal}\"",
+                    keytab.display()
+                );
+                (module, *require)
+            }
+        };
+        write_file(
+            &self.dir.join("jaas.conf"),
+            &format!("Server {{\n  {login_module};\n}};\n"),
+        )?;
+        cfg.push_str(
+            "authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n",
+        );
+        if require {
+            cfg.push_str("sessionRequireClientSASLAuth=true\n");
         }
         Ok(())
     }

@@ -255,12 +255,15 @@ impl TlsMaterial {
 }
 
 fn run(command: &mut Command) -> io::Result<()> {
+    run_tool(command, "install openssl and a JDK (keytool)")
+}
+
+/// Runs a command line tool to completion; an error names the command, its output and, when
+/// the tool cannot be run at all, `install`: how to get it.
+pub(crate) fn run_tool(command: &mut Command, install: &str) -> io::Result<()> {
     let program = command.get_program().to_string_lossy().into_owned();
     let output = command.output().map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!("cannot run `{program}` ({e}): install openssl and a JDK (keytool)"),
-        )
+        io::Error::new(e.kind(), format!("cannot run `{program}` ({e}): {install}"))
     })?;
     if output.status.success() {
         return Ok(());

@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 use super::{Client, Inner};
 use crate::connect_string::ConnectString;
 use crate::driver::{Connect, Driver, Shared, TcpConnector};
-use crate::error::Error;
+use crate::error::{ConnectError, Error};
 use crate::jute::Encode;
 use crate::proto::AuthPacket;
 use crate::session::{Session, SessionConfig, SessionState};
@@ -137,6 +137,19 @@ impl ClientBuilder {
         self
     }
 
+    /// Authenticates with Kerberos (SASL GSSAPI, feature `sasl-gssapi`) on every connection,
+    /// before any request; see [`Kerberos`](crate::Kerberos) for where the credentials come
+    /// from and how servers are named. The session's identity is then `sasl:<principal>`.
+    ///
+    /// Missing credentials, or a server the realm does not know, end the session at once:
+    /// [`connect`](Self::connect) fails with [`ConnectError::Sasl`], which says why. A server
+    /// that refuses the credentials ends it with [`Error::AuthFailed`]. Nothing is retried.
+    #[cfg(feature = "sasl-gssapi")]
+    pub fn with_sasl_kerberos(mut self, kerberos: crate::Kerberos) -> Self {
+        self.session.sasl = Some(Arc::new(kerberos));
+        self
+    }
+
     /// How many undelivered events a persistent watcher may hold (default 1024).
     pub fn with_watch_capacity(mut self, capacity: usize) -> Self {
         self.watch_capacity = capacity.max(1);
@@ -171,7 +184,7 @@ impl ClientBuilder {
         #[cfg(feature = "tls")]
         if let Some(tls) = &self.tls {
             let connector = crate::tls::TlsConnector::new(tls).map_err(|e| {
-                Error::Connect(crate::error::ConnectError::InvalidTlsConfig {
+                Error::Connect(ConnectError::InvalidTlsConfig {
                     reason: e.to_string(),
                 })
             })?;
@@ -263,7 +276,11 @@ impl Client {
         };
         match reached {
             SessionState::Expired => Err(Error::SessionExpired),
-            SessionState::AuthFailed => Err(Error::AuthFailed),
+            SessionState::AuthFailed => match self.connect_error() {
+                // The client's side could not authenticate: say why.
+                Some(why @ ConnectError::Sasl { .. }) => Err(Error::Connect(why)),
+                _ => Err(Error::AuthFailed),
+            },
             SessionState::Closed => Err(Error::Closed),
             _ => Ok(()),
         }

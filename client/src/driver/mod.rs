@@ -398,7 +398,8 @@ impl<C: Connect> Driver<C> {
                 self.writer = Some(writer);
                 self.handshaking = true;
                 self.received = false;
-                self.session.handle_connected(now());
+                let host = self.current_host.as_ref().map_or("", |h| h.host());
+                self.session.handle_connected(now(), host);
             }
             Err(e) => {
                 tracing::debug!(error = %e, "connect attempt failed");
@@ -594,6 +595,17 @@ impl<C: Connect> Driver<C> {
         );
         if let Ok(mut passwd) = self.shared.passwd.lock() {
             passwd.clone_from(self.session.session_password());
+        }
+        if let Some(reason) = self.session.sasl_failure() {
+            // Before the state: whoever sees AuthFailed can also read why.
+            let why = ConnectError::Sasl {
+                host: self
+                    .current_host
+                    .as_ref()
+                    .map_or_else(String::new, ToString::to_string),
+                reason: reason.to_owned(),
+            };
+            self.shared.connect_error.send_replace(Some(why));
         }
         // Stream first: a caller that waits for the state and then subscribes must not see
         // the same change again.

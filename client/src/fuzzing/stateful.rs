@@ -204,7 +204,7 @@ impl Harness {
 
     fn connect(&mut self) {
         if !self.session.wants_connection() {
-            self.session.handle_connected(self.now);
+            self.session.handle_connected(self.now, "zk1");
             assert!(
                 self.session.poll_transmit().is_none(),
                 "handle_connected wrote unasked"
@@ -216,7 +216,7 @@ impl Harness {
             return;
         }
         self.server.connect();
-        self.session.handle_connected(self.now);
+        self.session.handle_connected(self.now, "zk1");
         let ops = self.collect_transmit();
         assert!(
             !self.server.expect_connect_request,

@@ -97,6 +97,10 @@ pub struct Session {
     seen_rw: bool,
     /// The SASL exchange of the current connection, while it runs.
     sasl: Option<Box<dyn SaslExchange>>,
+    /// The host the current connection was opened to.
+    server_host: String,
+    /// Why the SASL exchange failed on the client's side, once it has.
+    sasl_failure: Option<String>,
 }
 
 impl std::fmt::Debug for Session {
@@ -175,6 +179,8 @@ impl Session {
             closing: None,
             seen_rw,
             sasl: None,
+            server_host: String::new(),
+            sasl_failure: None,
         }
     }
 
@@ -217,6 +223,13 @@ impl Session {
     /// The highest zxid seen in a normal reply.
     pub fn last_zxid(&self) -> i64 {
         self.last_zxid
+    }
+
+    /// Why the SASL exchange failed on the client's side (no credentials, a server that
+    /// could not prove itself), once the session has ended with
+    /// [`SessionState::AuthFailed`] for that reason; `None` when the server refused.
+    pub fn sasl_failure(&self) -> Option<&str> {
+        self.sasl_failure.as_deref()
     }
 
     /// Whether the driver should open a transport now.
@@ -368,10 +381,15 @@ impl Session {
     ///
     /// User requests are held until the ConnectResponse arrives (and the SASL exchange has
     /// completed), so that an "expired" reply can never be lost behind them.
-    pub fn handle_connected(&mut self, now: Instant) {
+    ///
+    /// `server_host` is the host the transport was opened to, as the connect string names it
+    /// (for a SASL mechanism that authenticates the server by name, such as Kerberos).
+    pub fn handle_connected(&mut self, now: Instant, server_host: &str) {
         if !self.wants_connection() {
             return;
         }
+        self.server_host.clear();
+        self.server_host.push_str(server_host);
         self.conn = Conn::AwaitingConnectResponse;
         self.decoder.clear();
         self.transmit.clear();
@@ -526,7 +544,7 @@ impl Session {
     }
 
     fn start_sasl(&mut self, now: Instant, mechanism: &dyn SaslMechanism, read_only: bool) {
-        let mut exchange = mechanism.start();
+        let mut exchange = mechanism.start(&self.server_host);
         match exchange.initial_response() {
             Ok(token) => {
                 self.conn = Conn::Authenticating { read_only };
@@ -535,6 +553,7 @@ impl Session {
             }
             Err(reason) => {
                 tracing::warn!(mechanism = mechanism.name(), %reason, "SASL cannot start");
+                self.sasl_failure = Some(reason);
                 self.end(SessionState::AuthFailed, Error::AuthFailed);
             }
         }
@@ -584,6 +603,7 @@ impl Session {
             }
             Err(reason) => {
                 tracing::warn!(%reason, "SASL authentication failed on the client's side");
+                self.sasl_failure = Some(reason);
                 self.end(SessionState::AuthFailed, Error::AuthFailed);
             }
         }

@@ -13,8 +13,10 @@ pub trait SaslMechanism: fmt::Debug + Send + Sync {
     /// The mechanism's name, for logs (`DIGEST-MD5`, `GSSAPI`).
     fn name(&self) -> &'static str;
 
-    /// A fresh exchange for a new connection.
-    fn start(&self) -> Box<dyn SaslExchange>;
+    /// A fresh exchange for a new connection to `server_host` (the host name or address the
+    /// connection was opened to, as the connect string names it: Kerberos names the server's
+    /// principal after it).
+    fn start(&self, server_host: &str) -> Box<dyn SaslExchange>;
 }
 
 /// One SASL exchange, from the client's side.

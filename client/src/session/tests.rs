@@ -350,7 +350,7 @@ impl Harness {
             self.session.wants_connection(),
             "the session does not want a connection"
         );
-        self.session.handle_connected(self.now);
+        self.session.handle_connected(self.now, "zk1");
         self.pump();
         let frame = self
             .server_rx
@@ -449,7 +449,7 @@ fn connected_with_data_watch(path: &str, watcher: WatcherId, zxid: i64) -> Harne
 #[test]
 fn connect_request_bytes_match_the_reference_dump() {
     let mut session = Session::new(SessionConfig::default(), Instant::now());
-    session.handle_connected(Instant::now());
+    session.handle_connected(Instant::now(), "zk1");
     let wire = session.poll_transmit().expect("the ConnectRequest");
     let mut expected = vec![0, 0, 0, 0x2d];
     expected.extend([0; 12]); // protocolVersion, lastZxidSeen
@@ -2118,7 +2118,7 @@ impl super::SaslMechanism for ScriptedSasl {
         "SCRIPTED"
     }
 
-    fn start(&self) -> Box<dyn super::SaslExchange> {
+    fn start(&self, _server_host: &str) -> Box<dyn super::SaslExchange> {
         Box::new(ScriptedExchange)
     }
 }
@@ -2227,6 +2227,11 @@ fn sasl_refused_by_the_server_is_terminal() {
     assert_eq!(states(&events), [SessionState::AuthFailed]);
     assert_eq!(replies(&events), [(queued, Err(Error::AuthFailed))]);
     assert!(!h.session.wants_connection());
+    assert_eq!(
+        h.session.sasl_failure(),
+        None,
+        "the server's refusal has no reason"
+    );
 }
 
 /// A server token the mechanism rejects (a failed server proof) ends the session too.
@@ -2239,6 +2244,10 @@ fn sasl_refused_by_the_client_is_terminal() {
     h.reply(first.xid, 0, ErrorCode::Ok, &sasl_body(b"forged"));
     assert_eq!(states(&h.drain_events()), [SessionState::AuthFailed]);
     assert!(h.sent_frames().is_empty());
+    assert_eq!(
+        h.session.sasl_failure(),
+        Some(r#"unexpected [102, 111, 114, 103, 101, 100]"#)
+    );
 }
 
 /// Without SASL configured, a server that requires it answers the first request with -124

@@ -56,7 +56,10 @@ impl Harness {
         assert_eq!(request.protocol_version, 0);
         // Until a read/write server has accepted the session, every attempt asks for a new one.
         let (id, passwd) = if self.server.seen_rw {
-            (self.session.session_id(), self.session.session_password().clone())
+            (
+                self.session.session_id(),
+                self.session.session_password().clone(),
+            )
         } else {
             (0, Bytes::from_static(&[0; 16]))
         };
