@@ -243,16 +243,13 @@ pub(crate) async fn rm(g: &Global, p: &Parsed) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Deletes `root` and everything under it, deepest first; returns how many nodes were seen.
+/// Deletes `root` and everything under it (children created meanwhile too); returns how many
+/// nodes were deleted.
 async fn delete_subtree(client: &Client, root: &str) -> Result<usize, Failure> {
-    let paths = subtree(client, root).await?;
-    for node in paths.iter().rev() {
-        match client.delete(node, None).await {
-            Ok(()) | Err(Error::NoNode) => {}
-            Err(e) => return Err(Failure::zk(node, &e)),
-        }
-    }
-    Ok(paths.len())
+    client
+        .delete_all(root)
+        .await
+        .map_err(|e| Failure::zk(root, &e))
 }
 
 /// `sync PATH`: waits until the server we are connected to has caught up with the leader.

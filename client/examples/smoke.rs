@@ -32,11 +32,11 @@ async fn main() -> Result<(), zkwire::Error> {
     println!("recursive: {:?}", rec.next().await);
     let results = client
         .multi(&[
-            Op::check("/smoke", 1),
+            Op::check("/smoke", Some(1)),
             Op::create(
                 "/smoke/child",
                 &b"c"[..],
-                CreateOptions::new(CreateMode::Ephemeral),
+                &CreateOptions::new(CreateMode::Ephemeral),
             ),
         ])
         .await?;
@@ -46,7 +46,7 @@ async fn main() -> Result<(), zkwire::Error> {
     println!("ephemerals: {:?}", client.get_ephemerals("/").await?);
     println!("whoami: {:?}", client.who_am_i().await?);
     let err = client
-        .multi(&[Op::check("/smoke", 99), Op::delete("/smoke", None)])
+        .multi(&[Op::check("/smoke", Some(99)), Op::delete("/smoke", None)])
         .await;
     println!("failed multi: {err:?}");
     let big = vec![0u8; 2 << 20];

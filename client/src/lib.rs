@@ -142,9 +142,11 @@ pub mod session;
 #[allow(dead_code, unused_imports, unreachable_pub)]
 mod session;
 
+/// The `bytes` crate, whose [`Bytes`](bytes::Bytes) the client hands out for node data.
+pub use bytes;
 pub use client::{
     Client, ClientBuilder, ClientStats, CreateOptions, OneshotWatcher, Op, OpResult,
-    PersistentWatcher, ReadOp, ReadResult, StateStream, StatsHandle, WatchedEvent,
+    PersistentWatcher, ReadOp, ReadResult, Reconfig, StateStream, StatsHandle, WatchedEvent,
 };
 pub use connect_string::HostPort;
 pub use driver::{Connect, TcpConnector};

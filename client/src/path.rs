@@ -41,6 +41,11 @@ impl InvalidPath {
         }
     }
 
+    /// A valid path an operation refuses to act on (`delete_all("/")`).
+    pub(crate) fn refused(path: &str, reason: &'static str) -> Self {
+        Self::new(path, reason)
+    }
+
     /// The path that was rejected, exactly as it was given.
     #[must_use]
     pub fn path(&self) -> &str {
@@ -273,6 +278,15 @@ pub fn parent(path: &str) -> Option<&str> {
     }
 }
 
+/// The proper ancestors of a valid path, from the top, without the root: `/a/b/c` gives
+/// `/a` and `/a/b`; `/a` and `/` give none.
+pub(crate) fn ancestors(path: &str) -> impl Iterator<Item = &str> {
+    path.match_indices('/')
+        .map(|(i, _)| i)
+        .filter(|&i| i > 0)
+        .filter_map(move |i| path.get(..i))
+}
+
 /// Joins a parent path and a child name: `/` and `a` give `/a`; `/x` and `a`
 /// give `/x/a`.
 ///
@@ -355,6 +369,15 @@ pub fn sequence_suffix(name: &str) -> Option<i32> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ancestors_from_the_top() {
+        let all = |p| ancestors(p).collect::<Vec<_>>();
+        assert_eq!(all("/a/b/c"), ["/a", "/a/b"]);
+        assert_eq!(all("/a/b/"), ["/a", "/a/b"], "a sequential prefix");
+        assert!(all("/a").is_empty());
+        assert!(all("/").is_empty());
+    }
+
     use super::*;
     use proptest::prelude::*;
 

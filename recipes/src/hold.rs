@@ -145,7 +145,7 @@ impl Hold {
     /// Runs `ops` in a multi preceded by `check(our node, any version)`.
     pub(crate) async fn multi_fenced(&self, ops: &[Op]) -> Result<Vec<OpResult>, LockError> {
         let mut all = Vec::with_capacity(ops.len() + 1);
-        all.push(Op::check(self.node.path.clone(), -1));
+        all.push(Op::check(self.node.path.clone(), None));
         all.extend_from_slice(ops);
         match self.client.multi(&all).await {
             Ok(results) => Ok(results.into_iter().skip(1).collect()),

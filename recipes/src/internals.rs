@@ -266,8 +266,8 @@ impl Attempt {
             return self.client.create(path, &self.options.data, options).await;
         };
         let ops = [
-            Op::check(tie.writer_path.clone(), -1),
-            Op::create(path.to_owned(), self.options.data.clone(), options.clone()),
+            Op::check(tie.writer_path.clone(), None),
+            Op::create(path.to_owned(), self.options.data.clone(), options),
         ];
         match self.client.multi(&ops).await {
             Ok(_) => match self.client.exists(path).await? {

@@ -371,15 +371,15 @@ async fn check_minus_one_matches_any_version() {
         c.set_data("/n", b"x", None).await.unwrap();
     }
     assert_eq!(
-        c.multi(&[Op::check("/n", -1)]).await.unwrap(),
+        c.multi(&[Op::check("/n", None)]).await.unwrap(),
         vec![OpResult::Check]
     );
-    let r = c.multi(&[Op::check("/n", 0)]).await;
+    let r = c.multi(&[Op::check("/n", Some(0))]).await;
     assert!(
         matches!(r, Err(Error::MultiFailed { index: 0, ref error }) if **error == Error::BadVersion),
         "{r:?}"
     );
-    let r = c.multi(&[Op::check("/gone", -1)]).await;
+    let r = c.multi(&[Op::check("/gone", None)]).await;
     assert!(
         matches!(r, Err(Error::MultiFailed { index: 0, ref error }) if **error == Error::NoNode),
         "{r:?}"

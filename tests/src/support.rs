@@ -17,25 +17,9 @@ use crate::server::shared_server;
 /// Deletes `path` and everything under it; a missing node is fine.
 ///
 /// # Errors
-/// Any error other than `NoNode`.
+/// As [`Client::delete_all`].
 pub async fn delete_recursive(client: &Client, path: &str) -> Result<(), Error> {
-    let children = match client.get_children(path).await {
-        Ok(children) => children,
-        Err(Error::NoNode) => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    for child in children {
-        let child_path = if path == "/" {
-            format!("/{child}")
-        } else {
-            format!("{path}/{child}")
-        };
-        Box::pin(delete_recursive(client, &child_path)).await?;
-    }
-    match client.delete(path, None).await {
-        Ok(()) | Err(Error::NoNode) => Ok(()),
-        Err(e) => Err(e),
-    }
+    client.delete_all(path).await.map(drop)
 }
 
 /// A fresh, empty chroot `/<name>` on the shared server, and its connect string.

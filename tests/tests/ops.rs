@@ -211,9 +211,9 @@ async fn multi_success_failure_and_multi_read() {
         .unwrap();
     let results = c
         .multi(&[
-            Op::check("/m", 0),
-            Op::create("/m/a", &b"a"[..], opts(CreateMode::Persistent)),
-            Op::create("/m/s-", &b""[..], opts(CreateMode::PersistentSequential)),
+            Op::check("/m", Some(0)),
+            Op::create("/m/a", &b"a"[..], &opts(CreateMode::Persistent)),
+            Op::create("/m/s-", &b""[..], &opts(CreateMode::PersistentSequential)),
             Op::set_data("/m", &b"1"[..], Some(0)),
             Op::delete("/m/a", None),
         ])
@@ -228,8 +228,8 @@ async fn multi_success_failure_and_multi_read() {
     // A failing op rolls everything back and says which op failed.
     let failed = c
         .multi(&[
-            Op::create("/m/b", &b""[..], opts(CreateMode::Persistent)),
-            Op::check("/m", 99),
+            Op::create("/m/b", &b""[..], &opts(CreateMode::Persistent)),
+            Op::check("/m", Some(99)),
         ])
         .await;
     assert_eq!(

@@ -237,7 +237,7 @@ async fn m15_ten_thousand_watches_survive_a_restart() {
     for chunk in paths.chunks(500) {
         let ops: Vec<Op> = chunk
             .iter()
-            .map(|p| Op::create(p.as_str(), &b""[..], persistent()))
+            .map(|p| Op::create(p.as_str(), &b""[..], &persistent()))
             .collect();
         b.multi(&ops).await.unwrap();
     }

@@ -1,8 +1,10 @@
 //! The async `Client`: every ZooKeeper operation, with chroot and path validation.
 
 mod builder;
+mod config;
 mod multi;
 mod options;
+mod tree;
 mod watcher;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,6 +15,7 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
 pub use builder::ClientBuilder;
+pub use config::Reconfig;
 pub use multi::{Op, ReadOp};
 pub use options::{CreateOptions, OpResult, ReadResult};
 pub use watcher::{OneshotWatcher, PersistentWatcher, StateStream, WatchedEvent};
@@ -332,7 +335,17 @@ impl Client {
         data: &[u8],
         options: &CreateOptions,
     ) -> Result<(String, Stat), Error> {
-        let data = Bytes::copy_from_slice(data);
+        self.create_bytes(path, Bytes::copy_from_slice(data), options)
+            .await
+    }
+
+    /// [`create`](Self::create) with data already in a `Bytes`.
+    async fn create_bytes(
+        &self,
+        path: &str,
+        data: Bytes,
+        options: &CreateOptions,
+    ) -> Result<(String, Stat), Error> {
         // Alone, a plain create is sent as create2, whose reply carries the Stat.
         let response = match self.create_record(path, data, options)? {
             CreateRecord::Plain(r) => self.call_op::<op::Create2>(&r).await?,

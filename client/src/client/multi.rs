@@ -38,22 +38,27 @@ pub enum Op {
         /// Expected version.
         version: Option<i32>,
     },
-    /// Fail the transaction unless the node's data version is `version`.
+    /// Fail the transaction unless the node exists with data version `version` (any
+    /// version when `None`).
     Check {
         /// Path (client view).
         path: String,
-        /// Expected version.
-        version: i32,
+        /// Expected version; `None` for any.
+        version: Option<i32>,
     },
 }
 
 impl Op {
-    /// A create op.
-    pub fn create(path: impl Into<String>, data: impl Into<Bytes>, options: CreateOptions) -> Self {
+    /// A create op, with options as [`Client::create`] takes them.
+    pub fn create(
+        path: impl Into<String>,
+        data: impl Into<Bytes>,
+        options: &CreateOptions,
+    ) -> Self {
         Self::Create {
             path: path.into(),
             data: data.into(),
-            options,
+            options: options.clone(),
         }
     }
 
@@ -74,8 +79,8 @@ impl Op {
         }
     }
 
-    /// A version check.
-    pub fn check(path: impl Into<String>, version: i32) -> Self {
+    /// A check that the node exists, with data version `version` unless `None`.
+    pub fn check(path: impl Into<String>, version: Option<i32>) -> Self {
         Self::Check {
             path: path.into(),
             version,
@@ -105,9 +110,9 @@ impl Client {
     /// let (data, stat) = client.get_data("/todo/job-1").await?;
     /// let results = client
     ///     .multi(&[
-    ///         Op::check("/todo/job-1", stat.version),
+    ///         Op::check("/todo/job-1", Some(stat.version)),
     ///         Op::delete("/todo/job-1", None),
-    ///         Op::create("/done/job-1", data, CreateOptions::new(CreateMode::Persistent)),
+    ///         Op::create("/done/job-1", data, &CreateOptions::new(CreateMode::Persistent)),
     ///     ])
     ///     .await?;
     /// assert_eq!(results[0], OpResult::Check);
@@ -204,7 +209,7 @@ impl Client {
             }),
             Op::Check { path, version } => MultiOp::Check(CheckVersionRequest {
                 path: self.server_path(path)?,
-                version: *version,
+                version: version.unwrap_or(-1),
             }),
         })
     }

@@ -20,6 +20,7 @@ pub struct CreateOptions {
     pub(crate) mode: CreateMode,
     pub(crate) acl: Vec<Acl>,
     pub(crate) ttl: Option<Duration>,
+    pub(crate) container_parents: bool,
 }
 
 impl CreateOptions {
@@ -29,7 +30,15 @@ impl CreateOptions {
             mode,
             acl: Acl::open_unsafe(),
             ttl: None,
+            container_parents: false,
         }
+    }
+
+    /// The missing ancestors [`create_all`](crate::Client::create_all) makes are containers
+    /// (which the server deletes once their last child is gone), not persistent nodes.
+    pub fn with_container_parents(mut self) -> Self {
+        self.container_parents = true;
+        self
     }
 
     /// Sets the ACL.

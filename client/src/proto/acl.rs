@@ -40,6 +40,26 @@ impl Id {
     pub fn creator() -> Self {
         Self::new("auth", "")
     }
+
+    /// The `digest` id of `user` with `password`: `digest:<user>:<base64(sha1(user:password))>`,
+    /// the identity a session gets from `add_auth("digest", "user:password")`.
+    ///
+    /// An ACL must name this form: `digest:alice:secret` written as the id (the plain
+    /// password) matches no session, and the node is then closed to everyone but a superuser.
+    ///
+    /// ```
+    /// use zkwire::Id;
+    /// let id = Id::digest("super", "test");
+    /// assert_eq!(id.id, "super:D/InIHSb7yEEbrWz8b9l71RjZJU=");
+    /// ```
+    pub fn digest(user: &str, password: &str) -> Self {
+        use base64::Engine as _;
+        let hash = sha1_smol::Sha1::from(format!("{user}:{password}"))
+            .digest()
+            .bytes();
+        let encoded = base64::engine::general_purpose::STANDARD.encode(hash);
+        Self::new("digest", format!("{user}:{encoded}"))
+    }
 }
 
 impl Encode for Id {
@@ -70,9 +90,41 @@ impl Decode for Id {
     }
 }
 
-/// A set of permissions (`ZooDefs.Perms`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// A set of permissions (`ZooDefs.Perms`). Its `Debug` names them.
+///
+/// ```
+/// use zkwire::Perms;
+/// assert_eq!(format!("{:?}", Perms::READ | Perms::WRITE), "Perms(READ | WRITE)");
+/// assert_eq!(format!("{:?}", Perms(0)), "Perms(NONE)");
+/// assert_eq!(format!("{:?}", Perms(33)), "Perms(READ | 0x20)");
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Perms(pub i32);
+
+impl std::fmt::Debug for Perms {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const NAMES: [(Perms, &str); 5] = [
+            (Perms::READ, "READ"),
+            (Perms::WRITE, "WRITE"),
+            (Perms::CREATE, "CREATE"),
+            (Perms::DELETE, "DELETE"),
+            (Perms::ADMIN, "ADMIN"),
+        ];
+        let mut names: Vec<String> = NAMES
+            .iter()
+            .filter(|(p, _)| self.contains(*p))
+            .map(|(_, name)| (*name).to_owned())
+            .collect();
+        let unknown = self.0 & !Self::ALL.0;
+        if unknown != 0 {
+            names.push(format!("{unknown:#x}"));
+        }
+        if names.is_empty() {
+            return f.write_str("Perms(NONE)");
+        }
+        write!(f, "Perms({})", names.join(" | "))
+    }
+}
 
 impl Perms {
     /// Read data and list children.
@@ -159,5 +211,10 @@ impl Acl {
     /// `CREATOR_ALL_ACL`: everything for the creator's authenticated ids.
     pub fn creator_all() -> Vec<Self> {
         vec![Self::new(Perms::ALL, Id::creator())]
+    }
+
+    /// An entry granting `perms` to `user` with `password`, as [`Id::digest`] computes it.
+    pub fn digest(perms: Perms, user: &str, password: &str) -> Self {
+        Self::new(perms, Id::digest(user, password))
     }
 }
