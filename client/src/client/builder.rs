@@ -150,6 +150,28 @@ impl ClientBuilder {
         self
     }
 
+    /// After the session expires, start a new one on the same `Client` instead of ending
+    /// (default: off, as the Java client). See `docs/renewal.md` for what carries over:
+    ///
+    /// - the state stream reports `Expired`, then `Connecting` and `Connected` with the new
+    ///   session's id ([`Client::session_id`]); [`ClientStats::sessions`](crate::ClientStats)
+    ///   counts the sessions;
+    /// - requests in flight at the expiry fail with [`Error::SessionExpired`]; requests not
+    ///   yet sent, and those made meanwhile, run on the new session;
+    /// - the old session's ephemeral nodes are gone; one-shot watchers end with an `Expired`
+    ///   event; persistent watchers receive that same event as a marker (events may have been
+    ///   missed: re-read what they cover) and go on, registered again on the new session;
+    /// - credentials added with [`with_auth`](Self::with_auth) or
+    ///   [`Client::add_auth`] are sent again, SASL runs again.
+    ///
+    /// Off by default because a service that holds ephemeral nodes (a leader, a lock holder)
+    /// must notice that it lost them: with renewal on it must watch the state stream for
+    /// `Expired` itself (the recipes' guards do).
+    pub fn with_session_renewal(mut self, enabled: bool) -> Self {
+        self.session.renew_on_expiry = enabled;
+        self
+    }
+
     /// How many undelivered events a persistent watcher may hold (default 1024).
     pub fn with_watch_capacity(mut self, capacity: usize) -> Self {
         self.watch_capacity = capacity.max(1);

@@ -41,6 +41,9 @@ pub struct ClientStats {
     pub waiting_callers: usize,
     /// Transports opened so far (1 + reconnects).
     pub connections: usize,
+    /// Sessions established so far: 1, plus one per renewal after an expiry
+    /// ([`ClientBuilder::with_session_renewal`](crate::ClientBuilder::with_session_renewal)).
+    pub sessions: u64,
     /// Requests callers have submitted so far (every operation; a multi counts once; the
     /// session's own pings, SetWatches and auth replays are not counted).
     pub requests: u64,
@@ -63,6 +66,7 @@ impl StatsHandle {
             watches: s.watches.load(Ordering::Relaxed),
             waiting_callers: s.waiting.load(Ordering::Relaxed),
             connections: s.connections.load(Ordering::Relaxed),
+            sessions: s.sessions.load(Ordering::Relaxed),
             requests: s.submitted.load(Ordering::Relaxed),
             driver_running: s.driver_running.load(Ordering::Acquire),
         }

@@ -74,6 +74,8 @@ pub(crate) struct Shared {
     pub(crate) waiting: AtomicUsize,
     pub(crate) driver_running: AtomicBool,
     pub(crate) connections: AtomicUsize,
+    /// Sessions established so far (more than one after a renewal).
+    pub(crate) sessions: AtomicU64,
     /// Requests callers have submitted.
     pub(crate) submitted: AtomicU64,
     /// Why connecting is hopeless as configured, while it is (see `diagnosis`).
@@ -103,6 +105,7 @@ impl Shared {
             waiting: AtomicUsize::new(0),
             driver_running: AtomicBool::new(true),
             connections: AtomicUsize::new(0),
+            sessions: AtomicU64::new(0),
             submitted: AtomicU64::new(0),
             connect_error: watch::Sender::new(None),
             lease_nanos: AtomicU64::new(NO_LEASE),
@@ -559,7 +562,8 @@ impl<C: Connect> Driver<C> {
     /// Takes what a watch event is to be sent through, updating the registry first so that
     /// the counters published before sending are exact.
     fn take_sink(&mut self, watcher: WatcherId, event: WatchedEvent) -> Option<Outgoing> {
-        let ends = event.state != crate::proto::KeeperState::SyncConnected;
+        let ends = event.state != crate::proto::KeeperState::SyncConnected
+            && !self.session.is_watching(watcher);
         match self.watchers.remove(&watcher) {
             Some(WatcherSink::Oneshot(tx)) => Some(Outgoing::Oneshot(tx, event)),
             Some(WatcherSink::Stream(tx)) => {
@@ -585,9 +589,11 @@ impl<C: Connect> Driver<C> {
             self.diagnosis.on_handshake();
             self.publish_verdict();
         }
-        self.shared
-            .session_id
-            .store(self.session.session_id(), Ordering::Relaxed);
+        let id = self.session.session_id();
+        let previous = self.shared.session_id.swap(id, Ordering::Relaxed);
+        if id != 0 && id != previous {
+            self.shared.sessions.fetch_add(1, Ordering::Relaxed);
+        }
         let negotiated = self.session.session_timeout().map_or(0, |t| t.as_millis());
         self.shared.negotiated_ms.store(
             u64::try_from(negotiated).unwrap_or(u64::MAX),

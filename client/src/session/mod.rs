@@ -349,6 +349,12 @@ impl Session {
         self.watches.remove(watcher)
     }
 
+    /// Whether `watcher` is still registered: a persistent watcher whose event was a session
+    /// renewal's marker (state `Expired`) goes on; one the session has let go of has ended.
+    pub fn is_watching(&self, watcher: WatcherId) -> bool {
+        self.watches.contains(watcher)
+    }
+
     /// Closes the session: sends closeSession and ends in [`SessionState::Closed`] when the
     /// server confirms or the connection drops. Without a connection, closes at once (the
     /// server then expires the session after its timeout).
@@ -473,7 +479,7 @@ impl Session {
                     .is_some_and(|t| t <= now)
                     && !self.state.is_terminal()
                 {
-                    self.end(SessionState::Expired, Error::SessionExpired);
+                    self.expire();
                 }
             }
             Conn::AwaitingConnectResponse => {
@@ -513,7 +519,7 @@ impl Session {
 
     fn handle_connect_response(&mut self, now: Instant, response: ConnectResponse) {
         if response.is_expired() {
-            self.end(SessionState::Expired, Error::SessionExpired);
+            self.expire();
             return;
         }
         self.session_id = response.session_id;
@@ -967,6 +973,48 @@ impl Session {
                 self.answer(id, Err(err.clone()));
             }
         }
+    }
+
+    /// The session expired: it ends, or, when configured to renew, a new one begins.
+    fn expire(&mut self) {
+        if self.config.renew_on_expiry && self.closing.is_none() {
+            self.renew();
+        } else {
+            self.end(SessionState::Expired, Error::SessionExpired);
+        }
+    }
+
+    /// Replaces an expired session with a new one (`docs/renewal.md`): what the old session
+    /// sent is answered `SessionExpired`, one-shot watchers end with an `Expired` event,
+    /// persistent ones get that event as a marker and stay, to be registered again on the
+    /// new session with the credentials; requests not yet sent wait for it. The state goes
+    /// `Expired`, then `Connecting`, then `Connected` with the new session's id.
+    fn renew(&mut self) {
+        self.fail_in_flight(&Error::SessionExpired);
+        let reason = if self.conn == Conn::Idle {
+            None
+        } else {
+            Some(DropReason::SessionEnded)
+        };
+        self.conn_to_idle(reason);
+        let marker = WatchedEvent {
+            event_type: EventType::None,
+            state: KeeperState::Expired,
+            path: String::new(),
+            zxid: -1,
+        };
+        let (ended, kept) = self.watches.drain_one_shot();
+        for watcher in ended.into_iter().chain(kept) {
+            let event = marker.clone();
+            self.events.push_back(Event::Watch { watcher, event });
+        }
+        self.session_id = 0;
+        self.passwd = Bytes::from_static(&[0; 16]);
+        self.negotiated = None;
+        self.seen_rw = false;
+        self.timers.forget_lease();
+        self.set_state(SessionState::Expired);
+        self.set_state(SessionState::Connecting);
     }
 
     /// Ends the session for good: every waiter and watcher is told, once.

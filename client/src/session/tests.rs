@@ -2266,3 +2266,122 @@ fn a_server_requiring_sasl_ends_a_session_without_it() {
     );
     assert_eq!(states(&events), [SessionState::AuthFailed]);
 }
+
+// ===== session renewal =====
+
+/// With `renew_on_expiry`, an expired handshake starts a new session: requests not yet sent
+/// wait for the new session, one-shot watchers end
+/// with an Expired event, persistent ones get it as a marker and are registered again, and
+/// the new handshake asks for a new session (id 0, zero password).
+#[test]
+fn renewal_replaces_an_expired_session() {
+    let (one_shot, persistent) = (WatcherId(1), WatcherId(2));
+    let mut h = Harness::with_config(SessionConfig {
+        renew_on_expiry: true,
+        ..config(secs(30))
+    });
+    h.connect();
+    h.submit(get_data("/w", Some(one_shot)));
+    h.submit(add_watch(
+        "/p",
+        AddWatchMode::PersistentRecursive,
+        persistent,
+    ));
+    let [(a, _), (b, _)] = h.sent_frames().try_into().expect("two requests");
+    h.reply(a.xid, 5, ErrorCode::Ok, &data_body(b"v"));
+    h.reply(b.xid, 6, ErrorCode::Ok, &[0; 4]);
+    let in_flight = h.submit(get_data("/in-flight", None));
+    assert_eq!(h.sent_frames().len(), 1);
+    h.drain_events();
+    h.disconnect();
+    // What was in flight is lost with the connection, before anyone knows of the expiry.
+    assert_eq!(
+        replies(&h.drain_events()),
+        [(in_flight, Err(Error::ConnectionLoss))]
+    );
+    let queued = h.submit(get_data("/queued", None));
+    let request = h.open();
+    assert_eq!(
+        request.session_id, SID,
+        "the old session is asked for first"
+    );
+    h.accept(&expired_response());
+
+    let events = h.drain_events();
+    assert_eq!(
+        states(&events),
+        [SessionState::Expired, SessionState::Connecting]
+    );
+    assert!(
+        replies(&events).is_empty(),
+        "{queued:?} waits for the new session"
+    );
+    let marker = |w| (w, EventType::None, KeeperState::Expired, String::new());
+    assert_eq!(
+        watch_events(&events),
+        [marker(one_shot), marker(persistent)]
+    );
+    assert!(h.session.is_watching(persistent) && !h.session.is_watching(one_shot));
+    assert_eq!(
+        h.session.lease_deadline(),
+        None,
+        "nothing of the new session is known"
+    );
+
+    let request = h.open();
+    assert_eq!(
+        (request.session_id, &request.passwd[..]),
+        (0, &ZERO_PASSWD[..])
+    );
+    let renewed = ConnectResponse {
+        session_id: SID + 1,
+        ..welcome(30_000)
+    };
+    h.accept(&renewed);
+    assert_eq!(states(&h.drain_events()), [SessionState::Connected]);
+    assert_eq!(h.session.session_id(), SID + 1);
+    let after: Vec<OpCode> = h.sent_frames().iter().map(|(h, _)| h.op).collect();
+    assert_eq!(
+        after,
+        [OpCode::SetWatches2, OpCode::GetData],
+        "watch, then {queued:?}"
+    );
+}
+
+/// Without renewal an expiry still ends the session (the default).
+#[test]
+fn without_renewal_expiry_is_terminal() {
+    let mut h = Harness::new();
+    h.connect();
+    h.disconnect();
+    h.open();
+    h.accept(&expired_response());
+    assert_eq!(
+        states(&h.drain_events()),
+        [SessionState::Disconnected, SessionState::Expired]
+    );
+    assert!(!h.session.wants_connection());
+}
+
+/// A local expiry (no server reachable for 4/3 of the timeout) renews the same way.
+#[test]
+fn local_expiry_renews_too() {
+    let mut h = Harness::with_config(SessionConfig {
+        renew_on_expiry: true,
+        ..config(secs(30))
+    });
+    h.connect();
+    h.disconnect();
+    h.advance(secs(41));
+    let events = h.drain_events();
+    assert_eq!(
+        states(&events),
+        [
+            SessionState::Disconnected,
+            SessionState::Expired,
+            SessionState::Connecting
+        ]
+    );
+    assert!(h.session.wants_connection());
+    assert_eq!(h.open().session_id, 0);
+}

@@ -73,6 +73,11 @@ impl Timers {
         self.acknowledged = Some(self.acknowledged.map_or(sent, |a| a.max(sent)));
     }
 
+    /// A new session begins: nothing of it has been acknowledged yet.
+    pub(crate) fn forget_lease(&mut self) {
+        self.acknowledged = None;
+    }
+
     pub(crate) fn on_disconnect(&mut self) {
         self.ping_outstanding = false;
     }

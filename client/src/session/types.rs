@@ -208,6 +208,8 @@ pub struct SessionConfig {
     /// A SASL mechanism to authenticate with on every connection, before anything else.
     /// A refusal is terminal ([`SessionState::AuthFailed`]).
     pub sasl: Option<std::sync::Arc<dyn super::sasl::SaslMechanism>>,
+    /// After an expiry, start a new session instead of ending (see `docs/renewal.md`).
+    pub renew_on_expiry: bool,
 }
 
 impl std::fmt::Debug for SessionConfig {
@@ -228,6 +230,7 @@ impl std::fmt::Debug for SessionConfig {
             )
             .field("auth", &format_args!("[{} redacted]", self.auth.len()))
             .field("sasl", &self.sasl.as_ref().map(|m| m.name()))
+            .field("renew_on_expiry", &self.renew_on_expiry)
             .finish()
     }
 }
@@ -244,6 +247,7 @@ impl Default for SessionConfig {
             resume: None,
             auth: Vec::new(),
             sasl: None,
+            renew_on_expiry: false,
         }
     }
 }

@@ -98,6 +98,29 @@ impl Watches {
         removed
     }
 
+    /// Removes the one-shot watchers and returns them, with the persistent ones, which stay:
+    /// as when a session is replaced by a new one.
+    pub(crate) fn drain_one_shot(&mut self) -> (Vec<WatcherId>, Vec<WatcherId>) {
+        let (mut ended, mut kept) = (Vec::new(), Vec::new());
+        for (&id, (_, kind)) in &self.by_id {
+            match kind {
+                WatchKind::Persistent | WatchKind::PersistentRecursive => kept.push(id),
+                _ => ended.push(id),
+            }
+        }
+        for &id in &ended {
+            self.remove(id);
+        }
+        ended.sort_unstable();
+        kept.sort_unstable();
+        (ended, kept)
+    }
+
+    /// Whether `watcher` is registered.
+    pub(crate) fn contains(&self, watcher: WatcherId) -> bool {
+        self.by_id.contains_key(&watcher)
+    }
+
     /// Removes and returns every watcher, as when the session ends.
     pub(crate) fn drain(&mut self) -> Vec<WatcherId> {
         self.by_path.clear();
