@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use zkwire::error::ConnectError;
 use zkwire::{Client, Error};
 
 use crate::args::Parsed;
@@ -70,7 +71,11 @@ impl Global {
     /// # Errors
     /// [`UNAVAILABLE`] when no server answered; a usage failure for a bad connect string.
     pub(crate) async fn connect(&self) -> Result<Client, Failure> {
-        let builder = Client::builder().with_session_timeout(self.session_timeout);
+        // An operator who mistyped a host or port wants to hear so now, not after the session
+        // timeout: give up once every host has refused or failed to resolve.
+        let builder = Client::builder()
+            .with_session_timeout(self.session_timeout)
+            .with_fail_fast(true);
         let mut builder = self.security.apply(builder);
         for (scheme, credentials) in &self.auth {
             builder = builder.with_auth(scheme.clone(), credentials.clone());
@@ -113,6 +118,16 @@ impl Global {
                 ),
             ),
             Error::InvalidConnectString(e) => Failure::usage(format!("bad connect string {server:?}: {e}")),
+            Error::Connect(ConnectError::Unreachable { failures }) => {
+                let causes: Vec<String> = failures.iter().map(ToString::to_string).collect();
+                Failure::new(
+                    UNAVAILABLE,
+                    format!(
+                        "cannot connect to {server}: {} (set --server or {SERVER_ENV})",
+                        causes.join("; ")
+                    ),
+                )
+            }
             Error::AuthFailed => Failure::new(
                 UNAVAILABLE,
                 format!("cannot connect to {server}: the server refused the credentials"),

@@ -287,6 +287,26 @@ pub enum ConnectError {
         /// What is wrong.
         reason: String,
     },
+    /// No server could be connected to: every host's latest attempt failed, with these
+    /// causes (in the connect string's order). [`ClientBuilder::connect`] returns it when
+    /// no handshake completed within the session timeout and some attempt failed, or, with
+    /// [`ClientBuilder::with_fail_fast`], as soon as every host has been refused or failed
+    /// to resolve once.
+    ///
+    /// [`ClientBuilder::connect`]: crate::ClientBuilder::connect
+    /// [`ClientBuilder::with_fail_fast`]: crate::ClientBuilder::with_fail_fast
+    #[error("no ZooKeeper server could be reached: {}", list_failures(.failures))]
+    Unreachable {
+        /// The latest failure of each host tried.
+        failures: Vec<HostFailure>,
+    },
+    /// The chroot of the connect string does not exist on the server: every path under it
+    /// would fail with `NoNode`. Create it first (from a client without the chroot).
+    #[error("the chroot {chroot} does not exist")]
+    NoChroot {
+        /// The chroot, as the connect string gives it.
+        chroot: String,
+    },
     /// The SASL exchange failed on the client's side: no credentials for the mechanism (no
     /// Kerberos ticket or keytab, a server principal the realm does not know), or the server's
     /// messages were malformed or failed their proof. The session has ended
@@ -299,6 +319,43 @@ pub enum ConnectError {
         /// What went wrong.
         reason: String,
     },
+}
+
+/// Why one host could not be connected to, the last time it was tried; see
+/// [`ConnectError::Unreachable`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{host}: {detail}")]
+#[non_exhaustive]
+pub struct HostFailure {
+    /// The host as written in the connect string (`host:port`).
+    pub host: String,
+    /// The kind of failure.
+    pub cause: FailureCause,
+    /// What the operating system, the resolver or the TLS library said.
+    pub detail: String,
+}
+
+/// The kind of a [`HostFailure`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FailureCause {
+    /// Nothing listens on the port (connection refused).
+    Refused,
+    /// The host name does not resolve.
+    Unresolvable,
+    /// No answer within the connect timeout (TCP connect, TLS or the ZooKeeper handshake).
+    TimedOut,
+    /// The server closed the connection before the handshake completed (a server that is
+    /// not serving yet, or one that refuses the session).
+    Closed,
+    /// Anything else: see the detail.
+    Other,
+}
+
+/// The failures of [`ConnectError::Unreachable`], one per host, `; `-separated.
+fn list_failures(failures: &[HostFailure]) -> String {
+    let all: Vec<String> = failures.iter().map(ToString::to_string).collect();
+    all.join("; ")
 }
 
 /// How the server violated the protocol.

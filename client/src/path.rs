@@ -187,6 +187,11 @@ impl Chroot {
         }))
     }
 
+    /// The prefix, e.g. `/app/x`.
+    pub(crate) fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
     /// Maps an application path to the path the server sees.
     ///
     /// `/` maps to the chroot itself and any other path is appended to it:

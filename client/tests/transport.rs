@@ -11,8 +11,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use zkwire::jute::{Decode, Encode, FrameDecoder, Reader};
 use zkwire::proto::frames::{frame, reply_frame};
 use zkwire::proto::{
-    ConnectRequest, ConnectResponse, ErrorCode, GetDataRequest, GetDataResponse, OpCode,
-    RequestHeader, Stat,
+    ConnectRequest, ConnectResponse, ErrorCode, ExistsResponse, GetDataRequest, GetDataResponse,
+    OpCode, RequestHeader, Stat,
 };
 use zkwire::{Client, Connect, HostPort};
 
@@ -44,8 +44,8 @@ async fn read_frame(io: &mut DuplexStream, frames: &mut FrameDecoder) -> Option<
     }
 }
 
-/// A fake server: accepts the session at once, answers getData with the path as data, and
-/// closes on closeSession.
+/// A fake server: accepts the session at once, answers getData with the path as data and
+/// exists with a Stat, and closes on closeSession.
 async fn serve(io: DuplexStream) {
     recording_server(io, Duration::ZERO, Seen::default()).await;
 }
@@ -148,6 +148,11 @@ async fn recording_server(mut io: DuplexStream, handshake_delay: Duration, seen:
         let body = match header.op {
             OpCode::GetData => GetDataResponse {
                 data: Some(path.into_bytes().into()),
+                stat: Stat::default(),
+            }
+            .to_bytes(),
+            // The connect's check that the chroot exists.
+            OpCode::Exists => ExistsResponse {
                 stat: Stat::default(),
             }
             .to_bytes(),

@@ -36,6 +36,7 @@ pub struct ClientBuilder {
     request_timeout: Option<Duration>,
     watch_capacity: usize,
     command_capacity: usize,
+    fail_fast: bool,
     #[cfg(feature = "tls")]
     tls: Option<crate::tls::TlsConfig>,
 }
@@ -47,6 +48,7 @@ impl Default for ClientBuilder {
             request_timeout: None,
             watch_capacity: 1024,
             command_capacity: 1024,
+            fail_fast: false,
             #[cfg(feature = "tls")]
             tls: None,
         }
@@ -172,6 +174,17 @@ impl ClientBuilder {
         self
     }
 
+    /// Gives up connecting as soon as every host of the connect string has refused the
+    /// connection or failed to resolve once: [`connect`](Self::connect) then fails with
+    /// [`ConnectError::Unreachable`] at once instead of retrying until the session timeout.
+    /// Off by default: a server restarting refuses connections for a moment, and a client
+    /// started with its ensemble would give up too early. A running client keeps retrying
+    /// either way and reports the verdict through [`Client::connect_error`].
+    pub fn with_fail_fast(mut self, enabled: bool) -> Self {
+        self.fail_fast = enabled;
+        self
+    }
+
     /// How many undelivered events a persistent watcher may hold (default 1024).
     pub fn with_watch_capacity(mut self, capacity: usize) -> Self {
         self.watch_capacity = capacity.max(1);
@@ -199,9 +212,13 @@ impl ClientBuilder {
     /// # Errors
     /// [`Error::InvalidConnectString`]; [`Error::Connect`] as soon as every host has failed in
     /// a way retrying cannot fix (a TLS certificate refused, TLS to a plaintext port or the
-    /// reverse, an unusable TLS configuration); [`Error::Timeout`] when no server could be
-    /// reached within the session timeout; [`Error::SessionExpired`] when resuming an expired
-    /// session; [`Error::AuthFailed`].
+    /// reverse, an unusable TLS configuration; with [`with_fail_fast`](Self::with_fail_fast),
+    /// every host refused or unresolvable), with
+    /// [`ConnectError::Unreachable`] and each host's last failure when no server could be
+    /// reached within the session timeout, and with [`ConnectError::NoChroot`] when the
+    /// connect string's chroot does not exist; [`Error::Timeout`] when no attempt even
+    /// failed in that time; [`Error::SessionExpired`] when resuming an expired session;
+    /// [`Error::AuthFailed`].
     pub async fn connect(self, connect_string: &str) -> Result<Client, Error> {
         #[cfg(feature = "tls")]
         if let Some(tls) = &self.tls {
@@ -228,11 +245,18 @@ impl ClientBuilder {
         let with_auth = !self.session.auth.is_empty();
         let client = self.spawn(connect_string, connector)?;
         client.wait_connected(timeout).await?;
-        if with_auth {
+        let chroot = client.inner.chroot.as_ref().map(|c| c.prefix().to_owned());
+        if with_auth || chroot.is_some() {
             // The server handles auth packets as it reads them, before the next request: one
-            // round trip is enough to know whether the credentials were refused.
+            // round trip is enough to know whether the credentials were refused, and whether
+            // the chroot (which `/` is, under a chroot) exists.
             match client.with_timeout(timeout).exists("/").await {
                 Err(e) if e.is_terminal() => return Err(e),
+                Ok(None) if chroot.is_some() => {
+                    client.close_quietly();
+                    let chroot = chroot.unwrap_or_default();
+                    return Err(Error::Connect(ConnectError::NoChroot { chroot }));
+                }
                 _ => {}
             }
         }
@@ -256,7 +280,8 @@ impl ClientBuilder {
         let session = Session::new(config, created);
         let (tx, rx) = mpsc::channel(self.command_capacity);
         let shared = Arc::new(Shared::new(created));
-        let driver = Driver::new(session, cs.hosts().to_vec(), connector, rx, shared.clone());
+        let mut driver = Driver::new(session, cs.hosts().to_vec(), connector, rx, shared.clone());
+        driver.set_fail_fast(self.fail_fast);
         tokio::spawn(driver.run());
         let inner = Inner {
             commands: tx,
@@ -293,7 +318,17 @@ impl Client {
             Ok(Err(None)) => SessionState::Closed,
             Err(_) => {
                 self.close_quietly();
-                return Err(Error::Timeout);
+                let failures = self
+                    .inner
+                    .shared
+                    .host_failures
+                    .lock()
+                    .map(|f| f.clone())
+                    .unwrap_or_default();
+                if failures.is_empty() {
+                    return Err(Error::Timeout);
+                }
+                return Err(Error::Connect(ConnectError::Unreachable { failures }));
             }
         };
         match reached {

@@ -28,9 +28,9 @@ pub use transport::{Connect, TcpConnector};
 use self::diagnosis::Diagnosis;
 use self::hosts::Hosts;
 use crate::connect_string::HostPort;
-use crate::error::{ConnectError, Error};
+use crate::error::{ConnectError, Error, HostFailure};
 use crate::session::{
-    Event, Reply, Request, RequestId, Session, SessionState, WatchedEvent, WatcherId,
+    DropReason, Event, Reply, Request, RequestId, Session, SessionState, WatchedEvent, WatcherId,
 };
 
 /// A command from a client handle to its driver.
@@ -80,6 +80,8 @@ pub(crate) struct Shared {
     pub(crate) submitted: AtomicU64,
     /// Why connecting is hopeless as configured, while it is (see `diagnosis`).
     pub(crate) connect_error: watch::Sender<Option<ConnectError>>,
+    /// Each host's latest connect failure since the last handshake (see `diagnosis`).
+    pub(crate) host_failures: Mutex<Vec<HostFailure>>,
     /// The session's lease deadline ([`Session::lease_deadline`]) as nanoseconds after
     /// `epoch`, [`NO_LEASE`] when there is none.
     lease_nanos: AtomicU64,
@@ -108,6 +110,7 @@ impl Shared {
             sessions: AtomicU64::new(0),
             submitted: AtomicU64::new(0),
             connect_error: watch::Sender::new(None),
+            host_failures: Mutex::new(Vec::new()),
             lease_nanos: AtomicU64::new(NO_LEASE),
             epoch,
         }
@@ -365,6 +368,12 @@ impl<C: Connect> Driver<C> {
             }
             Ok(_) | Err(_) => {
                 tracing::debug!(?read, "connection closed by the server or failed");
+                if self.handshaking {
+                    if let Some(host) = &self.current_host {
+                        self.diagnosis.on_closed_in_handshake(host);
+                        self.publish_verdict();
+                    }
+                }
                 if self.handshaking && !self.received {
                     self.on_silent_close();
                 }
@@ -432,7 +441,15 @@ impl<C: Connect> Driver<C> {
         }));
     }
 
+    /// Sets whether every host refused or unresolvable once is a verdict.
+    pub(crate) fn set_fail_fast(&mut self, on: bool) {
+        self.diagnosis.set_fail_fast(on);
+    }
+
     fn publish_verdict(&self) {
+        if let Ok(mut failures) = self.shared.host_failures.lock() {
+            *failures = self.diagnosis.latest();
+        }
         let verdict = self.diagnosis.verdict();
         if let Some(v) = &verdict {
             tracing::warn!(error = %v, "no server can be connected to as configured");
@@ -534,6 +551,11 @@ impl<C: Connect> Driver<C> {
                 Event::State(state) => self.publish(state),
                 Event::DropConnection(reason) => {
                     tracing::debug!(?reason, "dropping the connection");
+                    if let (DropReason::ConnectTimeout, Some(host)) = (&reason, &self.current_host)
+                    {
+                        self.diagnosis.on_handshake_timeout(host);
+                        self.publish_verdict();
+                    }
                     self.close_transport();
                 }
             }

@@ -9,6 +9,8 @@ use tokio::net::TcpStream;
 use crate::connect_string::HostPort;
 use crate::error::ConnectError;
 
+use super::diagnosis::NameNotResolved;
+
 /// Opens byte streams to servers.
 ///
 /// The default, [`TcpConnector`], resolves the host name again at every attempt (so a
@@ -137,9 +139,19 @@ const TLS_CLIENT_HELLO: [u8; 56] = [
     0, // compression: null
 ];
 
-/// A TCP connection to `host` (resolved now) with Nagle's algorithm off.
+/// A TCP connection to `host` (resolved now; each address in turn) with Nagle's algorithm
+/// off. A name that does not resolve is reported as such (`NameNotResolved`), so that the
+/// error after a failed connect can say so.
 pub(crate) async fn tcp_connect(host: &HostPort) -> io::Result<TcpStream> {
-    let stream = TcpStream::connect((host.host(), host.port())).await?;
+    let addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host((host.host(), host.port()))
+        .await
+        .map_err(|e| io::Error::new(io::ErrorKind::NotFound, NameNotResolved(e.to_string())))?
+        .collect();
+    if addrs.is_empty() {
+        let none = NameNotResolved(format!("{} has no address", host.host()));
+        return Err(io::Error::new(io::ErrorKind::NotFound, none));
+    }
+    let stream = TcpStream::connect(&addrs[..]).await?;
     stream.set_nodelay(true)?;
     Ok(stream)
 }
