@@ -254,3 +254,50 @@ pub async fn wait_for_children(client: &Client, dir: &str, n: usize) -> Vec<Stri
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// Waits (at most 20 s) for `want` on `states`.
+///
+/// # Panics
+/// When a terminal state comes first, or none comes in time.
+pub async fn wait_for_state(states: &mut zkwire::StateStream, want: zkwire::SessionState) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match tokio::time::timeout(left, states.next()).await {
+            Ok(Some(s)) if s == want => return,
+            Ok(Some(s)) if s.is_terminal() => panic!("session ended: {s:?}"),
+            Ok(Some(_)) => {}
+            other => panic!("no {want:?}: {other:?}"),
+        }
+    }
+}
+
+/// Cuts `client`'s connection through `proxy` and holds new ones off, submits a create of
+/// `path` while disconnected, then lets the client reconnect; returns once the create has
+/// succeeded. On a server that ends a session whose first request comes before its
+/// authentication, this proves the new connection authenticated before sending it.
+///
+/// # Panics
+/// When the create fails or the client does not reconnect within 20 s.
+pub async fn create_queued_across_a_reconnect(
+    client: &Client,
+    proxy: &crate::proxy::FaultProxy,
+    path: &str,
+) {
+    let mut states = client.state_stream();
+    proxy.refuse(true);
+    proxy.cut_all();
+    wait_for_state(&mut states, zkwire::SessionState::Disconnected).await;
+    let queued = {
+        let (client, path) = (client.clone(), path.to_owned());
+        let persistent = CreateOptions::new(CreateMode::Persistent);
+        tokio::spawn(async move { client.create(&path, b"q", &persistent).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.refuse(false);
+    wait_for_state(&mut states, zkwire::SessionState::Connected).await;
+    queued
+        .await
+        .expect("the create task")
+        .expect("the queued create succeeds");
+}

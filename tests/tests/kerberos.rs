@@ -12,12 +12,11 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use zkwire::error::ConnectError;
-use zkwire::{
-    Acl, Client, ClientBuilder, CreateMode, CreateOptions, Error, Id, Kerberos, Perms, SessionState,
-};
+use zkwire::{Acl, Client, ClientBuilder, CreateMode, CreateOptions, Error, Id, Kerberos, Perms};
 use zkwire_testing::kerberos::{Kdc, REALM};
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::server::{ServerConfig, ZkServer};
+use zkwire_testing::support::create_queued_across_a_reconnect;
 
 const T: Duration = Duration::from_secs(10);
 /// What "fails fast" means here: well under the session timeout a retry loop would run to.
@@ -154,20 +153,8 @@ async fn kerberos_runs_again_on_reconnect_before_queued_requests() {
         .connect(&proxy.connect_string())
         .await
         .unwrap();
-    let mut states = client.state_stream();
     let path = format!("/kerberos-queued-{}", std::process::id());
-    proxy.refuse(true);
-    proxy.cut_all();
-    wait_for(&mut states, SessionState::Disconnected).await;
-    let queued = {
-        let client = client.clone();
-        let path = path.clone();
-        tokio::spawn(async move { client.create(&path, b"q", &persistent()).await })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    proxy.refuse(false);
-    wait_for(&mut states, SessionState::Connected).await;
-    queued.await.unwrap().expect("the queued create succeeds");
+    create_queued_across_a_reconnect(&client, &proxy, &path).await;
     assert_eq!(
         proxy.requests_seen(zkwire::proto::OpCode::Sasl),
         6,
@@ -177,17 +164,4 @@ async fn kerberos_runs_again_on_reconnect_before_queued_requests() {
     assert!(who.iter().any(|i| i.auth_scheme == "sasl"), "{who:?}");
     client.delete(&path, None).await.unwrap();
     client.close().await.unwrap();
-}
-
-async fn wait_for(states: &mut zkwire::StateStream, want: SessionState) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(left, states.next()).await {
-            Ok(Some(s)) if s == want => return,
-            Ok(Some(s)) if s.is_terminal() => panic!("session ended: {s:?}"),
-            Ok(Some(_)) => {}
-            other => panic!("no {want:?}: {other:?}"),
-        }
-    }
 }

@@ -16,6 +16,7 @@ use zkwire::{
 };
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::server::{ServerConfig, ZkEnsemble, ZkServer};
+use zkwire_testing::support::{create_queued_across_a_reconnect, wait_for_state};
 use zkwire_testing::tls::{ClientAuth, StoreType, TlsMaterial};
 
 const T: Duration = Duration::from_secs(10);
@@ -231,8 +232,8 @@ async fn tls_sessions_survive_a_cut_and_a_restart_with_watches_restored() {
     let mut states = client.state_stream();
 
     proxy.cut_all();
-    wait_for(&mut states, SessionState::Disconnected).await;
-    wait_for(&mut states, SessionState::Connected).await;
+    wait_for_state(&mut states, SessionState::Disconnected).await;
+    wait_for_state(&mut states, SessionState::Connected).await;
     client.set_data("/w", b"1", None).await.unwrap();
     let fired = tokio::time::timeout(T, first)
         .await
@@ -241,8 +242,8 @@ async fn tls_sessions_survive_a_cut_and_a_restart_with_watches_restored() {
 
     let (_, _, second) = client.get_data_and_watch("/w").await.unwrap();
     blocking(|| server.restart()).unwrap();
-    wait_for(&mut states, SessionState::Disconnected).await;
-    wait_for(&mut states, SessionState::Connected).await;
+    wait_for_state(&mut states, SessionState::Disconnected).await;
+    wait_for_state(&mut states, SessionState::Connected).await;
     assert_eq!(
         client.session_id(),
         session,
@@ -336,20 +337,8 @@ async fn sasl_runs_again_on_reconnect_before_queued_requests() {
         .connect(&proxy.connect_string())
         .await
         .unwrap();
-    let mut states = client.state_stream();
     let path = format!("/sasl-queued-{}", std::process::id());
-    proxy.refuse(true);
-    proxy.cut_all();
-    wait_for(&mut states, SessionState::Disconnected).await;
-    let queued = {
-        let client = client.clone();
-        let path = path.clone();
-        tokio::spawn(async move { client.create(&path, b"q", &persistent()).await })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    proxy.refuse(false);
-    wait_for(&mut states, SessionState::Connected).await;
-    queued.await.unwrap().expect("the queued create succeeds");
+    create_queued_across_a_reconnect(&client, &proxy, &path).await;
     assert_eq!(
         proxy.requests_seen(zkwire::proto::OpCode::Sasl),
         4,
@@ -359,17 +348,4 @@ async fn sasl_runs_again_on_reconnect_before_queued_requests() {
     assert!(who.iter().any(|i| i.auth_scheme == "sasl"), "{who:?}");
     client.delete(&path, None).await.unwrap();
     client.close().await.unwrap();
-}
-
-async fn wait_for(states: &mut zkwire::StateStream, want: SessionState) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(left, states.next()).await {
-            Ok(Some(s)) if s == want => return,
-            Ok(Some(s)) if s.is_terminal() => panic!("session ended: {s:?}"),
-            Ok(Some(_)) => {}
-            other => panic!("no {want:?}: {other:?}"),
-        }
-    }
 }
