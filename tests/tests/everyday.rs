@@ -200,3 +200,29 @@ async fn get_config_and_reconfig_on_an_ensemble() {
     assert_eq!(servers(&client.get_config().await.unwrap().0), 2);
     client.close().await.unwrap();
 }
+
+/// The persistent watcher and the state stream are `futures_core::Stream`s of the same items
+/// their `next()` gives.
+#[tokio::test]
+async fn event_streams_are_streams() {
+    use std::pin::Pin;
+    use zkwire::{AddWatchMode, EventType, SessionState};
+
+    async fn poll_next<S: futures_core::Stream + Unpin>(s: &mut S) -> Option<S::Item> {
+        std::future::poll_fn(|cx| Pin::new(&mut *s).poll_next(cx)).await
+    }
+    let c = client_in_chroot("everyday_streams").await;
+    let mut states = c.state_stream();
+    let mut events = c
+        .add_watch("/", AddWatchMode::PersistentRecursive)
+        .await
+        .unwrap();
+    c.create("/s", b"", &persistent()).await.unwrap();
+    let event = poll_next(&mut events).await.unwrap();
+    assert_eq!(
+        (event.event_type, event.path.as_str()),
+        (EventType::NodeCreated, "/s")
+    );
+    c.close().await.unwrap();
+    assert_eq!(poll_next(&mut states).await, Some(SessionState::Closed));
+}

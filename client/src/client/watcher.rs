@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio_util::sync::ReusableBoxFuture;
 
 use super::Inner;
 use crate::driver::Command;
@@ -122,13 +123,26 @@ impl PersistentWatcher {
     }
 
     /// The next event, or `None` once the watch has ended. See [`PersistentWatcher`] for an
-    /// example.
+    /// example; the watcher is also a [`Stream`](futures_core::Stream) of the same events.
     ///
     /// # Cancel safety
     /// Cancel safe: an event is never lost by dropping the future.
     pub async fn next(&mut self) -> Option<WatchedEvent> {
-        let event = self.rx.recv().await?;
-        Some(self.guard.inner.client_event(event))
+        std::future::poll_fn(|cx| self.poll_event(cx)).await
+    }
+
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<WatchedEvent>> {
+        self.rx
+            .poll_recv(cx)
+            .map(|e| e.map(|e| self.guard.inner.client_event(e)))
+    }
+}
+
+impl futures_core::Stream for PersistentWatcher {
+    type Item = WatchedEvent;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<WatchedEvent>> {
+        self.get_mut().poll_event(cx)
     }
 }
 
@@ -153,26 +167,60 @@ impl PersistentWatcher {
 /// }
 /// # }
 /// ```
-#[derive(Debug)]
 pub struct StateStream {
-    rx: broadcast::Receiver<SessionState>,
+    /// The receive in progress; it hands the receiver back with what it got.
+    next: ReusableBoxFuture<'static, (Option<SessionState>, broadcast::Receiver<SessionState>)>,
+}
+
+impl std::fmt::Debug for StateStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateStream").finish_non_exhaustive()
+    }
+}
+
+/// Receives the next state, skipping what a slow receiver missed; `None` once the driver is
+/// gone.
+async fn next_state(
+    mut rx: broadcast::Receiver<SessionState>,
+) -> (Option<SessionState>, broadcast::Receiver<SessionState>) {
+    loop {
+        match rx.recv().await {
+            Ok(state) => return (Some(state), rx),
+            Err(broadcast::error::RecvError::Lagged(_)) => {}
+            Err(broadcast::error::RecvError::Closed) => return (None, rx),
+        }
+    }
 }
 
 impl StateStream {
     pub(crate) fn new(rx: broadcast::Receiver<SessionState>) -> Self {
-        Self { rx }
+        Self {
+            next: ReusableBoxFuture::new(next_state(rx)),
+        }
     }
 
     /// The next state change, or `None` once the client's driver has stopped. See
-    /// [`StateStream`] for an example.
+    /// [`StateStream`] for an example; it is also a [`Stream`](futures_core::Stream) of the
+    /// same states.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a state is never lost by dropping the future.
     pub async fn next(&mut self) -> Option<SessionState> {
-        loop {
-            match self.rx.recv().await {
-                Ok(state) => return Some(state),
-                Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(broadcast::error::RecvError::Closed) => return None,
-            }
-        }
+        std::future::poll_fn(|cx| self.poll_state(cx)).await
+    }
+
+    fn poll_state(&mut self, cx: &mut Context<'_>) -> Poll<Option<SessionState>> {
+        let (state, rx) = std::task::ready!(self.next.poll(cx));
+        self.next.set(next_state(rx));
+        Poll::Ready(state)
+    }
+}
+
+impl futures_core::Stream for StateStream {
+    type Item = SessionState;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<SessionState>> {
+        self.get_mut().poll_state(cx)
     }
 }
 
