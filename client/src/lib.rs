@@ -102,6 +102,7 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod path;
+mod retry;
 #[cfg(any(feature = "sasl-digest", feature = "sasl-gssapi"))]
 mod sasl;
 #[cfg(feature = "tls")]
@@ -155,6 +156,7 @@ pub use jute::JUTE_MAX_BUFFER;
 pub use proto::{
     Acl, AddWatchMode, ClientInfo, CreateMode, EventType, Id, KeeperState, Perms, Stat, WatcherType,
 };
+pub use retry::{retry, Backoff};
 #[cfg(feature = "sasl-gssapi")]
 pub use sasl::Kerberos;
 pub use session::SessionState;

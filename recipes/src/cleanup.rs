@@ -31,9 +31,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use zkwire::{path, Client, Error};
+use zkwire::{path, Backoff, Client, Error};
 
-use crate::internals::{backoff, owned_by_guid};
+use crate::internals::owned_by_guid;
 
 /// One piece of cleanup.
 #[derive(Debug)]
@@ -53,8 +53,8 @@ pub(crate) enum Job {
 struct Queued {
     client: Client,
     job: Job,
-    /// Failed attempts so far, for the backoff.
-    attempts: u32,
+    /// The pauses between failed attempts.
+    backoff: Backoff,
     /// Whether a non-retryable failure of this job was logged at warn already.
     warned: bool,
 }
@@ -97,7 +97,7 @@ pub(crate) fn enqueue(client: &Client, job: Job) {
         queue.jobs.push_back(Queued {
             client: client.clone(),
             job,
-            attempts: 0,
+            backoff: Backoff::new(),
             warned: false,
         });
         !std::mem::replace(&mut queue.running, true)
@@ -178,7 +178,7 @@ async fn attempt(queued: &mut Queued) -> Outcome {
     let Queued {
         client,
         job,
-        attempts,
+        backoff,
         warned,
     } = queued;
     let result = match job {
@@ -196,8 +196,8 @@ async fn attempt(queued: &mut Queued) -> Outcome {
         tracing::debug!(?job, error = %e, "lock cleanup ends with the session");
         return Outcome::Done;
     }
-    let pause = backoff(*attempts);
-    *attempts = attempts.saturating_add(1);
+    // Unbounded: there is always a next pause.
+    let pause = backoff.next_delay().unwrap_or(Duration::from_secs(1));
     if e.is_retryable() {
         tracing::debug!(?job, error = %e, "lock cleanup will retry");
         return Outcome::RetryNow(pause);

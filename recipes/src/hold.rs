@@ -19,7 +19,9 @@ use zkwire::{Client, Error, EventType, KeeperState, Op, OpResult, SessionState, 
 
 use crate::cleanup::{self, Job};
 use crate::error::{LockError, LostReason};
-use crate::internals::{backoff, Node};
+use zkwire::Backoff;
+
+use crate::internals::Node;
 use crate::options::{lease_margin, LockOptions};
 use crate::revoke::REVOKE_MESSAGE;
 
@@ -172,7 +174,7 @@ impl Hold {
     pub(crate) async fn release(mut self) -> Result<(), LockError> {
         self.monitor.abort();
         let lost_before = *self.lost.borrow();
-        let mut attempt = 0;
+        let (mut backoff, mut retried) = (Backoff::new(), false);
         let mut warned = false;
         let deleted = loop {
             match self.client.delete(&self.node.path, None).await {
@@ -180,7 +182,7 @@ impl Hold {
                 // After a retry, NoNode most likely means our own earlier delete was applied
                 // and only its reply was lost; a deletion by someone else while we held the
                 // lock is caught below through `lost_before`.
-                Err(Error::NoNode) if attempt > 0 => break Ok(()),
+                Err(Error::NoNode) if retried => break Ok(()),
                 Err(Error::NoNode) => break Err(LockError::Lost(LostReason::NodeDeleted)),
                 Err(e) if e.is_terminal() => {
                     break Err(LockError::Lost(LostReason::SessionEnded(ended(&e))))
@@ -189,8 +191,8 @@ impl Hold {
                     if !e.is_retryable() && !std::mem::replace(&mut warned, true) {
                         tracing::warn!(node = self.node.path, error = %e, "cannot delete our lock node yet; retrying until the session ends");
                     }
-                    tokio::time::sleep(backoff(attempt)).await;
-                    attempt = attempt.saturating_add(1);
+                    backoff.pause().await;
+                    retried = true;
                 }
             }
         };
@@ -294,7 +296,7 @@ async fn node_changed(
     mut known: Stat,
     revoked: &watch::Sender<bool>,
 ) -> LostReason {
-    let mut attempt = 0;
+    let mut backoff = Backoff::new();
     loop {
         match client.get_data_and_watch(path).await {
             Ok((data, stat, watcher)) => {
@@ -334,8 +336,7 @@ async fn node_changed(
             Err(Error::NoNode) => return LostReason::NodeDeleted,
             Err(e) if e.is_terminal() => return LostReason::SessionEnded(ended(&e)),
             Err(e) if e.is_retryable() => {
-                tokio::time::sleep(backoff(attempt)).await;
-                attempt += 1;
+                backoff.pause().await;
             }
             Err(e) => {
                 // E.g. NoAuth on our own node: the session state still tells about the hold.

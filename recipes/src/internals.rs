@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use tokio::time::Instant;
-use zkwire::{path, Client, CreateMode, CreateOptions, Error, Op, Stat};
+use zkwire::{path, Backoff, Client, CreateMode, CreateOptions, Error, Op, Stat};
 
 use crate::cleanup::{self, Job, FOREGROUND_GRACE};
 use crate::error::{LockError, LostReason};
@@ -187,7 +187,7 @@ impl Attempt {
             ),
         };
         let options = CreateOptions::new(mode).with_acl(self.options.acl.clone());
-        let (mut retries, mut parent_rounds) = (0, 0);
+        let (mut backoff, mut parent_rounds) = (Backoff::new(), 0);
         loop {
             if self.unsure {
                 match self.find_ours().await {
@@ -197,8 +197,7 @@ impl Attempt {
                     }
                     Ok(None) => {}
                     Err(e) if e.is_retryable() => {
-                        tokio::time::sleep(backoff(retries)).await;
-                        retries += 1;
+                        backoff.pause().await;
                         continue;
                     }
                     Err(e) => return Err(e),
@@ -222,8 +221,7 @@ impl Attempt {
                         Ok(()) => parent_rounds += 1,
                         // The next create tells whether the parents are there.
                         Err(e) if e.is_retryable() => {
-                            tokio::time::sleep(backoff(retries)).await;
-                            retries += 1;
+                            backoff.pause().await;
                         }
                         Err(e) => return Err(e.into()),
                     }
@@ -244,8 +242,7 @@ impl Attempt {
                 }
                 Err(e) if e.is_retryable() => {
                     tracing::debug!(path, error = %e, "lock node create may have applied; looking for our guid");
-                    tokio::time::sleep(backoff(retries)).await;
-                    retries += 1;
+                    backoff.pause().await;
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -281,7 +278,7 @@ impl Attempt {
 
     /// Lists the directory until the predicate grants our node, watching the node it names.
     async fn wait(&mut self, contest: &Contest, blocking: bool) -> Result<bool, LockError> {
-        let mut retries = 0;
+        let mut backoff = Backoff::new();
         loop {
             let Some(ours) = self.node.as_ref().map(|n| n.name.clone()) else {
                 self.create(contest).await?;
@@ -291,8 +288,7 @@ impl Attempt {
                 Ok(children) => children,
                 Err(Error::NoNode) => Vec::new(),
                 Err(e) if e.is_retryable() => {
-                    tokio::time::sleep(backoff(retries)).await;
-                    retries += 1;
+                    backoff.pause().await;
                     continue;
                 }
                 Err(e) => return Err(e.into()),
@@ -319,8 +315,7 @@ impl Attempt {
                         Ok((_, _, watcher)) => drop(watcher.await),
                         Err(Error::NoNode) => {}
                         Err(e) if e.is_retryable() => {
-                            tokio::time::sleep(backoff(retries)).await;
-                            retries += 1;
+                            backoff.pause().await;
                         }
                         Err(e) => return Err(e.into()),
                     }
@@ -516,12 +511,6 @@ pub(crate) async fn create_containers(
 /// which for any practical purpose is never.
 pub(crate) fn deadline_after(timeout: Duration) -> Option<Instant> {
     Instant::now().checked_add(timeout)
-}
-
-/// Retry delay: 50 ms doubling to 1 s. Requests queue while disconnected, so this only
-/// paces retries after errors that come back at once.
-pub(crate) fn backoff(attempt: u32) -> Duration {
-    Duration::from_millis(50u64.saturating_mul(1 << attempt.min(5)).min(1000))
 }
 
 #[cfg(test)]

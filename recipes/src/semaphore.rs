@@ -5,12 +5,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use zkwire::path::{self, parse_sequence};
-use zkwire::{Client, CreateMode, CreateOptions, Error, OneshotWatcher};
+use zkwire::{Backoff, Client, CreateMode, CreateOptions, Error, OneshotWatcher};
 
 use crate::cleanup::FOREGROUND_GRACE;
 use crate::error::LockError;
 use crate::hold::Hold;
-use crate::internals::{backoff, create_containers, deadline_after, Attempt, Contest, Dir};
+use crate::internals::{create_containers, deadline_after, Attempt, Contest, Dir};
 use crate::mutex::{Mutex, MutexGuard};
 use crate::options::LockOptions;
 use crate::sequence::{exclusive, sort_key_at, ForeignChildPolicy};
@@ -332,7 +332,7 @@ impl Semaphore {
             return Ok(false);
         };
         let client = &self.leases.client;
-        let mut retries = 0;
+        let mut backoff = Backoff::new();
         loop {
             let (max, limit_changed) = self.limit_and_watch().await?;
             check_quantity(requested, max)?;
@@ -341,8 +341,7 @@ impl Semaphore {
                     Ok(listed) => listed,
                     Err(Error::NoNode) => return Ok(false),
                     Err(e) if e.is_retryable() => {
-                        tokio::time::sleep(backoff(retries)).await;
-                        retries += 1;
+                        backoff.pause().await;
                         continue;
                     }
                     Err(e) => return Err(e.into()),
@@ -487,7 +486,7 @@ async fn read_count(
     count_path: &str,
     seed: Option<(u32, &LockOptions)>,
 ) -> Result<(u32, OneshotWatcher), LockError> {
-    let mut retries = 0;
+    let mut backoff = Backoff::new();
     loop {
         let error = match client.get_data_and_watch(count_path).await {
             Ok((data, _, watcher)) => {
@@ -509,8 +508,7 @@ async fn read_count(
         if !error.is_retryable() {
             return Err(error.into());
         }
-        tokio::time::sleep(backoff(retries)).await;
-        retries += 1;
+        backoff.pause().await;
     }
 }
 
