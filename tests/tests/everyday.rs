@@ -226,3 +226,37 @@ async fn event_streams_are_streams() {
     c.close().await.unwrap();
     assert_eq!(poll_next(&mut states).await, Some(SessionState::Closed));
 }
+
+/// `Client::chroot` gives a handle rooted deeper on the same session: paths in, paths out and
+/// watch events are relative to it.
+#[tokio::test]
+async fn a_handle_rooted_at_a_sub_path_shares_the_session() {
+    use zkwire::{AddWatchMode, EventType};
+    let c = client_in_chroot("everyday_sub").await;
+    c.create_all("/tenants/a", b"", &persistent())
+        .await
+        .unwrap();
+    let tenant = c.chroot("/tenants/a").unwrap();
+    assert_eq!(tenant.session_id(), c.session_id());
+    let mut events = tenant
+        .add_watch("/", AddWatchMode::PersistentRecursive)
+        .await
+        .unwrap();
+    let (path, _) = tenant.create("/config", b"x", &persistent()).await.unwrap();
+    assert_eq!(path, "/config");
+    assert_eq!(
+        c.get_data("/tenants/a/config").await.unwrap().0,
+        b"x".as_slice()
+    );
+    let event = events.next().await.unwrap();
+    assert_eq!(
+        (event.event_type, event.path.as_str()),
+        (EventType::NodeCreated, "/config")
+    );
+    let deeper = tenant.chroot("/config").unwrap();
+    assert_eq!(deeper.get_data("/").await.unwrap().0, b"x".as_slice());
+    assert!(matches!(c.chroot("no-slash"), Err(Error::InvalidPath(_))));
+    drop(events);
+    c.close().await.unwrap();
+    assert_eq!(tenant.exists("/").await, Err(Error::Closed));
+}

@@ -276,7 +276,7 @@ async fn m26_bad_auth_is_terminal_good_auth_is_replayed() {
     let mut server = ZkServer::start().unwrap();
     let fds = open_fds();
     let bad = Client::builder()
-        .with_auth("nosuchscheme", b"x".to_vec())
+        .with_auth("nosuchscheme", b"x")
         .connect(&server.connect_string())
         .await;
     assert_eq!(bad.err(), Some(Error::AuthFailed));

@@ -150,7 +150,7 @@ async fn children_counts_ephemerals_and_sync() {
 async fn acls_and_digest_auth() {
     let cs = fresh_chroot("ops_acl").await;
     let alice = Client::builder()
-        .with_auth("digest", b"alice:secret".to_vec())
+        .with_auth("digest", b"alice:secret")
         .connect(&cs)
         .await
         .unwrap();

@@ -1,6 +1,5 @@
 //! `ClientBuilder`: connection settings.
 
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -110,7 +109,8 @@ impl ClientBuilder {
 
     /// Authenticates before any request (e.g. `("digest", b"user:password")`), and again on
     /// every reconnect.
-    pub fn with_auth(mut self, scheme: impl Into<String>, auth: impl Into<Bytes>) -> Self {
+    pub fn with_auth(mut self, scheme: impl Into<String>, auth: impl AsRef<[u8]>) -> Self {
+        let auth = Bytes::copy_from_slice(auth.as_ref());
         self.session
             .auth
             .push(AuthPacket::new(scheme, auth).to_bytes());
@@ -287,7 +287,6 @@ impl ClientBuilder {
             commands: tx,
             chroot: cs.chroot().cloned(),
             shared,
-            next_watcher: AtomicU64::new(0),
             watch_capacity: self.watch_capacity,
         };
         Ok(Client {

@@ -7,7 +7,7 @@ mod options;
 mod tree;
 mod watcher;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -105,7 +105,6 @@ pub(crate) struct Inner {
     pub(crate) commands: mpsc::Sender<Command>,
     chroot: Option<Chroot>,
     shared: Arc<Shared>,
-    next_watcher: AtomicU64,
     watch_capacity: usize,
 }
 
@@ -160,6 +159,35 @@ impl Client {
             inner: self.inner.clone(),
             timeout: Some(timeout),
         }
+    }
+
+    /// A handle on the same session whose paths live under `sub` (relative to this handle's
+    /// own chroot, if any): `client.chroot("/tenant-a")?.get_data("/config")` reads
+    /// `/tenant-a/config`. Requests, watches and the session are shared; paths in results and
+    /// events are relative to the new root; closing either handle closes the session. `sub` is
+    /// not checked for existence.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// let tenant = client.chroot("/tenants/a")?;
+    /// let (data, _) = tenant.get_data("/config").await?; // /tenants/a/config
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for an invalid `sub`.
+    pub fn chroot(&self, sub: &str) -> Result<Self, Error> {
+        let root = self.server_path(sub)?;
+        let inner = Inner {
+            commands: self.inner.commands.clone(),
+            chroot: Chroot::new(&root)?,
+            shared: self.inner.shared.clone(),
+            watch_capacity: self.inner.watch_capacity,
+        };
+        Ok(Self {
+            inner: Arc::new(inner),
+            timeout: self.timeout,
+        })
     }
 
     /// The session id (0 before the first handshake). See [`connect`](Self::connect) for an
@@ -336,11 +364,11 @@ impl Client {
     pub async fn create(
         &self,
         path: &str,
-        data: &[u8],
+        data: impl AsRef<[u8]>,
         options: &CreateOptions,
     ) -> Result<(String, Stat), Error> {
-        self.create_bytes(path, Bytes::copy_from_slice(data), options)
-            .await
+        let data = Bytes::copy_from_slice(data.as_ref());
+        self.create_bytes(path, data, options).await
     }
 
     /// [`create`](Self::create) with data already in a `Bytes`.
@@ -481,12 +509,12 @@ impl Client {
     pub async fn set_data(
         &self,
         path: &str,
-        data: &[u8],
+        data: impl AsRef<[u8]>,
         version: Option<i32>,
     ) -> Result<Stat, Error> {
         let request = SetDataRequest {
             path: self.server_path(path)?,
-            data: Some(Bytes::copy_from_slice(data)),
+            data: Some(Bytes::copy_from_slice(data.as_ref())),
             version: version.unwrap_or(-1),
         };
         Ok(self.call_op::<op::SetData>(&request).await?.stat)
@@ -691,8 +719,8 @@ impl Client {
     ///
     /// # Errors
     /// [`Error::AuthFailed`] (terminal: the server closes the session's connection).
-    pub async fn add_auth(&self, scheme: &str, auth: &[u8]) -> Result<(), Error> {
-        let request = AuthPacket::new(scheme, Bytes::copy_from_slice(auth));
+    pub async fn add_auth(&self, scheme: &str, auth: impl AsRef<[u8]>) -> Result<(), Error> {
+        let request = AuthPacket::new(scheme, Bytes::copy_from_slice(auth.as_ref()));
         self.call_op::<op::Auth>(&request).await
     }
 
@@ -872,7 +900,12 @@ impl Client {
     }
 
     fn next_watcher(&self) -> WatcherId {
-        WatcherId(self.inner.next_watcher.fetch_add(1, Ordering::Relaxed))
+        WatcherId(
+            self.inner
+                .shared
+                .next_watcher
+                .fetch_add(1, Ordering::Relaxed),
+        )
     }
 
     fn oneshot_watch(

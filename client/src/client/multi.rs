@@ -52,12 +52,12 @@ impl Op {
     /// A create op, with options as [`Client::create`] takes them.
     pub fn create(
         path: impl Into<String>,
-        data: impl Into<Bytes>,
+        data: impl AsRef<[u8]>,
         options: &CreateOptions,
     ) -> Self {
         Self::Create {
             path: path.into(),
-            data: data.into(),
+            data: Bytes::copy_from_slice(data.as_ref()),
             options: options.clone(),
         }
     }
@@ -71,10 +71,10 @@ impl Op {
     }
 
     /// A setData op.
-    pub fn set_data(path: impl Into<String>, data: impl Into<Bytes>, version: Option<i32>) -> Self {
+    pub fn set_data(path: impl Into<String>, data: impl AsRef<[u8]>, version: Option<i32>) -> Self {
         Self::SetData {
             path: path.into(),
-            data: data.into(),
+            data: Bytes::copy_from_slice(data.as_ref()),
             version,
         }
     }

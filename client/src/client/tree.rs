@@ -35,10 +35,10 @@ impl Client {
     pub async fn create_all(
         &self,
         path: &str,
-        data: &[u8],
+        data: impl AsRef<[u8]>,
         options: &CreateOptions,
     ) -> Result<(String, Stat), Error> {
-        let data = Bytes::copy_from_slice(data);
+        let data = Bytes::copy_from_slice(data.as_ref());
         let mut parent_mode = CreateMode::Persistent;
         if options.container_parents {
             parent_mode = CreateMode::Container;

@@ -76,6 +76,8 @@ pub(crate) struct Shared {
     pub(crate) connections: AtomicUsize,
     /// Sessions established so far (more than one after a renewal).
     pub(crate) sessions: AtomicU64,
+    /// The next local watcher id, shared by every handle of the client (whatever its chroot).
+    pub(crate) next_watcher: AtomicU64,
     /// Requests callers have submitted.
     pub(crate) submitted: AtomicU64,
     /// Why connecting is hopeless as configured, while it is (see `diagnosis`).
@@ -108,6 +110,7 @@ impl Shared {
             driver_running: AtomicBool::new(true),
             connections: AtomicUsize::new(0),
             sessions: AtomicU64::new(0),
+            next_watcher: AtomicU64::new(0),
             submitted: AtomicU64::new(0),
             connect_error: watch::Sender::new(None),
             host_failures: Mutex::new(Vec::new()),

@@ -188,7 +188,7 @@ mod tests {
         };
         assert!(!format!("{connect:?}").contains("SECRET"));
         let builder = crate::Client::builder()
-            .with_auth("digest", b"bob:hunter2".to_vec())
+            .with_auth("digest", b"bob:hunter2")
             .with_session(7, Bytes::from_static(b"SECRETSECRET1234"));
         let shown = format!("{builder:?}");
         assert!(
