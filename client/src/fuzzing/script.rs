@@ -68,10 +68,9 @@ pub(super) fn config(a: u8, b: u8) -> SessionConfig {
         } else {
             vec![auth_packet(b"user:secret")]
         },
-        // The model does not cover the SASL phase or session renewal yet; the session
-        // tests do.
+        // The model does not cover the SASL phase yet; the session tests do.
         sasl: None,
-        renew_on_expiry: false,
+        renew_on_expiry: b & 128 != 0,
     }
 }
 

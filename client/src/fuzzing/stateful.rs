@@ -22,9 +22,9 @@ use crate::session::{Effect, Request, RequestId, Session, SessionConfig, Session
 /// Drives a [`Session`] through a script read from `data`, checking its guarantees.
 ///
 /// Bytes 0 and 1 choose the configuration: session timeout, connect timeout, host count,
-/// read-only, a 48-byte request limit, a 64-byte frame limit, a resumed session and a
-/// configured credential. Then each op is one byte (`op % 14`) and its arguments; missing
-/// bytes read as 0:
+/// read-only, a 48-byte request limit, a 64-byte frame limit, a resumed session, a
+/// configured credential and renewal after expiry. Then each op is one byte (`op % 14`) and
+/// its arguments; missing bytes read as 0:
 /// - 0 `kind flags [deadline]`: submit a request (`kind % 15`: reads, creates, writes, auth,
 ///   multi, add/remove watches, one over the request limit, an unknown op); `flags` picks
 ///   the path, bit 3 asks for a watch, bit 7 for a deadline `deadline × 10` ms away;

@@ -198,7 +198,12 @@ impl Harness {
                 "a node event with state {state:?}"
             );
         }
-        if local || !watcher.persistent {
+        // A renewal's marker (None/Expired while the session goes on) keeps persistent
+        // watchers; every other session-local event ends the watcher.
+        let marker = event.event_type == EventType::None
+            && event.state == KeeperState::Expired
+            && self.config.renew_on_expiry;
+        if !watcher.persistent || (local && !marker) {
             watcher.armed = false;
         }
     }
@@ -210,8 +215,17 @@ impl Harness {
             self.state
         );
         assert_ne!(state, self.state, "{state:?} reported twice in a row");
+        let renewed = self.state == SessionState::Expired && self.config.renew_on_expiry;
+        assert!(
+            !renewed || state == SessionState::Connecting,
+            "{state:?} right after a renewing session's Expired"
+        );
         self.state = state;
-        if state.is_terminal() {
+        if state == SessionState::Expired && self.config.renew_on_expiry && !self.closing {
+            // A new session begins: the next ConnectRequest asks for one.
+            self.server.end();
+            self.server.seen_rw = false;
+        } else if state.is_terminal() {
             self.ended = true;
             self.server.end();
         }
