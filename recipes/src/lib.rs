@@ -1,7 +1,9 @@
 //! Coordination recipes on top of [`zkwire`]: a [`Mutex`], an [`RwLock`] and a
 //! [`Semaphore`] that exclude Apache Curator's `InterProcessMutex`,
 //! `InterProcessReadWriteLock` and `InterProcessSemaphoreV2` on the same path, with
-//! lost-lock signals, fencing tokens and cleanup that cannot be lost.
+//! lost-lock signals, fencing tokens and cleanup that cannot be lost; and the shared counters
+//! [`SharedCount`] and [`AtomicCounter`] in the encodings of Curator's `SharedCount` and
+//! `DistributedAtomicLong`.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -104,6 +106,7 @@
 #![forbid(unsafe_code)]
 
 mod cleanup;
+mod counter;
 mod error;
 mod guid;
 mod hold;
@@ -116,6 +119,7 @@ mod rwlock;
 mod semaphore;
 mod sequence;
 
+pub use counter::{AtomicCounter, SharedCount, Versioned};
 pub use error::{LockError, LostReason};
 pub use mutex::{Mutex, MutexGuard};
 pub use options::{lease_margin, LockOptions};

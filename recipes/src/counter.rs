@@ -1,0 +1,221 @@
+//! Shared counters in Curator's encodings: `SharedCount` (a 4-byte big-endian `i32`, set by
+//! versioned compare-and-set) and `AtomicCounter` (Curator's `DistributedAtomicLong`: an
+//! 8-byte big-endian `i64`, changed by optimistic compare-and-set with bounded retries).
+//! Curator reads and writes the same nodes (docs/recipes.md, "Counters").
+
+use zkwire::{Backoff, Client, CreateMode, CreateOptions, Error};
+
+/// A counter's value and the node version it was read at, for [`SharedCount::try_set`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Versioned<T> {
+    /// The value.
+    pub value: T,
+    /// The data version of the node it was read from.
+    pub version: i32,
+}
+
+/// Curator's `SharedCount`: an `i32` stored as 4 big-endian bytes in one persistent node.
+///
+/// ```no_run
+/// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+/// use zkwire_recipes::SharedCount;
+/// let limit = SharedCount::new(client, "/app/limit");
+/// limit.ensure(10).await?; // created with 10 unless it exists
+/// let seen = limit.get().await?;
+/// if limit.try_set(seen.value + 1, seen.version).await? {
+///     println!("raised to {}", seen.value + 1);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct SharedCount {
+    client: Client,
+    path: String,
+}
+
+impl SharedCount {
+    /// The count at `path`.
+    pub fn new(client: Client, path: impl Into<String>) -> Self {
+        Self {
+            client,
+            path: path.into(),
+        }
+    }
+
+    /// Creates the node (and its missing parents, as containers) holding `seed`, unless it
+    /// exists: what Curator's `SharedCount.start()` does.
+    ///
+    /// # Errors
+    /// Client errors.
+    pub async fn ensure(&self, seed: i32) -> Result<(), Error> {
+        let options = CreateOptions::new(CreateMode::Persistent).with_container_parents();
+        match self
+            .client
+            .create_all(&self.path, seed.to_be_bytes(), &options)
+            .await
+        {
+            Ok(_) | Err(Error::NodeExists) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The count and its version.
+    ///
+    /// # Errors
+    /// [`Error::NoNode`]; [`Error::BadArguments`] when the node does not hold 4 bytes.
+    pub async fn get(&self) -> Result<Versioned<i32>, Error> {
+        let (data, stat) = self.client.get_data(&self.path).await?;
+        let bytes: [u8; 4] = data[..].try_into().map_err(|_| Error::BadArguments)?;
+        Ok(Versioned {
+            value: i32::from_be_bytes(bytes),
+            version: stat.version,
+        })
+    }
+
+    /// Sets the count, whatever it was.
+    ///
+    /// # Errors
+    /// [`Error::NoNode`].
+    pub async fn set(&self, value: i32) -> Result<(), Error> {
+        let bytes = value.to_be_bytes();
+        self.client
+            .set_data(&self.path, bytes, None)
+            .await
+            .map(drop)
+    }
+
+    /// Sets the count if the node is still at `version` (from [`get`](Self::get)); `false`
+    /// when someone changed it first.
+    ///
+    /// # Errors
+    /// [`Error::NoNode`].
+    pub async fn try_set(&self, value: i32, version: i32) -> Result<bool, Error> {
+        let bytes = value.to_be_bytes();
+        match self.client.set_data(&self.path, bytes, Some(version)).await {
+            Ok(_) => Ok(true),
+            Err(Error::BadVersion) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Curator's `DistributedAtomicLong`: an `i64` stored as 8 big-endian bytes, changed by
+/// optimistic compare-and-set. A missing node reads as 0 and is created by the first change.
+///
+/// ```no_run
+/// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+/// use zkwire_recipes::AtomicCounter;
+/// let hits = AtomicCounter::new(client, "/app/hits");
+/// match hits.add(1).await? {
+///     Some(now) => println!("{now} hits"),
+///     None => println!("too much contention; nothing was changed"),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct AtomicCounter {
+    client: Client,
+    path: String,
+    attempts: u32,
+}
+
+impl AtomicCounter {
+    /// The counter at `path`; a change gives up after 10 lost compare-and-sets.
+    pub fn new(client: Client, path: impl Into<String>) -> Self {
+        Self {
+            client,
+            path: path.into(),
+            attempts: 10,
+        }
+    }
+
+    /// Gives up a change after `attempts` compare-and-sets lost to other writers.
+    #[must_use]
+    pub fn with_attempts(mut self, attempts: u32) -> Self {
+        self.attempts = attempts.max(1);
+        self
+    }
+
+    /// The value (0 when the node does not exist).
+    ///
+    /// # Errors
+    /// [`Error::BadArguments`] when the node does not hold 8 bytes; client errors.
+    pub async fn get(&self) -> Result<i64, Error> {
+        Ok(self.read().await?.map_or(0, |v| v.value))
+    }
+
+    /// Adds `delta` (wrapping, as Java's `long`); returns the new value, or `None` when every
+    /// attempt lost to a concurrent change (then this call changed nothing).
+    ///
+    /// # Errors
+    /// [`Error::BadArguments`] when the node does not hold 8 bytes; client errors (after a
+    /// `ConnectionLoss` the change may or may not have applied, as for any write).
+    pub async fn add(&self, delta: i64) -> Result<Option<i64>, Error> {
+        let mut backoff = Backoff::new()
+            .with_delays(
+                std::time::Duration::from_millis(5),
+                std::time::Duration::from_millis(200),
+            )
+            .with_max_attempts(self.attempts);
+        loop {
+            let current = self.read().await?;
+            let next = current.map_or(0, |v| v.value).wrapping_add(delta);
+            if self.compare_and_set(current, next).await? {
+                return Ok(Some(next));
+            }
+            if !backoff.pause().await {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Adds 1; see [`add`](Self::add).
+    ///
+    /// # Errors
+    /// As [`add`](Self::add).
+    pub async fn increment(&self) -> Result<Option<i64>, Error> {
+        self.add(1).await
+    }
+
+    async fn read(&self) -> Result<Option<Versioned<i64>>, Error> {
+        match self.client.get_data(&self.path).await {
+            Ok((data, stat)) => {
+                let bytes: [u8; 8] = data[..].try_into().map_err(|_| Error::BadArguments)?;
+                Ok(Some(Versioned {
+                    value: i64::from_be_bytes(bytes),
+                    version: stat.version,
+                }))
+            }
+            Err(Error::NoNode) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes `next` if the node is still as read (`None`: still missing); whether it was.
+    async fn compare_and_set(
+        &self,
+        read: Option<Versioned<i64>>,
+        next: i64,
+    ) -> Result<bool, Error> {
+        let bytes = next.to_be_bytes();
+        let written = match read {
+            Some(v) => self
+                .client
+                .set_data(&self.path, bytes, Some(v.version))
+                .await
+                .map(drop),
+            None => {
+                let options = CreateOptions::new(CreateMode::Persistent);
+                self.client
+                    .create_all(&self.path, bytes, &options)
+                    .await
+                    .map(drop)
+            }
+        };
+        match written {
+            Ok(()) => Ok(true),
+            Err(Error::BadVersion | Error::NodeExists | Error::NoNode) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}

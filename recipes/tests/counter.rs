@@ -1,0 +1,125 @@
+//! Shared counters against real Curator 5.4.0 on the same nodes: zkwire tasks and a Curator
+//! JVM increment one `SharedCount` and one `DistributedAtomicLong` at once, and no update is
+//! lost (the final value is the sum of every side's increments); each side reads the other's
+//! encoding.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+mod support;
+
+use std::time::Duration;
+
+use support::connect;
+use support::process::ProcessIo;
+use zkwire_recipes::{AtomicCounter, SharedCount};
+use zkwire_testing::support::fresh_chroot;
+
+/// Increments per zkwire task and by Curator.
+const EACH: usize = 100;
+/// zkwire tasks, each with its own session.
+const TASKS: usize = 2;
+
+/// Runs Curator's `kind` counter client on `path` for `EACH` increments while `zkwire` runs;
+/// returns the last value Curator saw.
+async fn with_curator<F: std::future::Future<Output = ()>>(
+    cs: &str,
+    kind: &str,
+    path: &str,
+    zkwire: F,
+) -> i64 {
+    let program = tokio::task::block_in_place(|| support::curator_program("CuratorCounter.java"));
+    let mut child = program
+        .spawn("CuratorCounter", &[cs, kind, path, &EACH.to_string()])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut io = ProcessIo::new(
+        "Curator",
+        child.take_stdin().unwrap(),
+        child.take_stdout().unwrap(),
+        child.take_stderr().unwrap(),
+    );
+    let ready = io.next_line(Duration::from_secs(60)).await;
+    assert_eq!(ready, "READY", "{}", io.stderr());
+    io.send("GO");
+    zkwire.await;
+    let done = io.next_line(Duration::from_secs(120)).await;
+    let last = done
+        .strip_prefix("DONE ")
+        .unwrap_or_else(|| panic!("{done}: {}", io.stderr()))
+        .parse()
+        .unwrap();
+    io.close_stdin();
+    tokio::task::block_in_place(|| child.wait()).unwrap();
+    last
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_count_with_curator_loses_no_update() {
+    let cs = fresh_chroot("counter_shared").await;
+    let path = "/shared";
+    let seed = connect(&cs).await;
+    SharedCount::new(seed.clone(), path)
+        .ensure(0)
+        .await
+        .unwrap();
+    let zkwire = async {
+        let mut tasks = Vec::new();
+        for _ in 0..TASKS {
+            let count = SharedCount::new(connect(&cs).await, path);
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..EACH {
+                    loop {
+                        let seen = count.get().await.unwrap();
+                        if count.try_set(seen.value + 1, seen.version).await.unwrap() {
+                            break;
+                        }
+                    }
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+    };
+    let curator_last = with_curator(&cs, "shared", path, zkwire).await;
+    let total = SharedCount::new(seed, path).get().await.unwrap().value;
+    println!("SharedCount: {total} after {TASKS}×{EACH} zkwire + {EACH} Curator increments (Curator last saw {curator_last})");
+    assert_eq!(
+        total,
+        i32::try_from((TASKS + 1) * EACH).unwrap(),
+        "no lost update"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn atomic_counter_with_curator_loses_no_update() {
+    let cs = fresh_chroot("counter_atomic").await;
+    let path = "/atomic";
+    let zkwire = async {
+        let mut tasks = Vec::new();
+        for _ in 0..TASKS {
+            let counter = AtomicCounter::new(connect(&cs).await, path).with_attempts(1_000);
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..EACH {
+                    counter
+                        .increment()
+                        .await
+                        .unwrap()
+                        .expect("won within 1,000 attempts");
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+    };
+    let curator_last = with_curator(&cs, "atomic", path, zkwire).await;
+    let total = AtomicCounter::new(connect(&cs).await, path)
+        .get()
+        .await
+        .unwrap();
+    println!("DistributedAtomicLong: {total} after {TASKS}×{EACH} zkwire + {EACH} Curator increments (Curator last saw {curator_last})");
+    assert_eq!(
+        total,
+        i64::try_from((TASKS + 1) * EACH).unwrap(),
+        "no lost update"
+    );
+}
