@@ -3,7 +3,7 @@
 //! 8-byte big-endian `i64`, changed by optimistic compare-and-set with bounded retries).
 //! Curator reads and writes the same nodes (docs/recipes.md, "Counters").
 
-use zkwire::{Backoff, Client, CreateMode, CreateOptions, Error};
+use zkwire::{Backoff, Client, CreateMode, CreateOptions, Error, EventType};
 
 /// A counter's value and the node version it was read at, for [`SharedCount::try_set`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +95,67 @@ impl SharedCount {
             Ok(_) => Ok(true),
             Err(Error::BadVersion) => Ok(false),
             Err(e) => Err(e),
+        }
+    }
+}
+
+impl SharedCount {
+    /// Follows the count's changes: each [`CountChanges::next`] waits for a value newer than
+    /// the last one it returned (Curator's `SharedCountListener`).
+    pub fn changes(&self) -> CountChanges {
+        CountChanges {
+            count: self.clone(),
+            last_version: None,
+        }
+    }
+}
+
+/// The changes of a [`SharedCount`], from [`SharedCount::changes`].
+///
+/// Values written in quick succession may be seen only as the last of them: each call
+/// returns the node's current value once it differs from the last one returned, as a
+/// watch-based listener does.
+///
+/// ```no_run
+/// # async fn run(limit: zkwire_recipes::SharedCount) -> Result<(), zkwire::Error> {
+/// let mut changes = limit.changes();
+/// let now = changes.next().await?; // the current value first
+/// println!("limit {}", now.value);
+/// let later = changes.next().await?; // then each change
+/// println!("limit now {}", later.value);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct CountChanges {
+    count: SharedCount,
+    last_version: Option<i32>,
+}
+
+impl CountChanges {
+    /// The current value the first time, then the next value written after the last one
+    /// returned.
+    ///
+    /// # Errors
+    /// [`Error::NoNode`] when the node is deleted; [`Error::BadArguments`] when it does not
+    /// hold 4 bytes; [`Error::SessionExpired`] (without session renewal) or `Closed` when the
+    /// session ends.
+    pub async fn next(&mut self) -> Result<Versioned<i32>, Error> {
+        loop {
+            let client = &self.count.client;
+            let (data, stat, watcher) = client.get_data_and_watch(&self.count.path).await?;
+            if self.last_version != Some(stat.version) {
+                let bytes: [u8; 4] = data[..].try_into().map_err(|_| Error::BadArguments)?;
+                self.last_version = Some(stat.version);
+                return Ok(Versioned {
+                    value: i32::from_be_bytes(bytes),
+                    version: stat.version,
+                });
+            }
+            // A change, or the session's end (the next read fails with why), or a renewed
+            // session's marker: read again.
+            if watcher.await.event_type == EventType::NodeDeleted {
+                return Err(Error::NoNode);
+            }
         }
     }
 }

@@ -119,7 +119,7 @@ mod rwlock;
 mod semaphore;
 mod sequence;
 
-pub use counter::{AtomicCounter, SharedCount, Versioned};
+pub use counter::{AtomicCounter, CountChanges, SharedCount, Versioned};
 pub use error::{LockError, LostReason};
 pub use mutex::{Mutex, MutexGuard};
 pub use options::{lease_margin, LockOptions};

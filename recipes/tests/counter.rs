@@ -123,3 +123,28 @@ async fn atomic_counter_with_curator_loses_no_update() {
         "no lost update"
     );
 }
+
+/// `SharedCount::changes` yields the current value, then a value Curator's `setCount` wrote
+/// (written here the same way: an unconditional 4-byte write), then the deletion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_count_changes_follow_the_node() {
+    let cs = fresh_chroot("counter_changes").await;
+    let client = connect(&cs).await;
+    let count = SharedCount::new(client.clone(), "/limit");
+    count.ensure(5).await.unwrap();
+    let mut changes = count.changes();
+    assert_eq!(changes.next().await.unwrap().value, 5);
+    let writer = SharedCount::new(connect(&cs).await, "/limit");
+    let next = tokio::spawn(async move { changes.next().await.map(|v| (v.value, changes)) });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!next.is_finished(), "no change yet");
+    writer.set(7).await.unwrap();
+    let (value, mut changes) = tokio::time::timeout(Duration::from_secs(10), next)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(value, 7);
+    client.delete("/limit", None).await.unwrap();
+    assert_eq!(changes.next().await.err(), Some(zkwire::Error::NoNode));
+}
