@@ -83,6 +83,11 @@ pub enum LockError {
         /// What it holds.
         data: Vec<u8>,
     },
+    /// The recipe was closed (or never started): a [`LeaderLatch`](crate::LeaderLatch)
+    /// waited on after [`close`](crate::LeaderLatch::close), a
+    /// [`LeaderElection`](crate::LeaderElection) stopped.
+    #[error("the recipe is closed")]
+    Closed,
 }
 
 impl LockError {
@@ -101,7 +106,8 @@ impl LockError {
             | Self::TooManyLeases { .. }
             | Self::LimitMismatch { .. }
             | Self::SharedCountMissing { .. }
-            | Self::BadSharedCount { .. } => false,
+            | Self::BadSharedCount { .. }
+            | Self::Closed => false,
         }
     }
 }

@@ -10,6 +10,7 @@
 //! what the server heard from us.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -39,7 +40,7 @@ pub(crate) struct Hold {
     revoked: watch::Receiver<bool>,
     monitor: JoinHandle<()>,
     /// Dropping deletes the node (in the background) unless released.
-    armed: bool,
+    armed: AtomicBool,
 }
 
 impl Hold {
@@ -70,7 +71,7 @@ impl Hold {
             lost: rx,
             revoked: revoke_rx,
             monitor,
-            armed: true,
+            armed: AtomicBool::new(true),
         }
     }
 
@@ -171,7 +172,14 @@ impl Hold {
     /// a read-only server serves us, or `NoAuth` after an ACL change, may clear later, and
     /// until then the node would keep the lock from everyone. A caller that cannot wait drops
     /// the future: the cleanup worker then carries on in the background.
-    pub(crate) async fn release(mut self) -> Result<(), LockError> {
+    pub(crate) async fn release(self) -> Result<(), LockError> {
+        self.end().await
+    }
+
+    /// [`release`](Self::release) for a hold shared with handles that only observe it (a
+    /// leader latch's leadership): the node goes now, whoever still holds the `Hold`, and
+    /// dropping it later deletes nothing.
+    pub(crate) async fn end(&self) -> Result<(), LockError> {
         self.monitor.abort();
         let lost_before = *self.lost.borrow();
         let (mut backoff, mut retried) = (Backoff::new(), false);
@@ -196,7 +204,7 @@ impl Hold {
                 }
             }
         };
-        self.armed = false;
+        self.armed.store(false, Ordering::Relaxed);
         match (deleted, lost_before) {
             (Ok(()), Some(reason)) => Err(LockError::Lost(reason)),
             (result, _) => result,
@@ -207,7 +215,7 @@ impl Hold {
 impl Drop for Hold {
     fn drop(&mut self) {
         self.monitor.abort();
-        if self.armed {
+        if *self.armed.get_mut() {
             cleanup::enqueue(&self.client, Job::Delete(self.node.path.clone()));
         }
     }

@@ -7,6 +7,7 @@
 //! protected create ([`Attempt::create`]) under `P/leases` with marker `lease-`, and its lease
 //! a [`Hold`](crate::hold::Hold).
 
+use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -105,13 +106,30 @@ pub(crate) async fn acquire(
     blocking: bool,
     deadline: Option<Instant>,
 ) -> Result<Outcome, LockError> {
+    let timeout = async move {
+        match deadline {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+        LockError::Timeout
+    };
+    acquire_until(dir, contest, blocking, timeout).await
+}
+
+/// [`acquire`], ended early with the error `end` resolves to (a deadline, a recipe being
+/// closed); what was created is then removed as on a timeout.
+pub(crate) async fn acquire_until(
+    dir: &Dir,
+    contest: &Contest,
+    blocking: bool,
+    end: impl Future<Output = LockError>,
+) -> Result<Outcome, LockError> {
     let mut attempt = Attempt::new(dir);
-    let run = attempt.run(contest, blocking);
-    let result = match deadline {
-        Some(at) => tokio::time::timeout_at(at, run)
-            .await
-            .unwrap_or(Err(LockError::Timeout)),
-        None => run.await,
+    let result = tokio::select! {
+        // A grant that is ready wins over the end, as a timeout polls its future first.
+        biased;
+        result = attempt.run(contest, blocking) => result,
+        error = end => Err(error),
     };
     match result {
         Ok(Some(node)) => {

@@ -107,10 +107,12 @@
 
 mod cleanup;
 mod counter;
+mod election;
 mod error;
 mod guid;
 mod hold;
 mod internals;
+mod latch;
 mod local;
 mod mutex;
 mod options;
@@ -120,7 +122,9 @@ mod semaphore;
 mod sequence;
 
 pub use counter::{AtomicCounter, CountChanges, SharedCount, Versioned};
+pub use election::LeaderElection;
 pub use error::{LockError, LostReason};
+pub use latch::{LeaderLatch, Leadership, Participant};
 pub use mutex::{Mutex, MutexGuard};
 pub use options::{lease_margin, LockOptions};
 pub use revoke::revoke;

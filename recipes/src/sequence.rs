@@ -27,6 +27,8 @@ use crate::error::LockError;
 
 /// Curator `InterProcessMutex.LOCK_NAME`.
 pub(crate) const MUTEX_MARKERS: &[&str] = &["lock-"];
+/// Curator `LeaderLatch.LOCK_NAME`.
+pub(crate) const LATCH_MARKERS: &[&str] = &["latch-"];
 /// Curator `InterProcessReadWriteLock.READ_LOCK_NAME`.
 pub(crate) const READ_MARKER: &str = "__READ__";
 /// Curator `InterProcessReadWriteLock.WRITE_LOCK_NAME`.

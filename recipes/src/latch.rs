@@ -1,0 +1,363 @@
+//! [`LeaderLatch`]: Curator's `LeaderLatch` layout, with leadership judged by the lease rule.
+//!
+//! A started latch runs one background task per latch: it creates its protected node
+//! (`P/_c_<uuid>-latch-<seq>`, the participant id as data), waits behind its predecessor as
+//! a mutex contender does, and on the grant publishes a [`Leadership`] that watches the hold
+//! exactly as a lock guard does. When the leadership is lost the task first withdraws it
+//! (so that nobody sees it as leader any more), then deletes its node and queues again with
+//! a new one, until the latch is closed or the session is over for good.
+
+use std::sync::{Arc, Mutex as StdMutex, PoisonError};
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use zkwire::{path, Client, Error, Op, OpResult};
+
+use crate::error::{LockError, LostReason};
+use crate::hold::Hold;
+use crate::internals::{acquire_until, Contest, Dir, Outcome};
+use crate::options::LockOptions;
+use crate::sequence::{exclusive, LATCH_MARKERS};
+
+/// A participant in a leader election in Curator's `LeaderLatch` layout: zkwire and Curator
+/// latches on one path elect one leader among them.
+///
+/// [`start`](Self::start) joins the election: the latch creates
+/// `path/_c_<uuid>-latch-<seq>` (EPHEMERAL_SEQUENTIAL, the participant id as its data,
+/// missing parents as containers); the participant whose node sorts first leads, and every
+/// other one watches only its predecessor. Leadership is a [`Leadership`] handle with the
+/// guards' loss signal: it ends [`lease_margin`](crate::lease_margin) before the server could
+/// expire the session (so before anyone else can be elected), when the node is deleted or
+/// its data changes, or when the session ends. A latch that loses leadership deletes its
+/// node and joins again at the back of the queue, by itself, until
+/// [`close`](Self::close)d; on a client with session renewal
+/// ([`zkwire::ClientBuilder::with_session_renewal`]) it joins again on the new session.
+///
+/// ```no_run
+/// # async fn run(client: zkwire::Client) -> Result<(), zkwire_recipes::LockError> {
+/// use zkwire_recipes::LeaderLatch;
+///
+/// let latch = LeaderLatch::new(client, "/election/reports", "worker-7");
+/// latch.start();
+/// loop {
+///     let leadership = latch.await_leadership().await?;
+///     tokio::select! {
+///         reason = leadership.lost() => eprintln!("no longer leader: {reason}"),
+///         () = async { /* leader-only work, fenced by leadership.fencing_token() */ } => {}
+///     }
+/// #   break;
+/// }
+/// latch.close().await?;
+/// # Ok(()) }
+/// ```
+///
+/// Clones share the participant: one node, one leadership.
+#[derive(Debug, Clone)]
+pub struct LeaderLatch {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    dir: Dir,
+    id: String,
+    status: watch::Sender<Status>,
+    /// The participant task while started.
+    task: StdMutex<Option<Running>>,
+}
+
+#[derive(Debug)]
+struct Running {
+    close: watch::Sender<bool>,
+    handle: JoinHandle<()>,
+}
+
+/// Where the participant stands.
+#[derive(Debug, Clone)]
+enum Status {
+    /// Not started, or closed.
+    Idle,
+    /// Queued (or creating its node).
+    Waiting,
+    Leading(Leadership),
+    /// Stopped by an error no retry fixes (the session is over, a foreign child...).
+    Failed(LockError),
+}
+
+/// One participant of an election, as listed by [`LeaderLatch::participants`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Participant {
+    /// The participant's id: its node's data (Curator's `Participant.getId()`).
+    pub id: String,
+    /// Its node's full path.
+    pub node: String,
+    /// Whether its node sorts first: the leader, as far as the others are concerned.
+    pub is_leader: bool,
+}
+
+impl LeaderLatch {
+    /// A latch on `path` for participant `id` (stored as the node's data, as Curator's
+    /// latch and `LeaderSelector` do). Nothing is sent until [`start`](Self::start).
+    pub fn new(client: Client, path: impl Into<String>, id: impl Into<String>) -> Self {
+        Self::with_options(client, path, id, LockOptions::default())
+    }
+
+    /// A latch with `options` (ACLs, foreign children, lease margin, disconnect grace; the
+    /// node data is always the id).
+    pub fn with_options(
+        client: Client,
+        path: impl Into<String>,
+        id: impl Into<String>,
+        options: LockOptions,
+    ) -> Self {
+        let id = id.into();
+        let options = options.with_data(id.clone().into_bytes());
+        let (status, _) = watch::channel(Status::Idle);
+        Self {
+            shared: Arc::new(Shared {
+                dir: Dir {
+                    client,
+                    path: path.into(),
+                    options,
+                },
+                id,
+                status,
+                task: StdMutex::new(None),
+            }),
+        }
+    }
+
+    /// The election's directory.
+    pub fn path(&self) -> &str {
+        &self.shared.dir.path
+    }
+
+    /// This participant's id.
+    pub fn id(&self) -> &str {
+        &self.shared.id
+    }
+
+    /// Joins the election in the background (a no-op while started). Needs a tokio runtime.
+    pub fn start(&self) {
+        let mut task = self
+            .shared
+            .task
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if task.as_ref().is_some_and(|r| !r.handle.is_finished()) {
+            return;
+        }
+        let (close, closed) = watch::channel(false);
+        self.shared.status.send_replace(Status::Waiting);
+        let handle = tokio::spawn(participate(Arc::clone(&self.shared), closed));
+        *task = Some(Running { close, handle });
+    }
+
+    /// Whether this participant leads now: granted, and the leadership still trusted.
+    pub fn has_leadership(&self) -> bool {
+        self.leadership().is_some()
+    }
+
+    /// The current leadership, if this participant leads and it is still trusted.
+    pub fn leadership(&self) -> Option<Leadership> {
+        match &*self.shared.status.borrow() {
+            Status::Leading(leadership) if leadership.is_held() => Some(leadership.clone()),
+            _ => None,
+        }
+    }
+
+    /// Waits until this participant leads, and returns the leadership.
+    ///
+    /// # Errors
+    /// [`LockError::Closed`] if the latch is not started or is closed while waiting; the
+    /// error that stopped the participant (the session is over without renewal, a foreign
+    /// child in the directory...).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: waiting sends nothing, and the participant stays queued.
+    pub async fn await_leadership(&self) -> Result<Leadership, LockError> {
+        let mut status = self.shared.status.subscribe();
+        loop {
+            match &*status.borrow_and_update() {
+                Status::Leading(leadership) if leadership.is_held() => {
+                    return Ok(leadership.clone());
+                }
+                Status::Leading(_) | Status::Waiting => {}
+                Status::Idle => return Err(LockError::Closed),
+                Status::Failed(e) => return Err(e.clone()),
+            }
+            // The sender lives in `shared`, which we hold: `changed` cannot fail.
+            let _ = status.changed().await;
+        }
+    }
+
+    /// Every participant in election order, the leader first, read from the server now.
+    /// A node that vanishes while being read is left out.
+    ///
+    /// # Errors
+    /// The client's errors; [`LockError::ForeignChild`] and [`LockError::SequenceWrapped`].
+    pub async fn participants(&self) -> Result<Vec<Participant>, LockError> {
+        let dir = &self.shared.dir;
+        let contenders = dir.contenders(LATCH_MARKERS).await?;
+        let mut participants = Vec::with_capacity(contenders.len());
+        for contender in contenders {
+            let node = path::join(&dir.path, &contender.name);
+            match dir.client.get_data(&node).await {
+                Ok((data, _)) => participants.push(Participant {
+                    id: String::from_utf8_lossy(&data).into_owned(),
+                    is_leader: participants.is_empty(),
+                    node,
+                }),
+                Err(Error::NoNode) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(participants)
+    }
+
+    /// The current leader (of any client), `None` when nobody participates.
+    ///
+    /// # Errors
+    /// As [`participants`](Self::participants).
+    pub async fn leader(&self) -> Result<Option<Participant>, LockError> {
+        Ok(self.participants().await?.into_iter().next())
+    }
+
+    /// Leaves the election: ends the leadership if held (it is withdrawn before the node is
+    /// deleted), removes the node, and stops the participant. [`start`](Self::start) joins
+    /// again later with a new node.
+    ///
+    /// # Errors
+    /// The error that had stopped the participant, if any.
+    ///
+    /// # Cancel safety
+    /// Dropping the future still closes the latch; the node is then removed in the
+    /// background.
+    pub async fn close(&self) -> Result<(), LockError> {
+        let running = self
+            .shared
+            .task
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(Running { close, handle }) = running {
+            close.send_replace(true);
+            // The task ends by itself on the signal; a panic in it is not ours to resume.
+            let _ = handle.await;
+        }
+        match self.shared.status.send_replace(Status::Idle) {
+            Status::Failed(e) => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The participant: queue, lead until the leadership is lost, withdraw, queue again.
+async fn participate(shared: Arc<Shared>, mut closed: watch::Receiver<bool>) {
+    let contest = Contest {
+        marker: LATCH_MARKERS[0],
+        sort_markers: LATCH_MARKERS,
+        predicate: exclusive,
+        tie: None,
+    };
+    let mut close = closed.clone();
+    let closing = async move {
+        let _ = close.wait_for(|closed| *closed).await;
+        LockError::Closed
+    };
+    tokio::pin!(closing);
+    loop {
+        shared.status.send_replace(Status::Waiting);
+        let node = match acquire_until(&shared.dir, &contest, true, closing.as_mut()).await {
+            Ok(Outcome::Held(node)) => node,
+            // Only a non-blocking acquire is ever busy.
+            Ok(Outcome::Busy) => continue,
+            Err(LockError::Closed) => return,
+            Err(e) => {
+                tracing::warn!(path = shared.dir.path, error = %e, "leader latch stopped");
+                shared.status.send_replace(Status::Failed(e));
+                return;
+            }
+        };
+        let hold = Arc::new(Hold::new(
+            shared.dir.client.clone(),
+            node,
+            &shared.dir.options,
+        ));
+        let leadership = Leadership::new(Arc::clone(&hold));
+        shared.status.send_replace(Status::Leading(leadership));
+        tracing::debug!(path = shared.dir.path, id = shared.id, "leadership gained");
+        let stop = tokio::select! {
+            reason = hold.lost() => {
+                tracing::info!(path = shared.dir.path, id = shared.id, %reason, "leadership lost");
+                false
+            }
+            _ = closed.wait_for(|closed| *closed) => true,
+        };
+        // Withdrawn first: from here on nobody is told we lead.
+        shared.status.send_replace(Status::Waiting);
+        // Until the node is gone, or the session is: the next participant's turn.
+        let _ = hold.end().await;
+        if stop {
+            return;
+        }
+    }
+}
+
+/// This participant's leadership, from [`LeaderLatch::await_leadership`]. Clones share it.
+///
+/// It only observes: the latch deletes the node when the leadership is lost or the latch is
+/// closed, whoever still holds a `Leadership`.
+#[derive(Debug, Clone)]
+pub struct Leadership {
+    hold: Arc<Hold>,
+}
+
+impl Leadership {
+    pub(crate) fn new(hold: Arc<Hold>) -> Self {
+        Self { hold }
+    }
+
+    /// Whether the leadership is still trusted (see [`lost`](Self::lost)).
+    pub fn is_held(&self) -> bool {
+        self.hold.is_held()
+    }
+
+    /// Resolves when the leadership can no longer be trusted, by the lock guards' rule
+    /// ([`MutexGuard::lost`](crate::MutexGuard::lost)): the session's lease is within its
+    /// margin of ending without renewal, the session ended, the node was deleted or its data
+    /// changed. Resolves with [`LostReason::Released`] once the latch withdrew it (closed).
+    /// The future is `'static`.
+    pub fn lost(&self) -> impl std::future::Future<Output = LostReason> + Send + 'static {
+        self.hold.lost()
+    }
+
+    /// Until when the leadership may be trusted as things stand: the session's lease
+    /// deadline less the margin (as
+    /// [`MutexGuard::trusted_until`](crate::MutexGuard::trusted_until)). `None` once lost.
+    pub fn trusted_until(&self) -> Option<std::time::Instant> {
+        self.hold.trusted_until()
+    }
+
+    /// A fencing token: the `czxid` of our latch node, strictly increasing across the
+    /// successive leaders of the election.
+    pub fn fencing_token(&self) -> i64 {
+        self.hold.fencing_token()
+    }
+
+    /// Our latch node's full path.
+    pub fn path(&self) -> &str {
+        &self.hold.node().path
+    }
+
+    /// Runs `ops` atomically on condition that our latch node still exists (as
+    /// [`MutexGuard::multi_fenced`](crate::MutexGuard::multi_fenced)).
+    ///
+    /// # Errors
+    /// [`LockError::Lost`] with [`LostReason::NodeDeleted`] when our node is gone (nothing
+    /// was applied); [`zkwire::Error::MultiFailed`] with the index into `ops`; the client's
+    /// errors.
+    pub async fn multi_fenced(&self, ops: &[Op]) -> Result<Vec<OpResult>, LockError> {
+        self.hold.multi_fenced(ops).await
+    }
+}

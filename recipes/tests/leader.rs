@@ -1,0 +1,543 @@
+//! Leader election against a real server: [`LeaderLatch`] (alone, and with Apache Curator
+//! 5.4.0's `LeaderLatch` on one path) and [`LeaderElection`] (with Curator's
+//! `LeaderSelector`, and under the one-way fault of the lease tests).
+//!
+//! The interop runs use the referee of the lock interop tests: every participant reports
+//! `ENTER` once it leads and `EXIT` before it lets go (Curator over TCP, zkwire in process),
+//! and the referee flags any two leaders inside at once. `recipes/interop/CuratorLeader.java`
+//! is compiled here with `javac`; missing Java or Curator fails the tests with what to
+//! install.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+
+use support::process::ProcessIo;
+use support::referee::{Kind, Referee};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use zkwire::{Client, SessionState};
+use zkwire_recipes::{LeaderElection, LeaderLatch, LockError, LostReason};
+use zkwire_testing::java;
+use zkwire_testing::proxy::FaultProxy;
+use zkwire_testing::rng::SplitMix64;
+use zkwire_testing::server::shared_server;
+use zkwire_testing::support::{connect_with_timeout, fresh_chroot, kill_session};
+
+/// The interop runs share two cores with the server and a JVM: one at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+const PATH: &str = "/leader";
+const STEP: Duration = Duration::from_secs(20);
+
+async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
+    tokio::time::timeout(STEP, f)
+        .await
+        .unwrap_or_else(|_| panic!("timed out after {STEP:?}: {what}"))
+}
+
+/// A client that starts a new session after an expiry.
+async fn renewing(cs: &str, timeout: Duration) -> Client {
+    Client::builder()
+        .with_session_timeout(timeout)
+        .with_session_renewal(true)
+        .connect(cs)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_leader_in_order_and_the_next_takes_over_on_close() {
+    let cs = fresh_chroot("latch_basics").await;
+    let mut latches = Vec::new();
+    for id in ["a", "b", "c"] {
+        let latch = LeaderLatch::new(support::connect(&cs).await, PATH, id);
+        latch.start();
+        // Joined in this order: wait for each node before the next starts.
+        within("joined", async {
+            while latch.participants().await.unwrap().len() < latches.len() + 1 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        latches.push(latch);
+    }
+    let first = within("a leads", latches[0].await_leadership())
+        .await
+        .unwrap();
+    assert!(latches[0].has_leadership());
+    assert!(!latches[1].has_leadership() && !latches[2].has_leadership());
+    let participants = latches[2].participants().await.unwrap();
+    let ids: Vec<_> = participants.iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(ids, ["a", "b", "c"]);
+    assert_eq!(
+        participants.iter().map(|p| p.is_leader).collect::<Vec<_>>(),
+        [true, false, false]
+    );
+    assert_eq!(participants[0].node, first.path());
+    assert!(
+        first.path().contains("/_c_") && first.path().contains("-latch-"),
+        "Curator's layout: {}",
+        first.path()
+    );
+    assert_eq!(latches[1].leader().await.unwrap().unwrap().id, "a");
+
+    let lost = first.lost();
+    latches[0].close().await.unwrap();
+    assert_eq!(within("lost on close", lost).await, LostReason::Released);
+    let second = within("b leads", latches[1].await_leadership())
+        .await
+        .unwrap();
+    assert!(second.fencing_token() > first.fencing_token());
+    assert!(!latches[0].has_leadership());
+    assert!(matches!(
+        latches[0].await_leadership().await,
+        Err(LockError::Closed)
+    ));
+    for latch in &latches[1..] {
+        latch.close().await.unwrap();
+    }
+    let observer = support::connect(&cs).await;
+    assert!(observer.get_children(PATH).await.unwrap().is_empty());
+}
+
+/// An administrator deletes the leader's node: its leadership is lost, the next participant
+/// leads, and the latch queues again by itself with a new node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_node_ends_the_leadership_and_the_latch_queues_again() {
+    let cs = fresh_chroot("latch_deleted").await;
+    let a = LeaderLatch::new(support::connect(&cs).await, PATH, "a");
+    a.start();
+    let leadership = within("a leads", a.await_leadership()).await.unwrap();
+    let b = LeaderLatch::new(support::connect(&cs).await, PATH, "b");
+    b.start();
+    within("b queued", async {
+        while b.participants().await.unwrap().len() < 2 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    let admin = support::connect(&cs).await;
+    admin.delete(leadership.path(), None).await.unwrap();
+    assert_eq!(
+        within("lost", leadership.lost()).await,
+        LostReason::NodeDeleted
+    );
+    within("b leads", b.await_leadership()).await.unwrap();
+    let ids = within("a queued again", async {
+        loop {
+            let ids: Vec<_> = b
+                .participants()
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|p| p.id)
+                .collect();
+            if ids.len() == 2 {
+                return ids;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert_eq!(ids, ["b", "a"], "a is back, behind b");
+    b.close().await.unwrap();
+    within("a leads again", a.await_leadership()).await.unwrap();
+    a.close().await.unwrap();
+}
+
+/// The leader's session is killed on a client that renews sessions: the leadership is lost,
+/// and the latch joins again on the new session and leads once more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_latch_rejoins_on_a_renewed_session() {
+    let cs = fresh_chroot("latch_renewal").await;
+    let client = renewing(&cs, Duration::from_secs(4)).await;
+    let latch = LeaderLatch::new(client.clone(), PATH, "a");
+    latch.start();
+    let leadership = within("leads", latch.await_leadership()).await.unwrap();
+    let old = client.session_id();
+    kill_session(
+        &shared_server().connect_string(),
+        old,
+        client.session_password(),
+    )
+    .await
+    .unwrap();
+    let reason = within("lost", leadership.lost()).await;
+    assert!(
+        matches!(
+            reason,
+            LostReason::SessionEnded(SessionState::Expired) | LostReason::NodeDeleted
+        ),
+        "{reason:?}"
+    );
+    let again = within("leads again", latch.await_leadership())
+        .await
+        .unwrap();
+    assert_ne!(client.session_id(), old);
+    let (_, stat) = client.get_data(again.path()).await.unwrap();
+    assert_eq!(stat.ephemeral_owner, client.session_id());
+    latch.close().await.unwrap();
+    assert!(client.get_children(PATH).await.unwrap().is_empty());
+}
+
+/// The Curator JVM of `CuratorLeader.java`, started and waiting for GO.
+struct Curator {
+    child: java::JavaChild,
+    io: ProcessIo,
+}
+
+impl Curator {
+    async fn start(
+        cs: &str,
+        referee: &Referee,
+        recipe: &str,
+        threads: usize,
+        cycles: usize,
+    ) -> Self {
+        let program =
+            tokio::task::block_in_place(|| support::curator_program("CuratorLeader.java"));
+        let args = [
+            cs,
+            &referee.port.to_string(),
+            recipe,
+            PATH,
+            &threads.to_string(),
+            &cycles.to_string(),
+        ];
+        let mut child = program
+            .spawn("CuratorLeader", &args)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let io = ProcessIo::new(
+            "Curator",
+            child.take_stdin().unwrap(),
+            child.take_stdout().unwrap(),
+            child.take_stderr().unwrap(),
+        );
+        let mut curator = Self { child, io };
+        let ready = curator.io.next_line(Duration::from_secs(60)).await;
+        assert_eq!(ready, "READY", "{}", curator.io.stderr());
+        curator.io.send("GO");
+        curator
+    }
+
+    /// Waits for `DONE <terms>` and a clean exit; returns the terms.
+    async fn finish(mut self) -> usize {
+        loop {
+            let line = self.io.next_line(Duration::from_secs(180)).await;
+            if let Some(n) = line.strip_prefix("DONE ") {
+                let status = tokio::task::block_in_place(|| self.child.wait()).unwrap();
+                assert!(status.success(), "{status}: {}", self.io.stderr());
+                return n.parse().unwrap();
+            }
+        }
+    }
+}
+
+/// What a zkwire participant of the interop run shares with the killer.
+#[derive(Default)]
+struct Gate {
+    /// The killer is about to kill this participant's session: do not enter.
+    paused: bool,
+    /// Between ENTER and EXIT.
+    inside: bool,
+}
+
+const THREADS: usize = 4;
+const CYCLES: usize = 40;
+const KILLS: usize = 12;
+
+/// zkwire and Curator `LeaderLatch`es on one path: 4 Curator threads and 4 zkwire tasks, 40
+/// terms each, every term a new latch (join, lead, close); meanwhile 12 sessions of zkwire
+/// participants are killed for real, on clients that renew their sessions. The referee
+/// must see at most one leader at every instant, over ≥ 200 leadership changes.
+///
+/// A session killed by a third party ends its leadership before its holder can know (the
+/// server deletes the node at once), so the killer only kills a participant it has paused
+/// outside its term, and a participant confirms its node with the server (`exists`, owned
+/// by the current session) before entering: a leadership of a killed session is never
+/// acted on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latch_interop_with_curator_under_session_kills() {
+    let _serial = SERIAL.lock().await;
+    let cs = fresh_chroot("latch_interop").await;
+    let referee = Arc::new(Referee::start(0));
+    let curator = Curator::start(&cs, &referee, "latch", THREADS, CYCLES).await;
+    let started = Instant::now();
+    let mut tasks = JoinSet::new();
+    let mut gates = Vec::new();
+    let stale = Arc::new(AtomicUsize::new(0));
+    for t in 0..THREADS {
+        let client = renewing(&cs, Duration::from_secs(10)).await;
+        let gate = Arc::new(StdMutex::new(Gate::default()));
+        gates.push((client.clone(), Arc::clone(&gate)));
+        let (referee, stale) = (Arc::clone(&referee), Arc::clone(&stale));
+        tasks.spawn(async move {
+            let mut terms = 0;
+            while terms < CYCLES {
+                let latch = LeaderLatch::new(client.clone(), PATH, format!("Z{t}"));
+                latch.start();
+                let leadership = latch.await_leadership().await.unwrap();
+                let enter = {
+                    let mut gate = gate.lock().unwrap();
+                    let enter = !gate.paused;
+                    gate.inside = enter;
+                    enter
+                };
+                let ours = match client.exists(leadership.path()).await {
+                    Ok(Some(stat)) => stat.ephemeral_owner == client.session_id(),
+                    _ => false,
+                };
+                if enter && ours && leadership.is_held() {
+                    referee.enter(Kind::Mutex);
+                    support::hold(terms + 1).await;
+                    referee.exit(Kind::Mutex);
+                    terms += 1;
+                } else if enter {
+                    stale.fetch_add(1, Ordering::Relaxed);
+                }
+                gate.lock().unwrap().inside = false;
+                latch.close().await.unwrap();
+                if !enter {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        });
+    }
+
+    // The killer: pause a participant outside its term, kill its session, wait for the
+    // renewal, let it go on.
+    let mut rng = SplitMix64(0x6b11);
+    let mut kills = 0;
+    while kills < KILLS && !tasks.is_empty() && started.elapsed() < Duration::from_secs(150) {
+        tokio::time::sleep(rng.millis(100, 400)).await;
+        let (client, gate) = &gates[rng.below(THREADS as u64) as usize];
+        let paused = {
+            let mut gate = gate.lock().unwrap();
+            gate.paused = !gate.inside;
+            gate.paused
+        };
+        if !paused {
+            continue;
+        }
+        let old = client.session_id();
+        kill_session(
+            &shared_server().connect_string(),
+            old,
+            client.session_password(),
+        )
+        .await
+        .unwrap();
+        within("renewed", async {
+            while client.session_id() == old || client.state() != SessionState::Connected {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        gate.lock().unwrap().paused = false;
+        kills += 1;
+    }
+    while let Some(done) = within("zkwire participants", tasks.join_next()).await {
+        done.unwrap();
+    }
+    let curator_terms = curator.finish().await;
+    let tally = referee.take();
+    let (peer, ours) = (tally.acquisitions[0][0], tally.acquisitions[1][0]);
+    println!(
+        "latch interop: {} terms in {:?} (Curator {peer}, zkwire {ours}), side switches {}, \
+         {kills} sessions killed, {} stale leaderships refused, violations {}",
+        peer + ours,
+        started.elapsed(),
+        tally.side_switches,
+        stale.load(Ordering::Relaxed),
+        tally.violations.len()
+    );
+    assert!(tally.violations.is_empty(), "{:?}", tally.violations);
+    assert_eq!(
+        peer, curator_terms,
+        "every Curator term reached the referee"
+    );
+    assert_eq!(ours, THREADS * CYCLES);
+    assert!(peer + ours >= 200, "≥ 200 leadership changes");
+    assert!(tally.side_switches >= 50, "the sides interleaved");
+    assert_eq!(kills, KILLS, "every planned kill happened");
+    let observer = support::connect(&cs).await;
+    assert!(observer.get_children(PATH).await.unwrap().is_empty());
+}
+
+/// zkwire [`LeaderElection`]s and Curator `LeaderSelector`s (autoRequeue) on one path: 4
+/// each, 40 terms each; one leader at a time, by the referee.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn election_interop_with_curator_leader_selector() {
+    let _serial = SERIAL.lock().await;
+    let cs = fresh_chroot("selector_interop").await;
+    let referee = Arc::new(Referee::start(0));
+    let curator = Curator::start(&cs, &referee, "selector", THREADS, CYCLES).await;
+    let started = Instant::now();
+    let mut tasks = JoinSet::new();
+    for t in 0..THREADS {
+        let election = LeaderElection::new(support::connect(&cs).await, PATH, format!("Z{t}"));
+        let referee = Arc::clone(&referee);
+        tasks.spawn(async move {
+            for term in 0..CYCLES {
+                let referee = Arc::clone(&referee);
+                let outcome = election
+                    .run_once(|leadership| async move {
+                        assert!(leadership.is_held());
+                        referee.enter(Kind::Mutex);
+                        support::hold(term + 1).await;
+                        referee.exit(Kind::Mutex);
+                    })
+                    .await
+                    .unwrap();
+                outcome.unwrap();
+            }
+        });
+    }
+    while let Some(done) = within("zkwire participants", tasks.join_next()).await {
+        done.unwrap();
+    }
+    let curator_terms = curator.finish().await;
+    let tally = referee.take();
+    let (peer, ours) = (tally.acquisitions[0][0], tally.acquisitions[1][0]);
+    println!(
+        "selector interop: {} terms in {:?} (Curator {peer}, zkwire {ours}), side switches {}",
+        peer + ours,
+        started.elapsed(),
+        tally.side_switches
+    );
+    assert!(tally.violations.is_empty(), "{:?}", tally.violations);
+    assert_eq!(peer, curator_terms);
+    assert_eq!(ours, THREADS * CYCLES);
+    assert!(tally.side_switches >= 20, "the sides interleaved");
+}
+
+/// One run of the cancellation test: what happened, on one clock.
+#[derive(Debug)]
+struct Cancelled {
+    /// When the faulted leader's closure was dropped.
+    dropped: Instant,
+    /// When the other participant's closure started.
+    started: Instant,
+    reason: LostReason,
+}
+
+/// Records when a closure's future is dropped.
+struct OnDrop(Option<tokio::sync::oneshot::Sender<Instant>>);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.send(Instant::now());
+        }
+    }
+}
+
+/// The session timeout of the faulted leader.
+const T: Duration = Duration::from_secs(4);
+
+async fn cancellation_run(seed: u64) -> Cancelled {
+    let name = format!("election_cut_{seed}");
+    let direct = fresh_chroot(&name).await;
+    let proxy = FaultProxy::start(shared_server().addr()).await.unwrap();
+    let via = format!("{}/{name}", proxy.connect_string());
+    let a = within("connect a", connect_with_timeout(&via, T)).await;
+    let b = within("connect b", connect_with_timeout(&direct, T)).await;
+
+    let (dropped_tx, dropped_rx) = tokio::sync::oneshot::channel();
+    let (leading_tx, leading_rx) = tokio::sync::oneshot::channel();
+    let leader = tokio::spawn({
+        let election = LeaderElection::new(a.clone(), PATH, "a");
+        async move {
+            election
+                .run_once(|_leadership| async move {
+                    let _on_drop = OnDrop(Some(dropped_tx));
+                    let _ = leading_tx.send(());
+                    std::future::pending::<()>().await;
+                })
+                .await
+        }
+    });
+    within("a leads", leading_rx).await.unwrap();
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+    let next = tokio::spawn({
+        let election = LeaderElection::new(b.clone(), PATH, "b");
+        async move {
+            election
+                .run_once(|_leadership| async move {
+                    let _ = started_tx.send(Instant::now());
+                })
+                .await
+        }
+    });
+    let mut rng = SplitMix64(seed);
+    tokio::time::sleep(rng.millis(300, 1800)).await;
+    // The one-way fault: requests (pings included) from a are dropped or held, while the
+    // server's replies and notifications still reach it.
+    if seed % 2 == 0 {
+        proxy.drop_client_to_server(true);
+    } else {
+        proxy.hold_client_to_server(true);
+    }
+    let started = within("b leads", started_rx).await.unwrap();
+    let dropped = within("a's closure dropped", dropped_rx).await.unwrap();
+    let outcome = within("a's term over", leader).await.unwrap().unwrap();
+    let reason = outcome.expect_err("a's closure never ends by itself");
+    within("b's term over", next)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    proxy.heal();
+    let _ = tokio::time::timeout(Duration::from_secs(5), a.close()).await;
+    let _ = b.close().await;
+    Cancelled {
+        dropped,
+        started,
+        reason,
+    }
+}
+
+/// The leader's requests are cut (dropped or held) while the server's bytes still reach it:
+/// in each of 20 runs its closure is cancelled before the next leader's closure starts, and
+/// by the lease rule (not by hearing of the expiry).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_closure_is_cancelled_before_the_next_leader_starts_under_a_one_way_cut() {
+    const RUNS: u64 = 20;
+    const PARALLEL: u64 = 4;
+    tokio::task::block_in_place(shared_server);
+    let mut margins = Vec::new();
+    let mut failures = Vec::new();
+    for batch in 0..RUNS / PARALLEL {
+        let mut runs = JoinSet::new();
+        for i in 0..PARALLEL {
+            let seed = batch * PARALLEL + i + 1;
+            runs.spawn(async move { (seed, cancellation_run(seed).await) });
+        }
+        while let Some(run) = runs.join_next().await {
+            let (seed, run) = run.unwrap();
+            let margin = run.started.saturating_duration_since(run.dropped);
+            if run.dropped >= run.started {
+                failures.push(format!(
+                    "seed {seed}: cancelled after the next leader started"
+                ));
+            }
+            if !matches!(run.reason, LostReason::Unacknowledged(_)) {
+                failures.push(format!("seed {seed}: lost by {:?}", run.reason));
+            }
+            margins.push(margin.as_millis());
+        }
+    }
+    margins.sort_unstable();
+    println!(
+        "election one-way cut: {RUNS} runs, cancelled before the next leader by \
+         min {} ms, median {} ms, max {} ms",
+        margins[0],
+        margins[margins.len() / 2],
+        margins[margins.len() - 1]
+    );
+    assert!(failures.is_empty(), "{failures:#?}");
+}
