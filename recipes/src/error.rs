@@ -165,6 +165,7 @@ mod tests {
         assert!(LockError::Lost(LostReason::NodeDeleted).is_retryable());
         assert!(!LockError::Lost(LostReason::SessionEnded(SessionState::Expired)).is_retryable());
         assert!(!LockError::UpgradeRefused.is_retryable());
+        assert!(!LockError::Closed.is_retryable());
         assert!(!LockError::SequenceWrapped { name: "x".into() }.is_retryable());
         assert!(!LockError::ForeignChild { name: "x".into() }.is_retryable());
         assert!(!LockError::TooManyLeases {

@@ -1,9 +1,10 @@
 //! Coordination recipes on top of [`zkwire`]: a [`Mutex`], an [`RwLock`] and a
 //! [`Semaphore`] that exclude Apache Curator's `InterProcessMutex`,
 //! `InterProcessReadWriteLock` and `InterProcessSemaphoreV2` on the same path, with
-//! lost-lock signals, fencing tokens and cleanup that cannot be lost; and the shared counters
-//! [`SharedCount`] and [`AtomicCounter`] in the encodings of Curator's `SharedCount` and
-//! `DistributedAtomicLong`.
+//! lost-lock signals, fencing tokens and cleanup that cannot be lost; leader election with
+//! [`LeaderLatch`] and [`LeaderElection`] (Curator's `LeaderLatch` and `LeaderSelector` on the
+//! same path); and the shared counters [`SharedCount`] and [`AtomicCounter`] in the encodings
+//! of Curator's `SharedCount` and `DistributedAtomicLong`.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -105,6 +106,7 @@
 //! dropped outside one leaves its node until the session ends.
 #![forbid(unsafe_code)]
 
+mod cache;
 mod cleanup;
 mod counter;
 mod election;
@@ -121,6 +123,7 @@ mod rwlock;
 mod semaphore;
 mod sequence;
 
+pub use cache::{CacheEvent, CacheEvents, CachedNode, TreeCache, TreeCacheBuilder};
 pub use counter::{AtomicCounter, CountChanges, SharedCount, Versioned};
 pub use election::LeaderElection;
 pub use error::{LockError, LostReason};

@@ -1,0 +1,428 @@
+//! [`TreeCache`] against a real server: the initial tree, events with old and new data, the
+//! depth limit and the filter, a single-node cache; and a churn run (≥ 10,000 writes from
+//! another session while the cache's connection is cut and its session killed) after which
+//! the cache equals the server's tree and the replayed events equal the cache.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use zkwire::{Client, CreateMode, CreateOptions, Error};
+use zkwire_recipes::{CacheEvent, CacheEvents, CachedNode, TreeCache};
+use zkwire_testing::proxy::FaultProxy;
+use zkwire_testing::rng::SplitMix64;
+use zkwire_testing::server::shared_server;
+use zkwire_testing::support::{fresh_chroot, kill_session};
+
+const STEP: Duration = Duration::from_secs(20);
+
+async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
+    tokio::time::timeout(STEP, f)
+        .await
+        .unwrap_or_else(|_| panic!("timed out after {STEP:?}: {what}"))
+}
+
+fn persistent() -> CreateOptions {
+    CreateOptions::new(CreateMode::Persistent)
+}
+
+async fn next(events: &mut CacheEvents) -> CacheEvent {
+    within("cache event", events.next())
+        .await
+        .expect("an event")
+}
+
+/// Applies one event to a replayed copy.
+fn replay(copy: &mut BTreeMap<String, CachedNode>, event: CacheEvent) {
+    match event {
+        CacheEvent::Created { path, node } => {
+            assert!(
+                copy.insert(path.clone(), node).is_none(),
+                "created twice: {path}"
+            );
+        }
+        CacheEvent::Changed { path, old, new } => {
+            let held = copy.insert(path.clone(), new);
+            assert_eq!(held.as_ref(), Some(&old), "old value of {path}");
+        }
+        CacheEvent::Deleted { path, old } => {
+            assert_eq!(copy.remove(&path).as_ref(), Some(&old), "deleted {path}");
+            let prefix = format!("{path}/");
+            assert!(
+                !copy.keys().any(|p| p.starts_with(&prefix)),
+                "{path} deleted before its descendants"
+            );
+        }
+        CacheEvent::Initialized => {}
+        CacheEvent::Stopped(e) => panic!("the cache stopped: {e}"),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initial_tree_then_events_with_old_and_new_data() {
+    let cs = fresh_chroot("cache_basics").await;
+    let writer = Client::connect(&cs).await.unwrap();
+    for (path, data) in [
+        ("/t", "root"),
+        ("/t/a", "1"),
+        ("/t/a/x", "2"),
+        ("/t/b", "3"),
+    ] {
+        writer.create(path, data, &persistent()).await.unwrap();
+    }
+    let reader = Client::connect(&cs).await.unwrap();
+    let (cache, mut events) = TreeCache::builder(reader.clone(), "/t")
+        .start()
+        .await
+        .unwrap();
+    let mut initial = BTreeMap::new();
+    loop {
+        match next(&mut events).await {
+            CacheEvent::Initialized => break,
+            event => replay(&mut initial, event),
+        }
+    }
+    assert_eq!(
+        initial.keys().collect::<Vec<_>>(),
+        ["/t", "/t/a", "/t/a/x", "/t/b"]
+    );
+    assert_eq!(initial, cache.snapshot());
+    assert_eq!(cache.get("/t/a/x").unwrap().data, "2");
+    assert_eq!(cache.children("/t"), ["a", "b"]);
+
+    writer.set_data("/t/a", "1b", None).await.unwrap();
+    match next(&mut events).await {
+        CacheEvent::Changed { path, old, new } => {
+            assert_eq!(path, "/t/a");
+            assert_eq!((old.data, new.data), ("1".into(), "1b".into()));
+            assert_eq!(new.stat.version, old.stat.version + 1);
+        }
+        other => panic!("{other:?}"),
+    }
+    writer.create("/t/b/y", "4", &persistent()).await.unwrap();
+    assert!(
+        matches!(next(&mut events).await, CacheEvent::Created { path, .. } if path == "/t/b/y")
+    );
+    writer.delete("/t/b/y", None).await.unwrap();
+    match next(&mut events).await {
+        CacheEvent::Deleted { path, old } => {
+            assert_eq!(path, "/t/b/y");
+            assert_eq!(old.data, "4");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(cache.get("/t/b/y"), None);
+    assert_eq!(cache.len(), 4);
+
+    // The root itself goes and comes back.
+    writer.delete_all("/t").await.unwrap();
+    let mut gone = Vec::new();
+    while gone.len() < 4 {
+        match next(&mut events).await {
+            CacheEvent::Deleted { path, .. } => gone.push(path),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(gone.last().unwrap(), "/t", "the root last: {gone:?}");
+    assert!(cache.is_empty());
+    writer.create("/t", "again", &persistent()).await.unwrap();
+    assert!(matches!(next(&mut events).await, CacheEvent::Created { path, .. } if path == "/t"));
+    drop(cache);
+    assert_eq!(within("stream ends", events.next()).await, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn depth_limit_filter_and_single_node() {
+    let cs = fresh_chroot("cache_selection").await;
+    let writer = Client::connect(&cs).await.unwrap();
+    for path in ["/t", "/t/keep", "/t/keep/deep", "/t/skip", "/t/keep2"] {
+        writer.create(path, b"", &persistent()).await.unwrap();
+    }
+    let reader = Client::connect(&cs).await.unwrap();
+    let (shallow, _) = TreeCache::builder(reader.clone(), "/t")
+        .with_max_depth(1)
+        .with_filter(|p| !p.ends_with("skip"))
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(
+        shallow.snapshot().into_keys().collect::<Vec<_>>(),
+        ["/t", "/t/keep", "/t/keep2"]
+    );
+    let (single, mut single_events) = TreeCache::node(reader.clone(), "/t/keep").await.unwrap();
+    assert!(matches!(
+        next(&mut single_events).await,
+        CacheEvent::Created { .. }
+    ));
+    assert_eq!(next(&mut single_events).await, CacheEvent::Initialized);
+    assert_eq!(single.len(), 1);
+
+    writer
+        .create("/t/keep/deep/er", b"", &persistent())
+        .await
+        .unwrap();
+    writer.set_data("/t/skip", b"x", None).await.unwrap();
+    writer.set_data("/t/keep", b"changed", None).await.unwrap();
+    // The single-node cache sees only its node's change.
+    match next(&mut single_events).await {
+        CacheEvent::Changed { path, new, .. } => {
+            assert_eq!(path, "/t/keep");
+            assert_eq!(new.data, "changed");
+        }
+        other => panic!("{other:?}"),
+    }
+    within("shallow cache follows", async {
+        while shallow.get("/t/keep").unwrap().data != "changed" {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert_eq!(shallow.len(), 3, "{:?}", shallow.snapshot().keys());
+}
+
+/// The server's tree under `root`: path to (data, version, czxid, mzxid).
+async fn server_tree(client: &Client, root: &str) -> BTreeMap<String, (Vec<u8>, i32, i64, i64)> {
+    let mut tree = BTreeMap::new();
+    let mut pending = vec![root.to_owned()];
+    while let Some(path) = pending.pop() {
+        let Ok((data, stat)) = client.get_data(&path).await else {
+            continue;
+        };
+        tree.insert(
+            path.clone(),
+            (data.to_vec(), stat.version, stat.czxid, stat.mzxid),
+        );
+        if let Ok(children) = client.get_children(&path).await {
+            pending.extend(children.iter().map(|c| zkwire::path::join(&path, c)));
+        }
+    }
+    tree
+}
+
+fn summary(nodes: &BTreeMap<String, CachedNode>) -> BTreeMap<String, (Vec<u8>, i32, i64, i64)> {
+    nodes
+        .iter()
+        .map(|(p, n)| {
+            let s = n.stat;
+            (p.clone(), (n.data.to_vec(), s.version, s.czxid, s.mzxid))
+        })
+        .collect()
+}
+
+/// A random path of the churn: `/churn/<a..f>[/<0..4>[/<x|y>]]`.
+fn churn_path(rng: &mut SplitMix64) -> String {
+    let mut path = format!("/churn/{}", (b'a' + rng.below(6) as u8) as char);
+    if rng.below(4) > 0 {
+        path.push_str(&format!("/{}", rng.below(5)));
+        if rng.below(3) > 0 {
+            path.push_str(if rng.below(2) == 0 { "/x" } else { "/y" });
+        }
+    }
+    path
+}
+
+const CHURN_OPS: usize = 10_000;
+const WRITERS: u64 = 4;
+const CUTS: usize = 6;
+
+/// ≥ 10,000 successful creates, sets and deletes from another session, spread over a tree
+/// of up to 186 nodes, while the cache's connection (through a fault proxy) is cut 6 times
+/// and its session is killed once (the client renews it), then a last burst while its
+/// reconnections are refused. After quiescence the cache equals
+/// the server's tree node by node (data, version, czxid, mzxid), and the events replayed from
+/// the start equal the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cache_converges_under_churn_cuts_and_a_session_kill() {
+    let direct = fresh_chroot("cache_churn").await;
+    let proxy = FaultProxy::start(shared_server().addr()).await.unwrap();
+    let via = format!("{}/cache_churn", proxy.connect_string());
+    let writer = Client::connect(&direct).await.unwrap();
+    writer.create("/churn", b"", &persistent()).await.unwrap();
+    let reader = Client::builder()
+        .with_session_timeout(Duration::from_secs(4))
+        .with_session_renewal(true)
+        .connect(&via)
+        .await
+        .unwrap();
+    let (cache, mut events) = TreeCache::builder(reader.clone(), "/churn")
+        .start()
+        .await
+        .unwrap();
+    let replayed = Arc::new(std::sync::Mutex::new(BTreeMap::new()));
+    // Replays every event onto its own copy; a replay that breaks an invariant panics the
+    // task, which the convergence loop below reports.
+    let mut consumer = tokio::spawn({
+        let replayed = Arc::clone(&replayed);
+        async move {
+            let mut count = 0usize;
+            while let Some(event) = events.next().await {
+                count += 1;
+                replay(&mut replayed.lock().unwrap(), event);
+            }
+            count
+        }
+    });
+
+    let done = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut writers = JoinSet::new();
+    for w in 0..WRITERS {
+        let (writer, done) = (writer.clone(), Arc::clone(&done));
+        writers.spawn(async move {
+            let mut rng = SplitMix64(0xc4c4e + w);
+            let mut attempts = 0usize;
+            while done.load(Ordering::Relaxed) < CHURN_OPS && attempts < 20 * CHURN_OPS {
+                attempts += 1;
+                let path = churn_path(&mut rng);
+                let value = rng.next_u64().to_string();
+                let ok = match rng.below(10) {
+                    0..=3 => writer.create(&path, &value, &persistent()).await.is_ok(),
+                    4..=7 => writer.set_data(&path, &value, None).await.is_ok(),
+                    _ => writer.delete(&path, None).await.is_ok(),
+                };
+                if ok {
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+    }
+    // The faults, spread over the churn.
+    let mut rng = SplitMix64(0xfa17);
+    for cut in 0..=CUTS {
+        tokio::time::sleep(rng.millis(40, 100)).await;
+        assert!(
+            done.load(Ordering::Relaxed) < CHURN_OPS,
+            "fault {cut} would land after the churn"
+        );
+        if cut == CUTS / 2 {
+            let old = reader.session_id();
+            kill_session(
+                &shared_server().connect_string(),
+                old,
+                reader.session_password(),
+            )
+            .await
+            .unwrap();
+            within("renewed", async {
+                while reader.session_id() == old {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+            .await;
+        } else {
+            proxy.cut_all();
+        }
+    }
+    while let Some(w) = tokio::time::timeout(Duration::from_secs(120), writers.join_next())
+        .await
+        .expect("writers finish")
+    {
+        w.unwrap();
+    }
+    let mut ops = done.load(Ordering::Relaxed);
+    let churned = started.elapsed();
+    assert!(ops >= CHURN_OPS, "only {ops} writes succeeded");
+
+    // The last writes land while the cache is cut off (its reconnections refused), and
+    // nothing touches those nodes afterwards: only a resync can bring them in.
+    proxy.refuse(true);
+    proxy.cut_all();
+    let mut rng = SplitMix64(0x1a57);
+    let mut blind = 0;
+    for _ in 0..400 {
+        let path = churn_path(&mut rng);
+        let value = format!("blind {}", rng.next_u64());
+        let ok = match rng.below(3) {
+            0 => writer.create(&path, &value, &persistent()).await.is_ok(),
+            1 => writer.set_data(&path, &value, None).await.is_ok(),
+            _ => writer.delete(&path, None).await.is_ok(),
+        };
+        blind += usize::from(ok);
+    }
+    assert!(blind >= 100, "{blind} writes while cut off");
+    ops += blind;
+    proxy.refuse(false);
+
+    // Quiescence: the cache reaches the server's tree, and the replay reaches the cache.
+    let truth = server_tree(&writer, "/churn").await;
+    let converged = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if consumer.is_finished() {
+                (&mut consumer).await.expect("the replay of the events");
+                panic!("the event stream ended early");
+            }
+            let snapshot = cache.snapshot();
+            if summary(&snapshot) == truth && *replayed.lock().unwrap() == snapshot {
+                return snapshot;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let snapshot = converged.unwrap_or_else(|_| {
+        let ours = summary(&cache.snapshot());
+        let wrong: Vec<_> = truth
+            .iter()
+            .filter(|(p, v)| ours.get(*p) != Some(v))
+            .map(|(p, _)| p)
+            .chain(ours.keys().filter(|p| !truth.contains_key(*p)))
+            .collect();
+        panic!("the cache never matched the server; differing paths: {wrong:?}")
+    });
+    assert_eq!(summary(&snapshot), truth);
+    assert!(!cache.is_stopped());
+    drop(cache);
+    let events = within("consumer", consumer).await.unwrap();
+    println!(
+        "tree cache churn: {ops} writes in {churned:?}, {CUTS} cuts and 1 session kill; \
+         {} nodes at the end, {events} events, {} sessions",
+        truth.len(),
+        reader.stats().sessions,
+    );
+    assert!(reader.stats().sessions >= 2, "the session was renewed");
+    let _ = reader.close().await;
+    let _ = writer.close().await;
+    drop(proxy);
+}
+
+/// Without session renewal, an expired session stops the cache with `Stopped`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_session_stops_the_cache() {
+    let cs = fresh_chroot("cache_expiry").await;
+    let reader = Client::builder()
+        .with_session_timeout(Duration::from_secs(4))
+        .connect(&cs)
+        .await
+        .unwrap();
+    let (cache, mut events) = TreeCache::builder(reader.clone(), "/t")
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(next(&mut events).await, CacheEvent::Initialized);
+    kill_session(
+        &shared_server().connect_string(),
+        reader.session_id(),
+        reader.session_password(),
+    )
+    .await
+    .unwrap();
+    match next(&mut events).await {
+        CacheEvent::Stopped(e) => assert!(e.is_terminal(), "{e:?}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        reader.get_data("/t").await,
+        Err(Error::SessionExpired)
+    ));
+    within("stopped", async {
+        while !cache.is_stopped() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+}
