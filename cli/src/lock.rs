@@ -1,4 +1,5 @@
-//! `lock`, `rlock`, `wlock` and `sem`: run a command while holding a lock (or a lease).
+//! `lock`, `rlock`, `wlock`, `sem` and `leader`: run a command while holding a lock, a lease
+//! or the leadership of an election.
 //!
 //! The command gets `ZKW_FENCING_TOKEN` (the lock node's czxid, strictly increasing across
 //! holders) and `ZKW_LOCK_NODE` (the lock node's path) in its environment. When the command
@@ -22,8 +23,8 @@ use rustix::process::Signal;
 use tokio::signal::unix::{signal, SignalKind};
 use zkwire::Client;
 use zkwire_recipes::{
-    lease_margin, Lease, LockError, LostReason, Mutex, MutexGuard, ReadGuard, RwLock, Semaphore,
-    SemaphoreLimit, WriteGuard,
+    lease_margin, LeaderLatch, Leadership, Lease, LockError, LostReason, Mutex, MutexGuard,
+    ReadGuard, RwLock, Semaphore, SemaphoreLimit, WriteGuard,
 };
 
 use crate::args::{check_path, Parsed};
@@ -55,6 +56,8 @@ pub(crate) enum Kind {
     Write,
     /// `sem`: one lease of a semaphore with this many leases.
     Semaphore(u32),
+    /// `leader`: the leadership of a Curator `LeaderLatch` election.
+    Leader,
 }
 
 impl Kind {
@@ -65,6 +68,7 @@ impl Kind {
             Self::Read => "rlock",
             Self::Write => "wlock",
             Self::Semaphore(_) => "sem",
+            Self::Leader => "leader",
         }
     }
 
@@ -74,6 +78,7 @@ impl Kind {
             Self::Read => "read lock",
             Self::Write => "write lock",
             Self::Semaphore(_) => "lease",
+            Self::Leader => "leadership",
         }
     }
 }
@@ -88,6 +93,8 @@ struct LockArgs {
     foreground: bool,
     /// `--revocable`: a revocation request stops the command and releases.
     revocable: bool,
+    /// `leader --id`: the participant id (the latch node's data).
+    id: String,
     command: Vec<String>,
 }
 
@@ -104,9 +111,22 @@ impl LockArgs {
             kill_after: p.duration("kill-after")?,
             foreground: p.has("foreground"),
             revocable: p.has("revocable"),
+            id: p
+                .value("id")
+                .map_or_else(default_participant_id, str::to_owned),
             command: p.command.clone(),
         })
     }
+}
+
+/// `HOST-PID`: who leads, for `zkw leader` without `--id` (Curator's participants show it).
+fn default_participant_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let host = match host.trim() {
+        "" => "zkw",
+        name => name,
+    };
+    format!("{host}-{}", std::process::id())
 }
 
 /// The number of leases `sem` was given.
@@ -142,7 +162,7 @@ async fn hold_and_run(
     // Checked against what the server granted, before waiting for the lock.
     let granted = client.session_timeout().unwrap_or(g.session_timeout);
     let kill_after = kill_after_for(args.kill_after, granted, g.session_timeout)?;
-    let acquire = acquire(client.clone(), args.path.clone(), kind, args.timeout);
+    let acquire = acquire(client.clone(), args, kind);
     let held = tokio::select! {
         held = acquire => held.map_err(|e| acquire_failure(args, kind, &e))?,
         name = signals.any() => {
@@ -533,6 +553,8 @@ enum Held {
     Read(ReadGuard),
     Write(WriteGuard),
     Lease(Lease),
+    /// The latch is kept to leave the election on release.
+    Leader(LeaderLatch, Leadership),
 }
 
 impl Held {
@@ -542,6 +564,7 @@ impl Held {
             Self::Read(g) => g.is_held(),
             Self::Write(g) => g.is_held(),
             Self::Lease(g) => g.is_held(),
+            Self::Leader(_, l) => l.is_held(),
         }
     }
 
@@ -551,6 +574,7 @@ impl Held {
             Self::Read(g) => g.fencing_token(),
             Self::Write(g) => g.fencing_token(),
             Self::Lease(g) => g.fencing_token(),
+            Self::Leader(_, l) => l.fencing_token(),
         }
     }
 
@@ -560,6 +584,7 @@ impl Held {
             Self::Read(g) => g.path(),
             Self::Write(g) => g.path(),
             Self::Lease(g) => g.path(),
+            Self::Leader(_, l) => l.path(),
         }
     }
 
@@ -570,6 +595,7 @@ impl Held {
             Self::Read(g) => g.trusted_until(),
             Self::Write(g) => g.trusted_until(),
             Self::Lease(g) => g.trusted_until(),
+            Self::Leader(_, l) => l.trusted_until(),
         }
     }
 
@@ -579,6 +605,8 @@ impl Held {
             Self::Read(g) => Box::pin(g.revoked()),
             Self::Write(g) => Box::pin(g.revoked()),
             Self::Lease(g) => Box::pin(g.revoked()),
+            // Curator's latch has no revocation: leadership ends by leaving.
+            Self::Leader(..) => Box::pin(std::future::pending()),
         }
     }
 
@@ -588,6 +616,7 @@ impl Held {
             Self::Read(g) => Box::pin(g.lost()),
             Self::Write(g) => Box::pin(g.lost()),
             Self::Lease(g) => Box::pin(g.lost()),
+            Self::Leader(_, l) => Box::pin(l.lost()),
         }
     }
 
@@ -597,17 +626,14 @@ impl Held {
             Self::Read(g) => g.release().await,
             Self::Write(g) => g.release().await,
             Self::Lease(g) => g.release().await,
+            Self::Leader(latch, _) => latch.close().await,
         }
     }
 }
 
-/// Acquires the recipe `kind` on `path`, within `timeout` if given.
-async fn acquire(
-    client: Client,
-    path: String,
-    kind: Kind,
-    timeout: Option<Duration>,
-) -> Result<Held, LockError> {
+/// Acquires the recipe `kind` on the path, within the timeout if given.
+async fn acquire(client: Client, args: &LockArgs, kind: Kind) -> Result<Held, LockError> {
+    let (path, timeout) = (args.path.clone(), args.timeout);
     match (kind, timeout) {
         (Kind::Mutex, None) => Mutex::new(client, path).lock().await.map(Held::Mutex),
         (Kind::Mutex, Some(t)) => Mutex::new(client, path)
@@ -631,6 +657,26 @@ async fn acquire(
                 Some(t) => semaphore.acquire_one_timeout(t).await,
             };
             lease.map(Held::Lease)
+        }
+        (Kind::Leader, t) => lead(LeaderLatch::new(client, path, args.id.clone()), t).await,
+    }
+}
+
+/// Joins the election and waits for leadership (until `timeout`); leaves it on failure, so
+/// that no node stays behind.
+async fn lead(latch: LeaderLatch, timeout: Option<Duration>) -> Result<Held, LockError> {
+    latch.start();
+    let waited = match timeout {
+        None => latch.await_leadership().await,
+        Some(t) => tokio::time::timeout(t, latch.await_leadership())
+            .await
+            .unwrap_or(Err(LockError::Timeout)),
+    };
+    match waited {
+        Ok(leadership) => Ok(Held::Leader(latch, leadership)),
+        Err(e) => {
+            let _ = latch.close().await;
+            Err(e)
         }
     }
 }

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod args;
+mod cache;
 mod child;
 mod connect;
 mod demo;
@@ -108,6 +109,8 @@ async fn dispatch(verb: &str, g: &Global, p: &Parsed) -> Result<u8, Failure> {
         "rlock" => lock::run(g, p, Kind::Read).await,
         "wlock" => lock::run(g, p, Kind::Write).await,
         "sem" => lock::run(g, p, Kind::Semaphore(lock::leases(p)?)).await,
+        "leader" => lock::run(g, p, Kind::Leader).await,
+        "cache" => done(cache::cache(g, p).await),
         "revoke" => done(lock::revoke(g, p).await),
         "sandbox" => done(sandbox::sandbox(g, p).await),
         "demo" => demo::demo(p).await,

@@ -80,6 +80,16 @@ pub(crate) const VERBS: &[VerbSpec] = &[
         command_after: Some(1),
     },
     VerbSpec {
+        name: "leader",
+        flags: LEADER_FLAGS,
+        command_after: Some(1),
+    },
+    VerbSpec {
+        name: "cache",
+        flags: &[valued(None, "depth")],
+        command_after: None,
+    },
+    VerbSpec {
         name: "revoke",
         flags: &[],
         command_after: None,
@@ -108,6 +118,13 @@ const LOCK_FLAGS: &[crate::args::Flag] = &[
     switch(None, "revocable"),
 ];
 
+const LEADER_FLAGS: &[crate::args::Flag] = &[
+    valued(None, "id"),
+    valued(None, "timeout"),
+    valued(None, "kill-after"),
+    switch(None, "foreground"),
+];
+
 const SEM_FLAGS: &[crate::args::Flag] = &[
     valued(None, "leases"),
     valued(None, "timeout"),
@@ -131,6 +148,7 @@ Nodes:
                                     create a node; prints its path
   rm PATH [-r] [-v VERSION]         delete a node (-r: and everything below)
   watch PATH [--recursive]          print events until Ctrl-C
+  cache PATH [--depth N]            print the subtree, then every change (a TreeCache)
   acl get PATH | acl set PATH ACL [-v VERSION]
                                     ACL as scheme:id:perms[,…], e.g. world:anyone:cdrwa
   sync PATH                         let the connected server catch up with the leader
@@ -142,6 +160,9 @@ Locks (CMD runs with ZKW_FENCING_TOKEN and ZKW_LOCK_NODE set; zkw exits with CMD
   wlock PATH [--timeout D] -- CMD ARGS…     under the write lock
   sem PATH --leases N [--timeout D] -- CMD ARGS…
                                             under one of N leases of a semaphore
+  leader PATH [--id ID] [--timeout D] -- CMD ARGS…
+                                            while leader of the election at PATH (Curator's
+                                            LeaderLatch); leaves it when CMD exits
   revoke PATH [NODE]                        ask the holder (of the mutex, or of NODE) to
                                             release; `lock --revocable` then stops CMD
 
@@ -189,6 +210,8 @@ pub(crate) fn verb_help(verb: &str) -> &'static str {
         "sync" => "Usage: zkw sync PATH\n\nWaits until the server this session is connected to has caught up with the leader.",
         "whoami" => "Usage: zkw whoami\n\nPrints the identities the session is authenticated with (scheme:user), e.g. with\n--auth digest:alice:secret.",
         "lock" | "rlock" | "wlock" | "sem" => LOCK_HELP,
+        "leader" => LEADER_HELP,
+        "cache" => CACHE_HELP,
         "revoke" => "Usage: zkw revoke PATH [NODE]\n\nAsks the current holder of the mutex at PATH, or the holder of the lock node NODE (a\nchild of PATH or a full path; any lock kind, zkw's or Curator's), to release: writes\n__REVOKE__ into the node, as Curator's Revoker does. A `zkw lock --revocable` holder stops\nits command and releases (exit 76); a Curator holder must have called makeRevocable.\nExit 1 when no one holds the lock or NODE does not exist.",
         "sandbox" => "Usage: zkw sandbox [--ensemble N] [--tls]\n\nStarts a local ZooKeeper from the installed packages (standalone, or an N-node ensemble),\nprints its connect string on standard output and waits; Ctrl-C stops it and removes its\nfiles. With --json: {\"connect_string\":…,\"servers\":N}.\n\n--tls: the servers speak TLS (client certificates optional) with certificates made for\nthe run; the connect string names the TLS ports, and the note on standard error (with\n--json: tls_ca, tls_cert, tls_key) gives the CA, a client certificate and its key.",
         "demo" => "Usage: zkw demo [--workers N] [--rounds M]\n\nStarts a local 3-node ensemble and N worker processes (default 4), each taking the lock\n/zkw-demo/lock M times (default 50) through `zkw lock`; the critical section increments a\nshared counter file. The leader is killed half-way. Prints acquisitions, hand-off latency,\nmaximum concurrent holders, whether fencing tokens only grew, and the counter; exits 1 if\nany invariant failed.",
@@ -239,3 +262,30 @@ its run may not have been exclusive). This holds while zkw itself runs: if zkw i
                   without it a request is noted on stderr and CMD keeps the lock
 Ctrl-C, SIGTERM and SIGHUP are passed on to CMD; before CMD starts they stop the wait
 (exit 130, 143, 129) without leaving a lock node behind.";
+
+const LEADER_HELP: &str = "\
+Usage: zkw leader PATH [--id ID] [--timeout D] [--kill-after D] [--foreground] -- CMD ARGS…
+
+Joins the leader election at PATH in Apache Curator's LeaderLatch layout (zkw and Curator
+LeaderLatch participants elect one leader among them), waits until this participant leads,
+runs CMD with ZKW_FENCING_TOKEN and ZKW_LOCK_NODE set (the latch node), leaves the election
+when CMD exits and exits with CMD's code. Leadership is trusted, and CMD stopped, exactly as
+for `zkw lock` (see zkw lock --help): SIGTERM --kill-after before the session's lease could
+end, at once if the latch node goes or the session ends; exit 75.
+
+  --id ID         this participant's id, the latch node's data (default HOST-PID); Curator's
+                  getParticipants() and `zkw locks` show it
+  --timeout D     give up waiting after D: exit 73
+  --kill-after D  grace between SIGTERM and SIGKILL (as for zkw lock)
+  --foreground    run CMD in zkw's process group";
+
+const CACHE_HELP: &str = "\
+Usage: zkw cache PATH [--depth N]
+
+Keeps a local copy of the subtree at PATH (a TreeCache: one persistent recursive watch) and
+prints it, one line 'created <path> <data>' per node, then 'initialized', then one line per
+change until Ctrl-C: 'created <path> <data>', 'changed <path> <data>' (the new data),
+'deleted <path>'. Data is shown as text, control characters escaped. After a reconnection the copy is read again and only the differences are
+printed. PATH need not exist yet. --depth N holds only N levels below PATH (0: PATH alone).
+With --json, one object per line: {\"event\":\"created\"|\"changed\"|\"deleted\"|\"initialized\",
+\"path\":…, \"data\" or \"data_hex\":…, \"version\":…, \"mzxid\":…}.";

@@ -543,6 +543,144 @@ fn kill_after_longer_than_the_session_allows_is_refused() {
     );
 }
 
+/// `leader`: CMD runs while this participant leads, with the latch node (whose data is the
+/// id) in its environment; the participant leaves when CMD exits; CMD's code is zkw's.
+#[test]
+fn leader_runs_the_command_while_leading_and_leaves() {
+    let cs = chroot("cli-leader");
+    // The command reads its own latch node back through zkw: the node's data is the id.
+    let script =
+        "echo \"$ZKW_FENCING_TOKEN $ZKW_LOCK_NODE\"; \"$0\" --server \"$1\" get \"$ZKW_LOCK_NODE\"";
+    let out = zkw(
+        &cs,
+        &[
+            "leader",
+            "/e",
+            "--id",
+            "alpha",
+            "--",
+            "sh",
+            "-c",
+            script,
+            common::ZKW,
+            &cs,
+        ],
+    );
+    let printed = out.ok().to_owned();
+    let mut lines = printed.lines();
+    let (token, node) = lines.next().unwrap().split_once(' ').unwrap();
+    assert!(token.parse::<i64>().unwrap() > 0, "{printed}");
+    assert!(
+        node.starts_with("/e/_c_") && node.contains("-latch-"),
+        "{printed}"
+    );
+    assert_eq!(lines.next(), Some("alpha"), "{printed}");
+    assert_eq!(zkw(&cs, &["ls", "/e"]).ok(), "", "the participant left");
+    assert_eq!(
+        zkw(&cs, &["leader", "/e", "--", "sh", "-c", "exit 9"]).code,
+        Some(9)
+    );
+    assert!(zkw(&cs, &["leader", "/e"])
+        .fails(2)
+        .contains("missing command"));
+}
+
+/// Three `zkw leader` processes, three terms each: never two leaders' commands at once, and
+/// each term's token is newer than the last.
+#[test]
+fn leaders_take_turns_across_three_processes() {
+    let cs = chroot("cli-leader-turns");
+    let dir = scratch("leader-turns");
+    let script = "mkdir \"$0/inside\" || exit 99; echo \"$ZKW_FENCING_TOKEN\" >> \"$0/tokens\"; \
+                  sleep 0.05; rmdir \"$0/inside\"";
+    let workers: Vec<_> = (0..3)
+        .map(|w| {
+            let (cs, dir) = (cs.clone(), dir.clone());
+            thread::spawn(move || {
+                (0..3)
+                    .map(|_| {
+                        let id = format!("w{w}");
+                        let args = [
+                            "leader",
+                            "/turns",
+                            "--id",
+                            &id,
+                            "--",
+                            "sh",
+                            "-c",
+                            script,
+                            dir.to_str().unwrap(),
+                        ];
+                        zkw(&cs, &args).code
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for worker in workers {
+        assert_eq!(worker.join().unwrap(), [Some(0); 3]);
+    }
+    let tokens: Vec<i64> = std::fs::read_to_string(dir.join("tokens"))
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(tokens.len(), 9);
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// While one process leads, another gives up after `--timeout` (73) and leaves no node; a
+/// deleted latch node ends the leadership: the command is terminated, exit 75.
+#[test]
+fn leader_timeout_and_lost_leadership() {
+    let cs = chroot("cli-leader-lost");
+    let dir = scratch("leader-lost");
+    let script = "echo $$ > \"$0/pid\"; echo \"$ZKW_LOCK_NODE\" > \"$0/node\"; exec sleep 60";
+    let leader = command(&[
+        "--server",
+        &cs,
+        "leader",
+        "/lost",
+        "--",
+        "sh",
+        "-c",
+        script,
+        dir.to_str().unwrap(),
+    ])
+    .spawn()
+    .unwrap();
+    let node = wait_file(&dir.join("node"), Duration::from_secs(30));
+    let pid: u32 = wait_file(&dir.join("pid"), Duration::from_secs(5))
+        .parse()
+        .unwrap();
+    let out = zkw(
+        &cs,
+        &[
+            "leader",
+            "/lost",
+            "--timeout",
+            "300ms",
+            "--",
+            "echo",
+            "never",
+        ],
+    );
+    assert_eq!(
+        out.fails(73),
+        "zkw: leadership on /lost not acquired within 300ms"
+    );
+    assert_eq!(zkw(&cs, &["ls", "/lost"]).ok().lines().count(), 1);
+    zkw(&cs, &["rm", &node]).ok();
+    let out = finish(leader, Duration::from_secs(30));
+    assert_eq!(
+        out.fails(75),
+        "zkw: leadership lost (lock node deleted); terminated the command"
+    );
+    assert!(!running(pid), "the command survived");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 fn wait_file_exists(path: &std::path::Path) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !path.exists() {

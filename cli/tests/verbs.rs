@@ -213,6 +213,58 @@ fn watch_json_on_one_node() {
     assert_eq!(finish(watcher, Duration::from_secs(15)).code, Some(0));
 }
 
+/// `cache`: the initial tree, `initialized`, then created / changed / deleted lines; with
+/// `--json`, one object per line with the data and its version.
+#[test]
+fn cache_prints_the_tree_then_its_changes() {
+    let cs = chroot("cli-cache");
+    zkw(&cs, &["create", "/c", "root"]).ok();
+    zkw(&cs, &["create", "/c/a", "line1\nline2"]).ok();
+    let mut cache = command(&["--server", &cs, "cache", "/c"]).spawn().unwrap();
+    let lines = lines_of(cache.stdout.take().unwrap());
+    let limit = Duration::from_secs(30);
+    assert_eq!(wait_line(&lines, "/c", limit), "created /c root");
+    assert_eq!(
+        wait_line(&lines, "/c/a", limit),
+        "created /c/a line1\\nline2"
+    );
+    assert_eq!(wait_line(&lines, "", limit), "initialized");
+    zkw(&cs, &["create", "/c/a/deep", "d"]).ok();
+    zkw(&cs, &["set", "/c/a", "v2"]).ok();
+    zkw(&cs, &["rm", "-r", "/c/a"]).ok();
+    assert_eq!(wait_line(&lines, "", limit), "created /c/a/deep d");
+    assert_eq!(wait_line(&lines, "", limit), "changed /c/a v2");
+    assert_eq!(wait_line(&lines, "", limit), "deleted /c/a/deep");
+    assert_eq!(wait_line(&lines, "", limit), "deleted /c/a");
+    signal(cache.id(), "INT");
+    assert_eq!(finish(cache, Duration::from_secs(15)).code, Some(0));
+
+    let mut json = command(&["--server", &cs, "--json", "cache", "/c", "--depth", "0"])
+        .spawn()
+        .unwrap();
+    let lines = lines_of(json.stdout.take().unwrap());
+    let first = wait_line(&lines, "", limit);
+    assert!(
+        first.starts_with(
+            "{\"event\":\"created\",\"path\":\"/c\",\"data\":\"root\",\"version\":0,\"mzxid\":"
+        ),
+        "{first}"
+    );
+    assert_eq!(wait_line(&lines, "", limit), "{\"event\":\"initialized\"}");
+    // Depth 0 holds /c alone: a child is not reported, a change of /c is.
+    zkw(&cs, &["create", "/c/b", "x"]).ok();
+    zkw(&cs, &["set", "/c", "r2"]).ok();
+    let changed = wait_line(&lines, "", limit);
+    assert!(
+        changed
+            .starts_with("{\"event\":\"changed\",\"path\":\"/c\",\"data\":\"r2\",\"version\":1,"),
+        "{changed}"
+    );
+    signal(json.id(), "INT");
+    assert_eq!(finish(json, Duration::from_secs(15)).code, Some(0));
+    assert!(zkw(&cs, &["cache", "relative"]).fails(2).contains("path"));
+}
+
 #[test]
 fn unreachable_server_is_one_line_and_code_69() {
     let out = run(&[

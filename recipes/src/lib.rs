@@ -3,8 +3,10 @@
 //! `InterProcessReadWriteLock` and `InterProcessSemaphoreV2` on the same path, with
 //! lost-lock signals, fencing tokens and cleanup that cannot be lost; leader election with
 //! [`LeaderLatch`] and [`LeaderElection`] (Curator's `LeaderLatch` and `LeaderSelector` on the
-//! same path); and the shared counters [`SharedCount`] and [`AtomicCounter`] in the encodings
-//! of Curator's `SharedCount` and `DistributedAtomicLong`.
+//! same path); a [`TreeCache`] (Curator's `CuratorCache`: a subtree kept current by one
+//! persistent recursive watch, with its change events); and the shared counters
+//! [`SharedCount`] and [`AtomicCounter`] in the encodings of Curator's `SharedCount` and
+//! `DistributedAtomicLong`.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {

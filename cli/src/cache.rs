@@ -1,0 +1,106 @@
+//! `cache PATH [--depth N]`: a [`TreeCache`] of the subtree, printed, then its changes until
+//! Ctrl-C.
+
+use zkwire::SessionState;
+use zkwire_recipes::{CacheEvent, CachedNode, TreeCache};
+
+use crate::args::{check_path, Parsed};
+use crate::connect::Global;
+use crate::fail::{Failure, UNAVAILABLE};
+use crate::format::data_json;
+use crate::json::Json;
+use crate::out;
+
+/// Starts the cache and prints its events until Ctrl-C or the end of the session.
+pub(crate) async fn cache(g: &Global, p: &Parsed) -> Result<(), Failure> {
+    let path = p.expect_operands(&["PATH"])?.remove(0);
+    check_path(&path, false)?;
+    let depth = p.number::<usize>("depth")?;
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    let client = g.connect().await?;
+    let mut states = client.state_stream();
+    let mut builder = TreeCache::builder(client.clone(), path.clone());
+    if let Some(depth) = depth {
+        builder = builder.with_max_depth(depth);
+    }
+    let started = tokio::select! {
+        started = tokio::time::timeout(g.session_timeout, builder.start()) => started,
+        _ = &mut ctrl_c => {
+            g.close(&client).await;
+            return Ok(());
+        }
+    };
+    let (_cache, mut events) = match started {
+        Ok(Ok(started)) => started,
+        Ok(Err(e)) => return Err(Failure::zk(&path, &e)),
+        Err(_) => {
+            return Err(Failure::new(
+                UNAVAILABLE,
+                format!("{path}: the tree was not read within the session timeout"),
+            ))
+        }
+    };
+    let result = loop {
+        tokio::select! {
+            _ = &mut ctrl_c => break Ok(()),
+            event = events.next() => match event {
+                Some(CacheEvent::Stopped(e)) => break Err(Failure::new(UNAVAILABLE, format!("the cache stopped: {e}"))),
+                Some(event) => print_event(g.json, &event)?,
+                None => break Err(Failure::new(UNAVAILABLE, "the cache stopped")),
+            },
+            state = states.next() => match state {
+                Some(SessionState::Disconnected) => out::note("disconnected; reconnecting (the cache catches up then)"),
+                Some(SessionState::Connected) => out::note("reconnected"),
+                Some(_) => {}
+                None => break Err(Failure::new(UNAVAILABLE, "the client closed")),
+            },
+        }
+    };
+    g.close(&client).await;
+    result
+}
+
+/// One event on a line: `created /a data`, or a JSON object.
+fn print_event(json: bool, event: &CacheEvent) -> Result<(), Failure> {
+    let (kind, path, node) = match event {
+        CacheEvent::Created { path, node } => ("created", path.as_str(), Some(node)),
+        CacheEvent::Changed { path, new, .. } => ("changed", path.as_str(), Some(new)),
+        CacheEvent::Deleted { path, .. } => ("deleted", path.as_str(), None),
+        CacheEvent::Initialized => return initialized(json),
+        // Stopped is handled by the caller; the enum may grow.
+        _ => return Ok(()),
+    };
+    if json {
+        return out::json(&event_json(kind, path, node));
+    }
+    match node {
+        Some(node) => out::line(&format!("{kind} {path} {}", shown(&node.data))),
+        None => out::line(&format!("{kind} {path}")),
+    }
+}
+
+fn initialized(json: bool) -> Result<(), Failure> {
+    if json {
+        out::json(&Json::obj([("event", Json::str("initialized"))]))
+    } else {
+        out::line("initialized")
+    }
+}
+
+/// `{"event":…,"path":…,"data":…,"version":…,"mzxid":…}` (no data for a deletion).
+fn event_json(kind: &str, path: &str, node: Option<&CachedNode>) -> Json {
+    let mut fields = vec![("event", Json::str(kind)), ("path", Json::str(path))];
+    if let Some(node) = node {
+        fields.push(data_json(&node.data));
+        fields.push(("version", i64::from(node.stat.version).into()));
+        fields.push(("mzxid", node.stat.mzxid.into()));
+    }
+    Json::Obj(fields)
+}
+
+/// Data on one line: UTF-8 with escapes for control characters (and for bytes that are not
+/// UTF-8, as `\u{fffd}`); `get` prints the bytes exactly.
+fn shown(data: &[u8]) -> String {
+    String::from_utf8_lossy(data).escape_debug().to_string()
+}
