@@ -9,7 +9,6 @@ mod diagnosis;
 mod hosts;
 mod transport;
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -30,7 +29,8 @@ use self::hosts::Hosts;
 use crate::connect_string::HostPort;
 use crate::error::{ConnectError, Error, HostFailure};
 use crate::session::{
-    DropReason, Event, Reply, Request, RequestId, Session, SessionState, WatchedEvent, WatcherId,
+    DropReason, Event, IdMap, Reply, Request, RequestId, Session, SessionState, WatchedEvent,
+    WatcherId,
 };
 
 /// A command from a client handle to its driver.
@@ -89,6 +89,10 @@ pub(crate) struct Shared {
     lease_nanos: AtomicU64,
     epoch: std::time::Instant,
 }
+
+/// How many waiting commands one driver step takes after the one it woke for: enough to
+/// batch what callers submit together, few enough that reads and timers are not starved.
+const COMMAND_BATCH: usize = 64;
 
 /// [`Shared::lease_nanos`] when the session has no lease.
 const NO_LEASE: u64 = u64::MAX;
@@ -165,11 +169,11 @@ pub(crate) struct Driver<C: Connect> {
     commands: mpsc::Receiver<Command>,
     commands_closed: bool,
     shared: Arc<Shared>,
-    replies: HashMap<RequestId, oneshot::Sender<Result<Reply, Error>>>,
-    watchers: HashMap<WatcherId, WatcherSink>,
+    replies: IdMap<RequestId, oneshot::Sender<Result<Reply, Error>>>,
+    watchers: IdMap<WatcherId, WatcherSink>,
     /// The request that will register each watcher, until its reply is dispatched, and back.
-    watch_requests: HashMap<WatcherId, RequestId>,
-    request_watchers: HashMap<RequestId, WatcherId>,
+    watch_requests: IdMap<WatcherId, RequestId>,
+    request_watchers: IdMap<RequestId, WatcherId>,
     reader: Option<ReadHalf<C::Stream>>,
     writer: Option<WriteHalf<C::Stream>>,
     out: Bytes,
@@ -184,6 +188,11 @@ pub(crate) struct Driver<C: Connect> {
     diagnosis: Diagnosis,
     /// A probe of a host that closed a connection silently (`Connect::diagnose_silent_close`).
     silent_close_probe: Option<ProbeFuture>,
+    /// The one timer of the driver, reset when the session's next deadline moves (a new
+    /// timer per loop would cost a timer-wheel entry per request).
+    timer: Pin<Box<tokio::time::Sleep>>,
+    /// The deadline `timer` is set to.
+    timer_at: Option<Instant>,
 }
 
 impl<C: Connect> Driver<C> {
@@ -202,10 +211,10 @@ impl<C: Connect> Driver<C> {
             commands,
             commands_closed: false,
             shared,
-            replies: HashMap::new(),
-            watchers: HashMap::new(),
-            watch_requests: HashMap::new(),
-            request_watchers: HashMap::new(),
+            replies: IdMap::default(),
+            watchers: IdMap::default(),
+            watch_requests: IdMap::default(),
+            request_watchers: IdMap::default(),
             reader: None,
             writer: None,
             out: Bytes::new(),
@@ -216,6 +225,8 @@ impl<C: Connect> Driver<C> {
             current_host: None,
             rw_probe: None,
             silent_close_probe: None,
+            timer: Box::pin(tokio::time::sleep_until(Instant::now())),
+            timer_at: None,
         }
     }
 
@@ -249,10 +260,17 @@ impl<C: Connect> Driver<C> {
 
     async fn step(&mut self) {
         let deadline = self.session.poll_timeout().map(Instant::from_std);
+        if let Some(at) = deadline.filter(|&at| Some(at) != self.timer_at) {
+            self.timer.as_mut().reset(at);
+            self.timer_at = Some(at);
+        }
         let reading = self.reader.is_some();
         let writing = self.writer.is_some() && (!self.out.is_empty() || self.unflushed);
         tokio::select! {
-            cmd = self.commands.recv(), if !self.commands_closed => self.on_command(cmd),
+            cmd = self.commands.recv(), if !self.commands_closed => {
+                self.on_command(cmd);
+                self.drain_commands();
+            }
             read = read_some(self.reader.as_mut(), self.session.recv_buffer()), if reading => {
                 self.on_read(read);
             }
@@ -262,7 +280,9 @@ impl<C: Connect> Driver<C> {
             stream = poll_connect(self.connecting.as_mut()), if self.connecting.is_some() => {
                 self.on_connect_result(stream);
             }
-            () = sleep_until(deadline), if deadline.is_some() => {
+            () = self.timer.as_mut(), if deadline.is_some() => {
+                // Fired: the same deadline again must set the timer anew.
+                self.timer_at = None;
                 self.session.handle_timeout(now());
             }
             host = poll_probe(self.rw_probe.as_mut()), if self.rw_probe.is_some() => {
@@ -352,6 +372,22 @@ impl<C: Connect> Driver<C> {
                 self.commands_closed = true;
                 if !self.session.state().is_terminal() {
                     self.session.close(now);
+                }
+            }
+        }
+    }
+
+    /// Takes the commands already waiting, up to [`COMMAND_BATCH`], so that requests
+    /// submitted together (a lock's create and listing, a release's delete and the next
+    /// create) leave in one write, in the order they were submitted.
+    fn drain_commands(&mut self) {
+        for _ in 0..COMMAND_BATCH {
+            match self.commands.try_recv() {
+                Ok(cmd) => self.on_command(Some(cmd)),
+                Err(mpsc::error::TryRecvError::Empty) => return,
+                Err(mpsc::error::TryRecvError::Disconnected) => {
+                    self.on_command(None);
+                    return;
                 }
             }
         }
@@ -682,13 +718,6 @@ async fn poll_probe<T>(probe: Option<&mut Pin<Box<dyn Future<Output = T> + Send>
 
 fn now() -> std::time::Instant {
     Instant::now().into_std()
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
 }
 
 async fn read_some<R: tokio::io::AsyncRead + Unpin>(

@@ -26,6 +26,8 @@ pub use types::{
 };
 pub use watches::SET_WATCHES_MAX_PATH_BYTES;
 
+pub(crate) use types::IdMap;
+
 use self::pending::{Pending, PendingAuth, Queued, Target, Xids};
 use self::timers::{Deadlines, Timers};
 use self::watches::{SetWatchesBatch, Watches};

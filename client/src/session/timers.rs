@@ -25,10 +25,10 @@
 //!   expired the session by then, so we report `Expired` instead of retrying forever (the
 //!   Java client 3.9.3+ uses the same ratio).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use super::types::{RequestId, SessionConfig};
+use super::types::{IdMap, RequestId, SessionConfig};
 
 const MAX_PING_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -148,7 +148,7 @@ impl Timers {
 #[derive(Debug, Default)]
 pub(crate) struct Deadlines {
     order: BTreeSet<(Instant, RequestId)>,
-    by_id: HashMap<RequestId, Instant>,
+    by_id: IdMap<RequestId, Instant>,
 }
 
 impl Deadlines {
