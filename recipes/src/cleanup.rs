@@ -28,7 +28,10 @@
 //! anyway.
 
 use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Mutex, OnceLock, PoisonError};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use zkwire::{path, Backoff, Client, Error};
@@ -40,6 +43,9 @@ use crate::internals::owned_by_guid;
 pub(crate) enum Job {
     /// Delete this node (any version); `NoNode` means done.
     Delete(String),
+    /// A delete already sent ([`delete_now_or_later`]): its reply is awaited first, and a
+    /// failure turns the job into a [`Delete`](Self::Delete) of the same node.
+    Sent(SentDelete),
     /// Delete every child of `dir` whose name starts with `prefix` (a protected guid prefix)
     /// and whose ephemeral owner is this session, after a sync of `dir`.
     Sweep {
@@ -48,6 +54,40 @@ pub(crate) enum Job {
         /// `_c_<uuid>-`.
         prefix: String,
     },
+}
+
+/// A delete handed to the client, and the node it deletes.
+pub(crate) struct SentDelete {
+    path: String,
+    reply: Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>,
+}
+
+impl std::fmt::Debug for SentDelete {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("SentDelete").field(&self.path).finish()
+    }
+}
+
+/// Deletes `node_path`, handing the request to the client before returning, and leaves the
+/// reply (and any retry) to the worker.
+///
+/// Sent at once, the delete goes out ahead of whatever the caller sends next: a guard
+/// dropped just before the next acquire shares that acquire's write, and the next listing
+/// no longer shows the old node (the order argument of `Attempt::create_listing`). The
+/// request is submitted by polling the client's future once; the client sends a request
+/// whose caller still waits, and the worker is that caller from here on.
+pub(crate) fn delete_now_or_later(client: &Client, node_path: &str) {
+    let path = node_path.to_owned();
+    let mut reply: Pin<Box<dyn Future<Output = Result<(), Error>> + Send>> = Box::pin({
+        let (client, path) = (client.clone(), path.clone());
+        async move { delete(&client, &path).await }
+    });
+    let mut cx = Context::from_waker(Waker::noop());
+    match reply.as_mut().poll(&mut cx) {
+        Poll::Ready(Ok(())) => {}
+        Poll::Ready(Err(_)) => enqueue(client, Job::Delete(path)),
+        Poll::Pending => enqueue(client, Job::Sent(SentDelete { path, reply })),
+    }
 }
 
 struct Queued {
@@ -184,6 +224,12 @@ async fn attempt(queued: &mut Queued) -> Outcome {
     let result = match job {
         Job::Delete(path) => delete(client, path).await,
         Job::Sweep { dir, prefix } => sweep(client, dir, prefix).await,
+        Job::Sent(sent) => {
+            let result = sent.reply.as_mut().await;
+            // Whatever comes next for this node is a fresh delete.
+            *job = Job::Delete(std::mem::take(&mut sent.path));
+            result
+        }
     };
     let e = match result {
         Ok(()) => return Outcome::Done,

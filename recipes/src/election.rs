@@ -12,7 +12,7 @@ use crate::hold::Hold;
 use crate::internals::{acquire, Contest, Dir, Outcome};
 use crate::latch::Leadership;
 use crate::options::LockOptions;
-use crate::sequence::{exclusive, MUTEX_MARKERS};
+use crate::sequence::MUTEX_MARKERS;
 
 /// A leader election loop in the spirit of Curator's `LeaderSelector`, on its layout: the
 /// contenders are mutex nodes (`path/_c_<uuid>-lock-<seq>`, the participant id as data), so
@@ -102,12 +102,7 @@ impl LeaderElection {
         F: FnOnce(Leadership) -> Fut,
         Fut: Future,
     {
-        let contest = Contest {
-            marker: MUTEX_MARKERS[0],
-            sort_markers: MUTEX_MARKERS,
-            predicate: exclusive,
-            tie: None,
-        };
+        let contest = Contest::exclusive(MUTEX_MARKERS[0], MUTEX_MARKERS);
         let node = match acquire(&self.dir, &contest, true, None).await? {
             Outcome::Held(node) => node,
             Outcome::Busy => return Err(LockError::Timeout),

@@ -4,6 +4,11 @@
 //! session state and our own node (a getData watch, re-armed) and publishes the first
 //! [`LostReason`]; it ends when that happens or when the guard is released or dropped.
 //!
+//! The node watch costs a request, so it starts only when someone asks about the hold
+//! (`is_held`, `lost`, `revoked`, `trusted_until`...): a lock taken and released without a
+//! look at the guard sends create, getChildren and delete, nothing else. The lease and the
+//! session state need no request and are watched from the start.
+//!
 //! The lease rule (docs/lease.md): a hold is trusted until the session's lease deadline (the
 //! send instant of the newest request the server answered, plus the session timeout) less
 //! [`lease_margin`], whatever the connection state says: received bytes prove nothing about
@@ -18,7 +23,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use zkwire::{Client, Error, EventType, KeeperState, Op, OpResult, SessionState, Stat};
 
-use crate::cleanup::{self, Job};
+use crate::cleanup;
 use crate::error::{LockError, LostReason};
 use zkwire::Backoff;
 
@@ -38,6 +43,8 @@ pub(crate) struct Hold {
     lost: watch::Receiver<Option<LostReason>>,
     /// Becomes true when someone writes [`REVOKE_MESSAGE`] into our node.
     revoked: watch::Receiver<bool>,
+    /// Set on the first question about the hold: the monitor then starts watching the node.
+    observed: watch::Sender<bool>,
     monitor: JoinHandle<()>,
     /// Dropping deletes the node (in the background) unless released.
     armed: AtomicBool,
@@ -52,9 +59,11 @@ impl Hold {
             grace: options.disconnect_grace,
             margin: options.lease_margin,
         };
+        let (observed, observed_rx) = watch::channel(false);
         let signals = Signals {
             lost: tx,
             revoked: revoke_tx,
+            observed: observed_rx,
         };
         let monitor = tokio::spawn(monitor(
             client.clone(),
@@ -70,16 +79,25 @@ impl Hold {
             margin: options.lease_margin,
             lost: rx,
             revoked: revoke_rx,
+            observed,
             monitor,
             armed: AtomicBool::new(true),
         }
     }
 
+    /// Starts the node watch, once: someone cares about the hold.
+    fn observe(&self) {
+        self.observed
+            .send_if_modified(|on| !std::mem::replace(on, true));
+    }
+
     pub(crate) fn is_held(&self) -> bool {
+        self.observe();
         self.lost.borrow().is_none() && !self.monitor.is_finished()
     }
 
     pub(crate) fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
+        self.observe();
         let mut rx = self.lost.clone();
         async move {
             loop {
@@ -102,11 +120,13 @@ impl Hold {
     }
 
     pub(crate) fn revocation_requested(&self) -> bool {
+        self.observe();
         *self.revoked.borrow()
     }
 
     /// Resolves once a revocation is requested; never if the hold ends first.
     pub(crate) fn revoked(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.observe();
         let mut rx = self.revoked.clone();
         async move {
             if rx.wait_for(|requested| *requested).await.is_err() {
@@ -216,7 +236,7 @@ impl Drop for Hold {
     fn drop(&mut self) {
         self.monitor.abort();
         if *self.armed.get_mut() {
-            cleanup::enqueue(&self.client, Job::Delete(self.node.path.clone()));
+            cleanup::delete_now_or_later(&self.client, &self.node.path);
         }
     }
 }
@@ -237,12 +257,14 @@ struct Signals {
     lost: watch::Sender<Option<LostReason>>,
     /// Whether a revocation was requested.
     revoked: watch::Sender<bool>,
+    /// Whether anyone asked about the hold yet (the node watch waits for it).
+    observed: watch::Receiver<bool>,
 }
 
 /// Publishes the first reason the hold cannot be trusted any more, and revocation requests
 /// until then.
 async fn monitor(client: Client, path: String, stat: Stat, limits: Limits, signals: Signals) {
-    let reason = watch_hold(&client, &path, stat, limits, &signals.revoked).await;
+    let reason = watch_hold(&client, &path, stat, limits, &signals).await;
     tracing::debug!(node = path, %reason, "lock hold lost");
     let _ = signals.lost.send(Some(reason));
 }
@@ -252,7 +274,7 @@ async fn watch_hold(
     path: &str,
     stat: Stat,
     limits: Limits,
-    revoked: &watch::Sender<bool>,
+    signals: &Signals,
 ) -> LostReason {
     // Subscribe first, then read the state: no change can slip between the two.
     let mut states = client.state_stream();
@@ -261,7 +283,14 @@ async fn watch_hold(
         SessionState::Connected => None,
         _ => Some(Instant::now()),
     };
-    let node = node_changed(client, path, stat, revoked);
+    let mut observed = signals.observed.clone();
+    let node = async {
+        // Dropped sender: the hold is gone, and this task is being aborted.
+        if observed.wait_for(|on| *on).await.is_err() {
+            return std::future::pending().await;
+        }
+        node_changed(client, path, stat, &signals.revoked).await
+    };
     tokio::pin!(node);
     let lease = client.lease_expiring(margin_for(client, limits.margin));
     tokio::pin!(lease);

@@ -11,13 +11,13 @@ use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use zkwire::{path, Backoff, Client, CreateMode, CreateOptions, Error, Op, Stat};
+use zkwire::{path, Backoff, Client, CreateMode, CreateOptions, Error, EventType, Op, Stat};
 
 use crate::cleanup::{self, Job, FOREGROUND_GRACE};
 use crate::error::{LockError, LostReason};
 use crate::guid::Uuid;
 use crate::options::LockOptions;
-use crate::sequence::{sort_children, Contender, Decision};
+use crate::sequence::{exclusive, sort_children, Contender, Decision, ForeignChildPolicy};
 
 /// How a recipe's contenders are named, ordered and granted.
 #[derive(Debug, Clone)]
@@ -31,6 +31,25 @@ pub(crate) struct Contest {
     /// Curator ≥ 5.5's downgrade read node: created EPHEMERAL (not sequential) with the
     /// writer's suffix, and held at once.
     pub(crate) tie: Option<Tie>,
+    /// Whether the deletion of our predecessor grants us the lock outright when that
+    /// predecessor was the first contender of our last listing (see [`Attempt::wait`]). True
+    /// only for the exclusive recipes whose contenders are all sequential nodes: the mutex
+    /// (and the leader election and semaphore mutex built on it) and the leader latch.
+    pub(crate) first_goes_grants: bool,
+}
+
+impl Contest {
+    /// The exclusive contest of a mutex-like recipe: `marker` nodes, ordered by `sort_markers`,
+    /// the first one holds.
+    pub(crate) fn exclusive(marker: &'static str, sort_markers: &'static [&'static str]) -> Self {
+        Self {
+            marker,
+            sort_markers,
+            predicate: exclusive,
+            tie: None,
+            first_goes_grants: true,
+        }
+    }
 }
 
 /// A read node tied with a write node we hold.
@@ -43,6 +62,23 @@ pub(crate) struct Tie {
     pub(crate) writer_path: String,
     /// The writer's fencing token, which the read hold reports as its own.
     pub(crate) writer_token: i64,
+}
+
+/// What ended a wait on the predecessor.
+enum Woken {
+    /// The lock is ours (the first contender went, ours still there).
+    Granted,
+    /// List the directory again.
+    LookAgain,
+}
+
+/// The output of `future` if it is ready now, without waiting.
+fn futures_now<F: Future + Unpin>(future: &mut F) -> Option<F::Output> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::pin::Pin::new(future).poll(&mut cx) {
+        std::task::Poll::Ready(output) => Some(output),
+        std::task::Poll::Pending => None,
+    }
 }
 
 /// A lock directory as a recipe sees it.
@@ -175,15 +211,30 @@ impl Attempt {
 
     /// Creates our node, then waits for the grant: our node, or `None` when not granted and
     /// `!blocking`.
+    ///
+    /// The first listing of the directory rides in the same write as the create (see
+    /// [`create_listing`](Self::create_listing)): an uncontended acquire is one round trip.
     async fn run(&mut self, contest: &Contest, blocking: bool) -> Result<Option<Node>, LockError> {
-        self.create(contest).await?;
-        if contest.tie.is_none() && !self.wait(contest, blocking).await? {
+        if contest.tie.is_some() {
+            self.create(contest).await?;
+            return Ok(self.node.clone());
+        }
+        let listing = self.create_listing(contest, true).await?;
+        if !self.wait(contest, blocking, listing).await? {
             return Ok(None);
         }
         Ok(self.node.clone())
     }
 
-    /// Creates our protected node (`dir/_c_<uuid>-<marker>[<seq>]`).
+    /// Creates our protected node (`dir/_c_<uuid>-<marker>[<seq>]`): see
+    /// [`create_listing`](Self::create_listing).
+    pub(crate) async fn create(&mut self, contest: &Contest) -> Result<(), LockError> {
+        self.create_listing(contest, false).await.map(drop)
+    }
+
+    /// Creates our protected node (`dir/_c_<uuid>-<marker>[<seq>]`), and with `list` also
+    /// lists the directory in the same write; returns that listing when both succeeded on the
+    /// first try and it shows our node (else the caller lists again).
     ///
     /// - `NoNode`: the parents are created as containers and the create is sent again (a
     ///   container reaped in between just means another round);
@@ -191,7 +242,22 @@ impl Attempt {
     ///   sync + getChildren looks for our guid and adopts a node only if its ephemeral
     ///   owner is our session (extra ones are deleted); otherwise the create is sent again
     ///   with the same guid.
-    pub(crate) async fn create(&mut self, contest: &Contest) -> Result<(), LockError> {
+    ///
+    /// Why the listing sent right behind the create always shows our node (docs/recipes.md
+    /// §3, "One round trip"): the client hands requests to its connection in the order their
+    /// futures are first polled, and `join!` polls the create first; ZooKeeper answers one
+    /// session's requests in the order it received them, a read waiting for the session's
+    /// earlier writes to be applied; so a successful listing is of the tree after our
+    /// create. If the connection drops in between, the create's reply is a connection loss
+    /// (its listing is not used), or the listing is sent again on the next connection, to a
+    /// server that has seen at least every zxid this session has (ZooKeeper refuses a
+    /// session on a server behind what the client saw), our create's included. The node is
+    /// still checked for, and a listing without it is dropped.
+    async fn create_listing(
+        &mut self,
+        contest: &Contest,
+        mut list: bool,
+    ) -> Result<Option<Vec<String>>, LockError> {
         const MAX_PARENT_ROUNDS: u32 = 16;
         let base = format!("{}{}", self.prefix, contest.marker);
         let (path, mode) = match &contest.tie {
@@ -211,7 +277,7 @@ impl Attempt {
                 match self.find_ours().await {
                     Ok(Some(node)) => {
                         self.node = Some(node);
-                        return Ok(());
+                        return Ok(None);
                     }
                     Ok(None) => {}
                     Err(e) if e.is_retryable() => {
@@ -224,15 +290,22 @@ impl Attempt {
             // Until the reply is in, a drop must sweep by guid: the create may apply even if
             // this future is gone before its reply is read.
             let was_unsure = std::mem::replace(&mut self.unsure, true);
-            let result = self.create_once(contest, &path, &options).await;
+            let (result, listing) = if std::mem::take(&mut list) && contest.tie.is_none() {
+                let create = self.create_once(contest, &path, &options);
+                let (created, listed) = tokio::join!(create, self.client.get_children(&self.dir));
+                (created, listed.ok())
+            } else {
+                (self.create_once(contest, &path, &options).await, None)
+            };
             if !matches!(&result, Err(e) if e.is_retryable()) {
                 self.unsure = was_unsure;
             }
             match result {
                 Ok((created, stat)) => {
                     let name = created.rsplit('/').next().unwrap_or_default().to_owned();
+                    let listing = listing.filter(|children| children.contains(&name));
                     self.node = Some(Node::new(&self.dir, name, stat));
-                    return Ok(());
+                    return Ok(listing);
                 }
                 Err(Error::NoNode) if parent_rounds < MAX_PARENT_ROUNDS => {
                     match create_containers(&self.client, &self.dir, &self.options).await {
@@ -253,7 +326,7 @@ impl Attempt {
                     return match self.find_ours().await? {
                         Some(node) => {
                             self.node = Some(node);
-                            Ok(())
+                            Ok(None)
                         }
                         None => Err(Error::NodeExists.into()),
                     };
@@ -294,22 +367,40 @@ impl Attempt {
         }
     }
 
-    /// Lists the directory until the predicate grants our node, watching the node it names.
-    async fn wait(&mut self, contest: &Contest, blocking: bool) -> Result<bool, LockError> {
+    /// Lists the directory until the predicate grants our node, watching the node it names;
+    /// `listing` is a first listing already in hand.
+    ///
+    /// One notification per hand-off: when the node we watch was the first contender of our
+    /// listing and the contest allows it ([`Contest::first_goes_grants`]), its deletion
+    /// grants us the lock without listing again, provided our own node is still there (see
+    /// [`await_predecessor`](Self::await_predecessor)). Every node created after that
+    /// listing got a larger sequence number from the directory (sequence numbers only grow,
+    /// and every contender here is sequential), so once the first one is gone nothing sorts
+    /// before us. Any other wake-up (a data change, a session event, a predecessor that was
+    /// not first, anything happening to our node) lists again.
+    async fn wait(
+        &mut self,
+        contest: &Contest,
+        blocking: bool,
+        mut listing: Option<Vec<String>>,
+    ) -> Result<bool, LockError> {
         let mut backoff = Backoff::new();
         loop {
             let Some(ours) = self.node.as_ref().map(|n| n.name.clone()) else {
                 self.create(contest).await?;
                 continue;
             };
-            let children = match self.client.get_children(&self.dir).await {
-                Ok(children) => children,
-                Err(Error::NoNode) => Vec::new(),
-                Err(e) if e.is_retryable() => {
-                    backoff.pause().await;
-                    continue;
-                }
-                Err(e) => return Err(e.into()),
+            let children = match listing.take() {
+                Some(children) => children,
+                None => match self.client.get_children(&self.dir).await {
+                    Ok(children) => children,
+                    Err(Error::NoNode) => Vec::new(),
+                    Err(e) if e.is_retryable() => {
+                        backoff.pause().await;
+                        continue;
+                    }
+                    Err(e) => return Err(e.into()),
+                },
             };
             self.delete_duplicates(&children, &ours).await;
             let sorted = sort_children(
@@ -327,11 +418,10 @@ impl Attempt {
                 }
                 Decision::Wait(_) if !blocking => return Ok(false),
                 Decision::Wait(predecessor) => {
-                    let watched = path::join(&self.dir, &predecessor);
-                    match self.client.get_data_and_watch(&watched).await {
-                        // Any event (deleted, changed, session over) means: look again.
-                        Ok((_, _, watcher)) => drop(watcher.await),
-                        Err(Error::NoNode) => {}
+                    let first = self.first_goes_grants(contest, &sorted, &predecessor);
+                    match self.await_predecessor(&predecessor, &ours, first).await {
+                        Ok(Woken::Granted) => return Ok(true),
+                        Ok(Woken::LookAgain) => {}
                         Err(e) if e.is_retryable() => {
                             backoff.pause().await;
                         }
@@ -340,6 +430,78 @@ impl Attempt {
                 }
             }
         }
+    }
+
+    /// Watches `predecessor` until something happens to it; with `first`, also watches our
+    /// own node `ours` (both requests in one write), and reports a grant when the
+    /// predecessor is deleted while our node still exists.
+    ///
+    /// Why our node is watched too: someone may delete it while we wait (an operator, a
+    /// revoker); the predecessor's deletion must not then grant a lock we have no node for.
+    /// A session's watch events arrive in the order of the changes that fired them, so if
+    /// our node went before the predecessor did, its event is already in when the
+    /// predecessor's is; one deleted later is a loss of a lock that was ours.
+    async fn await_predecessor(
+        &self,
+        predecessor: &str,
+        ours: &str,
+        first: bool,
+    ) -> Result<Woken, Error> {
+        let watched = path::join(&self.dir, predecessor);
+        if !first {
+            return match self.client.get_data_and_watch(&watched).await {
+                // Any event (deleted, changed, session over) means: look again.
+                Ok((_, _, watcher)) => {
+                    drop(watcher.await);
+                    Ok(Woken::LookAgain)
+                }
+                Err(Error::NoNode) => Ok(Woken::LookAgain),
+                Err(e) => Err(e),
+            };
+        }
+        let own_path = path::join(&self.dir, ours);
+        let (theirs, own) = tokio::join!(
+            self.client.get_data_and_watch(&watched),
+            self.client.get_data_and_watch(&own_path)
+        );
+        let mut own = match own {
+            Ok((_, _, watcher)) => watcher,
+            // Ours is gone (the listing says so next), or the session is in trouble.
+            Err(Error::NoNode) => return Ok(Woken::LookAgain),
+            Err(e) => return Err(e),
+        };
+        let theirs = match theirs {
+            Ok((_, _, watcher)) => watcher,
+            // Deleted between our listing and the watch, ours still there: granted.
+            Err(Error::NoNode) => return Ok(Woken::Granted),
+            Err(e) => return Err(e),
+        };
+        tokio::select! {
+            // Our node first: an event for it that came in with the predecessor's wins.
+            biased;
+            _ = &mut own => Ok(Woken::LookAgain),
+            event = theirs => {
+                let gone = event.event_type == EventType::NodeDeleted;
+                let ours_untouched = futures_now(&mut own).is_none();
+                Ok(if gone && ours_untouched { Woken::Granted } else { Woken::LookAgain })
+            }
+        }
+    }
+
+    /// Whether the deletion of `predecessor` grants us the lock without a new listing: the
+    /// contest allows it, `predecessor` is the first of `sorted`, and no child can sort
+    /// before a sequential node created later (no foreign children counted by name).
+    fn first_goes_grants(
+        &self,
+        contest: &Contest,
+        sorted: &[Contender],
+        predecessor: &str,
+    ) -> bool {
+        contest.first_goes_grants
+            && contest.tie.is_none()
+            && self.options.foreign_children != ForeignChildPolicy::CountLikeCurator
+            && sorted.first().is_some_and(|c| c.name == predecessor)
+            && sorted.iter().all(|c| c.seq.is_some())
     }
 
     /// Our node by guid, after a sync: the first one our session owns; any other one with
@@ -541,15 +703,10 @@ mod tests {
     use zkwire_testing::support::fresh_chroot;
 
     use super::*;
-    use crate::sequence::{exclusive, MUTEX_MARKERS};
+    use crate::sequence::MUTEX_MARKERS;
 
     fn mutex_contest() -> Contest {
-        Contest {
-            marker: "lock-",
-            sort_markers: MUTEX_MARKERS,
-            predicate: exclusive,
-            tie: None,
-        }
+        Contest::exclusive("lock-", MUTEX_MARKERS)
     }
 
     async fn setup(name: &str) -> (Dir, Client) {
@@ -693,6 +850,47 @@ mod tests {
 
     async fn pending_or_present(client: &Client, path: &str, session: i64) -> bool {
         cleanup::pending(session) > 0 || client.exists(path).await.unwrap().is_some()
+    }
+
+    /// The listing sent in the create's write always shows our node, while another session
+    /// adds and removes contenders in the same directory all along (the ordering argument of
+    /// `create_listing`).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_listing_sent_with_the_create_always_shows_our_node() {
+        const ACQUIRES: usize = 200;
+        let (dir, b) = setup("pipelined_listing").await;
+        create_containers(&dir.client, "/lock", &dir.options)
+            .await
+            .unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let churn = tokio::spawn({
+            let stop = std::sync::Arc::clone(&stop);
+            async move {
+                let mut rounds = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) && rounds < 100_000 {
+                    let planted = plant(&b, "_c_churn-").await;
+                    b.delete(&planted, None).await.unwrap();
+                    rounds += 1;
+                }
+                rounds
+            }
+        });
+        for _ in 0..ACQUIRES {
+            let mut attempt = Attempt::new(&dir);
+            let listing = attempt
+                .create_listing(&mutex_contest(), true)
+                .await
+                .unwrap();
+            let ours = attempt.node().unwrap().name.clone();
+            let listing = listing.expect("the listing came back with our node in it");
+            assert!(listing.contains(&ours));
+            attempt.abandon().await;
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(
+            churn.await.unwrap() > 0,
+            "the other session was busy meanwhile"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,7 +17,7 @@ use crate::error::{LockError, LostReason};
 use crate::hold::Hold;
 use crate::internals::{acquire_until, Contest, Dir, Outcome};
 use crate::options::LockOptions;
-use crate::sequence::{exclusive, LATCH_MARKERS};
+use crate::sequence::LATCH_MARKERS;
 
 /// A participant in a leader election in Curator's `LeaderLatch` layout: zkwire and Curator
 /// latches on one path elect one leader among them.
@@ -254,12 +254,7 @@ impl LeaderLatch {
 
 /// The participant: queue, lead until the leadership is lost, withdraw, queue again.
 async fn participate(shared: Arc<Shared>, mut closed: watch::Receiver<bool>) {
-    let contest = Contest {
-        marker: LATCH_MARKERS[0],
-        sort_markers: LATCH_MARKERS,
-        predicate: exclusive,
-        tie: None,
-    };
+    let contest = Contest::exclusive(LATCH_MARKERS[0], LATCH_MARKERS);
     let mut close = closed.clone();
     let closing = async move {
         let _ = close.wait_for(|closed| *closed).await;

@@ -12,7 +12,7 @@ use crate::hold::Hold;
 use crate::internals::{acquire, deadline_after, Contest, Dir, Outcome};
 use crate::local::{Gate, Owner, Registration, Registry};
 use crate::options::LockOptions;
-use crate::sequence::{exclusive, MUTEX_MARKERS};
+use crate::sequence::MUTEX_MARKERS;
 
 /// A distributed mutex on a ZooKeeper path, interoperable with Curator's `InterProcessMutex`
 /// (and LeaderSelector) on the same path.
@@ -187,12 +187,7 @@ impl Mutex {
                 return Ok(Some(self.grant(&gate, owner, hold, permit, handoffs)));
             }
         }
-        let contest = Contest {
-            marker: MUTEX_MARKERS[0],
-            sort_markers: MUTEX_MARKERS,
-            predicate: exclusive,
-            tie: None,
-        };
+        let contest = Contest::exclusive(MUTEX_MARKERS[0], MUTEX_MARKERS);
         match acquire(&self.dir, &contest, blocking, deadline).await? {
             Outcome::Held(node) => {
                 let hold = Hold::new(self.dir.client.clone(), node, &self.dir.options);

@@ -274,6 +274,8 @@ impl RwLock {
             sort_markers: RW_MARKERS,
             predicate: shared,
             tie,
+            // A downgrade may add a read node at the writer's key: always list again.
+            first_goes_grants: false,
         };
         let Some(hold) = self.acquire(&contest, blocking, deadline).await? else {
             return Ok(None);
@@ -329,6 +331,8 @@ impl RwLock {
             sort_markers: RW_MARKERS,
             predicate: exclusive,
             tie: None,
+            // A downgrade may add a read node at the writer's key: always list again.
+            first_goes_grants: false,
         };
         let Some(hold) = self.acquire(&contest, blocking, deadline).await? else {
             return Ok(None);

@@ -30,6 +30,7 @@ fn lease_contest() -> Contest {
         sort_markers: LEASE_MARKERS,
         predicate: exclusive,
         tie: None,
+        first_goes_grants: false,
     }
 }
 

@@ -613,3 +613,117 @@ async fn huge_lock_timeout_means_no_deadline() {
     guard.release().await.unwrap();
     a.close().await.unwrap();
 }
+
+/// Waits until `client` has sent nothing for 100 ms; its request count then.
+async fn quiet_requests(client: &Client) -> u64 {
+    let mut last = client.stats().requests;
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = client.stats().requests;
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// An uncontended cycle is create + getChildren + delete and nothing else, whether the guard
+/// is released or dropped, as long as no one asks the guard about the hold; asking starts the
+/// node watch (one getData).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncontended_cycle_is_three_requests() {
+    const CYCLES: u64 = 20;
+    let cs = fresh_chroot("recipes_three_requests").await;
+    let client = connect(&cs).await;
+    let mutex = Mutex::new(client.clone(), "/l");
+    // The first acquire also creates the container directory.
+    mutex.lock().await.unwrap().release().await.unwrap();
+    let before = quiet_requests(&client).await;
+    for i in 0..CYCLES {
+        let guard = mutex.lock().await.unwrap();
+        if i % 2 == 0 {
+            guard.release().await.unwrap();
+        } else {
+            drop(guard);
+        }
+    }
+    let sent = quiet_requests(&client).await - before;
+    println!("{CYCLES} uncontended cycles: {sent} requests");
+    assert_eq!(sent, 3 * CYCLES);
+
+    let guard = mutex.lock().await.unwrap();
+    let before = quiet_requests(&client).await;
+    assert!(guard.is_held());
+    assert_eq!(
+        quiet_requests(&client).await - before,
+        1,
+        "the node watch, once asked"
+    );
+    assert!(guard.is_held());
+    guard.release().await.unwrap();
+    assert!(sorted_children(&client, "/l").await.is_empty());
+}
+
+/// A waiter queued right behind the holder is granted on the holder's deletion alone: create,
+/// getChildren, the watches on the holder's node and on its own (one write), and no second
+/// listing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_from_the_first_node_is_one_notification() {
+    let cs = fresh_chroot("recipes_one_notification").await;
+    let (a, b) = (connect(&cs).await, connect(&cs).await);
+    let held = Mutex::new(a.clone(), "/l").lock().await.unwrap();
+    let before = quiet_requests(&b).await;
+    let waiter = tokio::spawn({
+        let b = b.clone();
+        async move { Mutex::new(b, "/l").lock().await }
+    });
+    wait_for_children(&a, "/l", 2).await;
+    let queued = quiet_requests(&b).await - before;
+    assert_eq!(
+        queued, 4,
+        "create, getChildren, getData watches on the holder and ours"
+    );
+    let token = held.fencing_token();
+    held.release().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        quiet_requests(&b).await - before,
+        4,
+        "granted without listing again"
+    );
+    assert!(guard.fencing_token() > token);
+    assert_eq!(sorted_children(&a, "/l").await.len(), 1);
+
+    // Behind a predecessor that is not first, a deletion means listing again: the first
+    // holder stays, the middle waiter gives up, and the last one waits on.
+    let c = connect(&cs).await;
+    let middle = tokio::spawn({
+        let c = c.clone();
+        async move {
+            Mutex::new(c, "/l")
+                .lock_timeout(Duration::from_millis(300))
+                .await
+        }
+    });
+    wait_for_children(&a, "/l", 2).await;
+    let last = tokio::spawn({
+        let a = a.clone();
+        async move { Mutex::new(a, "/l").lock().await }
+    });
+    wait_for_children(&a, "/l", 3).await;
+    assert!(matches!(middle.await.unwrap(), Err(LockError::Timeout)));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!last.is_finished(), "the first holder still holds");
+    assert!(guard.is_held());
+    guard.release().await.unwrap();
+    let last = tokio::time::timeout(Duration::from_secs(10), last)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    last.release().await.unwrap();
+}
