@@ -372,7 +372,8 @@ impl Shared {
         }
     }
 
-    fn enter(&self, seq: i64, token: Option<i64>) {
+    /// Records a grant; whether it counts (made while measuring).
+    fn enter(&self, seq: i64, token: Option<i64>) -> bool {
         let granted = Instant::now();
         let others = self.holders.fetch_add(1, Ordering::SeqCst);
         if others != 0 {
@@ -399,12 +400,14 @@ impl Shared {
             .map(|mut r| r.take())
             .unwrap_or(None);
         self.all_grants.fetch_add(1, Ordering::Relaxed);
-        if self.phase.get() == Phase::MEASURE {
+        let measuring = self.phase.get() == Phase::MEASURE;
+        if measuring {
             self.grants.fetch_add(1, Ordering::Relaxed);
             if let (Some(at), Ok(mut h)) = (released, self.handoffs.lock()) {
                 h.record(granted.saturating_duration_since(at));
             }
         }
+        measuring
     }
 
     fn leave(&self) {
@@ -562,16 +565,17 @@ pub(crate) async fn contention(
 async fn measure_contention(
     ctx: &Ctx,
     shared: &Shared,
-    tasks: Vec<tokio::task::JoinHandle<Result<(), BenchError>>>,
+    tasks: Vec<tokio::task::JoinHandle<Result<u64, BenchError>>>,
 ) -> Result<(Measured, u64), BenchError> {
     tokio::time::sleep(ctx.warmup).await;
-    let window = Window::begin();
+    let window = Window::begin_on(&ctx.addr);
     shared.phase.set(Phase::MEASURE);
     tokio::time::sleep(ctx.duration).await;
     shared.phase.set(Phase::STOP);
     let spent = window.end();
+    let mut counts = Vec::with_capacity(tasks.len());
     for task in tasks {
-        task.await??;
+        counts.push(task.await??);
     }
     let grants = shared.grants.load(Ordering::Relaxed);
     let hist = shared
@@ -580,7 +584,9 @@ async fn measure_contention(
         .map(|h| h.clone())
         .unwrap_or_else(|_| Hist::new());
     let violations = shared.violations.load(Ordering::SeqCst);
-    Ok((Measured::new(grants, spent, hist), violations))
+    let mut m = Measured::new(grants, spent, hist);
+    m.fairness = crate::measure::jain(&counts);
+    Ok((m, violations))
 }
 
 /// The hand-off limit of the `lock-shared-client` variant that uses one.
@@ -639,7 +645,7 @@ pub(crate) async fn shared_client_contention(
 ) -> Result<(Measured, u64, f64), BenchError> {
     let dir = ctx.path(&how.dir_name());
     let shared = Shared::new(how == SharedClient::ZkwireHandoff);
-    let received_before = server_received(&ctx.addr)?;
+    let received_before = crate::measure::server_received(&ctx.addr)?;
     let mut tasks = Vec::with_capacity(CONTENDERS);
     let measured = match how {
         SharedClient::ZkwireQueued | SharedClient::ZkwireUnqueued | SharedClient::ZkwireHandoff => {
@@ -685,31 +691,23 @@ pub(crate) async fn shared_client_contention(
     let (m, violations) = measured?;
     // Every grant of the run, warm-up included, against every request of the run.
     let grants = shared.all_grants.load(Ordering::Relaxed);
-    let received = server_received(&ctx.addr)?.saturating_sub(received_before);
+    let received = crate::measure::server_received(&ctx.addr)?.saturating_sub(received_before);
     let per_acquisition = received as f64 / grants.max(1) as f64;
     Ok((m, violations, per_acquisition))
 }
 
-/// The server's count of packets received (`srvr`'s `Received:` line).
-fn server_received(addr: &str) -> Result<u64, BenchError> {
-    let response = zkwire_testing::server::four_letter_word(addr, "srvr")
-        .map_err(|e| BenchError::msg(format!("srvr: {e}")))?;
-    response
-        .lines()
-        .find_map(|line| line.strip_prefix("Received:"))
-        .and_then(|n| n.trim().parse().ok())
-        .ok_or_else(|| BenchError::msg("srvr: no Received line"))
-}
-
-async fn contend<C: Contender>(mut c: C, shared: Arc<Shared>) -> Result<(), BenchError> {
+/// Acquires and releases until the run stops; returns this contender's grants while
+/// measuring (for the fairness index).
+async fn contend<C: Contender>(mut c: C, shared: Arc<Shared>) -> Result<u64, BenchError> {
+    let mut measured = 0;
     while shared.phase.get() != Phase::STOP {
         let (seq, token, held) = c.acquire().await?;
-        shared.enter(seq, token);
+        measured += u64::from(shared.enter(seq, token));
         // Give every other task a chance to run (and to be wrongly granted) while we hold.
         tokio::task::yield_now().await;
         shared.leave();
         c.release(held).await?;
     }
     c.close().await;
-    Ok(())
+    Ok(measured)
 }

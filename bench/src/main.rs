@@ -20,6 +20,7 @@
 //! `soak.rs`; exit code 2 on a violation).
 #![forbid(unsafe_code)]
 
+mod chart;
 mod codec;
 mod locks;
 mod measure;
@@ -238,14 +239,21 @@ struct Args {
     break_exclusion: bool,
     child_sessions: Option<Who>,
     tls: bool,
+    /// Writes one SVG chart per workload here at the end.
+    svg: Option<std::path::PathBuf>,
+    /// The server fsyncs its transaction log (`zookeeper.forceSync=yes`).
+    force_sync: bool,
+    /// Runs against node 1 of an ensemble of this many servers started for the run.
+    ensemble: Option<usize>,
 }
 
 const USAGE: &str = "usage: zkwire-bench [--json] [--server HOST:PORT] [--only W1,W2,...] \
 [--clients zkwire,kezhuw,raw] [--depths 1,16,256] [--duration SECS] [--warmup SECS] [--rounds N] [--sessions N]
-[--skip-server-warmup] [--break-exclusion] [--tls]
+[--skip-server-warmup] [--break-exclusion] [--tls] [--svg DIR] [--force-sync] [--ensemble N]
 workloads: codec, pipeline, write-latency, lock-cycle, lock-contention, lock-shared-client,
            sessions
-       zkwire-bench soak --help   (mutual exclusion under faults)";
+       zkwire-bench soak --help   (mutual exclusion under faults)
+       zkwire-bench chart FILE.jsonl [DIR]   (the SVG charts of a --json run)";
 
 fn parse_args() -> Result<Args, BenchError> {
     let mut args = Args {
@@ -262,6 +270,9 @@ fn parse_args() -> Result<Args, BenchError> {
         break_exclusion: false,
         child_sessions: None,
         tls: false,
+        svg: None,
+        force_sync: false,
+        ensemble: None,
     };
     let mut it = std::env::args().skip(1);
     let secs = |v: Option<String>| -> Result<Duration, BenchError> {
@@ -320,6 +331,11 @@ fn parse_args() -> Result<Args, BenchError> {
             // Runs the server workloads twice, plain then over TLS (params marked "tls"):
             // zkwire and kezhuw only (the raw client has no TLS).
             "--tls" => args.tls = true,
+            "--svg" => {
+                args.svg = Some(it.next().ok_or_else(|| BenchError::msg(USAGE))?.into());
+            }
+            "--force-sync" => args.force_sync = true,
+            "--ensemble" => args.ensemble = Some(count(it.next())?.max(1)),
             "--duration" => args.duration = secs(it.next())?,
             "--rounds" => args.rounds = count(it.next())?.max(1),
             "--sessions" => args.sessions = count(it.next())?.max(1),
@@ -356,8 +372,10 @@ fn main() -> std::process::ExitCode {
 /// Runs everything; `Ok(false)` when a check failed (mutual exclusion).
 fn run() -> Result<bool, BenchError> {
     let argv: Vec<String> = std::env::args().skip(1).collect();
-    if argv.first().is_some_and(|a| a == "soak") {
-        return soak::main(&argv[1..]);
+    match argv.first().map(String::as_str) {
+        Some("soak") => return soak::main(&argv[1..]),
+        Some("chart") => return chart::main(&argv[1..]),
+        _ => {}
     }
     let args = parse_args()?;
     #[cfg(feature = "kezhuw-tls")]
@@ -384,15 +402,27 @@ fn run() -> Result<bool, BenchError> {
     }
 
     let needs_server = WORKLOADS.iter().any(|w| *w != "codec" && wanted(w));
-    // Keeps a server we started alive for the whole run.
+    // Keeps a server (or an ensemble) we started alive for the whole run.
     let mut _server = None;
+    let mut _ensemble = None;
     let mut tls = None;
     if needs_server {
-        let addr = match &args.server {
-            Some(addr) => addr.clone(),
-            None => {
+        let addr = match (&args.server, args.ensemble) {
+            (Some(addr), _) => addr.clone(),
+            (None, Some(n)) => {
+                eprintln!("starting a {n}-node ZooKeeper ensemble…");
+                let ensemble =
+                    zkwire_testing::server::ZkEnsemble::start_with(n, server_config(&args))?;
+                ensemble.wait_for_quorum(Duration::from_secs(60))?;
+                // Every client talks to node 1 (a follower or the leader, as elected).
+                let addr = ensemble.node_connect_string(0);
+                eprintln!("ensemble: {}", ensemble.status());
+                _ensemble = Some(ensemble);
+                addr
+            }
+            (None, None) => {
                 eprintln!("starting a standalone ZooKeeper server…");
-                let mut config = zkwire_testing::server::ServerConfig::default();
+                let mut config = server_config(&args);
                 if args.tls {
                     let material = zkwire_testing::tls::TlsMaterial::generate()?;
                     config = config.tls(
@@ -465,6 +495,13 @@ fn run() -> Result<bool, BenchError> {
         })?;
     }
 
+    if let Some(dir) = &args.svg {
+        // Drawn from the JSON lines themselves, as `zkwire-bench chart` draws them.
+        let points = chart::parse_lines(&report::json_lines(&results))?;
+        for written in chart::write_all(&points, dir)? {
+            eprintln!("wrote {}", written.display());
+        }
+    }
     // With --json, stdout is the JSON lines only and the tables go to stderr.
     if args.json {
         report::print_json(&results);
@@ -480,6 +517,16 @@ fn run() -> Result<bool, BenchError> {
         eprintln!("zkwire-bench: MUTUAL EXCLUSION VIOLATED in lock-contention (see above)");
     }
     Ok(ok)
+}
+
+/// The server configuration of the run: the harness's, with `--force-sync` applied.
+fn server_config(args: &Args) -> zkwire_testing::server::ServerConfig {
+    let config = zkwire_testing::server::ServerConfig::default();
+    if args.force_sync {
+        config.jvm_prop("zookeeper.forceSync", "yes")
+    } else {
+        config
+    }
 }
 
 async fn run_server_workloads(

@@ -137,11 +137,14 @@ impl Phase {
     }
 }
 
-/// A measurement window: wall time, process CPU and allocator calls between `begin` and `end`.
+/// A measurement window: wall time, process CPU and allocator calls between `begin` and `end`,
+/// and with [`begin_on`](Window::begin_on) the requests the server received meanwhile.
 pub(crate) struct Window {
     start: Instant,
     cpu: Option<u64>,
     allocs: u64,
+    /// The server asked, and its `Received` count at the start.
+    server: Option<(String, u64)>,
 }
 
 /// What a window saw.
@@ -150,6 +153,8 @@ pub(crate) struct Spent {
     pub(crate) secs: f64,
     pub(crate) cpu_ns: Option<u64>,
     pub(crate) allocs: u64,
+    /// Requests the server received in the window (its `srvr` counter), when asked.
+    pub(crate) requests: Option<u64>,
 }
 
 impl Window {
@@ -160,6 +165,18 @@ impl Window {
             start: Instant::now(),
             cpu,
             allocs,
+            server: None,
+        }
+    }
+
+    /// As [`begin`](Self::begin), also counting the requests the server at `addr` receives
+    /// (from every client: the workloads run one client at a time). The server is asked
+    /// before the window opens and after it closes, so the asking is not measured.
+    pub(crate) fn begin_on(addr: &str) -> Self {
+        let received = server_received(addr).ok();
+        Self {
+            server: received.map(|n| (addr.to_owned(), n)),
+            ..Self::begin()
         }
     }
 
@@ -170,12 +187,29 @@ impl Window {
             (Some(a), Some(b)) => Some(b.saturating_sub(a)),
             _ => None,
         };
+        let requests = self.server.and_then(|(addr, before)| {
+            server_received(&addr)
+                .ok()
+                .map(|after| after.saturating_sub(before))
+        });
         Spent {
             secs,
             cpu_ns,
             allocs,
+            requests,
         }
     }
+}
+
+/// The server's count of packets received (`srvr`'s `Received:` line).
+pub(crate) fn server_received(addr: &str) -> Result<u64, crate::BenchError> {
+    let response = zkwire_testing::server::four_letter_word(addr, "srvr")
+        .map_err(|e| crate::BenchError::msg(format!("srvr: {e}")))?;
+    response
+        .lines()
+        .find_map(|line| line.strip_prefix("Received:"))
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| crate::BenchError::msg("srvr: no Received line"))
 }
 
 /// One (workload, client, param) cell, summed over its rounds.
@@ -195,6 +229,9 @@ pub(crate) struct Measured {
     /// Each round's (ops/s, p50 µs), in run order: rounds of different clients with the same
     /// index ran next to each other, so their ratio is paired against load drift.
     pub(crate) rounds: Vec<(Option<f64>, Option<f64>)>,
+    /// How evenly contenders were granted (Jain's index: 1 is perfectly even), the worst
+    /// round's.
+    pub(crate) fairness: Option<f64>,
 }
 
 impl Measured {
@@ -210,6 +247,7 @@ impl Measured {
             rss_kib: None,
             quantiles_us: None,
             rounds,
+            fairness: None,
         }
     }
 
@@ -221,6 +259,14 @@ impl Measured {
         self.spent.cpu_ns = match (self.spent.cpu_ns, other.spent.cpu_ns) {
             (Some(a), Some(b)) => Some(a + b),
             _ => None,
+        };
+        self.spent.requests = match (self.spent.requests, other.spent.requests) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+        self.fairness = match (self.fairness, other.fairness) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         };
         self.hist.merge(&other.hist);
         self.rss_kib = self.rss_kib.or(other.rss_kib);
@@ -252,14 +298,35 @@ impl Measured {
         (self.cost_ops > 0).then(|| ns as f64 / 1000.0 / self.cost_ops as f64)
     }
 
+    /// Requests the server received per operation (per cycle, per acquisition).
+    pub(crate) fn requests_per_op(&self) -> Option<f64> {
+        let requests = self.spent.requests?;
+        (self.cost_ops > 0).then(|| requests as f64 / self.cost_ops as f64)
+    }
+
     pub(crate) fn allocs_per_op(&self) -> Option<f64> {
         (self.cost_ops > 0).then(|| self.spent.allocs as f64 / self.cost_ops as f64)
     }
 }
 
+/// Jain's fairness index of per-contender counts: `(Σx)² / (n·Σx²)`, 1 when all are equal,
+/// `1/n` when one contender got everything; `None` without counts.
+pub(crate) fn jain(counts: &[u64]) -> Option<f64> {
+    let sum: f64 = counts.iter().map(|&c| c as f64).sum();
+    let squares: f64 = counts.iter().map(|&c| (c as f64).powi(2)).sum();
+    (squares > 0.0).then(|| sum * sum / (counts.len() as f64 * squares))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn jain_index_bounds() {
+        assert_eq!(jain(&[5, 5, 5, 5]), Some(1.0));
+        assert_eq!(jain(&[8, 0, 0, 0]), Some(0.25));
+        assert_eq!(jain(&[]), None);
+    }
 
     #[test]
     fn histogram_quantiles_are_close() {

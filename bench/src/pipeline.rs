@@ -131,7 +131,7 @@ async fn run_raw(ctx: &Ctx, path: &str, k: usize) -> Result<Measured, BenchError
         Ok::<_, BenchError>(hist)
     });
     tokio::time::sleep(ctx.warmup).await;
-    let window = Window::begin();
+    let window = Window::begin_on(&ctx.addr);
     phase.set(Phase::MEASURE);
     tokio::time::sleep(ctx.duration).await;
     phase.set(Phase::STOP);

@@ -6,48 +6,58 @@ use std::io::Write;
 use crate::measure::Measured;
 use crate::{Results, Who};
 
-fn num(v: Option<f64>) -> String {
-    match v {
-        Some(v) if v.is_finite() => {
-            let s = format!("{v:.4}");
-            s.trim_end_matches('0').trim_end_matches('.').to_owned()
-        }
-        _ => "null".to_owned(),
-    }
+/// One result as a JSON line (`--json`), and as `zkwire-bench chart` reads it back.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct JsonRow {
+    pub(crate) workload: String,
+    pub(crate) client: String,
+    pub(crate) param: String,
+    pub(crate) ops_per_sec: Option<f64>,
+    pub(crate) p50_us: Option<f64>,
+    pub(crate) p99_us: Option<f64>,
+    pub(crate) cpu_us_per_op: Option<f64>,
+    pub(crate) allocs_per_op: Option<f64>,
+    pub(crate) rss_kb: Option<f64>,
+    pub(crate) requests_per_op: Option<f64>,
+    pub(crate) fairness: Option<f64>,
 }
 
-fn json_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// One line per (workload, client, param), with exactly the fields of issue 8.
-pub(crate) fn print_json(results: &Results) {
-    for row in &results.rows {
+impl JsonRow {
+    fn new(row: &crate::Row) -> Self {
         let m = &row.m;
-        println!(
-            "{{\"workload\":{},\"client\":{},\"param\":{},\"ops_per_sec\":{},\"p50_us\":{},\"p99_us\":{},\"cpu_us_per_op\":{},\"allocs_per_op\":{},\"rss_kb\":{}}}",
-            json_str(row.workload),
-            json_str(row.who.name()),
-            json_str(&row.param),
-            num(m.ops_per_sec()),
-            num(m.p50_us()),
-            num(m.p99_us()),
-            num(m.cpu_us_per_op()),
-            num(m.allocs_per_op()),
-            num(m.rss_kib),
-        );
+        // Four decimals are all a measurement carries; a non-finite value is null.
+        let num = |v: Option<f64>| v.filter(|v| v.is_finite()).map(|v| (v * 1e4).round() / 1e4);
+        Self {
+            workload: row.workload.to_owned(),
+            client: row.who.name().to_owned(),
+            param: row.param.clone(),
+            ops_per_sec: num(m.ops_per_sec()),
+            p50_us: num(m.p50_us()),
+            p99_us: num(m.p99_us()),
+            cpu_us_per_op: num(m.cpu_us_per_op()),
+            allocs_per_op: num(m.allocs_per_op()),
+            rss_kb: num(m.rss_kib),
+            requests_per_op: num(m.requests_per_op()),
+            fairness: num(m.fairness),
+        }
     }
+}
+
+/// One JSON object per line, one line per (workload, client, param).
+pub(crate) fn json_lines(results: &Results) -> String {
+    results
+        .rows
+        .iter()
+        .map(|row| {
+            let line = serde_json::to_string(&JsonRow::new(row)).unwrap_or_default();
+            line + "\n"
+        })
+        .collect()
+}
+
+/// Prints [`json_lines`] on standard output.
+pub(crate) fn print_json(results: &Results) {
+    print!("{}", json_lines(results));
 }
 
 fn cell(v: Option<f64>, digits: usize) -> String {
@@ -61,9 +71,9 @@ fn cell(v: Option<f64>, digits: usize) -> String {
 pub(crate) fn print_table(out: &mut dyn Write, results: &Results) -> std::io::Result<()> {
     writeln!(
         out,
-        "| workload | param | client | ops/s | p50 µs | p99 µs | CPU µs/op | allocs/op | RSS KiB |"
+        "| workload | param | client | ops/s | p50 µs | p99 µs | CPU µs/op | allocs/op | RSS KiB | req/op |"
     )?;
-    writeln!(out, "|---|---|---|---:|---:|---:|---:|---:|---:|")?;
+    writeln!(out, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|")?;
     for row in &results.rows {
         let m = &row.m;
         let codec = row.workload == "codec";
@@ -79,7 +89,7 @@ pub(crate) fn print_table(out: &mut dyn Write, results: &Results) -> std::io::Re
         };
         writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             row.workload,
             row.param,
             row.who.name(),
@@ -89,6 +99,7 @@ pub(crate) fn print_table(out: &mut dyn Write, results: &Results) -> std::io::Re
             cell(m.cpu_us_per_op(), if codec { 4 } else { 1 }),
             cell(m.allocs_per_op(), 2),
             cell(m.rss_kib, 1),
+            cell(m.requests_per_op(), 2),
         )?;
     }
     writeln!(out)?;
@@ -152,101 +163,130 @@ fn targets(results: &Results) -> Vec<Target> {
     let get = |w: &str, who: Who, p: &str| results.get(w, who, p);
     let ops = |w: &str, who: Who, p: &str| get(w, who, p).and_then(Measured::ops_per_sec);
     let mut out = Vec::new();
-    let (z1, k1, r1) = (
-        ops("pipeline", Who::Zkwire, "K=1"),
-        ops("pipeline", Who::Kezhuw, "K=1"),
-        ops("pipeline", Who::Raw, "K=1"),
-    );
-    out.push(Target {
-        what: "awaited getData (K=1) ≥ 0.95× raw".into(),
-        measured: format!("{} vs {} ops/s", cell(z1, 0), cell(r1, 0)),
-        ratio: ratio(z1, r1),
-        at_least: true,
-        bound: 0.95,
-    });
-    out.push(Target {
-        what: "awaited getData (K=1) ≥ 1.3× kezhuw".into(),
-        measured: format!("{} vs {} ops/s", cell(z1, 0), cell(k1, 0)),
-        ratio: ratio(z1, k1),
-        at_least: true,
-        bound: 1.3,
-    });
-    let p50 = |who| get("write-latency", who, "setData").and_then(Measured::p50_us);
-    let (zs, rs) = (p50(Who::Zkwire), p50(Who::Raw));
-    out.push(Target {
-        what: "setData p50 ≤ 1.1× raw".into(),
-        measured: format!("{} vs {} µs", cell(zs, 1), cell(rs, 1)),
-        ratio: ratio(zs, rs),
-        at_least: false,
-        bound: 1.1,
-    });
-    for k in ["K=1", "K=16", "K=256"] {
-        let cpu = |who| get("pipeline", who, k).and_then(Measured::cpu_us_per_op);
-        let (zc, kc) = (cpu(Who::Zkwire), cpu(Who::Kezhuw));
+    let mut ratio_target = |what: String, measured: String, r, at_least, bound| {
         out.push(Target {
-            what: format!("client CPU/op ≤ ½ kezhuw (getData {k})"),
-            measured: format!("{} vs {} µs", cell(zc, 2), cell(kc, 2)),
-            ratio: ratio(zc, kc),
-            at_least: false,
-            bound: 0.5,
+            what,
+            measured,
+            ratio: r,
+            at_least,
+            bound,
         });
-    }
-    for k in ["K=1", "K=16", "K=256"] {
-        let allocs = get("pipeline", Who::Zkwire, k).and_then(Measured::allocs_per_op);
-        out.push(Target {
-            what: format!("≤ 2 allocations per request (getData {k})"),
-            measured: format!("{} allocs/op", cell(allocs, 2)),
-            ratio: allocs,
-            at_least: false,
-            bound: 2.0,
-        });
-    }
-    let zb = best(results, "lock-cycle", Who::Zkwire);
-    let kb = best(results, "lock-cycle", Who::Kezhuw);
-    let (zo, ko) = (
-        zb.and_then(|b| b.1.ops_per_sec()),
-        kb.and_then(|b| b.1.ops_per_sec()),
-    );
-    out.push(Target {
-        what: "uncontended lock-cycle ≥ 2× kezhuw (best release style each)".into(),
-        measured: format!(
-            "{} ({}) vs {} ({}) cycles/s",
-            cell(zo, 0),
-            zb.map_or("–", |b| b.0),
-            cell(ko, 0),
-            kb.map_or("–", |b| b.0)
-        ),
-        ratio: ratio(zo, ko),
-        at_least: true,
-        bound: 2.0,
-    });
-    let contention = |who| {
-        results
-            .rows
-            .iter()
-            .find(|r| r.workload == "lock-contention" && r.who == who)
-            .and_then(|r| r.m.ops_per_sec())
     };
+    // Locks: one round trip per uncontended cycle.
+    let (zd, za) = (
+        ops("lock-cycle", Who::Zkwire, "release=drop"),
+        ops("lock-cycle", Who::Zkwire, "release=await"),
+    );
+    let (rp, kd, ka) = (
+        ops("lock-cycle", Who::Raw, "release=pipelined"),
+        ops("lock-cycle", Who::Kezhuw, "release=drop"),
+        ops("lock-cycle", Who::Kezhuw, "release=await"),
+    );
+    ratio_target(
+        "uncontended lock cycle, drop release ≥ 0.9× raw pipelined recipe".into(),
+        format!("{} vs {} cycles/s", cell(zd, 0), cell(rp, 0)),
+        ratio(zd, rp),
+        true,
+        0.9,
+    );
+    let kezhuw_best = match (kd, ka) {
+        (Some(d), Some(a)) => Some(d.max(a)),
+        (d, a) => d.or(a),
+    };
+    ratio_target(
+        "uncontended lock cycle, drop release vs kezhuw's best (≈ 1.8–2×)".into(),
+        format!("{} vs {} cycles/s", cell(zd, 0), cell(kezhuw_best, 0)),
+        ratio(zd, kezhuw_best),
+        true,
+        1.8,
+    );
+    ratio_target(
+        "uncontended lock cycle, release awaited ≥ 1.4× kezhuw".into(),
+        format!("{} vs {} cycles/s", cell(za, 0), cell(ka, 0)),
+        ratio(za, ka),
+        true,
+        1.4,
+    );
+    let contention = |who| get("lock-contention", who, "sessions=8");
     let (zc, kc) = (contention(Who::Zkwire), contention(Who::Kezhuw));
-    out.push(Target {
-        what: "8-session contention ≥ 1.5× kezhuw".into(),
-        measured: format!("{} vs {} acquisitions/s", cell(zc, 0), cell(kc, 0)),
-        ratio: ratio(zc, kc),
-        at_least: true,
-        bound: 1.5,
-    });
+    let (zco, kco) = (
+        zc.and_then(Measured::ops_per_sec),
+        kc.and_then(Measured::ops_per_sec),
+    );
+    ratio_target(
+        "8 sessions contending ≥ 1.6× kezhuw".into(),
+        format!("{} vs {} acquisitions/s", cell(zco, 0), cell(kco, 0)),
+        ratio(zco, kco),
+        true,
+        1.6,
+    );
+    let fair = zc.and_then(|m| m.fairness);
+    ratio_target(
+        "8 sessions contending: fairness (Jain) ≥ 0.95".into(),
+        format!(
+            "{} (kezhuw {})",
+            cell(fair, 3),
+            cell(kc.and_then(|m| m.fairness), 3)
+        ),
+        fair,
+        true,
+        0.95,
+    );
+    for param in ["release=drop", "release=await"] {
+        let req = get("lock-cycle", Who::Zkwire, param).and_then(Measured::requests_per_op);
+        ratio_target(
+            format!("requests per uncontended cycle ({param}) = 3.0"),
+            format!("{} requests/cycle", cell(req, 2)),
+            req,
+            false,
+            3.05,
+        );
+    }
+    // Awaited writes and reads at depth, against the raw socket.
+    for kind in ["setData", "create"] {
+        let p50 = |who| get("write-latency", who, kind).and_then(Measured::p50_us);
+        let (z, r) = (p50(Who::Zkwire), p50(Who::Raw));
+        ratio_target(
+            format!("awaited {kind} p50 ≤ 1.15× raw"),
+            format!("{} vs {} µs", cell(z, 1), cell(r, 1)),
+            ratio(z, r),
+            false,
+            1.15,
+        );
+    }
+    for k in ["K=16", "K=256"] {
+        let (z, r) = (
+            ops("pipeline", Who::Zkwire, k),
+            ops("pipeline", Who::Raw, k),
+        );
+        ratio_target(
+            format!("getData {k} ops/s ≥ 0.9× raw"),
+            format!("{} vs {} ops/s", cell(z, 0), cell(r, 0)),
+            ratio(z, r),
+            true,
+            0.9,
+        );
+    }
+    let allocs = get("pipeline", Who::Zkwire, "K=1").and_then(Measured::allocs_per_op);
+    ratio_target(
+        "allocations per getData (K=1) ≤ 2".into(),
+        format!("{} allocs/op", cell(allocs, 2)),
+        allocs,
+        false,
+        2.0,
+    );
     let rss = results
         .rows
         .iter()
         .find(|r| r.workload == "sessions" && r.who == Who::Zkwire)
         .and_then(|r| r.m.rss_kib);
-    out.push(Target {
-        what: "RSS per idle session ≤ 16 KiB".into(),
-        measured: format!("{} KiB", cell(rss, 1)),
-        ratio: rss,
-        at_least: false,
-        bound: 16.0,
-    });
+    ratio_target(
+        "RSS per idle session ≤ 10 KiB".into(),
+        format!("{} KiB", cell(rss, 1)),
+        rss,
+        false,
+        10.0,
+    );
     out
 }
 

@@ -50,7 +50,7 @@ pub(crate) async fn run_workers<W: Worker, const KINDS: usize>(
         }));
     }
     tokio::time::sleep(ctx.warmup).await;
-    let window = Window::begin();
+    let window = Window::begin_on(&ctx.addr);
     phase.set(Phase::MEASURE);
     tokio::time::sleep(ctx.duration).await;
     phase.set(Phase::STOP);

@@ -59,6 +59,7 @@ fn parse_report(text: &str) -> Option<Measured> {
         secs: ops.map_or(0.0, |ops| n as f64 / ops),
         cpu_ns: cpu.map(|c| (c * 1000.0 * n as f64) as u64),
         allocs: allocs.map_or(0, |a| (a * n as f64) as u64),
+        requests: None,
     };
     let mut m = Measured::new(n, spent, Hist::new());
     m.rss_kib = *rss;
