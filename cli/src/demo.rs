@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use tokio::process::Command;
 use zkwire_testing::server::ZkEnsemble;
 
+use crate::cli::show as show_duration;
 use crate::cli::DemoArgs;
 use crate::demo_worker::{analyse, parse_counter, parse_log, quantile, Analysis};
-use crate::cli::show as show_duration;
 use crate::fail::{Failure, FAILED, UNAVAILABLE};
 use crate::out;
 

@@ -119,7 +119,10 @@ pub(crate) enum DigestIds {
 ///
 /// # Errors
 /// A usage failure naming the bad entry (never echoing a plain password).
-pub(crate) fn parse_acl(spec: &str, digests: DigestIds) -> Result<(Vec<Acl>, Vec<String>), Failure> {
+pub(crate) fn parse_acl(
+    spec: &str,
+    digests: DigestIds,
+) -> Result<(Vec<Acl>, Vec<String>), Failure> {
     let mut warnings = Vec::new();
     let acl = spec
         .split(',')
@@ -180,7 +183,9 @@ fn parse_acl_entry(entry: &str, digests: DigestIds) -> Result<Acl, Failure> {
         let (user, password) = id
             .split_once(':')
             .filter(|(user, _)| !user.is_empty())
-            .ok_or_else(|| bad("with --plain-password, digest entries are digest:USER:PASSWORD:PERMS"))?;
+            .ok_or_else(|| {
+                bad("with --plain-password, digest entries are digest:USER:PASSWORD:PERMS")
+            })?;
         return Ok(Acl::digest(perms, user, password));
     }
     Ok(Acl::new(perms, Id::new(scheme, id)))
@@ -196,7 +201,10 @@ mod tests {
         assert_eq!(utc_time(951_782_400_123), "2000-02-29T00:00:00.123Z");
         assert_eq!(utc_time(1_700_000_000_000), "2023-11-14T22:13:20.000Z");
         assert_eq!(utc_time(-1), "-1ms since the epoch");
-        assert_eq!(utc_time(i64::MAX), format!("{}ms since the epoch", i64::MAX));
+        assert_eq!(
+            utc_time(i64::MAX),
+            format!("{}ms since the epoch", i64::MAX)
+        );
         assert_eq!(utc_time(LAST_DATE_MS), "9999-12-31T23:59:59.999Z");
     }
 
@@ -238,7 +246,10 @@ mod tests {
 
     #[test]
     fn data_as_json() {
-        assert_eq!(data_json(b"hi"), [("data", json!("hi")), ("data_base64", json!("aGk="))]);
+        assert_eq!(
+            data_json(b"hi"),
+            [("data", json!("hi")), ("data_base64", json!("aGk="))]
+        );
         assert_eq!(
             data_json(&[0xff, 0]),
             [("data", Value::Null), ("data_base64", json!("/wA="))]

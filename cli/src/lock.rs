@@ -641,9 +641,7 @@ async fn acquire(client: Client, args: &LockArgs, kind: Kind) -> Result<Held, Lo
     match (kind, timeout) {
         (Kind::Mutex, _) if once => tried(Mutex::new(client, path).try_lock().await, Held::Mutex),
         (Kind::Read, _) if once => tried(RwLock::new(client, path).try_read().await, Held::Read),
-        (Kind::Write, _) if once => {
-            tried(RwLock::new(client, path).try_write().await, Held::Write)
-        }
+        (Kind::Write, _) if once => tried(RwLock::new(client, path).try_write().await, Held::Write),
         (Kind::Semaphore(_) | Kind::Leader, Some(t)) if t.is_zero() => {
             Box::pin(acquire_within(client, args, kind, TRY_ONCE)).await
         }

@@ -85,7 +85,10 @@ fn bare(global: &cli::GlobalArgs) -> Result<u8, Failure> {
 /// (exit 2), its first line and its tip (a typo's correction, say).
 fn clap_failure(error: clap::Error) -> Failure {
     use clap::error::ErrorKind;
-    if matches!(error.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+    if matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+    ) {
         return match out::raw(error.render().to_string().as_bytes()) {
             Ok(()) => Failure::new(0, ""),
             Err(f) => f,
@@ -170,8 +173,8 @@ pub(crate) async fn dispatch(g: &Global, command: &Command) -> Result<u8, Failur
         Command::Locks(a) => done(locks::locks(g, a).await),
         Command::Sandbox(a) => done(sandbox::sandbox(g, a).await),
         Command::Demo(a) => demo::demo(a).await,
-        Command::Shell | Command::Completions(_) | Command::DemoWorker(_) => Err(
-            Failure::usage("not available here (run it from the command line)"),
-        ),
+        Command::Shell | Command::Completions(_) | Command::DemoWorker(_) => Err(Failure::usage(
+            "not available here (run it from the command line)",
+        )),
     }
 }

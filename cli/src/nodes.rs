@@ -12,9 +12,7 @@ use zkwire::{Client, CreateMode, CreateOptions, Error, Stat};
 use crate::cli::{AclCommand, AclSetArgs, CreateArgs, GetArgs, LsArgs, PathArg, RmArgs, SetArgs};
 use crate::connect::Global;
 use crate::fail::{Failure, FAILED};
-use crate::format::{
-    acl_entry, acl_json, data_json, parse_acl, stat_json, stat_lines, DigestIds,
-};
+use crate::format::{acl_entry, acl_json, data_json, parse_acl, stat_json, stat_lines, DigestIds};
 use crate::out;
 
 /// `rm -r` asks before deleting more nodes than this (or `/`), unless `--yes`.
@@ -268,16 +266,38 @@ pub(crate) async fn rm(g: &Global, a: &RmArgs) -> Result<(), Failure> {
             if !yes {
                 confirm_subtree(g, &client, &path).await?;
             }
-            client
-                .delete_all(&path)
-                .await
-                .map_err(|e| Failure::zk(&path, &e))
+            delete_subtree(&client, &path).await
         })
         .await?;
     if g.json {
         return out::json(&json!({"path": a.path, "deleted": deleted}));
     }
     Ok(())
+}
+
+/// Deletes `path` and everything below it; for `/`, everything below it but the server's own
+/// `/zookeeper`. Returns how many nodes went.
+async fn delete_subtree(client: &Client, path: &str) -> Result<usize, Failure> {
+    if path != "/" {
+        return client
+            .delete_all(path)
+            .await
+            .map_err(|e| Failure::zk(path, &e));
+    }
+    let children = client
+        .get_children(path)
+        .await
+        .map_err(|e| Failure::zk(path, &e))?;
+    let mut deleted = 0;
+    for child in children.iter().filter(|c| *c != "zookeeper") {
+        let below = zkwire::path::join(path, child);
+        deleted += match client.delete_all(&below).await {
+            Ok(n) => n,
+            Err(Error::NoNode) => 0,
+            Err(e) => return Err(Failure::zk(&below, &e)),
+        };
+    }
+    Ok(deleted)
 }
 
 /// Asks on standard input before deleting `/` or more than [`CONFIRM_OVER`] nodes.
@@ -292,9 +312,7 @@ async fn confirm_subtree(g: &Global, client: &Client, path: &str) -> Result<(), 
     if path != "/" && below < CONFIRM_OVER {
         return Ok(());
     }
-    let question = format!(
-        "zkw: delete {path} and the {below} node(s) below it? [y/N] ",
-    );
+    let question = format!("zkw: delete {path} and the {below} node(s) below it? [y/N] ",);
     let answer = tokio::task::spawn_blocking(move || ask(&question))
         .await
         .unwrap_or_default();

@@ -179,8 +179,14 @@ fn print_started(
     let mut doc = json!({"connect_string": connect, "servers": nodes});
     if let (Some(m), Value::Object(fields)) = (tls, &mut doc) {
         fields.insert("tls_ca".into(), json!(m.ca_cert().display().to_string()));
-        fields.insert("tls_cert".into(), json!(m.client_cert().display().to_string()));
-        fields.insert("tls_key".into(), json!(m.client_key().display().to_string()));
+        fields.insert(
+            "tls_cert".into(),
+            json!(m.client_cert().display().to_string()),
+        );
+        fields.insert(
+            "tls_key".into(),
+            json!(m.client_key().display().to_string()),
+        );
     }
     out::json(&doc)
 }

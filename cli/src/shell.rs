@@ -2,6 +2,7 @@
 //! completion of verbs and znode paths, a working node (`cd`, `pwd`), and the session's state
 //! changes printed as they happen.
 
+use std::io::Write;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use rustyline::highlight::Highlighter;
 use rustyline::hint::Hinter;
 use rustyline::history::FileHistory;
 use rustyline::validate::Validator;
-use rustyline::{Context, Editor, ExternalPrinter, Helper};
+use rustyline::{Context, Editor, Helper};
 use tokio::runtime::{Handle, Runtime};
 use zkwire::Client;
 
@@ -48,7 +49,7 @@ pub(crate) fn run(global: &Global, runtime: &Runtime) -> Result<u8, Failure> {
     if let Some(file) = &history {
         let _ = editor.load_history(file);
     }
-    report_states(&mut editor, runtime, &client);
+    report_states(runtime, &client);
     // Ctrl-C while a verb runs stops that verb (watch, cache, lock), not the shell.
     let _interrupts = runtime.block_on(async {
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
@@ -81,15 +82,16 @@ pub(crate) fn run(global: &Global, runtime: &Runtime) -> Result<u8, Failure> {
     Ok(0)
 }
 
-/// Prints each change of the session's state above the prompt as it happens.
-fn report_states(editor: &mut Editor<ShellHelper, FileHistory>, runtime: &Runtime, client: &Client) {
-    let Ok(mut printer) = editor.create_external_printer() else {
-        return;
-    };
+/// Prints each change of the session's state as it happens, on a line of its own (the
+/// terminal may be in raw mode: `\r\n`). rustyline's external printer is not used: with it
+/// the editor stopped reading keys after the first one.
+fn report_states(runtime: &Runtime, client: &Client) {
     let mut states = client.state_stream();
     runtime.spawn(async move {
         while let Some(state) = states.next().await {
-            let _ = printer.print(format!("zkw: session {state:?}\n"));
+            let mut stderr = std::io::stderr().lock();
+            let _ = write!(stderr, "\r\nzkw: session {state:?}\r\n");
+            let _ = stderr.flush();
         }
     });
 }
@@ -129,7 +131,11 @@ fn run_line(g: &mut Global, runtime: &Runtime, cwd: &Mutex<String>, line: &str) 
 }
 
 /// Parses `words` as a command line and runs it on the shell's session.
-fn run_verb(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, words: Vec<String>) {
+fn run_verb(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, mut words: Vec<String>) {
+    if words == ["ls"] {
+        // `ls` alone lists the working node.
+        words.push(".".to_owned());
+    }
     let argv = std::iter::once("zkw".to_owned()).chain(words);
     let cli = match Cli::try_parse_from(argv) {
         Ok(cli) => cli,
@@ -146,7 +152,11 @@ fn run_verb(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, words: Vec<Strin
         json: g.json || cli.global.json,
         ..g.clone()
     };
-    report(runtime.block_on(crate::dispatch(&verb_global, &command)).map(|_| ()));
+    report(
+        runtime
+            .block_on(crate::dispatch(&verb_global, &command))
+            .map(|_| ()),
+    );
 }
 
 /// `cd [PATH]`: to PATH (relative to the working node) if it exists, else `/`.
@@ -304,7 +314,10 @@ mod tests {
 
     #[test]
     fn verbs_complete() {
-        let names: Vec<String> = ShellHelper::verbs("lo").into_iter().map(|p| p.replacement).collect();
+        let names: Vec<String> = ShellHelper::verbs("lo")
+            .into_iter()
+            .map(|p| p.replacement)
+            .collect();
         assert_eq!(names, ["lock", "locks"]);
         assert!(ShellHelper::verbs("__").is_empty());
     }
