@@ -58,8 +58,13 @@ pub(crate) struct GlobalArgs {
     /// Client key (PEM) for mutual TLS ($ZKW_TLS_KEY)
     #[arg(long, global = true, value_name = "FILE")]
     pub(crate) tls_key: Option<String>,
-    /// SASL digest:USER[:PASSWORD] or kerberos[:PRINCIPAL] ($ZKW_SASL)
-    #[arg(long, global = true, value_name = "MECHANISM")]
+    /// SASL: `digest:USER[:PASSWORD]` or `kerberos[:PRINCIPAL]`.
+    #[arg(
+        long,
+        global = true,
+        value_name = "MECHANISM",
+        help = "SASL digest:USER[:PASSWORD] or kerberos[:PRINCIPAL] ($ZKW_SASL)"
+    )]
     pub(crate) sasl: Option<String>,
     /// One JSON document per result, for scripts; errors as JSON on stderr
     #[arg(long, global = true)]

@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{chroot, command, finish, run, scratch, zkw, ZKW};
+use common::{chroot, command, finish, run, scratch, spawn_holder, zkw, ZKW};
 use zkwire::{Client, CreateMode, CreateOptions};
 
 /// Runs `f` with a client on the chroot `cs`.
@@ -161,20 +161,7 @@ fn timeout_zero_tries_once_and_locks_shows_holder_and_queue() {
         zkw(&cs, &args).ok();
     }
     let dir = scratch("try-once");
-    let holder = command(&[
-        "--server",
-        &cs,
-        "lock",
-        "/l",
-        "--",
-        "sh",
-        "-c",
-        "touch \"$0/held\"; sleep 30",
-        dir.to_str().unwrap(),
-    ])
-    .spawn()
-    .unwrap();
-    wait_exists(&dir.join("held"));
+    let holder = spawn_holder(&cs, &["lock", "/l"], &dir, 30);
     let busy = zkw(
         &cs,
         &["lock", "/l", "--timeout", "0", "--", "echo", "never"],
@@ -220,22 +207,7 @@ fn timeout_zero_tries_once_and_locks_shows_holder_and_queue() {
 fn locks_shows_a_leader_latch_with_participant_ids() {
     let cs = chroot("cli-locks-latch");
     let dir = scratch("latch");
-    let leader = command(&[
-        "--server",
-        &cs,
-        "leader",
-        "/e",
-        "--id",
-        "alpha",
-        "--",
-        "sh",
-        "-c",
-        "touch \"$0/led\"; sleep 30",
-        dir.to_str().unwrap(),
-    ])
-    .spawn()
-    .unwrap();
-    wait_exists(&dir.join("led"));
+    let leader = spawn_holder(&cs, &["leader", "/e", "--id", "alpha"], &dir, 30);
     let follower = command(&[
         "--server", &cs, "leader", "/e", "--id", "beta", "--", "true",
     ])
@@ -325,35 +297,33 @@ fn shell_through_a_pseudo_terminal() {
         .env("XDG_DATA_HOME", &data)
         .env("TERM", "xterm");
     let mut p = rexpect::session::spawn_command(cmd, Some(30_000)).unwrap();
-    let typed = |p: &mut rexpect::session::PtySession, keys: &str| {
+    // What is typed, then what must appear, in order (each prompt before the next keys:
+    // typed-ahead keys are not kept while a verb runs).
+    let steps: [(&str, &[&str]); 9] = [
+        ("", &["zkw /> "]),
+        ("ls\r", &["alpha", "zkw /> "]),
+        // Completion of a path read from the server: "get /al" + Tab becomes "get /alpha".
+        ("get /al\t", &["get /alpha"]),
+        ("\r", &["one", "zkw /> "]),
+        ("cd alpha\r", &["zkw /alpha> "]),
+        ("pwd\r", &["/alpha\r\n", "zkw /alpha> "]),
+        ("get beta\r", &["two", "zkw /alpha> "]),
+        ("set beta three\r", &["zkw /alpha> "]),
+        (
+            "get nope\r",
+            &["zkw: /alpha/nope: node does not exist", "zkw /alpha> "],
+        ),
+    ];
+    for (keys, expected) in steps {
         p.send(keys).unwrap();
         p.flush().unwrap();
-    };
-    p.exp_string("zkw /> ").unwrap();
-    typed(&mut p, "ls\r");
-    p.exp_string("alpha").unwrap();
-    p.exp_string("zkw /> ").unwrap();
-    // Completion of a path read from the server: "get /al" + Tab becomes "get /alpha".
-    typed(&mut p, "get /al\t");
-    p.exp_string("get /alpha").unwrap();
-    typed(&mut p, "\r");
-    p.exp_string("one").unwrap();
-    p.exp_string("zkw /> ").unwrap();
-    typed(&mut p, "cd alpha\r");
-    p.exp_string("zkw /alpha> ").unwrap();
-    typed(&mut p, "pwd\r");
-    p.exp_string("/alpha\r\n").unwrap();
-    p.exp_string("zkw /alpha> ").unwrap();
-    typed(&mut p, "get beta\r");
-    p.exp_string("two").unwrap();
-    p.exp_string("zkw /alpha> ").unwrap();
-    typed(&mut p, "set beta three\r");
-    p.exp_string("zkw /alpha> ").unwrap();
-    typed(&mut p, "get nope\r");
-    p.exp_string("zkw: /alpha/nope: node does not exist")
-        .unwrap();
-    p.exp_string("zkw /alpha> ").unwrap();
-    typed(&mut p, "exit\r");
+        for text in expected {
+            p.exp_string(text)
+                .unwrap_or_else(|e| panic!("after {keys:?}: {e}"));
+        }
+    }
+    p.send("exit\r").unwrap();
+    p.flush().unwrap();
     p.exp_eof().unwrap();
     // The shell's writes are real, and the lines typed are in the history file.
     assert_eq!(zkw(&cs, &["get", "/alpha/beta"]).ok(), "three\n");
@@ -375,9 +345,4 @@ fn wait_for<T>(mut f: impl FnMut() -> Option<T>) -> T {
         assert!(Instant::now() < deadline, "not seen within 30s");
         thread::sleep(Duration::from_millis(50));
     }
-}
-
-/// Waits up to 30 s for `path` to exist.
-fn wait_exists(path: &std::path::Path) {
-    wait_for(|| path.exists().then_some(()));
 }
