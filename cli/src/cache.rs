@@ -4,18 +4,20 @@
 use zkwire::SessionState;
 use zkwire_recipes::{CacheEvent, CachedNode, TreeCache};
 
-use crate::args::{check_path, Parsed};
+use serde_json::{json, Map, Value};
+
+use crate::cli::CacheArgs;
 use crate::connect::Global;
 use crate::fail::{Failure, UNAVAILABLE};
 use crate::format::data_json;
-use crate::json::Json;
+use crate::nodes::check_path;
 use crate::out;
 
 /// Starts the cache and prints its events until Ctrl-C or the end of the session.
-pub(crate) async fn cache(g: &Global, p: &Parsed) -> Result<(), Failure> {
-    let path = p.expect_operands(&["PATH"])?.remove(0);
+pub(crate) async fn cache(g: &Global, a: &CacheArgs) -> Result<(), Failure> {
+    let path = a.path.clone();
     check_path(&path, false)?;
-    let depth = p.number::<usize>("depth")?;
+    let depth = a.depth;
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     let client = g.connect().await?;
@@ -82,21 +84,24 @@ fn print_event(json: bool, event: &CacheEvent) -> Result<(), Failure> {
 
 fn initialized(json: bool) -> Result<(), Failure> {
     if json {
-        out::json(&Json::obj([("event", Json::str("initialized"))]))
+        out::json(&json!({"event": "initialized"}))
     } else {
         out::line("initialized")
     }
 }
 
-/// `{"event":…,"path":…,"data":…,"version":…,"mzxid":…}` (no data for a deletion).
-fn event_json(kind: &str, path: &str, node: Option<&CachedNode>) -> Json {
-    let mut fields = vec![("event", Json::str(kind)), ("path", Json::str(path))];
+/// `{"event":…,"path":…,"data":…,"data_base64":…,"version":…,"mzxid":…}` (no data for a
+/// deletion).
+fn event_json(kind: &str, path: &str, node: Option<&CachedNode>) -> Value {
+    let mut fields = Map::new();
+    fields.insert("event".into(), json!(kind));
+    fields.insert("path".into(), json!(path));
     if let Some(node) = node {
-        fields.push(data_json(&node.data));
-        fields.push(("version", i64::from(node.stat.version).into()));
-        fields.push(("mzxid", node.stat.mzxid.into()));
+        fields.extend(data_json(&node.data).map(|(k, v)| (k.to_owned(), v)));
+        fields.insert("version".into(), json!(node.stat.version));
+        fields.insert("mzxid".into(), json!(node.stat.mzxid));
     }
-    Json::Obj(fields)
+    Value::Object(fields)
 }
 
 /// Data on one line: UTF-8 with escapes for control characters (and for bytes that are not

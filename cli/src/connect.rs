@@ -4,10 +4,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use zkwire::error::ConnectError;
-use zkwire::{Client, Error};
+use zkwire::{Backoff, Client, Error};
 
-use crate::args::Parsed;
-use crate::duration::show_duration;
+use crate::cli::{show, GlobalArgs};
 use crate::fail::{Failure, UNAVAILABLE};
 use crate::secure::Security;
 
@@ -31,38 +30,39 @@ pub(crate) struct Global {
     pub(crate) json: bool,
     /// TLS and SASL.
     pub(crate) security: Security,
+    /// The shell's session, which every verb shares (and none closes).
+    pub(crate) shared: Option<Client>,
 }
 
 impl Global {
     /// The global options of a parsed command line.
     ///
     /// # Errors
-    /// A usage failure for a bad duration or `--auth` value.
-    pub(crate) fn from_parsed(parsed: &Parsed) -> Result<Self, Failure> {
-        let server = match parsed.value("server") {
-            Some(s) => s.to_owned(),
+    /// A usage failure for a bad `--auth`, TLS or SASL value.
+    pub(crate) fn from_args(args: &GlobalArgs) -> Result<Self, Failure> {
+        let server = match &args.server {
+            Some(s) => s.clone(),
             None => std::env::var(SERVER_ENV)
                 .ok()
                 .filter(|s| !s.is_empty())
                 .unwrap_or_else(|| DEFAULT_SERVER.to_owned()),
         };
-        let session_timeout = parsed
-            .duration("session-timeout")?
-            .unwrap_or(DEFAULT_SESSION_TIMEOUT);
+        let session_timeout = args.session_timeout.unwrap_or(DEFAULT_SESSION_TIMEOUT);
         if session_timeout < Duration::from_millis(100) {
             return Err(Failure::usage("--session-timeout must be at least 100ms"));
         }
-        let auth = parsed
-            .values("auth")
-            .into_iter()
-            .map(parse_auth)
+        let auth = args
+            .auth
+            .iter()
+            .map(|a| parse_auth(a))
             .collect::<Result<_, _>>()?;
         Ok(Self {
             server,
             session_timeout,
             auth,
-            json: parsed.has("json"),
-            security: Security::from_parsed(parsed)?,
+            json: args.json,
+            security: Security::from_args(args)?,
+            shared: None,
         })
     }
 
@@ -71,6 +71,9 @@ impl Global {
     /// # Errors
     /// [`UNAVAILABLE`] when no server answered; a usage failure for a bad connect string.
     pub(crate) async fn connect(&self) -> Result<Client, Failure> {
+        if let Some(client) = &self.shared {
+            return Ok(client.clone());
+        }
         // An operator who mistyped a host or port wants to hear so now, not after the session
         // timeout: give up once every host has refused or failed to resolve.
         let builder = Client::builder()
@@ -102,9 +105,26 @@ impl Global {
         result
     }
 
-    /// Closes the session, waiting at most the session timeout.
+    /// Closes the session, waiting at most the session timeout (the shell's stays open).
     pub(crate) async fn close(&self, client: &Client) {
-        let _ = tokio::time::timeout(self.session_timeout, client.close()).await;
+        if self.shared.is_none() {
+            let _ = tokio::time::timeout(self.session_timeout, client.close()).await;
+        }
+    }
+
+    /// Runs the idempotent read `op` until it succeeds, fails for good, or the session
+    /// timeout has passed: a connection lost mid-request (a server that misbehaves after the
+    /// handshake, say) is retried, on the next host if the client moves there.
+    ///
+    /// # Errors
+    /// The first error that is not retryable, or the last one at the time limit.
+    pub(crate) async fn read<T, F, Fut>(&self, op: F) -> Result<T, Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        let backoff = Backoff::new().with_time_limit(self.session_timeout);
+        zkwire::retry(backoff, op).await
     }
 
     fn connect_failure(&self, error: &Error) -> Failure {
@@ -114,7 +134,7 @@ impl Global {
                 UNAVAILABLE,
                 format!(
                     "cannot connect to {server}: no ZooKeeper server answered within {} (set --server or {SERVER_ENV})",
-                    show_duration(self.session_timeout)
+                    show(self.session_timeout)
                 ),
             ),
             Error::InvalidConnectString(e) => Failure::usage(format!("bad connect string {server:?}: {e}")),

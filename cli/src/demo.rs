@@ -11,16 +11,12 @@ use std::time::{Duration, Instant};
 use tokio::process::Command;
 use zkwire_testing::server::ZkEnsemble;
 
-use crate::args::Parsed;
+use crate::cli::show as show_duration;
+use crate::cli::DemoArgs;
 use crate::demo_worker::{analyse, parse_counter, parse_log, quantile, Analysis};
-use crate::duration::show_duration;
 use crate::fail::{Failure, FAILED, UNAVAILABLE};
 use crate::out;
 
-/// Default number of worker processes.
-const DEFAULT_WORKERS: usize = 4;
-/// Default acquisitions per worker.
-const DEFAULT_ROUNDS: usize = 50;
 /// The lock every worker contends for.
 const LOCK_PATH: &str = "/zkw-demo/lock";
 /// The session timeout of the workers' `zkw lock`: a leader election (a second or two) stays
@@ -72,11 +68,10 @@ impl Progress {
 }
 
 /// Runs the demo; returns the exit code (0 when every invariant held).
-pub(crate) async fn demo(p: &Parsed) -> Result<u8, Failure> {
-    p.expect_operands(&[])?;
+pub(crate) async fn demo(a: &DemoArgs) -> Result<u8, Failure> {
     let settings = Settings {
-        workers: p.number("workers")?.unwrap_or(DEFAULT_WORKERS),
-        rounds: p.number("rounds")?.unwrap_or(DEFAULT_ROUNDS),
+        workers: a.workers,
+        rounds: a.rounds,
     };
     if !(1..=32).contains(&settings.workers) || !(1..=1000).contains(&settings.rounds) {
         return Err(Failure::usage(

@@ -65,6 +65,32 @@ impl Failure {
     }
 }
 
+/// A failure as the JSON document `--json` writes on standard error:
+/// `{"error":MESSAGE,"exit_code":N,"kind":KIND}`, KIND one of `failed`, `usage`,
+/// `unavailable`, `timeout`, `lost`, `revoked`, `cannot_run`, `not_found`, `signal`.
+pub(crate) fn failure_json(failure: &Failure) -> serde_json::Value {
+    serde_json::json!({
+        "error": failure.message,
+        "exit_code": failure.code,
+        "kind": kind(failure.code),
+    })
+}
+
+/// The name `--json` gives an exit code.
+fn kind(code: u8) -> &'static str {
+    match code {
+        FAILED => "failed",
+        USAGE => "usage",
+        UNAVAILABLE => "unavailable",
+        LOCK_TIMEOUT => "timeout",
+        LOCK_LOST => "lost",
+        REVOKED => "revoked",
+        CANNOT_EXEC => "cannot_run",
+        NOT_FOUND => "not_found",
+        _ => "signal",
+    }
+}
+
 /// The exit code for a ZooKeeper error.
 fn zk_code(error: &Error) -> u8 {
     match error {
@@ -102,5 +128,10 @@ mod tests {
         assert_eq!(Failure::zk("/a", &Error::Timeout).code, UNAVAILABLE);
         assert_eq!(Failure::lock("/l", &LockError::Timeout).code, LOCK_TIMEOUT);
         assert_eq!(Failure::new(1, "first\nsecond").message, "first");
+        let doc = failure_json(&Failure::new(UNAVAILABLE, "gone"));
+        assert_eq!(
+            doc.to_string(),
+            r#"{"error":"gone","exit_code":69,"kind":"unavailable"}"#
+        );
     }
 }

@@ -1,9 +1,12 @@
 //! Human and JSON renderings of Stat, ACLs, data and times; parsing of ACL specs.
 
+use std::time::{Duration, UNIX_EPOCH};
+
+use base64::prelude::{Engine, BASE64_STANDARD};
+use serde_json::{json, Value};
 use zkwire::{Acl, Id, Perms, Stat};
 
 use crate::fail::Failure;
-use crate::json::Json;
 
 /// A Stat as `name = value` lines, as ZooKeeper's own shell prints it.
 pub(crate) fn stat_lines(stat: &Stat) -> String {
@@ -24,65 +27,45 @@ pub(crate) fn stat_lines(stat: &Stat) -> String {
 }
 
 /// A Stat as a JSON object (times in ms since the epoch).
-pub(crate) fn stat_json(stat: &Stat) -> Json {
-    Json::obj([
-        ("czxid", stat.czxid.into()),
-        ("mzxid", stat.mzxid.into()),
-        ("pzxid", stat.pzxid.into()),
-        ("ctime", stat.ctime.into()),
-        ("mtime", stat.mtime.into()),
-        ("version", stat.version.into()),
-        ("cversion", stat.cversion.into()),
-        ("aversion", stat.aversion.into()),
-        ("ephemeral_owner", stat.ephemeral_owner.into()),
-        ("data_length", stat.data_length.into()),
-        ("num_children", stat.num_children.into()),
-    ])
+pub(crate) fn stat_json(stat: &Stat) -> Value {
+    json!({
+        "czxid": stat.czxid,
+        "mzxid": stat.mzxid,
+        "pzxid": stat.pzxid,
+        "ctime": stat.ctime,
+        "mtime": stat.mtime,
+        "version": stat.version,
+        "cversion": stat.cversion,
+        "aversion": stat.aversion,
+        "ephemeral_owner": stat.ephemeral_owner,
+        "data_length": stat.data_length,
+        "num_children": stat.num_children,
+    })
 }
 
-/// Node data for JSON: `"data"` when it is UTF-8, `"data_hex"` otherwise.
-pub(crate) fn data_json(data: &[u8]) -> (&'static str, Json) {
-    match std::str::from_utf8(data) {
-        Ok(text) => ("data", Json::str(text)),
-        Err(_) => (
-            "data_hex",
-            Json::Str(data.iter().map(|b| format!("{b:02x}")).collect()),
-        ),
-    }
+/// Node data for JSON, always the same two keys: `data`, the bytes as text when they are
+/// valid UTF-8 (else `null`), and `data_base64`, the bytes in standard base64.
+pub(crate) fn data_json(data: &[u8]) -> [(&'static str, Value); 2] {
+    let text = std::str::from_utf8(data).map_or(Value::Null, Value::from);
+    [
+        ("data", text),
+        ("data_base64", Value::from(BASE64_STANDARD.encode(data))),
+    ]
 }
 
-/// Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+/// The latest time [`utc_time`] writes as a date: 9999-12-31T23:59:59.999Z.
+const LAST_DATE_MS: i64 = 253_402_300_799_999;
+
+/// Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ` (RFC 3339); times before 1970
+/// or after 9999, which no server writes, as the number of milliseconds.
 pub(crate) fn utc_time(ms: i64) -> String {
-    let (days, ms_of_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
-    let (year, month, day) = civil_date(days);
-    let secs = ms_of_day / 1000;
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60,
-        ms_of_day % 1000
-    )
-}
-
-/// The proleptic Gregorian date of a day count since 1970-01-01.
-fn civil_date(days: i64) -> (i64, i64, i64) {
-    // Count from 0000-03-01 so that the leap day ends each 4-, 100- and 400-year cycle.
-    let shifted = days + 719_468;
-    let era = shifted.div_euclid(146_097);
-    let day_of_era = shifted.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_from_march = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
-    let month = if month_from_march < 10 {
-        month_from_march + 3
-    } else {
-        month_from_march - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+    match u64::try_from(ms) {
+        Ok(positive) if ms <= LAST_DATE_MS => {
+            let time = UNIX_EPOCH + Duration::from_millis(positive);
+            humantime::format_rfc3339_millis(time).to_string()
+        }
+        _ => format!("{ms}ms since the epoch"),
+    }
 }
 
 /// Permissions as ZooKeeper's letters, in its order: `cdrwa`.
@@ -113,27 +96,74 @@ pub(crate) fn acl_entry(acl: &Acl) -> String {
 }
 
 /// An ACL entry as a JSON object.
-pub(crate) fn acl_json(acl: &Acl) -> Json {
-    Json::obj([
-        ("scheme", Json::str(&acl.id.scheme)),
-        ("id", Json::str(&acl.id.id)),
-        ("perms", Json::str(perms_letters(acl.perms))),
-    ])
+pub(crate) fn acl_json(acl: &Acl) -> Value {
+    json!({
+        "scheme": acl.id.scheme,
+        "id": acl.id.id,
+        "perms": perms_letters(acl.perms),
+    })
+}
+
+/// How `acl set` reads digest entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DigestIds {
+    /// `digest:USER:HASH:PERMS`, set as given.
+    Hashed,
+    /// `digest:USER:PASSWORD:PERMS`: the hash is computed (`--plain-password`).
+    PlainPassword,
 }
 
 /// Parses `scheme:id:perms[,scheme:id:perms…]`; the id may contain colons
-/// (`digest:user:hash:cdrwa`, `ip:10.0.0.0/8:r`, `auth::cdrwa`).
+/// (`digest:user:hash:cdrwa`, `ip:10.0.0.0/8:r`, `auth::cdrwa`). Returns the entries and a
+/// warning for each digest id that does not look hashed.
 ///
 /// # Errors
-/// A usage failure naming the bad entry.
-pub(crate) fn parse_acl(spec: &str) -> Result<Vec<Acl>, Failure> {
-    spec.split(',').map(parse_acl_entry).collect()
+/// A usage failure naming the bad entry (never echoing a plain password).
+pub(crate) fn parse_acl(
+    spec: &str,
+    digests: DigestIds,
+) -> Result<(Vec<Acl>, Vec<String>), Failure> {
+    let mut warnings = Vec::new();
+    let acl = spec
+        .split(',')
+        .map(|entry| {
+            let acl = parse_acl_entry(entry, digests)?;
+            if acl.id.scheme == "digest" && !looks_hashed(&acl.id.id) {
+                warnings.push(format!(
+                    "warning: the digest id {:?} does not look hashed (USER:BASE64-SHA1); no \
+                     one can authenticate as it (use --plain-password to give USER:PASSWORD)",
+                    acl.id.id
+                ));
+            }
+            Ok(acl)
+        })
+        .collect::<Result<_, Failure>>()?;
+    Ok((acl, warnings))
 }
 
-fn parse_acl_entry(entry: &str) -> Result<Acl, Failure> {
+/// Whether a digest id is `USER:` and 28 characters of base64 (a SHA-1), as the server
+/// stores it.
+fn looks_hashed(id: &str) -> bool {
+    id.rsplit_once(':').is_some_and(|(user, hash)| {
+        !user.is_empty()
+            && hash.len() == 28
+            && hash.ends_with('=')
+            && hash
+                .trim_end_matches('=')
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
+    })
+}
+
+fn parse_acl_entry(entry: &str, digests: DigestIds) -> Result<Acl, Failure> {
+    let shown = if digests == DigestIds::PlainPassword && entry.starts_with("digest:") {
+        "digest:…"
+    } else {
+        entry
+    };
     let bad = |why: &str| {
         Failure::usage(format!(
-            "bad ACL entry {entry:?}: {why} (expected scheme:id:perms, e.g. world:anyone:cdrwa)"
+            "bad ACL entry {shown:?}: {why} (expected scheme:id:perms, e.g. world:anyone:cdrwa)"
         ))
     };
     let (scheme, rest) = entry.split_once(':').ok_or_else(|| bad("no ':'"))?;
@@ -149,6 +179,15 @@ fn parse_acl_entry(entry: &str) -> Result<Acl, Failure> {
             .ok_or_else(|| bad("permissions are letters from cdrwa"))?;
         perms = perms | *p;
     }
+    if scheme == "digest" && digests == DigestIds::PlainPassword {
+        let (user, password) = id
+            .split_once(':')
+            .filter(|(user, _)| !user.is_empty())
+            .ok_or_else(|| {
+                bad("with --plain-password, digest entries are digest:USER:PASSWORD:PERMS")
+            })?;
+        return Ok(Acl::digest(perms, user, password));
+    }
     Ok(Acl::new(perms, Id::new(scheme, id)))
 }
 
@@ -161,13 +200,22 @@ mod tests {
         assert_eq!(utc_time(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(utc_time(951_782_400_123), "2000-02-29T00:00:00.123Z");
         assert_eq!(utc_time(1_700_000_000_000), "2023-11-14T22:13:20.000Z");
-        assert_eq!(utc_time(-1), "1969-12-31T23:59:59.999Z");
+        assert_eq!(utc_time(-1), "-1ms since the epoch");
+        assert_eq!(
+            utc_time(i64::MAX),
+            format!("{}ms since the epoch", i64::MAX)
+        );
+        assert_eq!(utc_time(LAST_DATE_MS), "9999-12-31T23:59:59.999Z");
     }
 
     #[test]
     fn acl_round_trip() {
-        let acl = parse_acl("world:anyone:cdrwa,digest:bob:abc=:rw,auth::a,ip:10.0.0.0/8:r")
-            .unwrap_or_default();
+        let (acl, warnings) = parse_acl(
+            "world:anyone:cdrwa,digest:bob:abc=:rw,auth::a,ip:10.0.0.0/8:r",
+            DigestIds::Hashed,
+        )
+        .unwrap_or_default();
+        assert_eq!(warnings.len(), 1, "bob:abc= is no SHA-1: {warnings:?}");
         let text: Vec<String> = acl.iter().map(acl_entry).collect();
         assert_eq!(
             text,
@@ -180,13 +228,31 @@ mod tests {
         );
         assert_eq!(acl[0].perms, Perms::ALL);
         for bad in ["world", "world:anyone:x", ":x:r", ""] {
-            assert!(parse_acl(bad).is_err(), "{bad}");
+            assert!(parse_acl(bad, DigestIds::Hashed).is_err(), "{bad}");
         }
     }
 
     #[test]
+    fn plain_passwords_are_hashed() {
+        let (acl, warnings) =
+            parse_acl("digest:alice:se:cret:cdrwa", DigestIds::PlainPassword).unwrap_or_default();
+        assert_eq!(acl, [Acl::digest(Perms::ALL, "alice", "se:cret")]);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let hashed = acl_entry(&acl[0]);
+        assert!(parse_acl(&hashed, DigestIds::Hashed).is_ok_and(|(_, w)| w.is_empty()));
+        let refused = parse_acl("digest:hunter2:r", DigestIds::PlainPassword);
+        assert!(refused.is_err_and(|f| !f.message.contains("hunter2")));
+    }
+
+    #[test]
     fn data_as_json() {
-        assert_eq!(data_json(b"hi"), ("data", Json::str("hi")));
-        assert_eq!(data_json(&[0xff, 0]), ("data_hex", Json::str("ff00")));
+        assert_eq!(
+            data_json(b"hi"),
+            [("data", json!("hi")), ("data_base64", json!("aGk="))]
+        );
+        assert_eq!(
+            data_json(&[0xff, 0]),
+            [("data", Value::Null), ("data_base64", json!("/wA="))]
+        );
     }
 }

@@ -27,12 +27,11 @@ use zkwire_recipes::{
     ReadGuard, RwLock, Semaphore, SemaphoreLimit, WriteGuard,
 };
 
-use crate::args::{check_path, Parsed};
 use crate::child::{exit_code, Running, Stopped};
+use crate::cli::{show as show_duration, HoldArgs, RevokeArgs};
 use crate::connect::Global;
-use crate::duration::show_duration;
 use crate::fail::{Failure, FAILED, INTERRUPTED, LOCK_LOST, LOCK_TIMEOUT, REVOKED, UNAVAILABLE};
-use crate::json::Json;
+use crate::nodes::check_path;
 use crate::out;
 
 /// The environment variable carrying the fencing token.
@@ -99,22 +98,17 @@ struct LockArgs {
 }
 
 impl LockArgs {
-    fn from_parsed(p: &Parsed) -> Result<Self, Failure> {
-        let path = p.expect_operands(&["PATH"])?.remove(0);
-        check_path(&path, false)?;
-        if p.command.is_empty() {
-            return Err(Failure::usage("missing command to run (PATH -- CMD ARGS…)"));
-        }
+    /// The checked arguments of a lock verb (`id`: `leader --id`).
+    fn new(hold: &HoldArgs, revocable: bool, id: Option<&str>) -> Result<Self, Failure> {
+        check_path(&hold.path, false)?;
         Ok(Self {
-            path,
-            timeout: p.duration("timeout")?,
-            kill_after: p.duration("kill-after")?,
-            foreground: p.has("foreground"),
-            revocable: p.has("revocable"),
-            id: p
-                .value("id")
-                .map_or_else(default_participant_id, str::to_owned),
-            command: p.command.clone(),
+            path: hold.path.clone(),
+            timeout: hold.timeout,
+            kill_after: hold.kill_after,
+            foreground: hold.foreground,
+            revocable,
+            id: id.map_or_else(default_participant_id, str::to_owned),
+            command: hold.command.clone(),
         })
     }
 }
@@ -129,26 +123,28 @@ fn default_participant_id() -> String {
     format!("{host}-{}", std::process::id())
 }
 
-/// The number of leases `sem` was given.
-///
-/// # Errors
-/// A usage failure when `--leases` is missing or not a positive number.
-pub(crate) fn leases(p: &Parsed) -> Result<u32, Failure> {
-    match p.number::<u32>("leases")? {
-        Some(n) if n > 0 => Ok(n),
-        Some(_) => Err(Failure::usage("--leases must be at least 1")),
-        None => Err(Failure::usage("sem needs --leases N")),
-    }
-}
+/// How long `sem` and `leader` try with `--timeout 0`: their first grant takes a few round
+/// trips (the semaphore's `locks` mutex, the latch's node and listing), so "try once" is a
+/// short deadline rather than none.
+const TRY_ONCE: Duration = Duration::from_millis(500);
 
-/// Runs the command under the lock; returns the exit code.
-pub(crate) async fn run(g: &Global, p: &Parsed, kind: Kind) -> Result<u8, Failure> {
-    let args = LockArgs::from_parsed(p)?;
+/// Runs the command under the lock; returns the exit code. `revocable`: `--revocable`;
+/// `id`: `leader --id`.
+pub(crate) async fn run(
+    g: &Global,
+    hold: &HoldArgs,
+    revocable: bool,
+    id: Option<&str>,
+    kind: Kind,
+) -> Result<u8, Failure> {
+    let args = LockArgs::new(hold, revocable, id)?;
     // From here on, Ctrl-C and SIGTERM are ours to handle: nothing may leave a node behind.
     let mut signals = Signals::new()?;
     let client = g.connect().await?;
     let result = hold_and_run(&client, g, &args, kind, &mut signals).await;
-    let _ = tokio::time::timeout(Duration::from_secs(2), client.close()).await;
+    if g.shared.is_none() {
+        let _ = tokio::time::timeout(Duration::from_secs(2), client.close()).await;
+    }
     result
 }
 
@@ -355,11 +351,10 @@ async fn revocation(revoked: &mut Option<Pin<Box<dyn Future<Output = ()> + Send>
 
 /// `zkw revoke PATH [NODE]`: asks the holder of the mutex at PATH (or the holder of NODE, a
 /// child of PATH or a full path, for any lock kind) to release, as Curator's `Revoker` does.
-pub(crate) async fn revoke(g: &Global, p: &Parsed) -> Result<(), Failure> {
-    let mut operands = p.operands_between(&["PATH"], &["NODE"])?;
-    let path = operands.remove(0);
+pub(crate) async fn revoke(g: &Global, a: &RevokeArgs) -> Result<(), Failure> {
+    let path = a.path.clone();
     check_path(&path, false)?;
-    let named = operands.pop();
+    let named = a.node.clone();
     let node = g
         .with_session(|client| async move {
             let node = match named {
@@ -381,7 +376,7 @@ pub(crate) async fn revoke(g: &Global, p: &Parsed) -> Result<(), Failure> {
         })
         .await?;
     if g.json {
-        return out::json(&Json::obj([("revoked", Json::str(&node))]));
+        return out::json(&serde_json::json!({"revoked": node}));
     }
     out::line(&format!("asked the holder of {node} to release"))
 }
@@ -516,6 +511,14 @@ fn forward(running: &Running, name: &str, foreground: bool) {
 
 fn acquire_failure(args: &LockArgs, kind: Kind, error: &LockError) -> Failure {
     match (error, args.timeout) {
+        (LockError::Timeout, Some(t)) if t.is_zero() => Failure::new(
+            LOCK_TIMEOUT,
+            format!(
+                "{} on {} not free (--timeout 0 tried once)",
+                kind.noun(),
+                args.path
+            ),
+        ),
         (LockError::Timeout, Some(t)) => Failure::new(
             LOCK_TIMEOUT,
             format!(
@@ -634,7 +637,14 @@ impl Held {
 /// Acquires the recipe `kind` on the path, within the timeout if given.
 async fn acquire(client: Client, args: &LockArgs, kind: Kind) -> Result<Held, LockError> {
     let (path, timeout) = (args.path.clone(), args.timeout);
+    let once = timeout.is_some_and(|t| t.is_zero());
     match (kind, timeout) {
+        (Kind::Mutex, _) if once => tried(Mutex::new(client, path).try_lock().await, Held::Mutex),
+        (Kind::Read, _) if once => tried(RwLock::new(client, path).try_read().await, Held::Read),
+        (Kind::Write, _) if once => tried(RwLock::new(client, path).try_write().await, Held::Write),
+        (Kind::Semaphore(_) | Kind::Leader, Some(t)) if t.is_zero() => {
+            Box::pin(acquire_within(client, args, kind, TRY_ONCE)).await
+        }
         (Kind::Mutex, None) => Mutex::new(client, path).lock().await.map(Held::Mutex),
         (Kind::Mutex, Some(t)) => Mutex::new(client, path)
             .lock_timeout(t)
@@ -660,6 +670,28 @@ async fn acquire(client: Client, args: &LockArgs, kind: Kind) -> Result<Held, Lo
         }
         (Kind::Leader, t) => lead(LeaderLatch::new(client, path, args.id.clone()), t).await,
     }
+}
+
+/// As [`acquire`] with `--timeout` set to `timeout`.
+async fn acquire_within(
+    client: Client,
+    args: &LockArgs,
+    kind: Kind,
+    timeout: Duration,
+) -> Result<Held, LockError> {
+    let args = LockArgs {
+        timeout: Some(timeout),
+        command: Vec::new(),
+        id: args.id.clone(),
+        path: args.path.clone(),
+        ..*args
+    };
+    acquire(client, &args, kind).await
+}
+
+/// A `try_*` result: held, or [`LockError::Timeout`] when someone else holds or waits.
+fn tried<G>(result: Result<Option<G>, LockError>, held: fn(G) -> Held) -> Result<Held, LockError> {
+    result?.map(held).ok_or(LockError::Timeout)
 }
 
 /// Joins the election and waits for leadership (until `timeout`); leaves it on failure, so
@@ -738,15 +770,15 @@ mod tests {
         assert_eq!(refused.code, crate::fail::USAGE);
         assert_eq!(
             refused.message,
-            "--kill-after 1.8s does not fit the session timeout 4.0s: --kill-after plus a margin \
-             of 267ms must not exceed half the session timeout; use --session-timeout 4.2s or \
-             more, or --kill-after 1.7s or less"
+            "--kill-after 1s 800ms does not fit the session timeout 4s: --kill-after plus a \
+             margin of 267ms must not exceed half the session timeout; use --session-timeout \
+             4s 200ms or more, or --kill-after 1s 700ms or less"
         );
         let granted_less = kill_after_for(Some(ms(5000)), ms(4000), ms(10_000)).unwrap_err();
         assert!(
             granted_less
                 .message
-                .contains("the session timeout 4.0s (the server's limits; 10.0s was asked)"),
+                .contains("the session timeout 4s (the server's limits; 10s was asked)"),
             "{granted_less:?}"
         );
         // Under 200ms not even a zero grace fits.

@@ -1,121 +1,180 @@
 //! `zkw`: a ZooKeeper command-line client whose `lock` runs any command under a distributed
 //! lock. Run `zkw --help` for the verbs and the exit codes.
 //!
-//! Errors are one line on standard error (`zkw: …`) and a non-zero exit code; never a panic.
+//! Errors are one line on standard error (`zkw: …`, or a JSON document under `--json`) and a
+//! non-zero exit code; never a panic.
 #![forbid(unsafe_code)]
 
-mod args;
 mod cache;
 mod child;
+mod cli;
 mod connect;
 mod demo;
 mod demo_worker;
-mod duration;
 mod fail;
 mod format;
-mod json;
 mod lock;
+mod locks;
 mod nodes;
 mod out;
 mod sandbox;
 mod secure;
-mod usage;
+mod shell;
 mod watch;
 
+use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use args::{Invocation, Parsed, VerbSpec};
+use clap::{CommandFactory, Parser};
+
+use cli::{Cli, Command};
 use connect::Global;
-use fail::{Failure, FAILED};
+use fail::{Failure, FAILED, USAGE};
 use lock::Kind;
 
 fn main() -> ExitCode {
-    let argv: Vec<String> = match std::env::args_os()
-        .skip(1)
-        .map(|a| a.into_string())
-        .collect()
-    {
-        Ok(argv) => argv,
-        Err(bad) => {
-            return report(&Failure::usage(format!(
-                "argument is not valid UTF-8: {bad:?}"
-            )))
-        }
-    };
-    match execute(&argv) {
+    // Known before parsing, so that a bad command line is reported as JSON too.
+    let json = std::env::args_os().any(|a| a == "--json");
+    match execute() {
         Ok(code) => ExitCode::from(code),
-        Err(failure) => report(&failure),
+        Err(failure) => report(&failure, json),
     }
 }
 
-/// Prints the failure's line (if any) and returns its code.
-fn report(failure: &Failure) -> ExitCode {
-    if !failure.message.is_empty() {
+/// Prints the failure (if it has a message) and returns its code.
+fn report(failure: &Failure, json: bool) -> ExitCode {
+    if failure.message.is_empty() {
+    } else if json {
+        let mut stderr = std::io::stderr().lock();
+        let _ = std::io::Write::write_all(
+            &mut stderr,
+            format!("{}\n", fail::failure_json(failure)).as_bytes(),
+        );
+    } else {
         out::note(&failure.message);
     }
     ExitCode::from(failure.code)
 }
 
 /// Parses the command line and runs it; returns the exit code.
-fn execute(argv: &[String]) -> Result<u8, Failure> {
-    match args::parse(argv, usage::VERBS)? {
-        Invocation::Help if argv.is_empty() => {
-            let _ = std::io::Write::write_all(&mut std::io::stderr(), usage::MAIN.as_bytes());
-            Ok(fail::USAGE)
-        }
-        Invocation::Help => out::line(usage::MAIN.trim_end()).map(|()| 0),
-        Invocation::Version => out::line(concat!("zkw ", env!("CARGO_PKG_VERSION"))).map(|()| 0),
-        Invocation::Verb(spec, parsed) if parsed.has("help") => {
-            out::line(usage::verb_help(spec.name)).map(|()| 0)
-        }
-        Invocation::Verb(spec, parsed) if spec.name == "__demo-worker" => {
-            let dir = parsed.expect_operands(&["DIR"])?.remove(0);
-            demo_worker::run(Path::new(&dir))
-        }
-        Invocation::Verb(spec, parsed) => run_async(spec, &parsed),
+fn execute() -> Result<u8, Failure> {
+    let cli = Cli::try_parse().map_err(clap_failure)?;
+    let Some(command) = cli.command else {
+        return bare(&cli.global);
+    };
+    match command {
+        Command::DemoWorker(a) => demo_worker::run(Path::new(&a.dir)),
+        Command::Completions(a) => completions(a.shell),
+        command => run_async(&Global::from_args(&cli.global)?, command),
     }
 }
 
-/// Runs a verb on a single-threaded tokio runtime.
-fn run_async(spec: VerbSpec, parsed: &Parsed) -> Result<u8, Failure> {
-    let global = Global::from_parsed(parsed)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
+/// `zkw` alone: the shell on a terminal, else the help on standard error (exit 2).
+fn bare(global: &cli::GlobalArgs) -> Result<u8, Failure> {
+    if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+        return run_async(&Global::from_args(global)?, Command::Shell);
+    }
+    let help = Cli::command().render_help().to_string();
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), help.as_bytes());
+    Ok(USAGE)
+}
+
+/// `--help` and `--version` on standard output (exit 0); any other clap error as one line
+/// (exit 2), its first line and its tip (a typo's correction, say).
+fn clap_failure(error: clap::Error) -> Failure {
+    use clap::error::ErrorKind;
+    if matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+    ) {
+        return match out::raw(error.render().to_string().as_bytes()) {
+            Ok(()) => Failure::new(0, ""),
+            Err(f) => f,
+        };
+    }
+    Failure::usage(one_line(&error.render().to_string()))
+}
+
+/// A clap error on one line: its message without `error: ` (with the indented lines that
+/// complete it, such as the missing arguments), its tips appended.
+fn one_line(rendered: &str) -> String {
+    let mut message = String::new();
+    let mut tips = String::new();
+    for line in rendered.lines() {
+        let trimmed = line.trim();
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        } else if let Some(tip) = trimmed.strip_prefix("tip: ") {
+            tips.push_str(&format!("; tip: {tip}"));
+        } else if !trimmed.is_empty() && tips.is_empty() {
+            let sep = if message.is_empty() { "" } else { " " };
+            message.push_str(sep);
+            message.push_str(trimmed.trim_start_matches("error: "));
+        }
+    }
+    format!("{message}{tips} (see zkw --help)")
+}
+
+/// `zkw completions SHELL`: the script on standard output.
+fn completions(shell: clap_complete::Shell) -> Result<u8, Failure> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "zkw", &mut script);
+    out::raw(&script).map(|()| 0)
+}
+
+/// Runs a verb on a tokio runtime (multi-threaded for the shell, whose session must keep
+/// being served while it waits for a line).
+fn run_async(global: &Global, command: Command) -> Result<u8, Failure> {
+    let mut builder = if matches!(command, Command::Shell) {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    let runtime = builder
+        .worker_threads(1)
         .enable_all()
         .build()
         .map_err(|e| Failure::new(FAILED, format!("cannot start the runtime: {e}")))?;
-    let result = runtime.block_on(dispatch(spec.name, &global, parsed));
+    let result = match command {
+        Command::Shell => shell::run(global, &runtime),
+        command => runtime.block_on(dispatch(global, &command)),
+    };
     // Background work (a server still starting after Ctrl-C, say) must not hold up the exit.
     runtime.shutdown_timeout(Duration::from_millis(200));
     result
 }
 
-/// Runs one verb.
-async fn dispatch(verb: &str, g: &Global, p: &Parsed) -> Result<u8, Failure> {
+/// Runs one verb; returns the exit code.
+pub(crate) async fn dispatch(g: &Global, command: &Command) -> Result<u8, Failure> {
     let done = |r: Result<(), Failure>| r.map(|()| 0);
-    match verb {
-        "ls" => done(nodes::ls(g, p).await),
-        "get" => done(nodes::get(g, p).await),
-        "stat" => done(nodes::stat(g, p).await),
-        "set" => done(nodes::set(g, p).await),
-        "create" => done(nodes::create(g, p).await),
-        "rm" => done(nodes::rm(g, p).await),
-        "sync" => done(nodes::sync(g, p).await),
-        "whoami" => done(nodes::whoami(g, p).await),
-        "acl" => done(nodes::acl(g, p).await),
-        "watch" => done(watch::watch(g, p).await),
-        "lock" => lock::run(g, p, Kind::Mutex).await,
-        "rlock" => lock::run(g, p, Kind::Read).await,
-        "wlock" => lock::run(g, p, Kind::Write).await,
-        "sem" => lock::run(g, p, Kind::Semaphore(lock::leases(p)?)).await,
-        "leader" => lock::run(g, p, Kind::Leader).await,
-        "cache" => done(cache::cache(g, p).await),
-        "revoke" => done(lock::revoke(g, p).await),
-        "sandbox" => done(sandbox::sandbox(g, p).await),
-        "demo" => demo::demo(p).await,
-        other => Err(Failure::usage(format!(
-            "unknown command {other:?} (see zkw --help)"
-        ))),
+    match command {
+        Command::Ls(a) => done(nodes::ls(g, a).await),
+        Command::Get(a) => done(nodes::get(g, a).await),
+        Command::Stat(a) => done(nodes::stat(g, a).await),
+        Command::Set(a) => done(nodes::set(g, a).await),
+        Command::Create(a) => done(nodes::create(g, a).await),
+        Command::Rm(a) => done(nodes::rm(g, a).await),
+        Command::Sync(a) => done(nodes::sync(g, a).await),
+        Command::Whoami => done(nodes::whoami(g).await),
+        Command::Acl(a) => done(nodes::acl(g, a).await),
+        Command::Watch(a) => done(watch::watch(g, a).await),
+        Command::Cache(a) => done(cache::cache(g, a).await),
+        Command::Lock(a) => lock::run(g, &a.hold, a.revocable, None, Kind::Mutex).await,
+        Command::Rlock(a) => lock::run(g, &a.hold, a.revocable, None, Kind::Read).await,
+        Command::Wlock(a) => lock::run(g, &a.hold, a.revocable, None, Kind::Write).await,
+        Command::Sem(a) => {
+            let kind = Kind::Semaphore(a.leases);
+            lock::run(g, &a.hold, a.revocable, None, kind).await
+        }
+        Command::Leader(a) => lock::run(g, &a.hold, false, a.id.as_deref(), Kind::Leader).await,
+        Command::Revoke(a) => done(lock::revoke(g, a).await),
+        Command::Locks(a) => done(locks::locks(g, a).await),
+        Command::Sandbox(a) => done(sandbox::sandbox(g, a).await),
+        Command::Demo(a) => demo::demo(a).await,
+        Command::Shell | Command::Completions(_) | Command::DemoWorker(_) => Err(Failure::usage(
+            "not available here (run it from the command line)",
+        )),
     }
 }

@@ -1,52 +1,109 @@
 //! The everyday verbs: ls, get, stat, set, create, rm, sync, whoami, acl.
 //!
-//! Each checks its arguments before connecting, does its work on one session and closes it.
+//! Each checks its arguments before connecting, does its work on one session (the shell's, or
+//! a session of its own that it closes) and prints the result. Reads are retried within the
+//! session timeout (they are idempotent); writes are not.
 
-use std::io::Read;
+use std::io::{BufRead, IsTerminal, Read, Write};
 
+use serde_json::{json, Map, Value};
 use zkwire::{Client, CreateMode, CreateOptions, Error, Stat};
 
-use crate::args::{check_path, Parsed};
+use crate::cli::{AclCommand, AclSetArgs, CreateArgs, GetArgs, LsArgs, PathArg, RmArgs, SetArgs};
 use crate::connect::Global;
 use crate::fail::{Failure, FAILED};
-use crate::format::{acl_entry, acl_json, data_json, parse_acl, stat_json, stat_lines};
-use crate::json::Json;
+use crate::format::{acl_entry, acl_json, data_json, parse_acl, stat_json, stat_lines, DigestIds};
 use crate::out;
 
-/// `ls PATH [-R] [-s]`: children (sorted), or with `-R` every path of the subtree.
-pub(crate) async fn ls(g: &Global, p: &Parsed) -> Result<(), Failure> {
-    let [path] = one_operand(p, "PATH")?;
-    let (recursive, with_stat) = (p.has("recursive"), p.has("stat"));
-    let (listed, stat) = g
+/// `rm -r` asks before deleting more nodes than this (or `/`), unless `--yes`.
+pub(crate) const CONFIRM_OVER: i32 = 100;
+
+/// `ls PATH [-R] [-s]`: children (sorted), or with `-R` every path of the subtree; nodes
+/// that cannot be listed are reported and make the exit code 1.
+pub(crate) async fn ls(g: &Global, a: &LsArgs) -> Result<(), Failure> {
+    let path = checked(&a.path)?;
+    let (recursive, with_stat) = (a.recursive, a.stat);
+    let (listing, stat) = g
         .with_session(|client| async move {
-            let listed = if recursive {
-                subtree(&client, &path).await?
+            let listing = if recursive {
+                subtree(g, &client, &path).await?
             } else {
-                children(&client, &path).await?
+                Listing::complete(children(g, &client, &path).await?)
             };
             let stat = if with_stat {
-                Some(exists(&client, &path).await?)
+                Some(exists(g, &client, &path).await?)
             } else {
                 None
             };
-            Ok((listed, stat))
+            Ok((listing, stat))
         })
         .await?;
-    let path = p.operands[0].as_str();
-    if g.json {
-        let key = if recursive { "paths" } else { "children" };
-        let mut doc = vec![("path", Json::str(path)), (key, Json::strs(&listed))];
-        doc.extend(stat.map(|s| ("stat", stat_json(&s))));
-        return out::json(&Json::Obj(doc));
+    print_listing(g, a, &listing, stat.as_ref())?;
+    listing.outcome()
+}
+
+/// What `ls` found: the paths, and the nodes it could not list with why.
+#[derive(Debug, Default)]
+struct Listing {
+    paths: Vec<String>,
+    unreadable: Vec<(String, Error)>,
+}
+
+impl Listing {
+    fn complete(paths: Vec<String>) -> Self {
+        Self {
+            paths,
+            unreadable: Vec::new(),
+        }
     }
-    out::lines(&listed)?;
-    stat.map_or(Ok(()), |stat| out::line(&stat_lines(&stat)))
+
+    /// Exit 1 when some node could not be listed (each was reported already).
+    fn outcome(&self) -> Result<(), Failure> {
+        match self.unreadable.len() {
+            0 => Ok(()),
+            n => Err(Failure::new(
+                FAILED,
+                format!("{n} node(s) could not be listed; the rest was printed"),
+            )),
+        }
+    }
+}
+
+fn print_listing(
+    g: &Global,
+    a: &LsArgs,
+    listing: &Listing,
+    stat: Option<&Stat>,
+) -> Result<(), Failure> {
+    if g.json {
+        let key = if a.recursive { "paths" } else { "children" };
+        let mut doc = Map::new();
+        doc.insert("path".into(), json!(a.path));
+        doc.insert(key.into(), json!(listing.paths));
+        if a.recursive {
+            let unreadable: Vec<Value> = listing
+                .unreadable
+                .iter()
+                .map(|(path, e)| json!({"path": path, "error": e.to_string()}))
+                .collect();
+            doc.insert("unreadable".into(), Value::Array(unreadable));
+        }
+        if let Some(s) = stat {
+            doc.insert("stat".into(), stat_json(s));
+        }
+        return out::json(&Value::Object(doc));
+    }
+    for (path, e) in &listing.unreadable {
+        out::note(&format!("cannot list {path}: {e}"));
+    }
+    out::lines(&listing.paths)?;
+    stat.map_or(Ok(()), |stat| out::line(&stat_lines(stat)))
 }
 
 /// The children of `path`, sorted.
-async fn children(client: &Client, path: &str) -> Result<Vec<String>, Failure> {
-    let mut children = client
-        .get_children(path)
+async fn children(g: &Global, client: &Client, path: &str) -> Result<Vec<String>, Failure> {
+    let mut children = g
+        .read(|| client.get_children(path))
         .await
         .map_err(|e| Failure::zk(path, &e))?;
     children.sort();
@@ -54,82 +111,79 @@ async fn children(client: &Client, path: &str) -> Result<Vec<String>, Failure> {
 }
 
 /// Every path under `root` (itself first), depth first, children sorted. Nodes deleted while
-/// walking are skipped.
-async fn subtree(client: &Client, root: &str) -> Result<Vec<String>, Failure> {
-    let mut paths = Vec::new();
+/// walking are skipped; nodes whose children cannot be read are listed and noted.
+async fn subtree(g: &Global, client: &Client, root: &str) -> Result<Listing, Failure> {
+    let mut listing = Listing::default();
     let mut stack = vec![root.to_owned()];
     while let Some(path) = stack.pop() {
-        let mut children = match client.get_children(&path).await {
+        let mut children = match g.read(|| client.get_children(&path)).await {
             Ok(children) => children,
             Err(Error::NoNode) if path != root => continue,
-            Err(e) => return Err(Failure::zk(&path, &e)),
+            Err(e) if path == root || e.is_terminal() || e.is_retryable() => {
+                return Err(Failure::zk(&path, &e))
+            }
+            Err(e) => {
+                listing.paths.push(path.clone());
+                listing.unreadable.push((path, e));
+                continue;
+            }
         };
         children.sort();
-        stack.extend(children.iter().rev().map(|c| child_path(&path, c)));
-        paths.push(path);
+        stack.extend(children.iter().rev().map(|c| zkwire::path::join(&path, c)));
+        listing.paths.push(path);
     }
-    Ok(paths)
-}
-
-/// `parent/child`, minding the root.
-fn child_path(parent: &str, child: &str) -> String {
-    if parent == "/" {
-        format!("/{child}")
-    } else {
-        format!("{parent}/{child}")
-    }
+    Ok(listing)
 }
 
 /// The node's Stat, or a "node does not exist" failure.
-async fn exists(client: &Client, path: &str) -> Result<Stat, Failure> {
-    match client.exists(path).await {
+async fn exists(g: &Global, client: &Client, path: &str) -> Result<Stat, Failure> {
+    match g.read(|| client.exists(path)).await {
         Ok(Some(stat)) => Ok(stat),
         Ok(None) => Err(Failure::zk(path, &Error::NoNode)),
         Err(e) => Err(Failure::zk(path, &e)),
     }
 }
 
-/// `get PATH [-s]`: the node's data (and Stat).
-pub(crate) async fn get(g: &Global, p: &Parsed) -> Result<(), Failure> {
-    let [path] = one_operand(p, "PATH")?;
+/// `get PATH [-s] [--raw]`: the node's data (and Stat).
+pub(crate) async fn get(g: &Global, a: &GetArgs) -> Result<(), Failure> {
+    let path = checked(&a.path)?;
     let (data, stat) = g
         .with_session(|client| async move {
-            client
-                .get_data(&path)
+            g.read(|| client.get_data(&path))
                 .await
                 .map_err(|e| Failure::zk(&path, &e))
         })
         .await?;
     if g.json {
-        return out::json(&Json::Obj(vec![
-            ("path", Json::str(&p.operands[0])),
-            data_json(&data),
-            ("stat", stat_json(&stat)),
-        ]));
+        let mut doc = Map::new();
+        doc.insert("path".into(), json!(a.path));
+        doc.extend(data_json(&data).map(|(k, v)| (k.to_owned(), v)));
+        doc.insert("stat".into(), stat_json(&stat));
+        return out::json(&Value::Object(doc));
+    }
+    if a.raw {
+        return out::raw(&data);
     }
     out::bytes_line(&data)?;
-    if p.has("stat") {
+    if a.stat {
         out::line(&stat_lines(&stat))?;
     }
     Ok(())
 }
 
 /// `stat PATH`: the node's Stat.
-pub(crate) async fn stat(g: &Global, p: &Parsed) -> Result<(), Failure> {
-    let [path] = one_operand(p, "PATH")?;
+pub(crate) async fn stat(g: &Global, a: &PathArg) -> Result<(), Failure> {
+    let path = checked(&a.path)?;
     let stat = g
-        .with_session(|client| async move { exists(&client, &path).await })
+        .with_session(|client| async move { exists(g, &client, &path).await })
         .await?;
-    print_stat(g, &p.operands[0], &stat, true)
+    print_stat(g, &a.path, &stat, true)
 }
 
 /// A Stat as the result of a verb: JSON always, the human form only when `human`.
 fn print_stat(g: &Global, path: &str, stat: &Stat, human: bool) -> Result<(), Failure> {
     if g.json {
-        return out::json(&Json::obj([
-            ("path", Json::str(path)),
-            ("stat", stat_json(stat)),
-        ]));
+        return out::json(&json!({"path": path, "stat": stat_json(stat)}));
     }
     if human {
         return out::line(&stat_lines(stat));
@@ -138,10 +192,10 @@ fn print_stat(g: &Global, path: &str, stat: &Stat, human: bool) -> Result<(), Fa
 }
 
 /// `set PATH DATA [-v VERSION]` (`-` reads DATA from standard input).
-pub(crate) async fn set(g: &Global, p: &Parsed) -> Result<(), Failure> {
-    let [path, data] = two_operands(p, "PATH", "DATA")?;
-    let version = p.number::<i32>("version")?;
-    let data = data_argument(&data)?;
+pub(crate) async fn set(g: &Global, a: &SetArgs) -> Result<(), Failure> {
+    let path = checked(&a.path)?;
+    let data = data_argument(&a.data)?;
+    let version = a.version;
     let stat = g
         .with_session(|client| async move {
             client
@@ -150,20 +204,20 @@ pub(crate) async fn set(g: &Global, p: &Parsed) -> Result<(), Failure> {
                 .map_err(|e| Failure::zk(&path, &e))
         })
         .await?;
-    print_stat(g, &p.operands[0], &stat, false)
+    print_stat(g, &a.path, &stat, false)
 }
 
 /// `create PATH [DATA] [-e] [-s] [-c] [--ttl D]`: prints the created path.
-pub(crate) async fn create(g: &Global, p: &Parsed) -> Result<(), Failure> {
-    let operands = p.operands_between(&["PATH"], &["DATA"])?;
-    let path = operands[0].clone();
-    check_path(&path, p.has("sequential"))?;
-    let data = operands
-        .get(1)
-        .map(|d| data_argument(d))
+pub(crate) async fn create(g: &Global, a: &CreateArgs) -> Result<(), Failure> {
+    let path = a.path.clone();
+    check_path(&path, a.sequential)?;
+    let data = a
+        .data
+        .as_deref()
+        .map(data_argument)
         .transpose()?
         .unwrap_or_default();
-    let options = create_options(p)?;
+    let options = create_options(a);
     let (created, stat) = g
         .with_session(|client| async move {
             client
@@ -173,30 +227,14 @@ pub(crate) async fn create(g: &Global, p: &Parsed) -> Result<(), Failure> {
         })
         .await?;
     if g.json {
-        return out::json(&Json::obj([
-            ("path", Json::str(&created)),
-            ("stat", stat_json(&stat)),
-        ]));
+        return out::json(&json!({"path": created, "stat": stat_json(&stat)}));
     }
     out::line(&created)
 }
 
-/// The create mode and TTL the flags ask for.
-fn create_options(p: &Parsed) -> Result<CreateOptions, Failure> {
-    let (ephemeral, sequential, container) =
-        (p.has("ephemeral"), p.has("sequential"), p.has("container"));
-    let ttl = p.duration("ttl")?;
-    if container && (ephemeral || sequential || ttl.is_some()) {
-        return Err(Failure::usage(
-            "-c (container) cannot be combined with -e, -s or --ttl",
-        ));
-    }
-    if ephemeral && ttl.is_some() {
-        return Err(Failure::usage(
-            "--ttl is for persistent nodes; it cannot be combined with -e",
-        ));
-    }
-    let mode = match (container, ephemeral, sequential, ttl.is_some()) {
+/// The create mode and TTL the flags ask for (clap refused the conflicting ones).
+fn create_options(a: &CreateArgs) -> CreateOptions {
+    let mode = match (a.container, a.ephemeral, a.sequential, a.ttl.is_some()) {
         (true, ..) => CreateMode::Container,
         (false, true, false, _) => CreateMode::Ephemeral,
         (false, true, true, _) => CreateMode::EphemeralSequential,
@@ -206,90 +244,130 @@ fn create_options(p: &Parsed) -> Result<CreateOptions, Failure> {
         (false, false, true, false) => CreateMode::PersistentSequential,
     };
     let options = CreateOptions::new(mode);
-    Ok(match ttl {
+    match a.ttl {
         Some(ttl) => options.with_ttl(ttl),
         None => options,
-    })
+    }
 }
 
-/// `rm PATH [-r] [-v VERSION]`.
-pub(crate) async fn rm(g: &Global, p: &Parsed) -> Result<(), Failure> {
-    let [path] = one_operand(p, "PATH")?;
-    let version = p.number::<i32>("version")?;
-    let recursive = p.has("recursive");
-    if version.is_some() && recursive {
-        return Err(Failure::usage("-v cannot be combined with -r"));
-    }
+/// `rm PATH [-r] [-v VERSION] [--yes]`.
+pub(crate) async fn rm(g: &Global, a: &RmArgs) -> Result<(), Failure> {
+    let path = checked(&a.path)?;
+    let (version, recursive, yes) = (a.version, a.recursive, a.yes);
     let deleted = g
         .with_session(|client| async move {
-            if recursive {
-                delete_subtree(&client, &path).await
-            } else {
-                client
+            if !recursive {
+                return client
                     .delete(&path, version)
                     .await
                     .map(|()| 1)
-                    .map_err(|e| Failure::zk(&path, &e))
+                    .map_err(|e| Failure::zk(&path, &e));
             }
+            if !yes {
+                confirm_subtree(g, &client, &path).await?;
+            }
+            delete_subtree(&client, &path).await
         })
         .await?;
     if g.json {
-        let deleted = i64::try_from(deleted).unwrap_or(i64::MAX);
-        return out::json(&Json::obj([
-            ("path", Json::str(&p.operands[0])),
-            ("deleted", deleted.into()),
-        ]));
+        return out::json(&json!({"path": a.path, "deleted": deleted}));
     }
     Ok(())
 }
 
-/// Deletes `root` and everything under it (children created meanwhile too); returns how many
-/// nodes were deleted.
-async fn delete_subtree(client: &Client, root: &str) -> Result<usize, Failure> {
-    client
-        .delete_all(root)
+/// Deletes `path` and everything below it; for `/`, everything below it but the server's own
+/// `/zookeeper`. Returns how many nodes went.
+async fn delete_subtree(client: &Client, path: &str) -> Result<usize, Failure> {
+    if path != "/" {
+        return client
+            .delete_all(path)
+            .await
+            .map_err(|e| Failure::zk(path, &e));
+    }
+    let children = client
+        .get_children(path)
         .await
-        .map_err(|e| Failure::zk(root, &e))
+        .map_err(|e| Failure::zk(path, &e))?;
+    let mut deleted = 0;
+    for child in children.iter().filter(|c| *c != "zookeeper") {
+        let below = zkwire::path::join(path, child);
+        deleted += match client.delete_all(&below).await {
+            Ok(n) => n,
+            Err(Error::NoNode) => 0,
+            Err(e) => return Err(Failure::zk(&below, &e)),
+        };
+    }
+    Ok(deleted)
+}
+
+/// Asks on standard input before deleting `/` or more than [`CONFIRM_OVER`] nodes.
+///
+/// # Errors
+/// A failure (exit 1) unless the answer starts with `y`.
+async fn confirm_subtree(g: &Global, client: &Client, path: &str) -> Result<(), Failure> {
+    let below = g
+        .read(|| client.get_all_children_number(path))
+        .await
+        .map_err(|e| Failure::zk(path, &e))?;
+    if path != "/" && below < CONFIRM_OVER {
+        return Ok(());
+    }
+    let question = format!("zkw: delete {path} and the {below} node(s) below it? [y/N] ",);
+    let answer = tokio::task::spawn_blocking(move || ask(&question))
+        .await
+        .unwrap_or_default();
+    if answer.trim_start().starts_with(['y', 'Y']) {
+        return Ok(());
+    }
+    Err(Failure::new(
+        FAILED,
+        format!("{path}: not deleted (not confirmed; --yes skips the question)"),
+    ))
+}
+
+/// Writes `question` on standard error and reads one line of standard input ("" at its end).
+fn ask(question: &str) -> String {
+    let mut stderr = std::io::stderr().lock();
+    let _ = stderr.write_all(question.as_bytes());
+    let _ = stderr.flush();
+    let mut answer = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut answer);
+    if !std::io::stdin().is_terminal() {
+        let _ = stderr.write_all(b"\n");
+    }
+    answer
 }
 
 /// `sync PATH`: waits until the server we are connected to has caught up with the leader.
-pub(crate) async fn sync(g: &Global, p: &Parsed) -> Result<(), Failure> {
-    let [path] = one_operand(p, "PATH")?;
-    g.with_session(
-        |client| async move { client.sync(&path).await.map_err(|e| Failure::zk(&path, &e)) },
-    )
+pub(crate) async fn sync(g: &Global, a: &PathArg) -> Result<(), Failure> {
+    let path = checked(&a.path)?;
+    g.with_session(|client| async move {
+        g.read(|| client.sync(&path))
+            .await
+            .map_err(|e| Failure::zk(&path, &e))
+    })
     .await?;
     if g.json {
-        return out::json(&Json::obj([
-            ("path", Json::str(&p.operands[0])),
-            ("synced", true.into()),
-        ]));
+        return out::json(&json!({"path": a.path, "synced": true}));
     }
     Ok(())
 }
 
 /// `whoami`: the identities of the session.
-pub(crate) async fn whoami(g: &Global, p: &Parsed) -> Result<(), Failure> {
-    p.expect_operands(&[])?;
+pub(crate) async fn whoami(g: &Global) -> Result<(), Failure> {
     let ids = g
         .with_session(|client| async move {
-            client
-                .who_am_i()
+            g.read(|| client.who_am_i())
                 .await
                 .map_err(|e| Failure::zk("whoami", &e))
         })
         .await?;
     if g.json {
-        let items = ids
+        let items: Vec<Value> = ids
             .iter()
-            .map(|i| {
-                Json::obj([
-                    ("scheme", Json::str(&i.auth_scheme)),
-                    ("user", Json::str(&i.user)),
-                ])
-            })
+            .map(|i| json!({"scheme": i.auth_scheme, "user": i.user}))
             .collect();
-        return out::json(&Json::Arr(items));
+        return out::json(&Value::Array(items));
     }
     out::lines(
         &ids.iter()
@@ -298,45 +376,40 @@ pub(crate) async fn whoami(g: &Global, p: &Parsed) -> Result<(), Failure> {
     )
 }
 
-/// `acl get PATH` / `acl set PATH ACL [-v VERSION]`.
-pub(crate) async fn acl(g: &Global, p: &Parsed) -> Result<(), Failure> {
-    match p.operands.first().map(String::as_str) {
-        Some("get") => acl_get(g, p).await,
-        Some("set") => acl_set(g, p).await,
-        Some(other) => Err(Failure::usage(format!(
-            "acl takes get or set, not {other:?}"
-        ))),
-        None => Err(Failure::usage("missing operand get|set")),
+/// `acl get PATH` / `acl set PATH ACL [-v VERSION] [--plain-password]`.
+pub(crate) async fn acl(g: &Global, command: &AclCommand) -> Result<(), Failure> {
+    match command {
+        AclCommand::Get(a) => acl_get(g, &a.path).await,
+        AclCommand::Set(a) => acl_set(g, a).await,
     }
 }
 
-async fn acl_get(g: &Global, p: &Parsed) -> Result<(), Failure> {
-    let [_, path] = two_operands(p, "get", "PATH")?;
+async fn acl_get(g: &Global, given: &str) -> Result<(), Failure> {
+    let path = checked(given)?;
     let (acl, stat) = g
         .with_session(|client| async move {
-            client
-                .get_acl(&path)
+            g.read(|| client.get_acl(&path))
                 .await
                 .map_err(|e| Failure::zk(&path, &e))
         })
         .await?;
     if g.json {
-        let entries = Json::Arr(acl.iter().map(acl_json).collect());
-        let path = Json::str(&p.operands[1]);
-        return out::json(&Json::obj([
-            ("path", path),
-            ("acl", entries),
-            ("aversion", stat.aversion.into()),
-        ]));
+        let entries: Vec<Value> = acl.iter().map(acl_json).collect();
+        return out::json(&json!({"path": given, "acl": entries, "aversion": stat.aversion}));
     }
     out::lines(&acl.iter().map(acl_entry).collect::<Vec<_>>())
 }
 
-async fn acl_set(g: &Global, p: &Parsed) -> Result<(), Failure> {
-    let operands = p.expect_operands(&["set", "PATH", "ACL"])?;
-    let (path, acl) = (operands[1].clone(), parse_acl(&operands[2])?);
-    check_path(&path, false)?;
-    let version = p.number::<i32>("version")?;
+async fn acl_set(g: &Global, a: &AclSetArgs) -> Result<(), Failure> {
+    let path = checked(&a.path)?;
+    let digests = if a.plain_password {
+        DigestIds::PlainPassword
+    } else {
+        DigestIds::Hashed
+    };
+    let (acl, warnings) = parse_acl(&a.acl, digests)?;
+    warnings.iter().for_each(|w| out::note(w));
+    let version = a.version;
     let stat = g
         .with_session(|client| async move {
             client
@@ -345,30 +418,27 @@ async fn acl_set(g: &Global, p: &Parsed) -> Result<(), Failure> {
                 .map_err(|e| Failure::zk(&path, &e))
         })
         .await?;
-    print_stat(g, &operands[1], &stat, false)
+    print_stat(g, &a.path, &stat, false)
 }
 
-/// The one operand a verb takes: a node path, checked.
-fn one_operand(p: &Parsed, name: &str) -> Result<[String; 1], Failure> {
-    let mut operands = p.expect_operands(&[name])?.into_iter();
-    let path = operands.next().unwrap_or_default();
-    check_path(&path, false)?;
-    Ok([path])
+/// A node path operand, checked before anything is sent.
+fn checked(path: &str) -> Result<String, Failure> {
+    check_path(path, false)?;
+    Ok(path.to_owned())
 }
 
-/// The two operands a verb takes; the one named PATH is checked.
-fn two_operands(p: &Parsed, first: &str, second: &str) -> Result<[String; 2], Failure> {
-    let mut operands = p.expect_operands(&[first, second])?.into_iter();
-    let pair = [
-        operands.next().unwrap_or_default(),
-        operands.next().unwrap_or_default(),
-    ];
-    for (name, value) in [first, second].iter().zip(&pair) {
-        if *name == "PATH" {
-            check_path(value, false)?;
-        }
-    }
-    Ok(pair)
+/// Checks a node path before anything is sent (`sequential`: a trailing `/` is allowed, the
+/// server appends the number).
+///
+/// # Errors
+/// A usage failure saying what is wrong with it.
+pub(crate) fn check_path(path: &str, sequential: bool) -> Result<(), Failure> {
+    let checked = if sequential {
+        zkwire::path::validate_sequential_path(path)
+    } else {
+        zkwire::path::validate_path(path)
+    };
+    checked.map_err(|e| Failure::usage(e.to_string()))
 }
 
 /// A DATA operand: the bytes of the argument, or standard input for `-`.

@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 
 use crate::fail::Failure;
-use crate::json::Json;
+use serde_json::Value;
 
 /// The exit code when standard output was closed under us (as if killed by SIGPIPE).
 pub(crate) const BROKEN_PIPE: u8 = 141;
@@ -33,8 +33,20 @@ pub(crate) fn bytes_line(bytes: &[u8]) -> Result<(), Failure> {
 ///
 /// # Errors
 /// As [`line()`].
-pub(crate) fn json(doc: &Json) -> Result<(), Failure> {
+pub(crate) fn json(doc: &Value) -> Result<(), Failure> {
     line(&doc.to_string())
+}
+
+/// Writes `bytes` exactly (no newline added), and flushes.
+///
+/// # Errors
+/// As [`line()`].
+pub(crate) fn raw(bytes: &[u8]) -> Result<(), Failure> {
+    let mut stdout = io::stdout().lock();
+    stdout
+        .write_all(bytes)
+        .and_then(|()| stdout.flush())
+        .map_err(write_failure)
 }
 
 /// Writes several lines.

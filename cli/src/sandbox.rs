@@ -1,16 +1,15 @@
-//! `sandbox [--ensemble N] [--tls]`: a local ZooKeeper (standalone or ensemble) until Ctrl-C.
+//! `sandbox [--ensemble N] [--port N] [--tls]`: a local ZooKeeper (standalone or ensemble)
+//! until Ctrl-C, announced as an `export ZOOKEEPER=…` line.
 
+use serde_json::{json, Value};
+use tokio::net::{TcpListener, TcpStream};
 use zkwire_testing::server::{ServerConfig, ZkEnsemble, ZkServer};
 use zkwire_testing::tls::{ClientAuth, StoreType, TlsMaterial};
 
-use crate::args::Parsed;
-use crate::connect::Global;
+use crate::cli::SandboxArgs;
+use crate::connect::{Global, SERVER_ENV};
 use crate::fail::{Failure, FAILED, UNAVAILABLE};
-use crate::json::Json;
 use crate::out;
-
-/// The largest ensemble `sandbox` starts.
-const MAX_ENSEMBLE: usize = 9;
 
 /// A running standalone server or ensemble; dropping it stops every JVM and removes its files.
 #[derive(Debug)]
@@ -60,14 +59,13 @@ impl Local {
 }
 
 /// Starts the servers, prints the connect string, waits for Ctrl-C, stops them.
-pub(crate) async fn sandbox(g: &Global, p: &Parsed) -> Result<(), Failure> {
-    p.expect_operands(&[])?;
-    let nodes = p.number::<usize>("ensemble")?.unwrap_or(1);
-    if !(1..=MAX_ENSEMBLE).contains(&nodes) {
-        return Err(Failure::usage(format!(
-            "--ensemble takes 1 to {MAX_ENSEMBLE} servers"
-        )));
-    }
+pub(crate) async fn sandbox(g: &Global, a: &SandboxArgs) -> Result<(), Failure> {
+    let nodes = usize::from(a.ensemble);
+    // Taken first, so that a busy port fails before any JVM starts.
+    let listeners = match a.port {
+        Some(port) => Some(listen(port, nodes).await?),
+        None => None,
+    };
     // Ctrl-C during the start still stops cleanly: the handler is in place first.
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
@@ -76,7 +74,7 @@ pub(crate) async fn sandbox(g: &Global, p: &Parsed) -> Result<(), Failure> {
     } else {
         format!("a {nodes}-node ensemble")
     };
-    let tls = if p.has("tls") {
+    let tls = if a.tls {
         let material = tokio::task::spawn_blocking(TlsMaterial::generate)
             .await
             .map_err(|e| Failure::new(FAILED, format!("cannot make certificates: {e}")))?
@@ -96,21 +94,17 @@ pub(crate) async fn sandbox(g: &Global, p: &Parsed) -> Result<(), Failure> {
         local = Local::start(nodes, config) => local?,
         _ = &mut ctrl_c => return Ok(()),
     };
-    let connect = local
+    let started = local
         .secure_connect_string()
         .unwrap_or_else(|| local.connect_string());
+    let connect = match listeners {
+        Some(listeners) => forward(listeners, &started),
+        None => started,
+    };
     let printed = print_started(g, &connect, nodes, tls.as_ref());
     if printed.is_ok() {
-        let env = tls.as_ref().map_or_else(String::new, |m| {
-            format!(
-                "ZKW_TLS_CA={} ZKW_TLS_CERT={} ZKW_TLS_KEY={} ",
-                m.ca_cert().display(),
-                m.client_cert().display(),
-                m.client_key().display()
-            )
-        });
         out::note(&format!(
-            "{what} is running; try: {env}zkw --server {connect} ls /   (Ctrl-C stops it)"
+            "{what} is running; eval the export line, then: zkw ls /   (Ctrl-C stops it)"
         ));
         let _ = ctrl_c.await;
         out::note("stopping…");
@@ -120,7 +114,51 @@ pub(crate) async fn sandbox(g: &Global, p: &Parsed) -> Result<(), Failure> {
     printed
 }
 
-/// The connect string (and, with TLS, the files a client needs) on standard output.
+/// Listens on `127.0.0.1:port` and the `nodes - 1` ports after it.
+///
+/// # Errors
+/// A failure naming the port that cannot be had.
+async fn listen(port: u16, nodes: usize) -> Result<Vec<TcpListener>, Failure> {
+    let mut listeners = Vec::with_capacity(nodes);
+    for offset in 0..nodes {
+        let port = u16::try_from(offset)
+            .ok()
+            .and_then(|o| port.checked_add(o))
+            .ok_or_else(|| Failure::usage("--port: the ensemble's ports run past 65535"))?;
+        let listener = TcpListener::bind(("127.0.0.1", port))
+            .await
+            .map_err(|e| Failure::new(FAILED, format!("cannot listen on 127.0.0.1:{port}: {e}")))?;
+        listeners.push(listener);
+    }
+    Ok(listeners)
+}
+
+/// Relays each listener's connections to the server at the same place in `connect` (the
+/// servers listen on free ports of their own); returns the connect string of the listeners.
+fn forward(listeners: Vec<TcpListener>, connect: &str) -> String {
+    let mut names = Vec::new();
+    for (listener, target) in listeners.into_iter().zip(connect.split(',')) {
+        let (host, _) = target.rsplit_once(':').unwrap_or((target, ""));
+        let port = listener.local_addr().map_or(0, |a| a.port());
+        names.push(format!("{host}:{port}"));
+        tokio::spawn(relay(listener, target.to_owned()));
+    }
+    names.join(",")
+}
+
+/// Accepts connections and copies bytes both ways to `target`, until the runtime stops.
+async fn relay(listener: TcpListener, target: String) {
+    while let Ok((mut inbound, _)) = listener.accept().await {
+        let target = target.clone();
+        tokio::spawn(async move {
+            if let Ok(mut outbound) = TcpStream::connect(&target).await {
+                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+            }
+        });
+    }
+}
+
+/// `export ZOOKEEPER=…` (and, with TLS, the files a client needs) on standard output.
 fn print_started(
     g: &Global,
     connect: &str,
@@ -128,16 +166,27 @@ fn print_started(
     tls: Option<&TlsMaterial>,
 ) -> Result<(), Failure> {
     if !g.json {
-        return out::line(connect);
+        let files = tls.map_or_else(String::new, |m| {
+            format!(
+                " ZKW_TLS_CA={} ZKW_TLS_CERT={} ZKW_TLS_KEY={}",
+                m.ca_cert().display(),
+                m.client_cert().display(),
+                m.client_key().display()
+            )
+        });
+        return out::line(&format!("export {SERVER_ENV}={connect}{files}"));
     }
-    let mut fields = vec![
-        ("connect_string", Json::str(connect)),
-        ("servers", i64::try_from(nodes).unwrap_or(0).into()),
-    ];
-    if let Some(m) = tls {
-        fields.push(("tls_ca", Json::str(m.ca_cert().display().to_string())));
-        fields.push(("tls_cert", Json::str(m.client_cert().display().to_string())));
-        fields.push(("tls_key", Json::str(m.client_key().display().to_string())));
+    let mut doc = json!({"connect_string": connect, "servers": nodes});
+    if let (Some(m), Value::Object(fields)) = (tls, &mut doc) {
+        fields.insert("tls_ca".into(), json!(m.ca_cert().display().to_string()));
+        fields.insert(
+            "tls_cert".into(),
+            json!(m.client_cert().display().to_string()),
+        );
+        fields.insert(
+            "tls_key".into(),
+            json!(m.client_key().display().to_string()),
+        );
     }
-    out::json(&Json::Obj(fields))
+    out::json(&doc)
 }

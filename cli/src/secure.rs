@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 
 use zkwire::{ClientBuilder, TlsConfig};
 
-use crate::args::Parsed;
+use crate::cli::GlobalArgs;
 use crate::fail::Failure;
 
 /// The CA file when `--tls-ca` is not given.
@@ -52,18 +52,17 @@ impl Security {
     /// # Errors
     /// A usage failure: an unreadable certificate, a key without a certificate, a bad
     /// `--sasl` value, a password that cannot be read.
-    pub(crate) fn from_parsed(parsed: &Parsed) -> Result<Self, Failure> {
-        let option = |flag: &str, env: &str| {
-            parsed
-                .value(flag)
-                .map(str::to_owned)
+    pub(crate) fn from_args(args: &GlobalArgs) -> Result<Self, Failure> {
+        let option = |given: &Option<String>, env: &str| {
+            given
+                .clone()
                 .or_else(|| std::env::var(env).ok().filter(|v| !v.is_empty()))
         };
-        let ca = option("tls-ca", TLS_CA_ENV);
-        let cert = option("tls-cert", TLS_CERT_ENV);
-        let key = option("tls-key", TLS_KEY_ENV);
+        let ca = option(&args.tls_ca, TLS_CA_ENV);
+        let cert = option(&args.tls_cert, TLS_CERT_ENV);
+        let key = option(&args.tls_key, TLS_KEY_ENV);
         let tls = tls_config(ca, cert, key)?;
-        let sasl = option("sasl", SASL_ENV)
+        let sasl = option(&args.sasl, SASL_ENV)
             .map(|v| parse_sasl(&v))
             .transpose()?;
         Ok(Self { tls, sasl })

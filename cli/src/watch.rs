@@ -2,17 +2,19 @@
 
 use zkwire::{AddWatchMode, EventType, SessionState, WatchedEvent};
 
-use crate::args::{check_path, Parsed};
+use serde_json::json;
+
+use crate::cli::WatchArgs;
 use crate::connect::Global;
 use crate::fail::{Failure, UNAVAILABLE};
-use crate::json::Json;
+use crate::nodes::check_path;
 use crate::out;
 
 /// Adds a persistent (recursive) watch and prints each event on a line until Ctrl-C.
-pub(crate) async fn watch(g: &Global, p: &Parsed) -> Result<(), Failure> {
-    let path = p.expect_operands(&["PATH"])?.remove(0);
+pub(crate) async fn watch(g: &Global, a: &WatchArgs) -> Result<(), Failure> {
+    let path = a.path.clone();
     check_path(&path, false)?;
-    let recursive = p.has("recursive");
+    let recursive = a.recursive;
     let mode = if recursive {
         AddWatchMode::PersistentRecursive
     } else {
@@ -65,11 +67,7 @@ fn session_over(state: &str) -> Failure {
 fn print_event(json: bool, event: &WatchedEvent) -> Result<(), Failure> {
     let kind = format!("{:?}", event.event_type);
     if json {
-        return out::json(&Json::obj([
-            ("event", Json::Str(kind)),
-            ("path", Json::str(&event.path)),
-            ("zxid", event.zxid.into()),
-        ]));
+        return out::json(&json!({"event": kind, "path": event.path, "zxid": event.zxid}));
     }
     out::line(&format!("{kind} {}", event.path))
 }

@@ -13,10 +13,31 @@ fn sandbox_round_trip(args: &[&str]) {
     all.extend_from_slice(args);
     let mut sandbox = command(&all).spawn().unwrap();
     let stdout = lines_of(sandbox.stdout.take().unwrap());
-    let connect = stdout
+    let export = stdout
         .recv_timeout(Duration::from_secs(90))
-        .expect("a connect string");
+        .expect("an export line");
+    let connect = export
+        .strip_prefix("export ZOOKEEPER=")
+        .unwrap_or_else(|| panic!("{export}"))
+        .to_owned();
     assert!(connect.starts_with("127.0.0.1:"), "{connect}");
+    if let Some(port) = args
+        .iter()
+        .position(|a| *a == "--port")
+        .map(|i| args[i + 1])
+    {
+        assert_eq!(
+            connect.split(',').next(),
+            Some(format!("127.0.0.1:{port}").as_str())
+        );
+    }
+    // The exported variable is what every other verb reads.
+    let mut env = command(&["ls", "/"]);
+    env.env("ZOOKEEPER", &connect);
+    assert_eq!(
+        finish(env.spawn().unwrap(), Duration::from_secs(30)).code,
+        Some(0)
+    );
     assert_eq!(
         zkw(&connect, &["create", "/made-in-sandbox", "yes"]).ok(),
         "/made-in-sandbox\n"
@@ -51,10 +72,33 @@ fn sandbox_ensemble() {
 }
 
 #[test]
+fn sandbox_on_a_given_port() {
+    let port = free_port();
+    sandbox_round_trip(&["--port", &port.to_string()]);
+}
+
+#[test]
+fn sandbox_refuses_a_busy_port() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port().to_string();
+    let out = run(&["sandbox", "--port", &port]);
+    assert_eq!(
+        out.fails(1),
+        format!("zkw: cannot listen on 127.0.0.1:{port}: Address already in use (os error 98)")
+    );
+}
+
+/// A port nothing listens on right now.
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+#[test]
 fn sandbox_rejects_bad_sizes() {
     assert_eq!(
         run(&["sandbox", "--ensemble", "0"]).fails(2),
-        "zkw: --ensemble takes 1 to 9 servers"
+        "zkw: invalid value '0' for '--ensemble <N>': 0 is not in 1..=9 (see zkw --help)"
     );
 }
 

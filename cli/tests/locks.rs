@@ -8,7 +8,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{
-    chroot, command, finish, lines_of, running, scratch, signal, wait_file, wait_line, zkw,
+    chroot, command, finish, lines_of, running, scratch, signal, spawn_holder, wait_file,
+    wait_line, zkw,
 };
 
 #[test]
@@ -201,20 +202,7 @@ fn lost_lock_kills_a_command_that_ignores_sigterm() {
 fn timeout_gives_up_with_73() {
     let cs = chroot("cli-lock-timeout");
     let dir = scratch("timeout");
-    let holder = command(&[
-        "--server",
-        &cs,
-        "lock",
-        "/busy",
-        "--",
-        "sh",
-        "-c",
-        "touch \"$0/held\"; sleep 3",
-        dir.to_str().unwrap(),
-    ])
-    .spawn()
-    .unwrap();
-    wait_file_exists(&dir.join("held"));
+    let holder = spawn_holder(&cs, &["lock", "/busy"], &dir, 3);
     let out = zkw(
         &cs,
         &["lock", "/busy", "--timeout", "500ms", "--", "echo", "never"],
@@ -234,20 +222,7 @@ fn timeout_gives_up_with_73() {
 fn ctrl_c_while_waiting_leaves_no_node() {
     let cs = chroot("cli-lock-ctrl-c");
     let dir = scratch("ctrl-c");
-    let holder = command(&[
-        "--server",
-        &cs,
-        "lock",
-        "/wait",
-        "--",
-        "sh",
-        "-c",
-        "touch \"$0/held\"; sleep 3",
-        dir.to_str().unwrap(),
-    ])
-    .spawn()
-    .unwrap();
-    wait_file_exists(&dir.join("held"));
+    let holder = spawn_holder(&cs, &["lock", "/wait"], &dir, 3);
     let mut waiter = command(&["--server", &cs, "lock", "/wait", "--", "echo", "never"])
         .spawn()
         .unwrap();
@@ -526,9 +501,9 @@ fn kill_after_longer_than_the_session_allows_is_refused() {
     );
     assert_eq!(
         out.fails(2),
-        "zkw: --kill-after 3.0s does not fit the session timeout 4.0s: --kill-after plus a \
-         margin of 267ms must not exceed half the session timeout; use --session-timeout 7.0s \
-         or more, or --kill-after 1.7s or less"
+        "zkw: --kill-after 3s does not fit the session timeout 4s: --kill-after plus a margin \
+         of 267ms must not exceed half the session timeout; use --session-timeout 7s or more, \
+         or --kill-after 1s 700ms or less"
     );
     assert_eq!(out.stdout, "");
     assert_eq!(zkw(&cs, &["ls", "/k"]).code, Some(1), "a node was queued");
@@ -582,7 +557,7 @@ fn leader_runs_the_command_while_leading_and_leaves() {
     );
     assert!(zkw(&cs, &["leader", "/e"])
         .fails(2)
-        .contains("missing command"));
+        .contains("the following required arguments were not provided: <CMD>..."));
 }
 
 /// Three `zkw leader` processes, three terms each: never two leaders' commands at once, and

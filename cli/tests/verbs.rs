@@ -84,11 +84,11 @@ fn create_modes() {
         .contains("\"ephemeral_owner\":0"));
     assert_eq!(
         zkw(&cs, &["create", "/d/x", "-c", "-e"]).fails(2),
-        "zkw: -c (container) cannot be combined with -e, -s or --ttl"
+        "zkw: the argument '--container' cannot be used with '--ephemeral' (see zkw --help)"
     );
     assert_eq!(
         zkw(&cs, &["create", "/d/x", "-e", "--ttl", "5s"]).fails(2),
-        "zkw: --ttl is for persistent nodes; it cannot be combined with -e"
+        "zkw: the argument '--ephemeral' cannot be used with '--ttl <D>' (see zkw --help)"
     );
     assert_eq!(zkw(&cs, &["create", "/d/x", "--ttl", "5q"]).code, Some(2));
     assert_eq!(
@@ -103,7 +103,7 @@ fn json_output_escapes_strings() {
     let data = "quote\" back\\slash\nnew\ttab\u{1}é";
     zkw(&cs, &["create", "/j", data]).ok();
     let got = zkw(&cs, &["--json", "get", "/j"]);
-    let expected = r#"{"path":"/j","data":"quote\" back\\slash\nnew\ttab\u0001é","stat":{"czxid":"#;
+    let expected = r#"{"path":"/j","data":"quote\" back\\slash\nnew\ttab\u0001é","data_base64":"cXVvdGUiIGJhY2tcc2xhc2gKbmV3CXRhYgHDqQ==","stat":{"czxid":"#;
     assert!(got.ok().starts_with(expected), "{got:?}");
     assert_eq!(got.stdout.lines().count(), 1);
     let ls = zkw(&cs, &["ls", "/", "--json"]);
@@ -125,10 +125,20 @@ fn set_reads_standard_input() {
         .unwrap();
     std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"piped\xffbytes").unwrap();
     finish(child, Duration::from_secs(30)).ok();
+    // Not UTF-8: `data` is null, `data_base64` holds the bytes (the keys never change).
+    let json = zkw(&cs, &["get", "/in", "--json"]);
+    let fields: Vec<&str> = json.ok().split(',').collect();
     assert_eq!(
-        zkw(&cs, &["get", "/in", "--json"]).ok().split(',').nth(1),
-        Some("\"data_hex\":\"7069706564ff6279746573\"")
+        fields[1..3],
+        ["\"data\":null", "\"data_base64\":\"cGlwZWT/Ynl0ZXM=\""]
     );
+    // --raw writes the bytes exactly: no newline added.
+    let raw = command(&["--server", &cs, "get", "/in", "--raw"])
+        .output()
+        .unwrap();
+    assert_eq!(raw.stdout, b"piped\xffbytes");
+    let plain = command(&["--server", &cs, "get", "/in"]).output().unwrap();
+    assert_eq!(plain.stdout, b"piped\xffbytes\n");
 }
 
 #[test]
@@ -150,7 +160,7 @@ fn acl_get_and_set() {
     assert!(bad.fails(2).contains("bad ACL entry"), "{bad:?}");
     assert_eq!(
         zkw(&cs, &["acl", "frob", "/p"]).fails(2),
-        "zkw: acl takes get or set, not \"frob\""
+        "zkw: unrecognized subcommand 'frob' (see zkw --help)"
     );
 }
 
@@ -246,7 +256,7 @@ fn cache_prints_the_tree_then_its_changes() {
     let first = wait_line(&lines, "", limit);
     assert!(
         first.starts_with(
-            "{\"event\":\"created\",\"path\":\"/c\",\"data\":\"root\",\"version\":0,\"mzxid\":"
+            "{\"event\":\"created\",\"path\":\"/c\",\"data\":\"root\",\"data_base64\":\"cm9vdA==\",\"version\":0,\"mzxid\":"
         ),
         "{first}"
     );
@@ -256,8 +266,10 @@ fn cache_prints_the_tree_then_its_changes() {
     zkw(&cs, &["set", "/c", "r2"]).ok();
     let changed = wait_line(&lines, "", limit);
     assert!(
-        changed
-            .starts_with("{\"event\":\"changed\",\"path\":\"/c\",\"data\":\"r2\",\"version\":1,"),
+        changed.starts_with(
+            "{\"event\":\"changed\",\"path\":\"/c\",\"data\":\"r2\",\"data_base64\":\"cjI=\",\
+                 \"version\":1,"
+        ),
         "{changed}"
     );
     signal(json.id(), "INT");
@@ -309,37 +321,66 @@ fn bad_paths_and_command_lines_are_usage_errors() {
     );
     assert_eq!(
         run(&["frobnicate"]).fails(2),
-        "zkw: unknown command \"frobnicate\" (see zkw --help)"
+        "zkw: unrecognized subcommand 'frobnicate' (see zkw --help)"
     );
-    assert_eq!(run(&["ls"]).fails(2), "zkw: missing operand PATH");
+    // A typo gets a suggestion.
+    assert_eq!(
+        run(&["lss", "/"]).fails(2),
+        "zkw: unrecognized subcommand 'lss'; tip: a similar subcommand exists: 'ls' (see zkw \
+         --help)"
+    );
+    assert_eq!(
+        run(&["ls"]).fails(2),
+        "zkw: the following required arguments were not provided: <PATH> (see zkw --help)"
+    );
     assert_eq!(
         run(&["ls", "/", "/b"]).fails(2),
-        "zkw: unexpected operand \"/b\""
+        "zkw: unexpected argument '/b' found (see zkw --help)"
     );
-    assert_eq!(
-        run(&["ls", "-z", "/"]).fails(2),
-        "zkw: unknown option -z for ls"
-    );
+    assert!(run(&["ls", "-z", "/"])
+        .fails(2)
+        .starts_with("zkw: unexpected argument '-z' found"));
     assert_eq!(
         run(&["set", "/a", "x", "-v"]).fails(2),
-        "zkw: --version needs a value"
+        "zkw: a value is required for '--version <VERSION>' but none was supplied (see zkw \
+         --help)"
     );
     assert_eq!(
         run(&["set", "/a", "x", "-v", "two"]).fails(2),
-        "zkw: --version: not a valid number: \"two\""
+        "zkw: invalid value 'two' for '--version <VERSION>': invalid digit found in string (see \
+         zkw --help)"
     );
     assert_eq!(run(&["--session-timeout", "soon", "ls", "/"]).code, Some(2));
+    // Durations are positive; a negative one says so (not "unknown unit").
+    assert_eq!(
+        run(&["--session-timeout", "-1s", "ls", "/"]).fails(2),
+        "zkw: invalid value '-1s' for '--session-timeout <D>': must be positive (see zkw --help)"
+    );
     assert_eq!(
         run(&["--server", "127.0.0.1:99999", "ls", "/"]).code,
         Some(2)
     );
     assert_eq!(
         run(&["lock", "/l"]).fails(2),
-        "zkw: missing command to run (PATH -- CMD ARGS…)"
+        "zkw: the following required arguments were not provided: <CMD>... (see zkw --help)"
     );
     assert_eq!(
         run(&["sem", "/s", "--", "true"]).fails(2),
-        "zkw: sem needs --leases N"
+        "zkw: the following required arguments were not provided: --leases <N> (see zkw --help)"
+    );
+    // --json: errors are one JSON document on stderr, bad command lines included.
+    let json = run(&["--json", "--server", unreachable, "get", "relative"]);
+    assert_eq!(json.code, Some(2));
+    assert_eq!(
+        json.stderr,
+        "{\"error\":\"invalid path \\\"relative\\\": path must start with '/'\",\"exit_code\":2,\
+         \"kind\":\"usage\"}\n"
+    );
+    let json = run(&["--json", "ls"]);
+    assert!(
+        json.stderr
+            .starts_with("{\"error\":\"the following required"),
+        "{json:?}"
     );
 }
 
@@ -347,33 +388,75 @@ fn bad_paths_and_command_lines_are_usage_errors() {
 fn help_texts() {
     let help = run(&["--help"]);
     for verb in [
-        "ls PATH",
-        "get PATH",
-        "stat PATH",
-        "set PATH",
-        "create PATH",
-        "rm PATH",
-        "watch PATH",
-        "acl get",
-        "sync PATH",
+        "ls",
+        "get",
+        "stat",
+        "set",
+        "create",
+        "rm",
+        "watch",
+        "cache",
+        "acl",
+        "sync",
         "whoami",
-        "lock PATH",
-        "rlock PATH",
-        "wlock PATH",
-        "sem PATH",
+        "lock",
+        "rlock",
+        "wlock",
+        "sem",
+        "leader",
+        "revoke",
+        "locks",
+        "shell",
         "sandbox",
         "demo",
+        "completions",
     ] {
-        assert!(help.ok().contains(verb), "{verb} missing from --help");
+        let listed = format!("\n  {verb} ");
+        assert!(help.ok().contains(&listed), "{verb} missing from --help");
     }
+    assert!(!help.stdout.contains("__demo-worker"));
     assert!(help.stdout.contains("75 lock lost"));
     let lock_help = run(&["lock", "--help"]);
     assert!(
         lock_help.ok().contains("ZKW_FENCING_TOKEN") && lock_help.stdout.contains("--kill-after")
     );
-    assert!(run(&["create", "-h"]).ok().starts_with("Usage: zkw create"));
+    assert!(run(&["create", "-h"]).ok().contains("Usage: zkw create"));
     assert!(run(&["--version"]).ok().starts_with("zkw 0."));
     let bare = run(&[]);
     assert_eq!(bare.code, Some(2));
     assert!(bare.stderr.contains("Usage: zkw"));
+}
+
+/// The README shows `zkw --help` exactly as the binary prints it.
+#[test]
+fn readme_shows_the_help() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let start = "<!-- zkw --help -->\n```text\n";
+    let from = readme
+        .find(start)
+        .expect("the README has a zkw --help block")
+        + start.len();
+    let block = &readme[from..];
+    let block = &block[..block.find("```").unwrap()];
+    assert_eq!(
+        block,
+        run(&["--help"]).ok(),
+        "README's zkw --help block differs"
+    );
+}
+
+/// `zkw completions SHELL` prints a script naming the verbs.
+#[test]
+fn completion_scripts() {
+    for (shell, marker) in [
+        ("bash", "_zkw()"),
+        ("zsh", "#compdef zkw"),
+        ("fish", "complete -c zkw"),
+    ] {
+        let script = run(&["completions", shell]);
+        assert!(script.ok().contains(marker), "{shell}: {script:?}");
+        assert!(script.stdout.contains("locks"), "{shell}");
+    }
+    assert_eq!(run(&["completions", "tcsh"]).code, Some(2));
 }

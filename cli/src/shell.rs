@@ -1,0 +1,324 @@
+//! `zkw shell`: the verbs of the command line on one session, with line editing, history,
+//! completion of verbs and znode paths, a working node (`cd`, `pwd`), and the session's state
+//! changes printed as they happen.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use clap::{CommandFactory, Parser};
+use rustyline::completion::{Completer, Pair};
+use rustyline::error::ReadlineError;
+use rustyline::highlight::Highlighter;
+use rustyline::hint::Hinter;
+use rustyline::history::FileHistory;
+use rustyline::validate::Validator;
+use rustyline::{Context, Editor, Helper};
+use tokio::runtime::{Handle, Runtime};
+use zkwire::Client;
+
+use crate::cli::Cli;
+use crate::connect::Global;
+use crate::fail::{Failure, FAILED};
+use crate::out;
+
+/// The words the shell knows besides the command line's verbs.
+const SHELL_WORDS: [&str; 5] = ["cd", "pwd", "help", "exit", "quit"];
+/// How long completion waits for the server's list of children.
+const COMPLETION_LIMIT: Duration = Duration::from_secs(2);
+
+/// Runs the shell until `exit`, `quit` or end of input; exit code 0.
+///
+/// # Errors
+/// [`UNAVAILABLE`](crate::fail::UNAVAILABLE) when no server can be reached at the start; a
+/// failure when the terminal cannot be used.
+pub(crate) fn run(global: &Global, runtime: &Runtime) -> Result<u8, Failure> {
+    let client = runtime.block_on(global.connect())?;
+    let mut g = global.clone();
+    g.shared = Some(client.clone());
+    let cwd = Arc::new(Mutex::new("/".to_owned()));
+    let helper = ShellHelper {
+        client: client.clone(),
+        handle: runtime.handle().clone(),
+        cwd: Arc::clone(&cwd),
+    };
+    let mut editor = Editor::<ShellHelper, FileHistory>::new()
+        .map_err(|e| Failure::new(FAILED, format!("cannot use the terminal: {e}")))?;
+    editor.set_helper(Some(helper));
+    let history = history_file();
+    if let Some(file) = &history {
+        let _ = editor.load_history(file);
+    }
+    report_states(runtime, &client);
+    // Ctrl-C while a verb runs stops that verb (watch, cache, lock), not the shell.
+    let _interrupts = runtime.block_on(async {
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+    });
+    out::note(&format!(
+        "connected to {} (session {:#x}); help, exit",
+        global.server,
+        client.session_id()
+    ));
+    loop {
+        let prompt = format!("zkw {}> ", current(&cwd));
+        match editor.readline(&prompt) {
+            Ok(line) => {
+                let _ = editor.add_history_entry(line.as_str());
+                if run_line(&mut g, runtime, &cwd, &line) == Step::Exit {
+                    break;
+                }
+            }
+            Err(ReadlineError::Interrupted) => {}
+            Err(ReadlineError::Eof) => break,
+            Err(e) => return Err(Failure::new(FAILED, format!("cannot read a line: {e}"))),
+        }
+    }
+    if let Some(file) = &history {
+        let _ = editor.save_history(file);
+    }
+    runtime.block_on(async {
+        let _ = tokio::time::timeout(global.session_timeout, client.close()).await;
+    });
+    Ok(0)
+}
+
+/// Prints each change of the session's state as it happens, on a line of its own (the
+/// terminal may be in raw mode: `\r\n`). rustyline's external printer is not used: with it
+/// the editor stopped reading keys after the first one.
+fn report_states(runtime: &Runtime, client: &Client) {
+    let mut states = client.state_stream();
+    runtime.spawn(async move {
+        while let Some(state) = states.next().await {
+            let mut stderr = std::io::stderr().lock();
+            let _ = write!(stderr, "\r\nzkw: session {state:?}\r\n");
+            let _ = stderr.flush();
+        }
+    });
+}
+
+/// `$XDG_DATA_HOME/zkw/history` (or the platform's data directory), created if needed.
+fn history_file() -> Option<std::path::PathBuf> {
+    let dir = dirs::data_dir()?.join("zkw");
+    std::fs::create_dir_all(&dir).ok()?;
+    Some(dir.join("history"))
+}
+
+/// Whether the shell goes on.
+#[derive(Debug, PartialEq, Eq)]
+enum Step {
+    Continue,
+    Exit,
+}
+
+/// Runs one typed line: a shell word or a verb.
+fn run_line(g: &mut Global, runtime: &Runtime, cwd: &Mutex<String>, line: &str) -> Step {
+    let words = match shell_words::split(line) {
+        Ok(words) => words,
+        Err(e) => {
+            out::note(&format!("cannot split the line: {e}"));
+            return Step::Continue;
+        }
+    };
+    match words.first().map(String::as_str) {
+        None => {}
+        Some("exit" | "quit") => return Step::Exit,
+        Some("pwd") => report(out::line(&current(cwd))),
+        Some("cd") => change_directory(g, runtime, cwd, words.get(1).map(String::as_str)),
+        Some("help") => report(out::line(&Cli::command().render_help().to_string())),
+        Some(_) => run_verb(g, runtime, cwd, words),
+    }
+    Step::Continue
+}
+
+/// Parses `words` as a command line and runs it on the shell's session.
+fn run_verb(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, mut words: Vec<String>) {
+    if words == ["ls"] {
+        // `ls` alone lists the working node.
+        words.push(".".to_owned());
+    }
+    let argv = std::iter::once("zkw".to_owned()).chain(words);
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(cli) => cli,
+        Err(e) => return report(Err(crate::clap_failure(e))),
+    };
+    let Some(mut command) = cli.command else {
+        return;
+    };
+    let base = current(cwd);
+    for path in command.paths_mut() {
+        *path = resolve(&base, path);
+    }
+    let verb_global = Global {
+        json: g.json || cli.global.json,
+        ..g.clone()
+    };
+    report(
+        runtime
+            .block_on(crate::dispatch(&verb_global, &command))
+            .map(|_| ()),
+    );
+}
+
+/// `cd [PATH]`: to PATH (relative to the working node) if it exists, else `/`.
+fn change_directory(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, to: Option<&str>) {
+    let target = resolve(&current(cwd), to.unwrap_or("/"));
+    let Some(client) = &g.shared else {
+        return;
+    };
+    let found = runtime.block_on(g.read(|| client.exists(&target)));
+    match found {
+        Ok(Some(_)) => *cwd.lock().unwrap_or_else(PoisonError::into_inner) = target,
+        Ok(None) => out::note(&format!("cd: {target}: node does not exist")),
+        Err(e) => out::note(&format!("cd: {target}: {e}")),
+    }
+}
+
+/// Prints a verb's failure; the shell goes on.
+fn report(result: Result<(), Failure>) {
+    if let Err(f) = result {
+        if !f.message.is_empty() {
+            out::note(&f.message);
+        }
+    }
+}
+
+fn current(cwd: &Mutex<String>) -> String {
+    cwd.lock().unwrap_or_else(PoisonError::into_inner).clone()
+}
+
+/// `path` relative to `base` (absolute paths as they are), `.` and `..` resolved.
+pub(crate) fn resolve(base: &str, path: &str) -> String {
+    let joined = if path.starts_with('/') {
+        path.to_owned()
+    } else {
+        format!("{base}/{path}")
+    };
+    let mut parts: Vec<&str> = Vec::new();
+    for part in joined.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            part => parts.push(part),
+        }
+    }
+    // A sequential node's trailing `/` (create -s /jobs/) is the caller's to keep.
+    let tail = if path.ends_with('/') && !parts.is_empty() {
+        "/"
+    } else {
+        ""
+    };
+    format!("/{}{tail}", parts.join("/"))
+}
+
+/// Line editing support: completion of verbs and of paths read from the server.
+struct ShellHelper {
+    client: Client,
+    handle: Handle,
+    cwd: Arc<Mutex<String>>,
+}
+
+impl ShellHelper {
+    /// The verbs and shell words starting with `prefix`.
+    fn verbs(prefix: &str) -> Vec<Pair> {
+        let command = Cli::command();
+        let verbs = command
+            .get_subcommands()
+            .filter(|c| !c.is_hide_set())
+            .map(|c| c.get_name().to_owned());
+        let mut names: Vec<String> = verbs
+            .chain(SHELL_WORDS.iter().map(|w| (*w).to_owned()))
+            .filter(|v| v.starts_with(prefix))
+            .collect();
+        names.sort();
+        names.into_iter().map(pair).collect()
+    }
+
+    /// The children of the word's directory part whose names start with its last part.
+    fn paths(&self, word: &str) -> Vec<Pair> {
+        let (dir, prefix) = match word.rfind('/') {
+            Some(i) => word.split_at(i + 1),
+            None => ("", word),
+        };
+        let absolute = resolve(&current(&self.cwd), if dir.is_empty() { "." } else { dir });
+        let listed = self.handle.block_on(async {
+            tokio::time::timeout(COMPLETION_LIMIT, self.client.get_children(&absolute)).await
+        });
+        let Ok(Ok(mut children)) = listed else {
+            return Vec::new();
+        };
+        children.sort();
+        children
+            .into_iter()
+            .filter(|c| c.starts_with(prefix))
+            .map(|c| pair(format!("{dir}{c}")))
+            .collect()
+    }
+}
+
+fn pair(text: String) -> Pair {
+    Pair {
+        display: text.clone(),
+        replacement: text,
+    }
+}
+
+impl Completer for ShellHelper {
+    type Candidate = Pair;
+
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _ctx: &Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<Pair>)> {
+        let before = line.get(..pos).unwrap_or(line);
+        let start = before.rfind(char::is_whitespace).map_or(0, |i| i + 1);
+        let word = before.get(start..).unwrap_or_default();
+        let candidates = if before.get(..start).unwrap_or_default().trim().is_empty() {
+            Self::verbs(word)
+        } else if word.starts_with('-') {
+            Vec::new()
+        } else {
+            self.paths(word)
+        };
+        Ok((start, candidates))
+    }
+}
+
+impl Hinter for ShellHelper {
+    type Hint = String;
+}
+
+impl Highlighter for ShellHelper {}
+
+impl Validator for ShellHelper {}
+
+impl Helper for ShellHelper {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths() {
+        assert_eq!(resolve("/", "a"), "/a");
+        assert_eq!(resolve("/a/b", "../c"), "/a/c");
+        assert_eq!(resolve("/a", "/x/./y"), "/x/y");
+        assert_eq!(resolve("/a", ".."), "/");
+        assert_eq!(resolve("/a", "../../.."), "/");
+        assert_eq!(resolve("/a", "jobs/"), "/a/jobs/");
+        assert_eq!(resolve("/", "."), "/");
+    }
+
+    #[test]
+    fn verbs_complete() {
+        let names: Vec<String> = ShellHelper::verbs("lo")
+            .into_iter()
+            .map(|p| p.replacement)
+            .collect();
+        assert_eq!(names, ["lock", "locks"]);
+        assert!(ShellHelper::verbs("__").is_empty());
+    }
+}

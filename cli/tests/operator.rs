@@ -1,0 +1,348 @@
+//! The operator's side of `zkw`: unreadable nodes under `ls -R`, confirmation before large
+//! deletions, `--timeout 0`, digest ACLs from plain passwords, `zkw locks`, per-host connect
+//! failures, and the interactive shell driven through a pseudo-terminal.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+mod common;
+
+use std::io::Write;
+use std::process::Stdio;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{chroot, command, finish, run, scratch, spawn_holder, zkw, ZKW};
+use zkwire::{Client, CreateMode, CreateOptions};
+
+/// Runs `f` with a client on the chroot `cs`.
+fn with_client(cs: &str, f: impl AsyncFnOnce(Client)) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let client = Client::builder().connect(cs).await.unwrap();
+        f(client.clone()).await;
+        client.close().await.unwrap();
+    });
+}
+
+#[test]
+fn ls_recursive_prints_what_it_can_and_names_unreadable_nodes() {
+    let cs = chroot("cli-ls-unreadable");
+    for node in ["/t", "/t/a", "/t/secret", "/t/secret/x", "/t/z"] {
+        zkw(&cs, &["create", node]).ok();
+    }
+    // Only someone:pw may read /t/secret; the digest is computed from the plain password.
+    zkw(
+        &cs,
+        &[
+            "acl",
+            "set",
+            "/t/secret",
+            "digest:someone:pw:cdrwa",
+            "--plain-password",
+        ],
+    )
+    .ok();
+    let out = zkw(&cs, &["ls", "-R", "/t"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_eq!(out.stdout, "/t\n/t/a\n/t/secret\n/t/z\n");
+    assert_eq!(
+        out.stderr,
+        "zkw: cannot list /t/secret: not authorized by the node's ACL\n\
+         zkw: 1 node(s) could not be listed; the rest was printed\n"
+    );
+    let json = zkw(&cs, &["--json", "ls", "-R", "/t"]);
+    assert_eq!(json.code, Some(1));
+    assert_eq!(
+        json.stdout,
+        "{\"path\":\"/t\",\"paths\":[\"/t\",\"/t/a\",\"/t/secret\",\"/t/z\"],\"unreadable\":\
+         [{\"path\":\"/t/secret\",\"error\":\"not authorized by the node's ACL\"}]}\n"
+    );
+    // With the credentials the whole tree is there: the hash was the right one.
+    let authed = zkw(&cs, &["--auth", "digest:someone:pw", "ls", "-R", "/t"]);
+    assert_eq!(authed.ok(), "/t\n/t/a\n/t/secret\n/t/secret/x\n/t/z\n");
+}
+
+#[test]
+fn acl_digest_ids_that_are_not_hashed_are_warned_about() {
+    let cs = chroot("cli-acl-digest");
+    zkw(&cs, &["create", "/n"]).ok();
+    let out = zkw(
+        &cs,
+        &[
+            "acl",
+            "set",
+            "/n",
+            "digest:bob:plain:cdrwa,world:anyone:cdrwa",
+        ],
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stderr.starts_with(
+            "zkw: warning: the digest id \"bob:plain\" does not look hashed (USER:BASE64-SHA1)"
+        ),
+        "{out:?}"
+    );
+    let hashed = "digest:bob:sy/kXH5TjDEmzhWaHnnW/fkHPh8=:r";
+    let quiet = zkw(&cs, &["acl", "set", "/n", hashed]);
+    assert_eq!((quiet.code, quiet.stderr.as_str()), (Some(0), ""));
+    let refused = zkw(
+        &cs,
+        &["acl", "set", "/n", "digest:hunter2:r", "--plain-password"],
+    );
+    assert!(!refused.fails(2).contains("hunter2"), "{refused:?}");
+}
+
+#[test]
+fn rm_recursive_asks_before_deleting_the_root_or_a_large_tree() {
+    let cs = chroot("cli-rm-confirm");
+    zkw(&cs, &["create", "/keep"]).ok();
+    // `/` of the chroot: asked, standard input says nothing, nothing goes.
+    let out = zkw(&cs, &["rm", "-r", "/"]);
+    assert_eq!(out.code, Some(1));
+    assert_eq!(
+        out.stderr,
+        "zkw: delete / and the 1 node(s) below it? [y/N] \n\
+         zkw: /: not deleted (not confirmed; --yes skips the question)\n"
+    );
+    assert_eq!(zkw(&cs, &["ls", "/"]).ok(), "keep\n");
+    // 101 nodes below /big: asked; "n" keeps them, "y" deletes them.
+    with_client(&cs, async |client| {
+        let persistent = CreateOptions::new(CreateMode::Persistent);
+        client.create("/big", b"", &persistent).await.unwrap();
+        for i in 0..101 {
+            client
+                .create(&format!("/big/n{i}"), b"", &persistent)
+                .await
+                .unwrap();
+        }
+    });
+    assert_eq!(answer(&cs, &["rm", "-r", "/big"], "n\n").code, Some(1));
+    assert_eq!(zkw(&cs, &["ls", "/big"]).ok().lines().count(), 101);
+    let yes = answer(&cs, &["rm", "-r", "/big", "--json"], "y\n");
+    assert_eq!(yes.ok(), "{\"path\":\"/big\",\"deleted\":102}\n");
+    assert!(yes
+        .stderr
+        .contains("delete /big and the 101 node(s) below it? [y/N]"));
+    // A small tree goes without a question; --yes skips it for `/`.
+    zkw(&cs, &["create", "/small"]).ok();
+    zkw(&cs, &["rm", "-r", "/small"]).ok();
+    zkw(&cs, &["rm", "-r", "/", "--yes"]).ok();
+    assert_eq!(zkw(&cs, &["ls", "/"]).ok(), "");
+}
+
+/// Runs `zkw --server CS ARGS` with `input` on standard input.
+fn answer(cs: &str, args: &[&str], input: &str) -> common::Out {
+    let mut all = vec!["--server", cs];
+    all.extend_from_slice(args);
+    let mut child = command(&all).stdin(Stdio::piped()).spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    finish(child, Duration::from_secs(30))
+}
+
+#[test]
+fn timeout_zero_tries_once_and_locks_shows_holder_and_queue() {
+    let cs = chroot("cli-try-once");
+    // Free: taken at once, for every kind.
+    for verb in [
+        &["lock"][..],
+        &["rlock"],
+        &["wlock"],
+        &["sem", "--leases", "1"],
+    ] {
+        let mut args = verb.to_vec();
+        args.extend(["/free", "--timeout", "0", "--", "true"]);
+        zkw(&cs, &args).ok();
+    }
+    let dir = scratch("try-once");
+    let holder = spawn_holder(&cs, &["lock", "/l"], &dir, 30);
+    let busy = zkw(
+        &cs,
+        &["lock", "/l", "--timeout", "0", "--", "echo", "never"],
+    );
+    assert_eq!(
+        busy.fails(73),
+        "zkw: lock on /l not free (--timeout 0 tried once)"
+    );
+    assert!(busy.elapsed < Duration::from_secs(3), "{busy:?}");
+    assert_eq!(busy.stdout, "");
+    // A second contender queues behind the holder (the try above used sequence 1).
+    let waiter = command(&["--server", &cs, "lock", "/l", "--", "true"])
+        .spawn()
+        .unwrap();
+    let shown = wait_for(|| {
+        let out = zkw(&cs, &["locks", "/l"]);
+        (out.ok().lines().count() == 3).then(|| out.stdout.clone())
+    });
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(lines[0], "/l: mutex");
+    assert!(lines[1].starts_with("holder    seq 0 "), "{shown}");
+    assert!(lines[2].starts_with("waiting   seq 2 "), "{shown}");
+    assert!(lines[1].contains("-lock-0000000000"), "{shown}");
+    let json = zkw(&cs, &["--json", "locks", "/l"]);
+    let doc = json.ok();
+    assert!(
+        doc.starts_with("{\"path\":\"/l\",\"kind\":\"mutex\",\"contenders\":[{\"role\":\"holder\""),
+        "{doc}"
+    );
+    assert!(doc.contains("\"sequence\":2,\"session\":\"0x"), "{doc}");
+    assert!(doc.contains("\"data\":\"\",\"data_base64\":\"\""), "{doc}");
+    common::signal(holder.id(), "TERM");
+    assert!(finish(holder, Duration::from_secs(30)).code.is_some());
+    assert_eq!(finish(waiter, Duration::from_secs(30)).code, Some(0));
+    assert_eq!(
+        zkw(&cs, &["locks", "/l"]).ok(),
+        "/l: no one holds or waits\n"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn locks_shows_a_leader_latch_with_participant_ids() {
+    let cs = chroot("cli-locks-latch");
+    let dir = scratch("latch");
+    let leader = spawn_holder(&cs, &["leader", "/e", "--id", "alpha"], &dir, 30);
+    let follower = command(&[
+        "--server", &cs, "leader", "/e", "--id", "beta", "--", "true",
+    ])
+    .spawn()
+    .unwrap();
+    let shown = wait_for(|| {
+        let out = zkw(&cs, &["locks", "/e"]);
+        (out.ok().lines().count() == 3).then(|| out.stdout.clone())
+    });
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(lines[0], "/e: leader-latch");
+    assert!(
+        lines[1].starts_with("leader ") && lines[1].ends_with("\"alpha\""),
+        "{shown}"
+    );
+    assert!(
+        lines[2].starts_with("waiting ") && lines[2].ends_with("\"beta\""),
+        "{shown}"
+    );
+    common::signal(leader.id(), "TERM");
+    let _ = finish(leader, Duration::from_secs(30));
+    assert_eq!(finish(follower, Duration::from_secs(30)).code, Some(0));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn locks_watch_follows_changes() {
+    let cs = chroot("cli-locks-watch");
+    let mut watcher = command(&["--server", &cs, "locks", "/w", "--watch"])
+        .spawn()
+        .unwrap();
+    let lines = common::lines_of(watcher.stdout.take().unwrap());
+    let limit = Duration::from_secs(30);
+    common::wait_line(&lines, "/w: no one holds or waits", limit);
+    zkw(&cs, &["lock", "/w", "--", "true"]).ok();
+    common::wait_line(&lines, "/w: mutex", limit);
+    common::wait_line(&lines, "holder", limit);
+    common::wait_line(&lines, "/w: no one holds or waits", limit);
+    common::signal(watcher.id(), "INT");
+    assert_eq!(finish(watcher, limit).code, Some(0));
+}
+
+#[test]
+fn connect_failures_name_each_host_and_reads_go_to_the_next() {
+    let out = run(&[
+        "--server",
+        "127.0.0.1:1,127.0.0.1:2",
+        "--session-timeout",
+        "2s",
+        "ls",
+        "/",
+    ]);
+    assert_eq!(
+        out.fails(69),
+        "zkw: cannot connect to 127.0.0.1:1,127.0.0.1:2: 127.0.0.1:1: Connection refused (os \
+         error 111); 127.0.0.1:2: Connection refused (os error 111) (set --server or ZOOKEEPER)"
+    );
+    let cs = chroot("cli-next-host");
+    zkw(&cs, &["create", "/here", "yes"]).ok();
+    let (hosts, root) = cs.split_once('/').unwrap();
+    let both = format!("127.0.0.1:1,{hosts}/{root}");
+    assert_eq!(zkw(&both, &["get", "/here"]).ok(), "yes\n");
+    let json = run(&["--json", "--server", "127.0.0.1:1", "ls", "/"]);
+    assert_eq!(json.code, Some(69));
+    assert!(
+        json.stderr.starts_with(
+            "{\"error\":\"cannot connect to 127.0.0.1:1: 127.0.0.1:1: Connection refused"
+        ),
+        "{json:?}"
+    );
+    assert!(
+        json.stderr
+            .ends_with("\"exit_code\":69,\"kind\":\"unavailable\"}\n"),
+        "{json:?}"
+    );
+}
+
+#[test]
+fn shell_through_a_pseudo_terminal() {
+    let cs = chroot("cli-shell");
+    zkw(&cs, &["create", "/alpha", "one"]).ok();
+    zkw(&cs, &["create", "/alpha/beta", "two"]).ok();
+    let data = scratch("shell-data");
+    let mut cmd = std::process::Command::new(ZKW);
+    cmd.args(["--server", &cs, "shell"])
+        .env_remove("ZOOKEEPER")
+        .env("XDG_DATA_HOME", &data)
+        .env("TERM", "xterm");
+    let mut p = rexpect::session::spawn_command(cmd, Some(30_000)).unwrap();
+    // What is typed, then what must appear, in order (each prompt before the next keys:
+    // typed-ahead keys are not kept while a verb runs).
+    let steps: [(&str, &[&str]); 9] = [
+        ("", &["zkw /> "]),
+        ("ls\r", &["alpha", "zkw /> "]),
+        // Completion of a path read from the server: "get /al" + Tab becomes "get /alpha".
+        ("get /al\t", &["get /alpha"]),
+        ("\r", &["one", "zkw /> "]),
+        ("cd alpha\r", &["zkw /alpha> "]),
+        ("pwd\r", &["/alpha\r\n", "zkw /alpha> "]),
+        ("get beta\r", &["two", "zkw /alpha> "]),
+        ("set beta three\r", &["zkw /alpha> "]),
+        (
+            "get nope\r",
+            &["zkw: /alpha/nope: node does not exist", "zkw /alpha> "],
+        ),
+    ];
+    for (keys, expected) in steps {
+        p.send(keys).unwrap();
+        p.flush().unwrap();
+        for text in expected {
+            p.exp_string(text)
+                .unwrap_or_else(|e| panic!("after {keys:?}: {e}"));
+        }
+    }
+    p.send("exit\r").unwrap();
+    p.flush().unwrap();
+    p.exp_eof().unwrap();
+    // The shell's writes are real, and the lines typed are in the history file.
+    assert_eq!(zkw(&cs, &["get", "/alpha/beta"]).ok(), "three\n");
+    let history = std::fs::read_to_string(data.join("zkw/history")).unwrap();
+    assert!(
+        history.contains("cd alpha") && history.contains("set beta three"),
+        "{history}"
+    );
+    let _ = std::fs::remove_dir_all(data);
+}
+
+/// Polls `f` every 50 ms for up to 30 s until it returns something.
+fn wait_for<T>(mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(found) = f() {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "not seen within 30s");
+        thread::sleep(Duration::from_millis(50));
+    }
+}
