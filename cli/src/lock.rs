@@ -123,11 +123,6 @@ fn default_participant_id() -> String {
     format!("{host}-{}", std::process::id())
 }
 
-/// How long `sem` and `leader` try with `--timeout 0`: their first grant takes a few round
-/// trips (the semaphore's `locks` mutex, the latch's node and listing), so "try once" is a
-/// short deadline rather than none.
-const TRY_ONCE: Duration = Duration::from_millis(500);
-
 /// Runs the command under the lock; returns the exit code. `revocable`: `--revocable`;
 /// `id`: `leader --id`.
 pub(crate) async fn run(
@@ -642,8 +637,18 @@ async fn acquire(client: Client, args: &LockArgs, kind: Kind) -> Result<Held, Lo
         (Kind::Mutex, _) if once => tried(Mutex::new(client, path).try_lock().await, Held::Mutex),
         (Kind::Read, _) if once => tried(RwLock::new(client, path).try_read().await, Held::Read),
         (Kind::Write, _) if once => tried(RwLock::new(client, path).try_write().await, Held::Write),
-        (Kind::Semaphore(_) | Kind::Leader, Some(t)) if t.is_zero() => {
-            Box::pin(acquire_within(client, args, kind, TRY_ONCE)).await
+        (Kind::Semaphore(n), _) if once => tried(
+            Semaphore::new(client, path, SemaphoreLimit::Fixed(n))
+                .try_acquire_one()
+                .await,
+            Held::Lease,
+        ),
+        (Kind::Leader, _) if once => {
+            let latch = LeaderLatch::new(client, path, args.id.clone());
+            let leadership = latch.try_lead().await?;
+            leadership
+                .map(|l| Held::Leader(latch, l))
+                .ok_or(LockError::Timeout)
         }
         (Kind::Mutex, None) => Mutex::new(client, path).lock().await.map(Held::Mutex),
         (Kind::Mutex, Some(t)) => Mutex::new(client, path)
@@ -670,23 +675,6 @@ async fn acquire(client: Client, args: &LockArgs, kind: Kind) -> Result<Held, Lo
         }
         (Kind::Leader, t) => lead(LeaderLatch::new(client, path, args.id.clone()), t).await,
     }
-}
-
-/// As [`acquire`] with `--timeout` set to `timeout`.
-async fn acquire_within(
-    client: Client,
-    args: &LockArgs,
-    kind: Kind,
-    timeout: Duration,
-) -> Result<Held, LockError> {
-    let args = LockArgs {
-        timeout: Some(timeout),
-        command: Vec::new(),
-        id: args.id.clone(),
-        path: args.path.clone(),
-        ..*args
-    };
-    acquire(client, &args, kind).await
 }
 
 /// A `try_*` result: held, or [`LockError::Timeout`] when someone else holds or waits.

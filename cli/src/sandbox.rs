@@ -2,7 +2,7 @@
 //! until Ctrl-C, announced as an `export ZOOKEEPER=…` line.
 
 use serde_json::{json, Value};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use zkwire_testing::server::{ServerConfig, ZkEnsemble, ZkServer};
 use zkwire_testing::tls::{ClientAuth, StoreType, TlsMaterial};
 
@@ -61,11 +61,10 @@ impl Local {
 /// Starts the servers, prints the connect string, waits for Ctrl-C, stops them.
 pub(crate) async fn sandbox(g: &Global, a: &SandboxArgs) -> Result<(), Failure> {
     let nodes = usize::from(a.ensemble);
-    // Taken first, so that a busy port fails before any JVM starts.
-    let listeners = match a.port {
-        Some(port) => Some(listen(port, nodes).await?),
-        None => None,
-    };
+    // Checked first, so that a busy port fails before any JVM starts.
+    if let Some(port) = a.port {
+        check_free(port, nodes).await?;
+    }
     // Ctrl-C during the start still stops cleanly: the handler is in place first.
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
@@ -89,18 +88,18 @@ pub(crate) async fn sandbox(g: &Global, a: &SandboxArgs) -> Result<(), Failure> 
         Some(m) => ServerConfig::default().tls(m, ClientAuth::Want, StoreType::Pem),
         None => ServerConfig::default(),
     };
+    let config = match a.port {
+        Some(port) => config.listen_port(port),
+        None => config,
+    };
     out::note(&format!("starting {what}…"));
     let local = tokio::select! {
         local = Local::start(nodes, config) => local?,
         _ = &mut ctrl_c => return Ok(()),
     };
-    let started = local
+    let connect = local
         .secure_connect_string()
         .unwrap_or_else(|| local.connect_string());
-    let connect = match listeners {
-        Some(listeners) => forward(listeners, &started),
-        None => started,
-    };
     let printed = print_started(g, &connect, nodes, tls.as_ref());
     if printed.is_ok() {
         out::note(&format!(
@@ -114,48 +113,22 @@ pub(crate) async fn sandbox(g: &Global, a: &SandboxArgs) -> Result<(), Failure> 
     printed
 }
 
-/// Listens on `127.0.0.1:port` and the `nodes - 1` ports after it.
+/// Fails when `127.0.0.1:port` or one of the `nodes - 1` ports after it cannot be listened
+/// on (they are released again for the servers).
 ///
 /// # Errors
 /// A failure naming the port that cannot be had.
-async fn listen(port: u16, nodes: usize) -> Result<Vec<TcpListener>, Failure> {
-    let mut listeners = Vec::with_capacity(nodes);
+async fn check_free(port: u16, nodes: usize) -> Result<(), Failure> {
     for offset in 0..nodes {
         let port = u16::try_from(offset)
             .ok()
             .and_then(|o| port.checked_add(o))
             .ok_or_else(|| Failure::usage("--port: the ensemble's ports run past 65535"))?;
-        let listener = TcpListener::bind(("127.0.0.1", port))
+        TcpListener::bind(("127.0.0.1", port))
             .await
             .map_err(|e| Failure::new(FAILED, format!("cannot listen on 127.0.0.1:{port}: {e}")))?;
-        listeners.push(listener);
     }
-    Ok(listeners)
-}
-
-/// Relays each listener's connections to the server at the same place in `connect` (the
-/// servers listen on free ports of their own); returns the connect string of the listeners.
-fn forward(listeners: Vec<TcpListener>, connect: &str) -> String {
-    let mut names = Vec::new();
-    for (listener, target) in listeners.into_iter().zip(connect.split(',')) {
-        let (host, _) = target.rsplit_once(':').unwrap_or((target, ""));
-        let port = listener.local_addr().map_or(0, |a| a.port());
-        names.push(format!("{host}:{port}"));
-        tokio::spawn(relay(listener, target.to_owned()));
-    }
-    names.join(",")
-}
-
-/// Accepts connections and copies bytes both ways to `target`, until the runtime stops.
-async fn relay(listener: TcpListener, target: String) {
-    while let Ok((mut inbound, _)) = listener.accept().await {
-        let target = target.clone();
-        tokio::spawn(async move {
-            if let Ok(mut outbound) = TcpStream::connect(&target).await {
-                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-            }
-        });
-    }
+    Ok(())
 }
 
 /// `export ZOOKEEPER=…` (and, with TLS, the files a client needs) on standard output.

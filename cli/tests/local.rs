@@ -24,11 +24,15 @@ fn sandbox_round_trip(args: &[&str]) {
     if let Some(port) = args
         .iter()
         .position(|a| *a == "--port")
-        .map(|i| args[i + 1])
+        .map(|i| args[i + 1].parse::<u16>().unwrap())
     {
+        let expected: Vec<String> = (0..connect.split(',').count())
+            .map(|i| format!("127.0.0.1:{}", port + i as u16))
+            .collect();
         assert_eq!(
-            connect.split(',').next(),
-            Some(format!("127.0.0.1:{port}").as_str())
+            connect,
+            expected.join(","),
+            "server i listens on --port + i"
         );
     }
     // The exported variable is what every other verb reads.
@@ -73,8 +77,11 @@ fn sandbox_ensemble() {
 
 #[test]
 fn sandbox_on_a_given_port() {
-    let port = free_port();
+    let port = free_ports(1);
     sandbox_round_trip(&["--port", &port.to_string()]);
+    // An ensemble's servers listen on the port and the ones after it.
+    let base = free_ports(3);
+    sandbox_round_trip(&["--ensemble", "3", "--port", &base.to_string()]);
 }
 
 #[test]
@@ -88,10 +95,21 @@ fn sandbox_refuses_a_busy_port() {
     );
 }
 
-/// A port nothing listens on right now.
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
+/// The first of `n` consecutive ports nothing listens on right now.
+fn free_ports(n: u16) -> u16 {
+    for _ in 0..100 {
+        let first = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = first.local_addr().unwrap().port();
+        drop(first);
+        let free = (0..n).all(|i| {
+            base.checked_add(i)
+                .is_some_and(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
+        });
+        if free {
+            return base;
+        }
+    }
+    panic!("no {n} consecutive free ports");
 }
 
 #[test]

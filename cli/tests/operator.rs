@@ -150,15 +150,43 @@ fn answer(cs: &str, args: &[&str], input: &str) -> common::Out {
 fn timeout_zero_tries_once_and_locks_shows_holder_and_queue() {
     let cs = chroot("cli-try-once");
     // Free: taken at once, for every kind.
-    for verb in [
-        &["lock"][..],
-        &["rlock"],
-        &["wlock"],
-        &["sem", "--leases", "1"],
+    for (verb, path) in [
+        (&["lock"][..], "/free"),
+        (&["rlock"], "/free"),
+        (&["wlock"], "/free"),
+        (&["sem", "--leases", "1"], "/free-sem"),
+        (&["leader"], "/free-latch"),
     ] {
         let mut args = verb.to_vec();
-        args.extend(["/free", "--timeout", "0", "--", "true"]);
+        args.extend([path, "--timeout", "0", "--", "true"]);
         zkw(&cs, &args).ok();
+    }
+    // Taken: every kind fails at once with 73 and leaves no node of its own.
+    for (verb, path, noun) in [
+        (&["sem", "--leases", "1"][..], "/s", "lease"),
+        (&["leader"], "/e", "leadership"),
+        (&["wlock"], "/rw", "write lock"),
+    ] {
+        let dir = scratch(&format!("try-once-{noun}"));
+        let mut held = verb.to_vec();
+        held.push(path);
+        let holder = spawn_holder(&cs, &held, &dir, 30);
+        let mut args = verb.to_vec();
+        args.extend([path, "--timeout", "0", "--", "echo", "never"]);
+        let busy = zkw(&cs, &args);
+        assert_eq!(
+            busy.fails(73),
+            format!("zkw: {noun} on {path} not free (--timeout 0 tried once)")
+        );
+        assert!(busy.elapsed < Duration::from_secs(3), "{busy:?}");
+        common::signal(holder.id(), "TERM");
+        assert!(finish(holder, Duration::from_secs(30)).code.is_some());
+        let left = zkw(&cs, &["ls", "-R", path]).ok().to_owned();
+        assert!(
+            !left.contains("lock-") && !left.contains("latch-") && !left.contains("lease-"),
+            "nodes left: {left}"
+        );
+        let _ = std::fs::remove_dir_all(dir);
     }
     let dir = scratch("try-once");
     let holder = spawn_holder(&cs, &["lock", "/l"], &dir, 30);

@@ -149,8 +149,57 @@ impl LeaderLatch {
         }
         let (close, closed) = watch::channel(false);
         self.shared.status.send_replace(Status::Waiting);
-        let handle = tokio::spawn(participate(Arc::clone(&self.shared), closed));
+        let handle = tokio::spawn(participate(Arc::clone(&self.shared), closed, None));
         *task = Some(Running { close, handle });
+    }
+
+    /// Joins the election only if this participant leads at once (no one else participates):
+    /// then as [`start`](Self::start), with the leadership returned; otherwise leaves no
+    /// node and returns `None`. A latch already started is not joined again: its leadership,
+    /// if any, is returned.
+    ///
+    /// # Errors
+    /// The client's errors; [`LockError::ForeignChild`] and [`LockError::SequenceWrapped`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future removes a node it created (in the background).
+    pub async fn try_lead(&self) -> Result<Option<Leadership>, LockError> {
+        if self.is_started() {
+            return Ok(self.leadership());
+        }
+        let never = std::future::pending::<LockError>();
+        let node = match acquire_until(&self.shared.dir, &latch_contest(), false, never).await? {
+            Outcome::Held(node) => node,
+            Outcome::Busy => return Ok(None),
+        };
+        let mut task = self
+            .shared
+            .task
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (close, closed) = watch::channel(false);
+        let hold = Arc::new(Hold::new(
+            self.shared.dir.client.clone(),
+            node,
+            &self.shared.dir.options,
+        ));
+        let leadership = Leadership::new(Arc::clone(&hold));
+        self.shared
+            .status
+            .send_replace(Status::Leading(leadership.clone()));
+        let handle = tokio::spawn(participate(Arc::clone(&self.shared), closed, Some(hold)));
+        *task = Some(Running { close, handle });
+        Ok(Some(leadership))
+    }
+
+    /// Whether the participant task runs (started and not stopped).
+    fn is_started(&self) -> bool {
+        self.shared
+            .task
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|r| !r.handle.is_finished())
     }
 
     /// Whether this participant leads now: granted, and the leadership still trusted.
@@ -252,9 +301,19 @@ impl LeaderLatch {
     }
 }
 
+/// Curator's latch layout: `latch-` nodes, the first one leads.
+fn latch_contest() -> Contest {
+    Contest::exclusive(LATCH_MARKERS[0], LATCH_MARKERS)
+}
+
 /// The participant: queue, lead until the leadership is lost, withdraw, queue again.
-async fn participate(shared: Arc<Shared>, mut closed: watch::Receiver<bool>) {
-    let contest = Contest::exclusive(LATCH_MARKERS[0], LATCH_MARKERS);
+/// `leading`: a hold already granted (by [`LeaderLatch::try_lead`]), led first.
+async fn participate(
+    shared: Arc<Shared>,
+    mut closed: watch::Receiver<bool>,
+    mut leading: Option<Arc<Hold>>,
+) {
+    let contest = latch_contest();
     let mut close = closed.clone();
     let closing = async move {
         let _ = close.wait_for(|closed| *closed).await;
@@ -262,25 +321,33 @@ async fn participate(shared: Arc<Shared>, mut closed: watch::Receiver<bool>) {
     };
     tokio::pin!(closing);
     loop {
-        shared.status.send_replace(Status::Waiting);
-        let node = match acquire_until(&shared.dir, &contest, true, closing.as_mut()).await {
-            Ok(Outcome::Held(node)) => node,
-            // Only a non-blocking acquire is ever busy.
-            Ok(Outcome::Busy) => continue,
-            Err(LockError::Closed) => return,
-            Err(e) => {
-                tracing::warn!(path = shared.dir.path, error = %e, "leader latch stopped");
-                shared.status.send_replace(Status::Failed(e));
-                return;
+        let hold = match leading.take() {
+            Some(hold) => hold,
+            None => {
+                shared.status.send_replace(Status::Waiting);
+                let node = match acquire_until(&shared.dir, &contest, true, closing.as_mut()).await
+                {
+                    Ok(Outcome::Held(node)) => node,
+                    // Only a non-blocking acquire is ever busy.
+                    Ok(Outcome::Busy) => continue,
+                    Err(LockError::Closed) => return,
+                    Err(e) => {
+                        tracing::warn!(path = shared.dir.path, error = %e, "leader latch stopped");
+                        shared.status.send_replace(Status::Failed(e));
+                        return;
+                    }
+                };
+                let hold = Arc::new(Hold::new(
+                    shared.dir.client.clone(),
+                    node,
+                    &shared.dir.options,
+                ));
+                shared
+                    .status
+                    .send_replace(Status::Leading(Leadership::new(Arc::clone(&hold))));
+                hold
             }
         };
-        let hold = Arc::new(Hold::new(
-            shared.dir.client.clone(),
-            node,
-            &shared.dir.options,
-        ));
-        let leadership = Leadership::new(Arc::clone(&hold));
-        shared.status.send_replace(Status::Leading(leadership));
         tracing::debug!(path = shared.dir.path, id = shared.id, "leadership gained");
         let stop = tokio::select! {
             reason = hold.lost() => {

@@ -243,6 +243,42 @@ impl Semaphore {
             .ok_or(LockError::Timeout)
     }
 
+    /// One lease if one is free now, without waiting: `Ok(None)` when another participant
+    /// holds the `locks` mutex or every lease is taken (what it created is removed first).
+    /// Curator's `acquire(1, 0, unit)`.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](Self::acquire).
+    pub async fn try_acquire_one(&self) -> Result<Option<Lease>, LockError> {
+        let (max, _) = self.limit_and_watch().await?;
+        check_quantity(1, max)?;
+        let Some(locks) = self.locks.try_lock().await? else {
+            return Ok(None);
+        };
+        let mut attempt = Attempt::new(&self.leases);
+        let turn = self.one_lease(&mut attempt, 1, false).await;
+        let lease = match (turn, attempt.node().cloned()) {
+            (Ok(Turn::Granted), Some(node)) => {
+                attempt.disarm();
+                let hold = Hold::new(self.leases.client.clone(), node, &self.leases.options);
+                Ok(Some(Lease { hold }))
+            }
+            (Ok(_), _) => {
+                attempt.abandon().await;
+                Ok(None)
+            }
+            (Err(e), _) => {
+                attempt.abandon().await;
+                Err(e)
+            }
+        };
+        release_quietly(locks).await;
+        lease
+    }
+
     /// The current limit: the fixed number, or the SharedCount node's value (checked against
     /// the fixed one for [`SemaphoreLimit::FixedChecked`], whose node is created if missing).
     ///
@@ -303,8 +339,8 @@ impl Semaphore {
     ) -> Result<(), LockError> {
         while leases.len() < n {
             let mut attempt = Attempt::new(&self.leases);
-            match within(deadline, self.one_lease(&mut attempt, n)).await {
-                Ok(true) => {
+            match within(deadline, self.one_lease(&mut attempt, n, true)).await {
+                Ok(Turn::Granted) => {
                     let Some(node) = attempt.node().cloned() else {
                         continue;
                     };
@@ -313,8 +349,8 @@ impl Semaphore {
                     leases.push(Lease { hold });
                 }
                 // Our node vanished (deleted by someone): a new one, as Curator's
-                // RETRY_DUE_TO_MISSING_NODE.
-                Ok(false) => attempt.abandon().await,
+                // RETRY_DUE_TO_MISSING_NODE. (Busy only comes without waiting.)
+                Ok(Turn::Vanished | Turn::Busy) => attempt.abandon().await,
                 Err(e) => {
                     attempt.abandon().await;
                     return Err(e);
@@ -324,13 +360,18 @@ impl Semaphore {
         Ok(())
     }
 
-    /// Creates a lease node and waits until it is granted (`true`) or found missing
-    /// (`false`). `requested` is the whole acquire's count, checked against the limit at
-    /// every turn.
-    async fn one_lease(&self, attempt: &mut Attempt, requested: usize) -> Result<bool, LockError> {
+    /// Creates a lease node and waits until it is granted or found missing (or, without
+    /// `blocking`, reports it busy instead of waiting). `requested` is the whole acquire's
+    /// count, checked against the limit at every turn.
+    async fn one_lease(
+        &self,
+        attempt: &mut Attempt,
+        requested: usize,
+        blocking: bool,
+    ) -> Result<Turn, LockError> {
         attempt.create(&lease_contest()).await?;
         let Some(ours) = attempt.node().map(|node| node.name.clone()) else {
-            return Ok(false);
+            return Ok(Turn::Vanished);
         };
         let client = &self.leases.client;
         let mut backoff = Backoff::new();
@@ -340,7 +381,7 @@ impl Semaphore {
             let (children, _, children_changed) =
                 match client.get_children_and_watch(&self.leases.path).await {
                     Ok(listed) => listed,
-                    Err(Error::NoNode) => return Ok(false),
+                    Err(Error::NoNode) => return Ok(Turn::Vanished),
                     Err(e) if e.is_retryable() => {
                         backoff.pause().await;
                         continue;
@@ -350,12 +391,15 @@ impl Semaphore {
             attempt.delete_duplicates(&children, &ours).await;
             if !children.contains(&ours) {
                 tracing::debug!(node = ours, "our lease node vanished; creating a new one");
-                return Ok(false);
+                return Ok(Turn::Vanished);
             }
             check_children(&children, self.leases.options.foreign_children)?;
             // Curator: `children.size() <= maxLeases`, our own node included.
             if children.len() <= usize::try_from(max).unwrap_or(usize::MAX) {
-                return Ok(true);
+                return Ok(Turn::Granted);
+            }
+            if !blocking {
+                return Ok(Turn::Busy);
             }
             // Any event (a lease gone or added, the count changed, the session over): list
             // again.
@@ -388,6 +432,15 @@ impl Semaphore {
             }
         }
     }
+}
+
+/// How one lease node's turn ended.
+enum Turn {
+    Granted,
+    /// Deleted under us: create another.
+    Vanished,
+    /// Every lease taken, and we were not to wait.
+    Busy,
 }
 
 /// Proof of holding one lease of a [`Semaphore`], until released or dropped.

@@ -541,3 +541,37 @@ async fn the_closure_is_cancelled_before_the_next_leader_starts_under_a_one_way_
     );
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// `try_lead` leads at once when no one else participates, and otherwise leaves no node; the
+/// latch it started queues again after losing the leadership, as a started one does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_lead_joins_only_to_lead() {
+    let cs = fresh_chroot("latch_try_lead").await;
+    let (a, b) = (
+        Client::connect(&cs).await.unwrap(),
+        Client::connect(&cs).await.unwrap(),
+    );
+    let first = LeaderLatch::new(a.clone(), PATH, "first");
+    let leadership = first.try_lead().await.unwrap().expect("no one else: leads");
+    assert!(first.has_leadership());
+    let second = LeaderLatch::new(b.clone(), PATH, "second");
+    assert!(second.try_lead().await.unwrap().is_none());
+    assert_eq!(
+        a.get_children(PATH).await.unwrap().len(),
+        1,
+        "no node of second's"
+    );
+    assert!(matches!(
+        second.await_leadership().await,
+        Err(LockError::Closed)
+    ));
+    // A deleted node: leadership lost, and the latch queues again (and leads again).
+    a.delete(leadership.path(), None).await.unwrap();
+    within("lost", leadership.lost()).await;
+    let again = within("leads again", first.await_leadership())
+        .await
+        .unwrap();
+    assert_ne!(again.path(), leadership.path());
+    first.close().await.unwrap();
+    assert!(a.get_children(PATH).await.unwrap().is_empty());
+}

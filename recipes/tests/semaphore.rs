@@ -687,3 +687,32 @@ async fn m23_semaphore_session_loss() {
     }
     observer.close().await.unwrap();
 }
+
+/// `try_acquire_one` takes a free lease at once and, with every lease taken (or the `locks`
+/// mutex busy), returns `None` leaving no node of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_acquire_one_never_waits() {
+    let cs = fresh_chroot("recipes_sem_try").await;
+    let (a, b) = (connect(&cs).await, connect(&cs).await);
+    let sa = Semaphore::new(a.clone(), "/s", SemaphoreLimit::Fixed(1));
+    let sb = Semaphore::new(b.clone(), "/s", SemaphoreLimit::Fixed(1));
+    let lease = sa.try_acquire_one().await.unwrap().expect("a free lease");
+    let started = Instant::now();
+    assert!(sb.try_acquire_one().await.unwrap().is_none());
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(
+        sorted_children(&a, "/s/leases").await.len(),
+        1,
+        "only the holder's"
+    );
+    assert!(sorted_children(&a, "/s/locks").await.is_empty());
+    // The locks mutex held by someone else: busy too.
+    let locks = zkwire_recipes::Mutex::new(a.clone(), "/s/locks");
+    lease.release().await.unwrap();
+    let guard = locks.lock().await.unwrap();
+    assert!(sb.try_acquire_one().await.unwrap().is_none());
+    guard.release().await.unwrap();
+    let lease = sb.try_acquire_one().await.unwrap().expect("free again");
+    lease.release().await.unwrap();
+    assert!(sorted_children(&a, "/s/leases").await.is_empty());
+}

@@ -334,6 +334,8 @@ pub struct ServerConfig {
     pub tls: Option<ServerTls>,
     /// SASL; see [`Self::sasl_digest`].
     pub sasl: Option<ServerSasl>,
+    /// The port clients are to use, instead of a free one; see [`Self::listen_port`].
+    pub listen_port: Option<u16>,
 }
 
 /// A server's TLS settings (see [`ServerConfig::tls`]).
@@ -390,6 +392,7 @@ impl Default for ServerConfig {
             startup_timeout: None,
             tls: None,
             sasl: None,
+            listen_port: None,
         }
     }
 }
@@ -444,6 +447,16 @@ impl ServerConfig {
         self.jvm_prop("readonlymode.enabled", flag)
             .extra("localSessionsEnabled", flag)
             .extra("localSessionsUpgradingEnabled", flag)
+    }
+
+    /// Clients connect on `port` (node `i` of an ensemble on `port + i`): the TLS port when
+    /// TLS is on, the plaintext port otherwise; the servers' other ports stay free ones.
+    /// For a sandbox that must be found where users look (`zkw sandbox --port`). A port in
+    /// use fails the start (no retry on other ports, as with picked ones).
+    #[must_use]
+    pub fn listen_port(mut self, port: u16) -> Self {
+        self.listen_port = Some(port);
+        self
     }
 
     /// Serves TLS too: each node gets a `secureClientPort` (on `127.0.0.1`, see
@@ -704,6 +717,35 @@ fn pick_ports(n: usize) -> Result<Vec<u16>, ServerError> {
     }
     drop(listeners);
     Ok(ports)
+}
+
+/// Puts [`ServerConfig::listen_port`] (plus the node's index) in the client-facing slot of
+/// each node's ports: `ports` holds `per_node` ports per node, the plaintext client port
+/// first and the TLS port at `tls_slot` (when TLS is on).
+fn apply_listen_port(
+    config: &ServerConfig,
+    ports: &mut [u16],
+    per_node: usize,
+    tls_slot: usize,
+) -> Result<(), ServerError> {
+    let Some(base) = config.listen_port else {
+        return Ok(());
+    };
+    // Standalone: [client, secure]; ensemble: [client, quorum, election, secure].
+    let slot = if config.tls.is_some() { tls_slot } else { 0 };
+    for (i, node_ports) in ports.chunks_mut(per_node).enumerate() {
+        let port = u16::try_from(i)
+            .ok()
+            .and_then(|i| base.checked_add(i))
+            .ok_or_else(|| {
+                ServerError::io(
+                    "choosing the listen ports",
+                    io::Error::new(io::ErrorKind::InvalidInput, "ports run past 65535"),
+                )
+            })?;
+        node_ports[slot] = port;
+    }
+    Ok(())
 }
 
 static DIR_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -1326,7 +1368,9 @@ impl ZkServer {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let ports = pick_ports(if config.tls.is_some() { 2 } else { 1 })?;
+            let mut ports = pick_ports(if config.tls.is_some() { 2 } else { 1 })?;
+            let per_node = ports.len();
+            apply_listen_port(&config, &mut ports, per_node, 1)?;
             let node = Node::prepare(
                 "standalone",
                 "standalone ZooKeeper server".to_owned(),
@@ -1550,7 +1594,8 @@ impl ZkEnsemble {
         loop {
             attempt += 1;
             let per_node = if config.tls.is_some() { 4 } else { 3 };
-            let ports = pick_ports(per_node * n)?;
+            let mut ports = pick_ports(per_node * n)?;
+            apply_listen_port(&config, &mut ports, per_node, 3)?;
             let mut quorum_lines = String::from("initLimit=20\nsyncLimit=10\n");
             for i in 0..n {
                 quorum_lines.push_str(&format!(
