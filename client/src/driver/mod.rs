@@ -21,6 +21,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
 
+#[cfg(feature = "tls")]
 pub(crate) use transport::tcp_connect;
 pub use transport::{Connect, TcpConnector};
 
@@ -90,6 +91,11 @@ pub(crate) struct Shared {
     epoch: std::time::Instant,
 }
 
+/// The receive buffer's room for one read at first: a handshake reply, a few small replies.
+const MIN_READ_ROOM: usize = 2 * 1024;
+/// The most room one read gets: a burst of many replies at once.
+const MAX_READ_ROOM: usize = 64 * 1024;
+
 /// How many waiting commands one driver step takes after the one it woke for: enough to
 /// batch what callers submit together, few enough that reads and timers are not starved.
 const COMMAND_BATCH: usize = 64;
@@ -106,7 +112,8 @@ impl Shared {
             negotiated_ms: AtomicU64::new(0),
             passwd: Mutex::new(Bytes::new()),
             state: watch::Sender::new(SessionState::Connecting),
-            state_events: broadcast::Sender::new(64),
+            // State changes are rare; a receiver that falls this far behind skips to the newest.
+            state_events: broadcast::Sender::new(16),
             in_flight: AtomicUsize::new(0),
             queued: AtomicUsize::new(0),
             watches: AtomicUsize::new(0),
@@ -193,6 +200,10 @@ pub(crate) struct Driver<C: Connect> {
     timer: Pin<Box<tokio::time::Sleep>>,
     /// The deadline `timer` is set to.
     timer_at: Option<Instant>,
+    /// How much room a read gets (see [`reserve_read_room`](Self::reserve_read_room)).
+    read_room: usize,
+    /// Answers and events on their way out (empty between steps; kept for its allocation).
+    outbox: Vec<Outgoing>,
 }
 
 impl<C: Connect> Driver<C> {
@@ -227,6 +238,8 @@ impl<C: Connect> Driver<C> {
             silent_close_probe: None,
             timer: Box::pin(tokio::time::sleep_until(Instant::now())),
             timer_at: None,
+            read_room: MIN_READ_ROOM,
+            outbox: Vec::new(),
         }
     }
 
@@ -265,6 +278,7 @@ impl<C: Connect> Driver<C> {
             self.timer_at = Some(at);
         }
         let reading = self.reader.is_some();
+        let spare = if reading { self.reserve_read_room() } else { 0 };
         let writing = self.writer.is_some() && (!self.out.is_empty() || self.unflushed);
         tokio::select! {
             cmd = self.commands.recv(), if !self.commands_closed => {
@@ -272,6 +286,7 @@ impl<C: Connect> Driver<C> {
                 self.drain_commands();
             }
             read = read_some(self.reader.as_mut(), self.session.recv_buffer()), if reading => {
+                self.grow_read_room(&read, spare);
                 self.on_read(read);
             }
             written = write_and_flush(self.writer.as_mut(), &mut self.out, &mut self.unflushed), if writing => {
@@ -374,6 +389,24 @@ impl<C: Connect> Driver<C> {
                     self.session.close(now);
                 }
             }
+        }
+    }
+
+    /// Makes room in the receive buffer when little is left: [`Driver::read_room`] bytes,
+    /// which start small (an idle session holds little) and double, up to
+    /// [`MAX_READ_ROOM`], while reads keep filling all the room they had. Returns the room.
+    fn reserve_read_room(&mut self) -> usize {
+        let buf = self.session.recv_buffer();
+        if buf.capacity() - buf.len() < self.read_room / 4 {
+            buf.reserve(self.read_room);
+        }
+        buf.capacity() - buf.len()
+    }
+
+    /// After a read of `spare` bytes of room: if it filled them, more was probably waiting.
+    fn grow_read_room(&mut self, read: &io::Result<usize>, spare: usize) {
+        if matches!(read, Ok(n) if *n >= spare) {
+            self.read_room = (self.read_room * 2).min(MAX_READ_ROOM);
         }
     }
 
@@ -571,7 +604,8 @@ impl<C: Connect> Driver<C> {
     /// ended by expiry sees `Expired`). Replies and watch events then go out in the order the
     /// session produced them, which is the wire order.
     fn dispatch_events(&mut self) {
-        let mut outbox = Vec::new();
+        // Reused from call to call: no allocation per reply.
+        let mut outbox = std::mem::take(&mut self.outbox);
         while let Some(event) = self.session.poll_event() {
             match event {
                 Event::Reply { id, result } => {
@@ -600,7 +634,7 @@ impl<C: Connect> Driver<C> {
             }
         }
         self.publish_counts();
-        for outgoing in outbox {
+        for outgoing in outbox.drain(..) {
             match outgoing {
                 Outgoing::Answer(tx, result) => {
                     let _ = tx.send(result);
@@ -618,6 +652,7 @@ impl<C: Connect> Driver<C> {
                 }
             }
         }
+        self.outbox = outbox;
     }
 
     /// Takes what a watch event is to be sent through, updating the registry first so that
@@ -725,14 +760,8 @@ async fn read_some<R: tokio::io::AsyncRead + Unpin>(
     buf: &mut bytes::BytesMut,
 ) -> io::Result<usize> {
     match reader {
-        Some(r) => {
-            // Keep room for a typical reply; reserve only when the spare room runs low, so
-            // that reads do not allocate while earlier replies still hold the buffer.
-            if buf.capacity() - buf.len() < 4096 {
-                buf.reserve(64 * 1024);
-            }
-            r.read_buf(buf).await
-        }
+        // The caller made room (`Driver::reserve_read_room`).
+        Some(r) => r.read_buf(buf).await,
         None => std::future::pending().await,
     }
 }
