@@ -35,8 +35,11 @@ use fail::{Failure, FAILED, USAGE};
 use lock::Kind;
 
 fn main() -> ExitCode {
-    // Known before parsing, so that a bad command line is reported as JSON too.
-    let json = std::env::args_os().any(|a| a == "--json");
+    // Known before parsing, so that a bad command line is reported as JSON too (a command's
+    // own `--json`, after `--`, is not ours).
+    let json = std::env::args_os()
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json");
     match execute() {
         Ok(code) => ExitCode::from(code),
         Err(failure) => report(&failure, json),
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
 /// Prints the failure (if it has a message) and returns its code.
 fn report(failure: &Failure, json: bool) -> ExitCode {
     if failure.message.is_empty() {
+        // Said already (a broken pipe, a command's own exit status).
     } else if json {
         let mut stderr = std::io::stderr().lock();
         let _ = std::io::Write::write_all(

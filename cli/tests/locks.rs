@@ -62,34 +62,28 @@ fn exit_codes_and_environment_pass_through() {
     assert_eq!(zkw(&cs, &["ls", "/l"]).ok(), "");
 }
 
-/// Four processes, three rounds each, every command failing if another one is inside.
-#[test]
-fn lock_excludes_across_four_processes() {
-    let cs = chroot("cli-lock-exclusion");
-    let dir = scratch("exclusion");
+/// `processes` processes run `zkw VERB…` `rounds` times each, every command failing if
+/// another one is inside; returns the fencing tokens in the order the commands ran.
+/// `verb(i)` is process `i`'s verb and its options, up to (not including) `--`.
+fn take_turns(
+    cs: &str,
+    name: &str,
+    processes: usize,
+    rounds: usize,
+    verb: fn(usize) -> Vec<String>,
+) -> Vec<i64> {
+    let dir = scratch(name);
     // mkdir is atomic and fails when the marker exists: two holders at once cannot both pass.
     let script = "mkdir \"$0/inside\" || exit 99; echo \"$ZKW_FENCING_TOKEN\" >> \"$0/tokens\"; \
                   sleep 0.05; rmdir \"$0/inside\"";
-    let workers: Vec<_> = (0..4)
-        .map(|_| {
-            let (cs, dir) = (cs.clone(), dir.clone());
+    let workers: Vec<_> = (0..processes)
+        .map(|i| {
+            let (cs, dir) = (cs.to_owned(), dir.clone());
+            let mut args = verb(i);
+            args.extend(["--", "sh", "-c", script, dir.to_str().unwrap()].map(String::from));
             thread::spawn(move || {
-                (0..3)
-                    .map(|_| {
-                        zkw(
-                            &cs,
-                            &[
-                                "lock",
-                                "/mutex",
-                                "--",
-                                "sh",
-                                "-c",
-                                script,
-                                dir.to_str().unwrap(),
-                            ],
-                        )
-                    })
-                    .collect::<Vec<_>>()
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                (0..rounds).map(|_| zkw(&cs, &args)).collect::<Vec<_>>()
             })
         })
         .collect();
@@ -107,12 +101,41 @@ fn lock_excludes_across_four_processes() {
         .lines()
         .map(|t| t.parse().unwrap())
         .collect();
-    assert_eq!(tokens.len(), 12);
+    let _ = std::fs::remove_dir_all(dir);
+    assert_eq!(tokens.len(), processes * rounds);
     assert!(
         tokens.windows(2).all(|w| w[0] < w[1]),
         "fencing tokens not increasing: {tokens:?}"
     );
-    let _ = std::fs::remove_dir_all(dir);
+    tokens
+}
+
+/// Four processes, three rounds each, every command failing if another one is inside.
+#[test]
+fn lock_excludes_across_four_processes() {
+    let cs = chroot("cli-lock-exclusion");
+    take_turns(&cs, "exclusion", 4, 3, |_| {
+        vec!["lock".into(), "/mutex".into()]
+    });
+}
+
+/// Starts `zkw VERB… -- sh` keeping its command running; returns the child, the command's
+/// node (`ZKW_LOCK_NODE`) and its pid.
+fn hold_running(
+    cs: &str,
+    verb: &[&str],
+    dir: &std::path::Path,
+) -> (std::process::Child, String, u32) {
+    let script = "echo $$ > \"$0/pid\"; echo \"$ZKW_LOCK_NODE\" > \"$0/node\"; exec sleep 60";
+    let mut args = vec!["--server", cs];
+    args.extend_from_slice(verb);
+    args.extend(["--", "sh", "-c", script, dir.to_str().unwrap()]);
+    let child = command(&args).spawn().unwrap();
+    let node = wait_file(&dir.join("node"), Duration::from_secs(30));
+    let pid: u32 = wait_file(&dir.join("pid"), Duration::from_secs(5))
+        .parse()
+        .unwrap();
+    (child, node, pid)
 }
 
 /// Deleting the lock node under a running command: SIGTERM, exit 75, one clear line.
@@ -120,24 +143,7 @@ fn lock_excludes_across_four_processes() {
 fn lost_lock_terminates_the_command() {
     let cs = chroot("cli-lock-lost");
     let dir = scratch("lost");
-    let script = "echo $$ > \"$0/pid\"; echo \"$ZKW_LOCK_NODE\" > \"$0/node\"; exec sleep 60";
-    let holder = command(&[
-        "--server",
-        &cs,
-        "lock",
-        "/lost",
-        "--",
-        "sh",
-        "-c",
-        script,
-        dir.to_str().unwrap(),
-    ])
-    .spawn()
-    .unwrap();
-    let node = wait_file(&dir.join("node"), Duration::from_secs(30));
-    let pid: u32 = wait_file(&dir.join("pid"), Duration::from_secs(5))
-        .parse()
-        .unwrap();
+    let (holder, node, pid) = hold_running(&cs, &["lock", "/lost"], &dir);
     assert!(running(pid));
     let deleted = Instant::now();
     zkw(&cs, &["rm", &node]).ok();
@@ -565,44 +571,11 @@ fn leader_runs_the_command_while_leading_and_leaves() {
 #[test]
 fn leaders_take_turns_across_three_processes() {
     let cs = chroot("cli-leader-turns");
-    let dir = scratch("leader-turns");
-    let script = "mkdir \"$0/inside\" || exit 99; echo \"$ZKW_FENCING_TOKEN\" >> \"$0/tokens\"; \
-                  sleep 0.05; rmdir \"$0/inside\"";
-    let workers: Vec<_> = (0..3)
-        .map(|w| {
-            let (cs, dir) = (cs.clone(), dir.clone());
-            thread::spawn(move || {
-                (0..3)
-                    .map(|_| {
-                        let id = format!("w{w}");
-                        let args = [
-                            "leader",
-                            "/turns",
-                            "--id",
-                            &id,
-                            "--",
-                            "sh",
-                            "-c",
-                            script,
-                            dir.to_str().unwrap(),
-                        ];
-                        zkw(&cs, &args).code
-                    })
-                    .collect::<Vec<_>>()
-            })
-        })
-        .collect();
-    for worker in workers {
-        assert_eq!(worker.join().unwrap(), [Some(0); 3]);
-    }
-    let tokens: Vec<i64> = std::fs::read_to_string(dir.join("tokens"))
-        .unwrap()
-        .lines()
-        .map(|l| l.parse().unwrap())
-        .collect();
-    assert_eq!(tokens.len(), 9);
-    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
-    let _ = std::fs::remove_dir_all(dir);
+    take_turns(&cs, "leader-turns", 3, 3, |i| {
+        ["leader", "/turns", "--id", &format!("w{i}")]
+            .map(String::from)
+            .to_vec()
+    });
 }
 
 /// While one process leads, another gives up after `--timeout` (73) and leaves no node; a
@@ -611,24 +584,7 @@ fn leaders_take_turns_across_three_processes() {
 fn leader_timeout_and_lost_leadership() {
     let cs = chroot("cli-leader-lost");
     let dir = scratch("leader-lost");
-    let script = "echo $$ > \"$0/pid\"; echo \"$ZKW_LOCK_NODE\" > \"$0/node\"; exec sleep 60";
-    let leader = command(&[
-        "--server",
-        &cs,
-        "leader",
-        "/lost",
-        "--",
-        "sh",
-        "-c",
-        script,
-        dir.to_str().unwrap(),
-    ])
-    .spawn()
-    .unwrap();
-    let node = wait_file(&dir.join("node"), Duration::from_secs(30));
-    let pid: u32 = wait_file(&dir.join("pid"), Duration::from_secs(5))
-        .parse()
-        .unwrap();
+    let (leader, node, pid) = hold_running(&cs, &["leader", "/lost"], &dir);
     let out = zkw(
         &cs,
         &[

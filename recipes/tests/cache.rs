@@ -16,7 +16,7 @@ use zkwire_recipes::{CacheEvent, CacheEvents, CachedNode, TreeCache};
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::rng::SplitMix64;
 use zkwire_testing::server::shared_server;
-use zkwire_testing::support::{fresh_chroot, kill_session};
+use zkwire_testing::support::{fresh_chroot, kill_client_session};
 
 const STEP: Duration = Duration::from_secs(20);
 
@@ -301,13 +301,7 @@ async fn the_cache_converges_under_churn_cuts_and_a_session_kill() {
         );
         if cut == CUTS / 2 {
             let old = reader.session_id();
-            kill_session(
-                &shared_server().connect_string(),
-                old,
-                reader.session_password(),
-            )
-            .await
-            .unwrap();
+            kill_client_session(&reader).await.unwrap();
             within("renewed", async {
                 while reader.session_id() == old {
                     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -404,13 +398,7 @@ async fn an_expired_session_stops_the_cache() {
         .await
         .unwrap();
     assert_eq!(next(&mut events).await, CacheEvent::Initialized);
-    kill_session(
-        &shared_server().connect_string(),
-        reader.session_id(),
-        reader.session_password(),
-    )
-    .await
-    .unwrap();
+    kill_client_session(&reader).await.unwrap();
     match next(&mut events).await {
         CacheEvent::Stopped(e) => assert!(e.is_terminal(), "{e:?}"),
         other => panic!("{other:?}"),

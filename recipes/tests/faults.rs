@@ -10,7 +10,9 @@ use zkwire::{Client, CreateMode, CreateOptions, Error};
 use zkwire_recipes::{LockError, Mutex};
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::server::{shared_server, ServerConfig, ZkServer};
-use zkwire_testing::support::{connect_with_timeout, fresh_chroot, kill_session, sorted_children};
+use zkwire_testing::support::{
+    connect_with_timeout, fresh_chroot, kill_client_session, sorted_children,
+};
 
 const T: Duration = Duration::from_secs(2);
 
@@ -101,13 +103,7 @@ async fn m17_session_killed_before_the_retry() {
         1,
         "the create applied"
     );
-    kill_session(
-        &shared_server().connect_string(),
-        a.session_id(),
-        a.session_password(),
-    )
-    .await
-    .unwrap();
+    kill_client_session(&a).await.unwrap();
     proxy.refuse(false);
     let r = tokio::time::timeout(3 * T, pending).await.unwrap().unwrap();
     assert_eq!(r.err(), Some(LockError::Client(Error::SessionExpired)));

@@ -25,7 +25,7 @@ use zkwire_testing::java;
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::rng::SplitMix64;
 use zkwire_testing::server::shared_server;
-use zkwire_testing::support::{connect_with_timeout, fresh_chroot, kill_session};
+use zkwire_testing::support::{connect_with_timeout, fresh_chroot, kill_client_session};
 
 /// The interop runs share two cores with the server and a JVM: one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -159,13 +159,7 @@ async fn the_latch_rejoins_on_a_renewed_session() {
     latch.start();
     let leadership = within("leads", latch.await_leadership()).await.unwrap();
     let old = client.session_id();
-    kill_session(
-        &shared_server().connect_string(),
-        old,
-        client.session_password(),
-    )
-    .await
-    .unwrap();
+    kill_client_session(&client).await.unwrap();
     let reason = within("lost", leadership.lost()).await;
     assert!(
         matches!(
@@ -324,13 +318,7 @@ async fn latch_interop_with_curator_under_session_kills() {
             continue;
         }
         let old = client.session_id();
-        kill_session(
-            &shared_server().connect_string(),
-            old,
-            client.session_password(),
-        )
-        .await
-        .unwrap();
+        kill_client_session(client).await.unwrap();
         within("renewed", async {
             while client.session_id() == old || client.state() != SessionState::Connected {
                 tokio::time::sleep(Duration::from_millis(10)).await;

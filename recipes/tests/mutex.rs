@@ -13,7 +13,7 @@ use zkwire_recipes::{ForeignChildPolicy, LockError, LockOptions, LostReason, Mut
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::server::shared_server;
 use zkwire_testing::support::{
-    connect_with_timeout, fresh_chroot, kill_session, sorted_children, wait_for_children,
+    connect_with_timeout, fresh_chroot, kill_client_session, sorted_children, wait_for_children,
 };
 
 const T: Duration = Duration::from_secs(2);
@@ -255,13 +255,7 @@ async fn lost_fires_on_session_kill() {
     let guard = Mutex::new(a.clone(), "/l").lock().await.unwrap();
     let lost = guard.lost();
     let started = Instant::now();
-    kill_session(
-        &shared_server().connect_string(),
-        a.session_id(),
-        a.session_password(),
-    )
-    .await
-    .unwrap();
+    kill_client_session(&a).await.unwrap();
     let reason = tokio::time::timeout(2 * T, lost)
         .await
         .expect("lost() fires");

@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use zkwire::{Client, SessionState};
 use zkwire_recipes::{LostReason, Mutex};
-use zkwire_testing::server::shared_server;
-use zkwire_testing::support::{connect_with_timeout, fresh_chroot, kill_session};
+use zkwire_testing::support::{connect_with_timeout, fresh_chroot, kill_client_session};
 
 const T: Duration = Duration::from_secs(4);
 const STEP: Duration = Duration::from_secs(15);
@@ -38,13 +37,7 @@ async fn a_renewing_client_loses_its_hold_and_acquires_again_on_the_new_session(
     assert!(!waiting.is_finished(), "behind the other holder");
     let old = renewing.session_id();
 
-    kill_session(
-        &shared_server().connect_string(),
-        old,
-        renewing.session_password(),
-    )
-    .await
-    .unwrap();
+    kill_client_session(&renewing).await.unwrap();
     let reason = tokio::time::timeout(STEP, held.lost())
         .await
         .expect("lost() fired");

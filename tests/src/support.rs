@@ -53,6 +53,18 @@ pub async fn client_in_chroot(name: &str) -> Client {
         .expect("connect under the chroot")
 }
 
+/// Kills `client`'s current session on the shared server (as [`kill_session`]); returns its
+/// id, so that the caller can wait for a renewal to replace it.
+///
+/// # Errors
+/// As [`kill_session`].
+pub async fn kill_client_session(client: &Client) -> io::Result<i64> {
+    let id = client.session_id();
+    let addr = shared_server().connect_string();
+    kill_session(&addr, id, client.session_password()).await?;
+    Ok(id)
+}
+
 /// Ends a session for real, as the server sees it: a second connection attaches with the
 /// session's id and password and sends closeSession. The original client is not told; it
 /// finds out from the server (its connection is closed, and a reconnect is refused as

@@ -13,8 +13,8 @@ use zkwire::{
     Acl, Client, CreateMode, CreateOptions, Error, EventType, KeeperState, OneshotWatcher,
     SessionState, StateStream,
 };
-use zkwire_testing::server::{shared_server, ZkServer};
-use zkwire_testing::support::{assert_no_leaks, fresh_chroot, kill_session, open_fds};
+use zkwire_testing::server::ZkServer;
+use zkwire_testing::support::{assert_no_leaks, fresh_chroot, kill_client_session, open_fds};
 
 static SERIAL: Mutex<()> = Mutex::const_new(());
 
@@ -147,13 +147,7 @@ async fn m02_real_session_kill_reports_expiry_once() {
     let (_, watcher) = a.exists_and_watch("/never").await.unwrap();
     let mut states = a.state_stream();
 
-    kill_session(
-        &shared_server().connect_string(),
-        a.session_id(),
-        a.session_password(),
-    )
-    .await
-    .unwrap();
+    kill_client_session(&a).await.unwrap();
     observer.sync("/").await.unwrap();
     assert_eq!(
         observer.exists("/eph").await.unwrap(),

@@ -8,8 +8,7 @@ use zkwire::{
     AddWatchMode, Client, CreateMode, CreateOptions, Error, EventType, KeeperState, SessionState,
     WatchedEvent,
 };
-use zkwire_testing::server::shared_server;
-use zkwire_testing::support::{fresh_chroot, kill_session};
+use zkwire_testing::support::{fresh_chroot, kill_client_session};
 
 const T: Duration = Duration::from_secs(4);
 
@@ -54,13 +53,7 @@ async fn a_killed_session_is_replaced_on_the_same_client() {
     let mut states = client.state_stream();
     let old = client.session_id();
 
-    kill_session(
-        &shared_server().connect_string(),
-        old,
-        client.session_password(),
-    )
-    .await
-    .unwrap();
+    kill_client_session(&client).await.unwrap();
     // Made while the old session is being found dead: runs on the new one.
     let queued = {
         let client = client.clone();
@@ -136,13 +129,7 @@ async fn without_renewal_a_killed_session_ends() {
         .connect(&cs)
         .await
         .unwrap();
-    kill_session(
-        &shared_server().connect_string(),
-        client.session_id(),
-        client.session_password(),
-    )
-    .await
-    .unwrap();
+    kill_client_session(&client).await.unwrap();
     let mut states = client.state_stream();
     loop {
         let state = tokio::time::timeout(3 * T, states.next())
