@@ -4,10 +4,11 @@
 //! session state and our own node (a getData watch, re-armed) and publishes the first
 //! [`LostReason`]; it ends when that happens or when the guard is released or dropped.
 //!
-//! The node watch costs a request, so it starts only when someone asks about the hold
-//! (`is_held`, `lost`, `revoked`, `trusted_until`...): a lock taken and released without a
-//! look at the guard sends create, getChildren and delete, nothing else. The lease and the
-//! session state need no request and are watched from the start.
+//! The watchdog (a task, and the node watch it keeps, which costs a request) starts only when
+//! someone asks about the hold (`is_held`, `lost`, `revoked`, `trusted_until`...): a lock
+//! taken and released without a look at the guard sends create, getChildren and delete,
+//! nothing else, and runs no task. The first answer does not wait for the watchdog: the
+//! lease and the session state are read on the spot.
 //!
 //! The lease rule (docs/lease.md): a hold is trusted until the session's lease deadline (the
 //! send instant of the newest request the server answered, plus the session timeout) less
@@ -16,6 +17,7 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -38,73 +40,105 @@ pub(crate) struct Hold {
     node: Node,
     /// The fencing token: our node's czxid, or the tied writer's for a downgrade's read node.
     token: i64,
-    /// A margin before the lease deadline larger than the default, if configured.
-    margin: Option<Duration>,
-    lost: watch::Receiver<Option<LostReason>>,
-    /// Becomes true when someone writes [`REVOKE_MESSAGE`] into our node.
-    revoked: watch::Receiver<bool>,
-    /// Set on the first question about the hold: the monitor then starts watching the node.
-    observed: watch::Sender<bool>,
-    monitor: JoinHandle<()>,
+    /// What may end the hold early besides the default lease rule.
+    limits: Limits,
+    /// Started on the first question about the hold (see the module docs).
+    watchdog: OnceLock<Watchdog>,
+    /// Set when the hold ended by release: it is no longer held, whatever the watchdog says.
+    ended: AtomicBool,
     /// Dropping deletes the node (in the background) unless released.
     armed: AtomicBool,
 }
 
+/// The background task watching a hold, and what it publishes.
+#[derive(Debug)]
+struct Watchdog {
+    lost: watch::Receiver<Option<LostReason>>,
+    /// Becomes true when someone writes [`REVOKE_MESSAGE`] into our node.
+    revoked: watch::Receiver<bool>,
+    /// `None` outside a tokio runtime: then only the lease and the session state are
+    /// consulted, when asked.
+    task: Option<JoinHandle<()>>,
+}
+
 impl Hold {
-    /// Starts watching a node we were just granted.
+    /// A node we were just granted. Nothing runs until someone asks about the hold.
     pub(crate) fn new(client: Client, node: Node, options: &LockOptions) -> Self {
-        let (tx, rx) = watch::channel(None);
-        let (revoke_tx, revoke_rx) = watch::channel(false);
-        let limits = Limits {
-            grace: options.disconnect_grace,
-            margin: options.lease_margin,
-        };
-        let (observed, observed_rx) = watch::channel(false);
-        let signals = Signals {
-            lost: tx,
-            revoked: revoke_tx,
-            observed: observed_rx,
-        };
-        let monitor = tokio::spawn(monitor(
-            client.clone(),
-            node.path.clone(),
-            node.stat,
-            limits,
-            signals,
-        ));
         Self {
             client,
             token: node.stat.czxid,
             node,
-            margin: options.lease_margin,
-            lost: rx,
-            revoked: revoke_rx,
-            observed,
-            monitor,
+            limits: Limits {
+                grace: options.disconnect_grace,
+                margin: options.lease_margin,
+            },
+            watchdog: OnceLock::new(),
+            ended: AtomicBool::new(false),
             armed: AtomicBool::new(true),
         }
     }
 
-    /// Starts the node watch, once: someone cares about the hold.
-    fn observe(&self) {
-        self.observed
-            .send_if_modified(|on| !std::mem::replace(on, true));
+    /// The watchdog, started on first use: someone cares about the hold.
+    fn watchdog(&self) -> &Watchdog {
+        self.watchdog.get_or_init(|| {
+            let (lost, lost_rx) = watch::channel(None);
+            let (revoked, revoked_rx) = watch::channel(false);
+            let task = tokio::runtime::Handle::try_current().ok().map(|runtime| {
+                runtime.spawn(monitor(
+                    self.client.clone(),
+                    self.node.path.clone(),
+                    self.node.stat,
+                    self.limits,
+                    Signals { lost, revoked },
+                ))
+            });
+            Watchdog {
+                lost: lost_rx,
+                revoked: revoked_rx,
+                task,
+            }
+        })
+    }
+
+    /// Why the hold cannot be trusted now, judged on the spot from the session's state and
+    /// lease (the watchdog publishes the same, a moment later, and more: a deleted node).
+    fn lapsed(&self) -> Option<LostReason> {
+        let state = self.client.state();
+        if state.is_terminal() {
+            return Some(LostReason::SessionEnded(state));
+        }
+        let Some(deadline) = self.client.lease_deadline() else {
+            return Some(LostReason::SessionEnded(state));
+        };
+        let now = std::time::Instant::now();
+        let trusted = deadline.checked_sub(margin_for(&self.client, self.limits.margin));
+        if trusted.is_some_and(|until| until > now) {
+            return None;
+        }
+        // Acknowledged at the deadline less the session timeout.
+        let since = self
+            .client
+            .session_timeout()
+            .and_then(|t| deadline.checked_sub(t))
+            .map_or(Duration::ZERO, |acked| now.saturating_duration_since(acked));
+        Some(LostReason::Unacknowledged(since))
     }
 
     pub(crate) fn is_held(&self) -> bool {
-        self.observe();
-        self.lost.borrow().is_none() && !self.monitor.is_finished()
+        self.lost_reason().is_none()
     }
 
+    /// The first reason the hold was lost; [`LostReason::Released`] once it ended without
+    /// one.
     pub(crate) fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
-        self.observe();
-        let mut rx = self.lost.clone();
+        let mut rx = self.watchdog().lost.clone();
+        let ended = self.ended.load(Ordering::Relaxed);
         async move {
             loop {
                 if let Some(reason) = *rx.borrow_and_update() {
                     return reason;
                 }
-                if rx.changed().await.is_err() {
+                if ended || rx.changed().await.is_err() {
                     return rx.borrow().unwrap_or(LostReason::Released);
                 }
             }
@@ -113,21 +147,37 @@ impl Hold {
 
     /// Why the hold ended, `None` while it is held.
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
-        if self.is_held() {
-            return None;
+        let dog = self.watchdog();
+        if let Some(reason) = *dog.lost.borrow() {
+            return Some(reason);
         }
-        Some(self.lost.borrow().unwrap_or(LostReason::Released))
+        let stopped = dog.task.as_ref().is_some_and(JoinHandle::is_finished);
+        if self.ended.load(Ordering::Relaxed) || stopped {
+            return Some(LostReason::Released);
+        }
+        self.lapsed()
+    }
+
+    /// As [`lost_reason`](Self::lost_reason), without starting the watchdog: a hold nobody
+    /// watched is judged by the lease and the session alone (a nested acquire asks this, and
+    /// must send nothing).
+    pub(crate) fn known_lost(&self) -> Option<LostReason> {
+        if self.watchdog.get().is_some() {
+            return self.lost_reason();
+        }
+        if self.ended.load(Ordering::Relaxed) {
+            return Some(LostReason::Released);
+        }
+        self.lapsed()
     }
 
     pub(crate) fn revocation_requested(&self) -> bool {
-        self.observe();
-        *self.revoked.borrow()
+        *self.watchdog().revoked.borrow()
     }
 
     /// Resolves once a revocation is requested; never if the hold ends first.
     pub(crate) fn revoked(&self) -> impl Future<Output = ()> + Send + 'static {
-        self.observe();
-        let mut rx = self.revoked.clone();
+        let mut rx = self.watchdog().revoked.clone();
         async move {
             if rx.wait_for(|requested| *requested).await.is_err() {
                 std::future::pending::<()>().await;
@@ -153,7 +203,7 @@ impl Hold {
         if !self.is_held() {
             return None;
         }
-        let margin = margin_for(&self.client, self.margin);
+        let margin = margin_for(&self.client, self.limits.margin);
         self.client.lease_deadline()?.checked_sub(margin)
     }
 
@@ -200,8 +250,14 @@ impl Hold {
     /// leader latch's leadership): the node goes now, whoever still holds the `Hold`, and
     /// dropping it later deletes nothing.
     pub(crate) async fn end(&self) -> Result<(), LockError> {
-        self.monitor.abort();
-        let lost_before = *self.lost.borrow();
+        // What the watchdog saw, if anyone asked; a hold nobody watched was never lost.
+        let lost_before = self.watchdog.get().and_then(|dog| {
+            if let Some(task) = &dog.task {
+                task.abort();
+            }
+            *dog.lost.borrow()
+        });
+        self.ended.store(true, Ordering::Relaxed);
         let (mut backoff, mut retried) = (Backoff::new(), false);
         let mut warned = false;
         let deleted = loop {
@@ -234,7 +290,9 @@ impl Hold {
 
 impl Drop for Hold {
     fn drop(&mut self) {
-        self.monitor.abort();
+        if let Some(task) = self.watchdog.get().and_then(|dog| dog.task.as_ref()) {
+            task.abort();
+        }
         if *self.armed.get_mut() {
             cleanup::delete_now_or_later(&self.client, &self.node.path);
         }
@@ -257,8 +315,6 @@ struct Signals {
     lost: watch::Sender<Option<LostReason>>,
     /// Whether a revocation was requested.
     revoked: watch::Sender<bool>,
-    /// Whether anyone asked about the hold yet (the node watch waits for it).
-    observed: watch::Receiver<bool>,
 }
 
 /// Publishes the first reason the hold cannot be trusted any more, and revocation requests
@@ -283,14 +339,7 @@ async fn watch_hold(
         SessionState::Connected => None,
         _ => Some(Instant::now()),
     };
-    let mut observed = signals.observed.clone();
-    let node = async {
-        // Dropped sender: the hold is gone, and this task is being aborted.
-        if observed.wait_for(|on| *on).await.is_err() {
-            return std::future::pending().await;
-        }
-        node_changed(client, path, stat, &signals.revoked).await
-    };
+    let node = node_changed(client, path, stat, &signals.revoked);
     tokio::pin!(node);
     let lease = client.lease_expiring(margin_for(client, limits.margin));
     tokio::pin!(lease);

@@ -159,7 +159,7 @@ impl Mutex {
         let owner = Owner::current();
         let gate = GATES.get(self.dir.client.session_id(), &self.dir.path);
         if let Some(granted) = gate.held_by(owner) {
-            return match granted.hold.lost_reason() {
+            return match granted.hold.known_lost() {
                 Some(reason) => Err(LockError::Lost(reason)),
                 None => Ok(Some(MutexGuard { granted })),
             };
@@ -183,7 +183,7 @@ impl Mutex {
         };
         // A node handed over by the previous local holder: ours at once, if still trusted.
         if let Some((hold, handoffs)) = parked {
-            if hold.is_held() {
+            if hold.known_lost().is_none() {
                 return Ok(Some(self.grant(&gate, owner, hold, permit, handoffs)));
             }
         }
@@ -264,7 +264,7 @@ impl MutexGuard {
                 drop(registration);
                 // The opt-in local hand-off: the next local waiter takes the node as it is.
                 // `_permit` goes at the end of this scope, after the parking.
-                let hold = if handoffs_left > 0 && hold.is_held() {
+                let hold = if handoffs_left > 0 && hold.known_lost().is_none() {
                     match gate.park(hold, handoffs + 1) {
                         None => return Ok(()),
                         Some(hold) => hold,
@@ -274,7 +274,7 @@ impl MutexGuard {
                 };
                 hold.release().await
             }
-            Err(nested) => match nested.hold.lost_reason() {
+            Err(nested) => match nested.hold.known_lost() {
                 Some(reason) => Err(LockError::Lost(reason)),
                 None => Ok(()),
             },

@@ -141,7 +141,7 @@ impl Drop for HolderRecord {
 
 /// Shares `granted` with a nested guard, unless its hold was lost.
 fn nested(granted: Arc<Granted>) -> Result<Arc<Granted>, LockError> {
-    match granted.hold.lost_reason() {
+    match granted.hold.known_lost() {
         Some(reason) => Err(LockError::Lost(reason)),
         None => Ok(granted),
     }
@@ -154,7 +154,7 @@ async fn release_granted(granted: Arc<Granted>) -> Result<(), LockError> {
             drop(registration);
             hold.release().await
         }
-        Err(still_nested) => match still_nested.hold.lost_reason() {
+        Err(still_nested) => match still_nested.hold.known_lost() {
             Some(reason) => Err(LockError::Lost(reason)),
             None => Ok(()),
         },
