@@ -144,7 +144,8 @@ fn panel(
         })
         .fold(0.0_f64, f64::max)
         .max(1.0)
-        * 1.1;
+        // Headroom for the legend above the bars.
+        * 1.35;
     let groups = params.len().max(1) as f64;
     let mut chart = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 16))
