@@ -374,3 +374,45 @@ fn wait_for<T>(mut f: impl FnMut() -> Option<T>) -> T {
         thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A read whose connection breaks after the server received it (the reply never comes) is
+/// sent again, on the next host, within the session timeout: reads are idempotent.
+#[test]
+fn a_read_cut_after_the_handshake_is_retried_on_the_next_host() {
+    let cs = chroot("cli-read-retry");
+    zkw(&cs, &["create", "/here", "yes"]).ok();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = zkwire_testing::server::shared_server().addr();
+    let proxy = runtime
+        .block_on(zkwire_testing::proxy::FaultProxy::start(server))
+        .unwrap();
+    proxy.cut_after_request(zkwire::proto::OpCode::GetData, 1);
+    let (hosts, root) = cs.split_once('/').unwrap();
+    // zkw shuffles its hosts: read until a run went through the proxy first (its first
+    // getData is cut), at most 20 runs (a chance of 2^-20 that none does).
+    let through = format!("{},{hosts}/{root}", proxy.connect_string());
+    for _ in 0..20 {
+        let out = zkw(&through, &["get", "/here"]);
+        assert_eq!(out.ok(), "yes\n", "{out:?}");
+        assert!(out.elapsed < Duration::from_secs(10), "{out:?}");
+        if proxy.triggered() == 1 {
+            break;
+        }
+    }
+    assert_eq!(
+        proxy.triggered(),
+        1,
+        "a read was cut, and answered all the same"
+    );
+    // Writes are not retried: whether a cut create applied is unknown.
+    proxy.cut_after_request(zkwire::proto::OpCode::Create2, 1);
+    let only_proxy = format!("{}/{root}", proxy.connect_string());
+    let write = zkw(&only_proxy, &["create", "/made"]);
+    assert_eq!(proxy.triggered(), 2);
+    assert_ne!(write.code, Some(0), "{write:?}");
+    drop(proxy);
+}
