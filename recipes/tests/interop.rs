@@ -21,12 +21,11 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::process::ProcessIo;
 use support::referee::{Kind, Referee, Tally};
+use support::CuratorJvm;
 use support::{connect, hold};
 use zkwire::{CreateMode, CreateOptions};
 use zkwire_recipes::{LockOptions, Semaphore, SemaphoreLimit};
-use zkwire_testing::java;
 use zkwire_testing::support::fresh_chroot;
 
 /// The three tests share two cores with the server and a JVM: one at a time.
@@ -37,66 +36,19 @@ const LOCK: &str = "/lock";
 const PER_SIDE: usize = 600;
 const ZKWIRE_TASKS: usize = 4;
 
-/// The Curator JVM, started and waiting for GO.
-struct Curator {
-    child: java::JavaChild,
-    io: ProcessIo,
-}
-
-impl Curator {
-    async fn start(
-        cs: &str,
-        referee: &Referee,
-        recipe: &str,
-        threads: usize,
-        cycles: usize,
-        param: &str,
-    ) -> Self {
-        let program =
-            tokio::task::block_in_place(|| support::curator_program("CuratorContender.java"));
-        let port = referee.port.to_string();
-        let (threads, cycles) = (threads.to_string(), cycles.to_string());
-        let mut child = program
-            .spawn(
-                "CuratorContender",
-                &[cs, &port, recipe, LOCK, &threads, &cycles, param],
-            )
-            .unwrap_or_else(|e| panic!("{e}"));
-        let io = ProcessIo::new(
-            "Curator",
-            child.take_stdin().unwrap(),
-            child.take_stdout().unwrap(),
-            child.take_stderr().unwrap(),
-        );
-        let mut curator = Self { child, io };
-        let ready = curator.next_line(Duration::from_secs(60)).await;
-        assert_eq!(ready, "READY", "{}", curator.stderr());
-        curator
-    }
-
-    fn go(&mut self) {
-        self.io.send("GO");
-    }
-
-    async fn next_line(&mut self, within: Duration) -> String {
-        self.io.next_line(within).await
-    }
-
-    /// Waits for `DONE <n>` and a clean exit; returns n.
-    async fn finish(mut self) -> usize {
-        loop {
-            let line = self.next_line(Duration::from_secs(120)).await;
-            if let Some(n) = line.strip_prefix("DONE ") {
-                let status = tokio::task::block_in_place(|| self.child.wait()).unwrap();
-                assert!(status.success(), "{status}: {}", self.stderr());
-                return n.parse().unwrap();
-            }
-        }
-    }
-
-    fn stderr(&self) -> String {
-        self.io.stderr()
-    }
+/// The Curator JVM of `CuratorContender.java`, started and waiting for GO.
+async fn curator(
+    cs: &str,
+    referee: &Referee,
+    recipe: &str,
+    threads: usize,
+    cycles: usize,
+    param: &str,
+) -> CuratorJvm {
+    let port = referee.port.to_string();
+    let (threads, cycles) = (threads.to_string(), cycles.to_string());
+    let args = [cs, &port, recipe, LOCK, &threads, &cycles, param];
+    CuratorJvm::start("CuratorContender.java", "CuratorContender", &args).await
 }
 
 /// Prints and checks a finished run.
@@ -148,7 +100,7 @@ async fn interop_mutex_with_curator() {
     let _serial = SERIAL.lock().await;
     let cs = fresh_chroot("recipes_interop_mutex").await;
     let referee = Arc::new(Referee::start(0));
-    let mut curator = Curator::start(&cs, &referee, "mutex", 4, PER_SIDE / 4, "-").await;
+    let mut curator = curator(&cs, &referee, "mutex", 4, PER_SIDE / 4, "-").await;
     let mut clients = Vec::new();
     for _ in 0..ZKWIRE_TASKS {
         clients.push(connect(&cs).await);
@@ -185,7 +137,7 @@ async fn interop_rwlock_with_curator() {
     let _serial = SERIAL.lock().await;
     let cs = fresh_chroot("recipes_interop_rw").await;
     let referee = Arc::new(Referee::start(0));
-    let mut curator = Curator::start(
+    let mut curator = curator(
         &cs,
         &referee,
         "rw",
@@ -255,7 +207,7 @@ async fn interop_semaphore_with_curator() {
         .await
         .unwrap();
     let referee = Arc::new(Referee::start(MAX));
-    let mut curator = Curator::start(&cs, &referee, "semaphore", 2, PER_SIDE / 2, "/count:2").await;
+    let mut curator = curator(&cs, &referee, "semaphore", 2, PER_SIDE / 2, "/count:2").await;
     let mut clients = Vec::new();
     for _ in 0..ZKWIRE_TASKS {
         clients.push(connect(&cs).await);
@@ -328,7 +280,7 @@ async fn interop_referee_catches_a_broken_exclusion() {
     let _serial = SERIAL.lock().await;
     let cs = fresh_chroot("recipes_interop_control").await;
     let referee = Arc::new(Referee::start(0));
-    let mut curator = Curator::start(&cs, &referee, "mutex", 2, CYCLES / 2, "-").await;
+    let mut curator = curator(&cs, &referee, "mutex", 2, CYCLES / 2, "-").await;
     let mut clients = Vec::new();
     for _ in 0..2 {
         clients.push(connect(&cs).await);

@@ -15,13 +15,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
-use support::process::ProcessIo;
 use support::referee::{Kind, Referee};
+use support::CuratorJvm;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use zkwire::{Client, SessionState};
 use zkwire_recipes::{LeaderElection, LeaderLatch, LockError, LostReason};
-use zkwire_testing::java;
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::rng::SplitMix64;
 use zkwire_testing::server::shared_server;
@@ -178,57 +177,20 @@ async fn the_latch_rejoins_on_a_renewed_session() {
     assert!(client.get_children(PATH).await.unwrap().is_empty());
 }
 
-/// The Curator JVM of `CuratorLeader.java`, started and waiting for GO.
-struct Curator {
-    child: java::JavaChild,
-    io: ProcessIo,
-}
-
-impl Curator {
-    async fn start(
-        cs: &str,
-        referee: &Referee,
-        recipe: &str,
-        threads: usize,
-        cycles: usize,
-    ) -> Self {
-        let program =
-            tokio::task::block_in_place(|| support::curator_program("CuratorLeader.java"));
-        let args = [
-            cs,
-            &referee.port.to_string(),
-            recipe,
-            PATH,
-            &threads.to_string(),
-            &cycles.to_string(),
-        ];
-        let mut child = program
-            .spawn("CuratorLeader", &args)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let io = ProcessIo::new(
-            "Curator",
-            child.take_stdin().unwrap(),
-            child.take_stdout().unwrap(),
-            child.take_stderr().unwrap(),
-        );
-        let mut curator = Self { child, io };
-        let ready = curator.io.next_line(Duration::from_secs(60)).await;
-        assert_eq!(ready, "READY", "{}", curator.io.stderr());
-        curator.io.send("GO");
-        curator
-    }
-
-    /// Waits for `DONE <terms>` and a clean exit; returns the terms.
-    async fn finish(mut self) -> usize {
-        loop {
-            let line = self.io.next_line(Duration::from_secs(180)).await;
-            if let Some(n) = line.strip_prefix("DONE ") {
-                let status = tokio::task::block_in_place(|| self.child.wait()).unwrap();
-                assert!(status.success(), "{status}: {}", self.io.stderr());
-                return n.parse().unwrap();
-            }
-        }
-    }
+/// The Curator JVM of `CuratorLeader.java`, started and let go.
+async fn curator(
+    cs: &str,
+    referee: &Referee,
+    recipe: &str,
+    threads: usize,
+    cycles: usize,
+) -> CuratorJvm {
+    let port = referee.port.to_string();
+    let (threads, cycles) = (threads.to_string(), cycles.to_string());
+    let args = [cs, &port, recipe, PATH, &threads, &cycles];
+    let mut jvm = CuratorJvm::start("CuratorLeader.java", "CuratorLeader", &args).await;
+    jvm.go();
+    jvm
 }
 
 /// What a zkwire participant of the interop run shares with the killer.
@@ -259,7 +221,7 @@ async fn latch_interop_with_curator_under_session_kills() {
     let _serial = SERIAL.lock().await;
     let cs = fresh_chroot("latch_interop").await;
     let referee = Arc::new(Referee::start(0));
-    let curator = Curator::start(&cs, &referee, "latch", THREADS, CYCLES).await;
+    let curator = curator(&cs, &referee, "latch", THREADS, CYCLES).await;
     let started = Instant::now();
     let mut tasks = JoinSet::new();
     let mut gates = Vec::new();
@@ -363,7 +325,7 @@ async fn election_interop_with_curator_leader_selector() {
     let _serial = SERIAL.lock().await;
     let cs = fresh_chroot("selector_interop").await;
     let referee = Arc::new(Referee::start(0));
-    let curator = Curator::start(&cs, &referee, "selector", THREADS, CYCLES).await;
+    let curator = curator(&cs, &referee, "selector", THREADS, CYCLES).await;
     let started = Instant::now();
     let mut tasks = JoinSet::new();
     for t in 0..THREADS {

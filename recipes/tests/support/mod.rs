@@ -63,6 +63,58 @@ pub(crate) fn curator_program(file: &'static str) -> &'static JavaProgram {
     }
 }
 
+/// A Curator contender program (`recipes/interop/<file>`, class `class`) running with
+/// `args`: started, and waiting for `GO` once it has printed `READY`.
+pub(crate) struct CuratorJvm {
+    child: java::JavaChild,
+    io: process::ProcessIo,
+}
+
+impl CuratorJvm {
+    /// Compiles (once per test binary) and starts the program; waits for `READY`.
+    pub(crate) async fn start(file: &'static str, class: &str, args: &[&str]) -> Self {
+        let program = tokio::task::block_in_place(|| curator_program(file));
+        let mut child = program.spawn(class, args).unwrap_or_else(|e| panic!("{e}"));
+        let io = process::ProcessIo::new(
+            "Curator",
+            child.take_stdin().unwrap(),
+            child.take_stdout().unwrap(),
+            child.take_stderr().unwrap(),
+        );
+        let mut jvm = Self { child, io };
+        let ready = jvm.next_line(Duration::from_secs(60)).await;
+        assert_eq!(ready, "READY", "{}", jvm.stderr());
+        jvm
+    }
+
+    /// Lets the program's contenders go.
+    pub(crate) fn go(&mut self) {
+        self.io.send("GO");
+    }
+
+    /// The program's next line of output.
+    pub(crate) async fn next_line(&mut self, within: Duration) -> String {
+        self.io.next_line(within).await
+    }
+
+    /// Waits for `DONE <n>` and a clean exit; returns n.
+    pub(crate) async fn finish(mut self) -> usize {
+        loop {
+            let line = self.next_line(Duration::from_secs(180)).await;
+            if let Some(n) = line.strip_prefix("DONE ") {
+                let status = tokio::task::block_in_place(|| self.child.wait()).unwrap();
+                assert!(status.success(), "{status}: {}", self.stderr());
+                return n.parse().unwrap();
+            }
+        }
+    }
+
+    /// What the program wrote on stderr so far.
+    pub(crate) fn stderr(&self) -> String {
+        self.io.stderr()
+    }
+}
+
 /// zkwire mutex contenders, one task per client: `cycles` acquisitions each on `path`, every
 /// hold reported to the referee. A task stops early once the referee has seen a violation
 /// (only the control runs look for one).
