@@ -261,6 +261,94 @@ fn locks_shows_a_leader_latch_with_participant_ids() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// `locks` on a read/write lock (two readers hold, a writer waits between them and a later
+/// reader waits behind it) and on a semaphore (one lease held; a second contender holds the
+/// `locks` mutex while its own lease node waits).
+#[test]
+fn locks_shows_a_read_write_lock_and_a_semaphore() {
+    let cs = chroot("cli-locks-rw-sem");
+    let (r1, r2) = (scratch("rw-r1"), scratch("rw-r2"));
+    let readers = [
+        spawn_holder(&cs, &["rlock", "/rw"], &r1, 30),
+        spawn_holder(&cs, &["rlock", "/rw"], &r2, 30),
+    ];
+    let writer = command(&["--server", &cs, "wlock", "/rw", "--", "true"])
+        .spawn()
+        .unwrap();
+    wait_for(|| (zkw(&cs, &["ls", "/rw"]).ok().lines().count() == 3).then_some(()));
+    let late_reader = command(&["--server", &cs, "rlock", "/rw", "--", "true"])
+        .spawn()
+        .unwrap();
+    let shown = wait_for(|| {
+        let out = zkw(&cs, &["locks", "/rw"]);
+        (out.ok().lines().count() == 5).then(|| out.stdout.clone())
+    });
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(lines[0], "/rw: rwlock", "{shown}");
+    let roles: Vec<(&str, bool)> = lines[1..]
+        .iter()
+        .map(|l| (l.split_whitespace().next().unwrap(), l.contains("__WRIT__")))
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            ("holder", false),
+            ("holder", false),
+            ("waiting", true),
+            ("waiting", false)
+        ],
+        "{shown}"
+    );
+    for reader in readers {
+        common::signal(reader.id(), "TERM");
+        let _ = finish(reader, Duration::from_secs(30));
+    }
+    assert_eq!(finish(writer, Duration::from_secs(30)).code, Some(0));
+    assert_eq!(finish(late_reader, Duration::from_secs(30)).code, Some(0));
+
+    let s1 = scratch("sem-1");
+    let holder = spawn_holder(&cs, &["sem", "/s", "--leases", "1"], &s1, 30);
+    let second = command(&["--server", &cs, "sem", "/s", "--leases", "1", "--", "true"])
+        .spawn()
+        .unwrap();
+    let shown = wait_for(|| {
+        let out = zkw(&cs, &["locks", "/s"]);
+        (out.ok().lines().count() == 4).then(|| out.stdout.clone())
+    });
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(lines[0], "/s: semaphore", "{shown}");
+    assert!(
+        lines[1].starts_with("lease ") && lines[1].contains("/s/leases/"),
+        "{shown}"
+    );
+    assert!(
+        lines[2].starts_with("lease ") && lines[2].contains("/s/leases/"),
+        "{shown}"
+    );
+    assert!(
+        lines[3].starts_with("acquiring ") && lines[3].contains("/s/locks/"),
+        "{shown}"
+    );
+    // The waiting lease and the `locks` node are the second contender's: one session.
+    let session = |line: &str| {
+        line.split("session ")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(session(lines[2]), session(lines[3]), "{shown}");
+    assert_ne!(session(lines[1]), session(lines[3]), "{shown}");
+    common::signal(holder.id(), "TERM");
+    let _ = finish(holder, Duration::from_secs(30));
+    assert_eq!(finish(second, Duration::from_secs(30)).code, Some(0));
+    for dir in [r1, r2, s1] {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
 #[test]
 fn locks_watch_follows_changes() {
     let cs = chroot("cli-locks-watch");
