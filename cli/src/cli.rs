@@ -531,7 +531,9 @@ the lock or NODE does not exist.";
 
 const LOCKS_HELP: &str = "\
 Shows who holds the lock at PATH and who waits, in Curator's order (by sequence number): one
-line per contender with its role (holder, waiting; for a semaphore, lease), node, sequence,
+line per contender with its role (holder, waiting; for a leader latch, leader; for a
+semaphore, lease, pending for the lease of the contender acquiring its locks mutex,
+acquiring, waiting), node, sequence,
 session id (the node's ephemeralOwner), age and data (a leader latch's participant id). The
 kind (mutex, rwlock, semaphore, leader latch) is told from the node names. --json prints one
 document {\"path\":…,\"kind\":…,\"contenders\":[{\"role\",\"node\",\"sequence\",\"session\",

@@ -130,18 +130,28 @@ async fn inspect(
     Ok((layout, contenders))
 }
 
-/// The semaphore's leases (each a holder, the last possibly waiting for a free lease), then
-/// the queue on its `locks` mutex (the first is acquiring).
+/// The semaphore's leases, then the queue on its `locks` mutex (the first is acquiring).
+///
+/// A contender creates its lease node while it holds `locks`, and lets `locks` go once the
+/// lease is granted: so a lease node of the session acquiring `locks` is still pending (it
+/// waits for a lease to free up), and every other lease node is held.
 async fn semaphore(g: &Global, client: &Client, path: &str) -> Result<Vec<Contender>, Failure> {
     let leases_dir = zkwire::path::join(path, "leases");
     let locks_dir = zkwire::path::join(path, "locks");
     let leases = sorted(children(g, client, &leases_dir).await?);
     let mut all = read_nodes(g, client, &leases_dir, &leases).await?;
-    all.iter_mut().for_each(|c| c.role = "lease");
     let queue = sorted(children(g, client, &locks_dir).await?);
     let mut waiting = read_nodes(g, client, &locks_dir, &queue).await?;
     for (i, c) in waiting.iter_mut().enumerate() {
         c.role = if i == 0 { "acquiring" } else { "waiting" };
+    }
+    let acquiring = waiting.first().map(|c| c.session);
+    for lease in &mut all {
+        lease.role = if Some(lease.session) == acquiring {
+            "pending"
+        } else {
+            "lease"
+        };
     }
     all.append(&mut waiting);
     Ok(all)

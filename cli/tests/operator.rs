@@ -322,7 +322,7 @@ fn locks_shows_a_read_write_lock_and_a_semaphore() {
         "{shown}"
     );
     assert!(
-        lines[2].starts_with("lease ") && lines[2].contains("/s/leases/"),
+        lines[2].starts_with("pending ") && lines[2].contains("/s/leases/"),
         "{shown}"
     );
     assert!(
