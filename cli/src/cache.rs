@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use crate::cli::CacheArgs;
 use crate::connect::Global;
 use crate::fail::{Failure, UNAVAILABLE};
-use crate::format::data_json;
+use crate::format::{data_json, data_line};
 use crate::nodes::check_path;
 use crate::out;
 
@@ -77,7 +77,7 @@ fn print_event(json: bool, event: &CacheEvent) -> Result<(), Failure> {
         return out::json(&event_json(kind, path, node));
     }
     match node {
-        Some(node) => out::line(&format!("{kind} {path} {}", shown(&node.data))),
+        Some(node) => out::line(&format!("{kind} {path} {}", data_line(&node.data))),
         None => out::line(&format!("{kind} {path}")),
     }
 }
@@ -102,10 +102,4 @@ fn event_json(kind: &str, path: &str, node: Option<&CachedNode>) -> Value {
         fields.insert("mzxid".into(), json!(node.stat.mzxid));
     }
     Value::Object(fields)
-}
-
-/// Data on one line: UTF-8 with escapes for control characters (and for bytes that are not
-/// UTF-8, as `\u{fffd}`); `get` prints the bytes exactly.
-fn shown(data: &[u8]) -> String {
-    String::from_utf8_lossy(data).escape_debug().to_string()
 }

@@ -191,6 +191,12 @@ fn parse_acl_entry(entry: &str, digests: DigestIds) -> Result<Acl, Failure> {
     Ok(Acl::new(perms, Id::new(scheme, id)))
 }
 
+/// Node data on one line: UTF-8 with control characters escaped (bytes that are not UTF-8
+/// as `\u{fffd}`); `get` prints the bytes exactly.
+pub(crate) fn data_line(data: &[u8]) -> String {
+    String::from_utf8_lossy(data).escape_debug().to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

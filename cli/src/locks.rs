@@ -9,7 +9,7 @@ use zkwire::{AddWatchMode, Client, Error, EventType};
 use crate::cli::{show, LocksArgs};
 use crate::connect::Global;
 use crate::fail::{Failure, UNAVAILABLE};
-use crate::format::data_json;
+use crate::format::{data_json, data_line};
 use crate::nodes::check_path;
 use crate::out;
 
@@ -248,7 +248,7 @@ fn contender_line(c: &Contender) -> String {
     let age = show(std::time::Duration::from_millis(
         u64::try_from(c.age_ms).unwrap_or(0),
     ));
-    let data = String::from_utf8_lossy(&c.data).escape_debug().to_string();
+    let data = data_line(&c.data);
     format!(
         "{:<9} seq {seq:<10} session {:#018x}  age {age:<10} {}  \"{data}\"",
         c.role, c.session, c.node

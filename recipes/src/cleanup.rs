@@ -31,12 +31,11 @@ use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Mutex, OnceLock, PoisonError};
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use zkwire::{path, Backoff, Client, Error};
 
-use crate::internals::owned_by_guid;
+use crate::internals::{owned_by_guid, ready_now};
 
 /// One piece of cleanup.
 #[derive(Debug)]
@@ -82,11 +81,10 @@ pub(crate) fn delete_now_or_later(client: &Client, node_path: &str) {
         let (client, path) = (client.clone(), path.clone());
         async move { delete(&client, &path).await }
     });
-    let mut cx = Context::from_waker(Waker::noop());
-    match reply.as_mut().poll(&mut cx) {
-        Poll::Ready(Ok(())) => {}
-        Poll::Ready(Err(_)) => enqueue(client, Job::Delete(path)),
-        Poll::Pending => enqueue(client, Job::Sent(SentDelete { path, reply })),
+    match ready_now(&mut reply) {
+        Some(Ok(())) => {}
+        Some(Err(_)) => enqueue(client, Job::Delete(path)),
+        None => enqueue(client, Job::Sent(SentDelete { path, reply })),
     }
 }
 

@@ -111,8 +111,7 @@ impl Hold {
             return Some(LostReason::SessionEnded(state));
         };
         let now = std::time::Instant::now();
-        let trusted = deadline.checked_sub(margin_for(&self.client, self.limits.margin));
-        if trusted.is_some_and(|until| until > now) {
+        if self.trust_end().is_some_and(|until| until > now) {
             return None;
         }
         // Acknowledged at the deadline less the session timeout.
@@ -203,6 +202,11 @@ impl Hold {
         if !self.is_held() {
             return None;
         }
+        self.trust_end()
+    }
+
+    /// The session's lease deadline less the margin, held or not.
+    fn trust_end(&self) -> Option<std::time::Instant> {
         let margin = margin_for(&self.client, self.limits.margin);
         self.client.lease_deadline()?.checked_sub(margin)
     }

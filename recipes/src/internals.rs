@@ -72,8 +72,9 @@ enum Woken {
     LookAgain,
 }
 
-/// The output of `future` if it is ready now, without waiting.
-fn futures_now<F: Future + Unpin>(future: &mut F) -> Option<F::Output> {
+/// The output of `future` if it is ready now, without waiting (polled once, with a waker
+/// that does nothing: a later poll by a real task still works).
+pub(crate) fn ready_now<F: Future + Unpin>(future: &mut F) -> Option<F::Output> {
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     match std::pin::Pin::new(future).poll(&mut cx) {
         std::task::Poll::Ready(output) => Some(output),
@@ -482,7 +483,7 @@ impl Attempt {
             _ = &mut own => Ok(Woken::LookAgain),
             event = theirs => {
                 let gone = event.event_type == EventType::NodeDeleted;
-                let ours_untouched = futures_now(&mut own).is_none();
+                let ours_untouched = ready_now(&mut own).is_none();
                 Ok(if gone && ours_untouched { Woken::Granted } else { Woken::LookAgain })
             }
         }

@@ -15,7 +15,7 @@ use zkwire::{path, Client, Error, Op, OpResult};
 
 use crate::error::{LockError, LostReason};
 use crate::hold::Hold;
-use crate::internals::{acquire_until, Contest, Dir, Outcome};
+use crate::internals::{acquire_until, Contest, Dir, Node, Outcome};
 use crate::options::LockOptions;
 use crate::sequence::LATCH_MARKERS;
 
@@ -178,15 +178,7 @@ impl LeaderLatch {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let (close, closed) = watch::channel(false);
-        let hold = Arc::new(Hold::new(
-            self.shared.dir.client.clone(),
-            node,
-            &self.shared.dir.options,
-        ));
-        let leadership = Leadership::new(Arc::clone(&hold));
-        self.shared
-            .status
-            .send_replace(Status::Leading(leadership.clone()));
+        let (hold, leadership) = self.shared.lead(node);
         let handle = tokio::spawn(participate(Arc::clone(&self.shared), closed, Some(hold)));
         *task = Some(Running { close, handle });
         Ok(Some(leadership))
@@ -301,6 +293,17 @@ impl LeaderLatch {
     }
 }
 
+impl Shared {
+    /// Takes the lead with `node`, granted: its hold, and the leadership now published.
+    fn lead(&self, node: Node) -> (Arc<Hold>, Leadership) {
+        let hold = Arc::new(Hold::new(self.dir.client.clone(), node, &self.dir.options));
+        let leadership = Leadership::new(Arc::clone(&hold));
+        self.status
+            .send_replace(Status::Leading(leadership.clone()));
+        (hold, leadership)
+    }
+}
+
 /// Curator's latch layout: `latch-` nodes, the first one leads.
 fn latch_contest() -> Contest {
     Contest::exclusive(LATCH_MARKERS[0], LATCH_MARKERS)
@@ -337,15 +340,7 @@ async fn participate(
                         return;
                     }
                 };
-                let hold = Arc::new(Hold::new(
-                    shared.dir.client.clone(),
-                    node,
-                    &shared.dir.options,
-                ));
-                shared
-                    .status
-                    .send_replace(Status::Leading(Leadership::new(Arc::clone(&hold))));
-                hold
+                shared.lead(node).0
             }
         };
         tracing::debug!(path = shared.dir.path, id = shared.id, "leadership gained");
