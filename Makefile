@@ -25,5 +25,5 @@ test: deps
 	$(CARGO) clippy -p zkwire --lib --features tls,tls-native-roots,sasl-digest,sasl-gssapi -q -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps -q
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -p zkwire --no-deps -q --features tls,sasl-digest,sasl-gssapi
-	$(CARGO) test --workspace
+	$(CARGO) test --workspace --no-fail-fast
 	fuzz/run.sh $(FUZZ_SECONDS)

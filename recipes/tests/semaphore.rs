@@ -486,10 +486,7 @@ async fn connect_retrying(cs: &str) -> Client {
 
 /// What the workers of docs/faults.md #23 share with the test.
 struct Board {
-    /// Leases believed held right now: from the grant until the hold ends or lost() fires.
-    believed: AtomicUsize,
-    max_believed: AtomicUsize,
-    over: AtomicUsize,
+    referee: std::sync::Mutex<Referee>,
     /// 0: normal; 1: after the server stop; 2: after the session kills; 3: stop.
     phase: AtomicUsize,
     /// Grants per phase and worker.
@@ -499,6 +496,61 @@ struct Board {
     new_sessions: AtomicUsize,
     /// Acquire errors other than a timeout or the end of the session.
     unexpected: std::sync::Mutex<Vec<String>>,
+}
+
+/// Who believes they hold a lease, counted against the limit at every grant.
+///
+/// A session the test kills has its lease node deleted by the server at once, and its holder
+/// can only learn of it from the connection the server then closes: no client can know
+/// sooner. So a grant is checked against the holders whose session was not killed, and every
+/// holder whose session was killed must be told (`lost()`) within the session timeout.
+#[derive(Default)]
+struct Referee {
+    /// Per worker: the session of the lease it believes it holds.
+    holding: [Option<i64>; M23_WORKERS],
+    /// Sessions the test killed (marked just before the kill), with when.
+    killed: std::collections::HashMap<i64, Instant>,
+    max_believed: usize,
+    /// The same with the killed holders counted (may exceed the limit in the kill's window).
+    max_with_killed: usize,
+    over: usize,
+    /// Killed holders, and the longest a killed holder took to see `lost()`.
+    killed_holders: usize,
+    max_kill_lag: Duration,
+}
+
+impl Referee {
+    fn grant(&mut self, worker: usize, session: i64) {
+        self.holding[worker] = Some(session);
+        let believed = self
+            .holding
+            .iter()
+            .flatten()
+            .filter(|s| !self.killed.contains_key(s))
+            .count();
+        self.max_believed = self.max_believed.max(believed);
+        self.max_with_killed = self.max_with_killed.max(self.believed());
+        if believed > M23_LIMIT as usize {
+            self.over += 1;
+        }
+    }
+
+    /// When `worker`'s session was killed under its hold, if it was.
+    fn killed_at(&self, worker: usize) -> Option<Instant> {
+        self.holding[worker].and_then(|s| self.killed.get(&s).copied())
+    }
+
+    fn end(&mut self, worker: usize, killed_lag: Option<Duration>) {
+        self.holding[worker] = None;
+        if let Some(lag) = killed_lag {
+            self.killed_holders += 1;
+            self.max_kill_lag = self.max_kill_lag.max(lag);
+        }
+    }
+
+    fn believed(&self) -> usize {
+        self.holding.iter().flatten().count()
+    }
 }
 
 /// Whether an acquire failed because its session is over.
@@ -525,20 +577,29 @@ async fn m23_worker(i: usize, cs: String, board: Arc<Board>) -> Client {
         );
         match sem.acquire_one_timeout(Duration::from_secs(1)).await {
             Ok(lease) => {
-                let lost = lease.lost();
+                let mut lost = std::pin::pin!(lease.lost());
                 if lease.is_held() {
-                    let now = board.believed.fetch_add(1, Ordering::SeqCst) + 1;
-                    board.max_believed.fetch_max(now, Ordering::SeqCst);
-                    if now > M23_LIMIT as usize {
-                        board.over.fetch_add(1, Ordering::SeqCst);
-                    }
+                    board.referee.lock().unwrap().grant(i, client.session_id());
                     let phase = board.phase.load(Ordering::SeqCst).min(2);
                     board.grants[phase][i].fetch_add(1, Ordering::SeqCst);
-                    tokio::select! {
-                        _ = lost => {}
-                        () = tokio::time::sleep(Duration::from_millis(5 + rng.below(25))) => {}
+                    let mut told = tokio::select! {
+                        _ = &mut lost => Some(Instant::now()),
+                        () = tokio::time::sleep(Duration::from_millis(5 + rng.below(25))) => None,
+                    };
+                    let killed_at = board.referee.lock().unwrap().killed_at(i);
+                    if let (Some(_), None) = (killed_at, told) {
+                        // Killed under the hold: the holder must be told within the timeout.
+                        if tokio::time::timeout(T, &mut lost).await.is_ok() {
+                            told = Some(Instant::now());
+                        } else {
+                            let what = format!("worker {i}: killed, lost() silent for {T:?}");
+                            board.unexpected.lock().unwrap().push(what);
+                        }
                     }
-                    board.believed.fetch_sub(1, Ordering::SeqCst);
+                    let lag = killed_at
+                        .zip(told)
+                        .map(|(at, told)| told.saturating_duration_since(at));
+                    board.referee.lock().unwrap().end(i, lag);
                 }
                 // Err(Lost) after a loss; the node is gone either way.
                 let _ = lease.release().await;
@@ -584,16 +645,15 @@ async fn all_granted(board: &Board, phase: usize, within: Duration) -> Duration 
 /// until every client has given its session up (local expiry, 4/3 T), then restarted: the
 /// workers start new sessions and all re-acquire once the server has expired the old ones. (2)
 /// Every session is then killed for real: again all re-acquire. Holds end at the first
-/// disconnection; what the workers believe they hold never exceeds the limit, and no lease node
-/// is left at the end.
+/// disconnection; what the workers believe they hold never exceeds the limit (a holder whose
+/// session the test killed aside: see [`Referee`]), a killed holder is told within the session
+/// timeout, and no lease node is left at the end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m23_semaphore_session_loss() {
     let mut server = tokio::task::block_in_place(ZkServer::start).unwrap();
     let cs = server.connect_string();
     let board = Arc::new(Board {
-        believed: AtomicUsize::new(0),
-        max_believed: AtomicUsize::new(0),
-        over: AtomicUsize::new(0),
+        referee: std::sync::Mutex::default(),
         phase: AtomicUsize::new(0),
         grants: Default::default(),
         clients: Default::default(),
@@ -639,6 +699,14 @@ async fn m23_semaphore_session_loss() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     for slot in &board.clients {
         let client = slot.lock().unwrap().clone().unwrap();
+        // Marked first: the server deletes the session's nodes as soon as it is killed.
+        let session = client.session_id();
+        board
+            .referee
+            .lock()
+            .unwrap()
+            .killed
+            .insert(session, Instant::now());
         kill_session(&cs, client.session_id(), client.session_password())
             .await
             .unwrap();
@@ -660,24 +728,25 @@ async fn m23_semaphore_session_loss() {
         .iter()
         .map(|p| p.iter().map(|g| g.load(Ordering::SeqCst)).collect())
         .collect();
+    let referee = std::mem::take(&mut *board.referee.lock().unwrap());
     println!(
-        "m23: grants per phase and worker {grants:?}; new sessions {}; max believed held {} (limit {M23_LIMIT}); \
-         over the limit {}; total {:?}",
+        "m23: grants per phase and worker {grants:?}; new sessions {}; max believed held {} \
+         (limit {M23_LIMIT}, holders whose session was killed aside; {} with them); over the limit {}; \
+         {} holders killed, told within {:?}; total {:?}",
         board.new_sessions.load(Ordering::SeqCst),
-        board.max_believed.load(Ordering::SeqCst),
-        board.over.load(Ordering::SeqCst),
+        referee.max_believed,
+        referee.max_with_killed,
+        referee.over,
+        referee.killed_holders,
+        referee.max_kill_lag,
         started.elapsed()
     );
     let unexpected = board.unexpected.lock().unwrap().clone();
     assert!(unexpected.is_empty(), "acquires failed: {unexpected:?}");
     assert!(leases.is_empty(), "orphan lease nodes: {leases:?}");
     assert!(locks.is_empty(), "orphan locks nodes: {locks:?}");
-    assert_eq!(
-        board.over.load(Ordering::SeqCst),
-        0,
-        "more holders than the limit"
-    );
-    assert_eq!(board.believed.load(Ordering::SeqCst), 0);
+    assert_eq!(referee.over, 0, "more holders than the limit");
+    assert_eq!(referee.believed(), 0);
     assert!(
         board.new_sessions.load(Ordering::SeqCst) >= 2 * M23_WORKERS,
         "every worker got new sessions twice"
