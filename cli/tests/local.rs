@@ -141,11 +141,15 @@ fn small_demo_passes() {
     assert!(summary.contains("killed after"), "{summary}");
 }
 
-/// `zkw sandbox --tls --json` prints what a client needs; `--tls-*` (or `ZKW_TLS_*`) use it,
-/// the client certificate gives an x509 identity, and plaintext is refused with a reason.
+/// `zkw sandbox --tls --json --port N` prints what a client needs, with the TLS port being
+/// N; `--tls-*` (or `ZKW_TLS_*`) use it, the client certificate gives an x509 identity, and
+/// plaintext is refused with a reason.
 #[test]
 fn sandbox_tls_and_the_tls_options() {
-    let mut sandbox = command(&["sandbox", "--tls", "--json"]).spawn().unwrap();
+    let port = free_ports(1).to_string();
+    let mut sandbox = command(&["sandbox", "--tls", "--json", "--port", &port])
+        .spawn()
+        .unwrap();
     let stdout = lines_of(sandbox.stdout.take().unwrap());
     let line = stdout
         .recv_timeout(Duration::from_secs(90))
@@ -160,7 +164,7 @@ fn sandbox_tls_and_the_tls_options() {
         field("tls_cert"),
         field("tls_key"),
     );
-    assert!(connect.starts_with("localhost:"), "{line}");
+    assert_eq!(connect, format!("localhost:{port}"), "{line}");
     let tls = ["--tls-ca", &ca, "--tls-cert", &cert, "--tls-key", &key];
     let who = zkw(&connect, &[&tls[..], &["whoami"]].concat());
     assert!(
