@@ -7,6 +7,8 @@
 //                until it wins
 //   kind atomic  DistributedAtomicLong: each increment is increment(), retried until it
 //                reports success
+//   kind promoted  the same in promoted mode: one optimistic try, then InterProcessMutex
+//                <path>-lock (PromotedToLock, up to 30 s) and up to 1000 tries under it
 //
 // Protocol on stdout: "READY" once connected, then (after the test writes "GO" on stdin)
 // "DONE <final value seen>" at the end. Exits with status 2 on any error.
@@ -14,11 +16,13 @@
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
+import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.atomic.AtomicValue;
 import org.apache.curator.framework.recipes.atomic.DistributedAtomicLong;
+import org.apache.curator.framework.recipes.atomic.PromotedToLock;
 import org.apache.curator.framework.recipes.shared.SharedCount;
 import org.apache.curator.framework.recipes.shared.VersionedValue;
 import org.apache.curator.retry.ExponentialBackoffRetry;
@@ -27,7 +31,7 @@ import org.apache.curator.retry.RetryNTimes;
 public final class CuratorCounter {
     public static void main(String[] args) throws Exception {
         if (args.length != 4) {
-            System.err.println("usage: CuratorCounter <connect> <shared|atomic> <path> <increments>");
+            System.err.println("usage: CuratorCounter <connect> <shared|atomic|promoted> <path> <increments>");
             System.exit(2);
         }
         String kind = args[1];
@@ -48,7 +52,7 @@ public final class CuratorCounter {
             if (kind.equals("shared")) {
                 last = shared(client, path, increments);
             } else {
-                last = atomic(client, path, increments);
+                last = atomic(client, path, increments, kind.equals("promoted"));
             }
             System.out.println("DONE " + last);
             System.out.flush();
@@ -75,8 +79,16 @@ public final class CuratorCounter {
         }
     }
 
-    private static long atomic(CuratorFramework client, String path, int increments) throws Exception {
-        DistributedAtomicLong counter = new DistributedAtomicLong(client, path, new RetryNTimes(1000, 1));
+    private static long atomic(CuratorFramework client, String path, int increments, boolean promoted)
+            throws Exception {
+        DistributedAtomicLong counter = promoted
+            ? new DistributedAtomicLong(client, path, new RetryNTimes(0, 0),
+                PromotedToLock.builder()
+                    .lockPath(path + "-lock")
+                    .retryPolicy(new RetryNTimes(1000, 1))
+                    .timeout(30, TimeUnit.SECONDS)
+                    .build())
+            : new DistributedAtomicLong(client, path, new RetryNTimes(1000, 1));
         long last = 0;
         for (int i = 0; i < increments; i++) {
             while (true) {

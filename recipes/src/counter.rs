@@ -1,9 +1,14 @@
 //! Shared counters in Curator's encodings: `SharedCount` (a 4-byte big-endian `i32`, set by
 //! versioned compare-and-set) and `AtomicCounter` (Curator's `DistributedAtomicLong`: an
-//! 8-byte big-endian `i64`, changed by optimistic compare-and-set with bounded retries).
-//! Curator reads and writes the same nodes (docs/recipes.md, "Counters").
+//! 8-byte big-endian `i64`, changed by optimistic compare-and-set with bounded retries, and
+//! optionally under a mutex once those run out). Curator reads and writes the same nodes
+//! (docs/recipes.md, "Counters").
+
+use std::time::Duration;
 
 use zkwire::{Backoff, Client, CreateMode, CreateOptions, Error, EventType};
+
+use crate::{LockError, Mutex};
 
 /// A counter's value and the node version it was read at, for [`SharedCount::try_set`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,8 +170,11 @@ impl CountChanges {
 ///
 /// ```no_run
 /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+/// use std::time::Duration;
 /// use zkwire_recipes::AtomicCounter;
-/// let hits = AtomicCounter::new(client, "/app/hits");
+/// let hits = AtomicCounter::new(client, "/app/hits")
+///     // After 10 lost races, queue on a mutex with the other promoted writers.
+///     .with_promotion("/app/hits-lock", Duration::from_secs(5));
 /// match hits.add(1).await? {
 ///     Some(now) => println!("{now} hits"),
 ///     None => println!("too much contention; nothing was changed"),
@@ -178,6 +186,15 @@ pub struct AtomicCounter {
     client: Client,
     path: String,
     attempts: u32,
+    promotion: Option<Promotion>,
+}
+
+/// Curator's `PromotedToLock`: the mutex a change queues on once its optimistic attempts
+/// ran out, and how long it waits for it.
+#[derive(Debug, Clone)]
+struct Promotion {
+    lock: Mutex,
+    max_wait: Duration,
 }
 
 impl AtomicCounter {
@@ -187,13 +204,28 @@ impl AtomicCounter {
             client,
             path: path.into(),
             attempts: 10,
+            promotion: None,
         }
     }
 
-    /// Gives up a change after `attempts` compare-and-sets lost to other writers.
+    /// Gives up a change after `attempts` compare-and-sets lost to other writers (and as many
+    /// again under the mutex, with [`with_promotion`](Self::with_promotion)).
     #[must_use]
     pub fn with_attempts(mut self, attempts: u32) -> Self {
         self.attempts = attempts.max(1);
+        self
+    }
+
+    /// Curator's promoted mode (`PromotedToLock`): a change whose optimistic attempts all
+    /// lost takes the [`Mutex`] at `lock_path` (Curator's `InterProcessMutex` layout, so
+    /// Curator's promoted writers queue on the same lock), waiting at most `max_wait` for it,
+    /// and tries again while holding it. The writers that hold the mutex take turns; writers
+    /// that do not take it can still win a race, so the attempts under the mutex are bounded
+    /// too. The value stays exact either way: every write is a compare-and-set.
+    #[must_use]
+    pub fn with_promotion(mut self, lock_path: impl Into<String>, max_wait: Duration) -> Self {
+        let lock = Mutex::new(self.client.clone(), lock_path);
+        self.promotion = Some(Promotion { lock, max_wait });
         self
     }
 
@@ -206,17 +238,44 @@ impl AtomicCounter {
     }
 
     /// Adds `delta` (wrapping, as Java's `long`); returns the new value, or `None` when every
-    /// attempt lost to a concurrent change (then this call changed nothing).
+    /// attempt lost to a concurrent change (then this call changed nothing). With
+    /// [`with_promotion`](Self::with_promotion), `None` also when the mutex was not had
+    /// within its wait.
     ///
     /// # Errors
     /// [`Error::BadArguments`] when the node does not hold 8 bytes; client errors (after a
-    /// `ConnectionLoss` the change may or may not have applied, as for any write).
+    /// `ConnectionLoss` the change may or may not have applied, as for any write);
+    /// [`Error::InvalidArgument`] when the promotion's lock directory cannot serve as a lock
+    /// (a child that is not a contender, or a wrapped sequence counter).
     pub async fn add(&self, delta: i64) -> Result<Option<i64>, Error> {
+        if let Some(next) = self.try_add(delta).await? {
+            return Ok(Some(next));
+        }
+        let Some(promotion) = &self.promotion else {
+            return Ok(None);
+        };
+        let guard = match promotion.lock.lock_timeout(promotion.max_wait).await {
+            Ok(guard) => guard,
+            Err(LockError::Timeout) => return Ok(None),
+            Err(LockError::Client(e)) => return Err(e),
+            Err(e) => {
+                tracing::warn!(error = %e, "the counter's promotion lock is unusable");
+                return Err(Error::InvalidArgument(
+                    "the promotion lock's directory cannot serve as a lock",
+                ));
+            }
+        };
+        let added = self.try_add(delta).await;
+        // The value's safety never rested on the mutex (every write is a compare-and-set), so
+        // a hold lost meanwhile changes nothing: release's error is not the caller's.
+        let _ = guard.release().await;
+        added
+    }
+
+    /// Up to `attempts` read-then-compare-and-set rounds, pausing after each lost one.
+    async fn try_add(&self, delta: i64) -> Result<Option<i64>, Error> {
         let mut backoff = Backoff::new()
-            .with_delays(
-                std::time::Duration::from_millis(5),
-                std::time::Duration::from_millis(200),
-            )
+            .with_delays(Duration::from_millis(5), Duration::from_millis(200))
             .with_max_attempts(self.attempts);
         loop {
             let current = self.read().await?;

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use support::connect;
 use support::process::ProcessIo;
+use zkwire::{AddWatchMode, EventType};
 use zkwire_recipes::{AtomicCounter, SharedCount};
 use zkwire_testing::support::fresh_chroot;
 
@@ -122,6 +123,69 @@ async fn atomic_counter_with_curator_loses_no_update() {
         i64::try_from((TASKS + 1) * EACH).unwrap(),
         "no lost update"
     );
+}
+
+/// Both sides in promoted mode on one lock (`<path>-lock`): one optimistic try, then the
+/// mutex. Writers that lost their try queue on it, zkwire's and Curator's alike, and still
+/// no update is lost. The lock nodes created under the lock path are counted from a
+/// persistent recursive watch, to show the promotion was taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promoted_counter_with_curator_loses_no_update() {
+    let cs = fresh_chroot("counter_promoted").await;
+    let path = "/promoted";
+    let lock_path = "/promoted-lock";
+    let observer = connect(&cs).await;
+    let mut watch = observer
+        .add_watch(lock_path, AddWatchMode::PersistentRecursive)
+        .await
+        .unwrap();
+    let lock_nodes = tokio::spawn(async move {
+        let mut created = 0usize;
+        while let Some(event) = watch.next().await {
+            if event.event_type == EventType::NodeCreated && event.path.contains("-lock-") {
+                created += 1;
+            }
+        }
+        created
+    });
+    let zkwire = async {
+        let mut tasks = Vec::new();
+        for _ in 0..TASKS {
+            let counter = AtomicCounter::new(connect(&cs).await, path)
+                .with_attempts(1)
+                .with_promotion(lock_path, Duration::from_secs(30));
+            tasks.push(tokio::spawn(async move {
+                let mut gave_up = 0usize;
+                for _ in 0..EACH {
+                    // Under the mutex one try can still lose to a writer that has not
+                    // taken it yet: call again, as a caller would.
+                    while counter.increment().await.unwrap().is_none() {
+                        gave_up += 1;
+                    }
+                }
+                gave_up
+            }));
+        }
+        let mut gave_up = 0;
+        for task in tasks {
+            gave_up += task.await.unwrap();
+        }
+        println!("promoted: zkwire calls that changed nothing: {gave_up}");
+    };
+    let curator_last = with_curator(&cs, "promoted", path, zkwire).await;
+    let total = AtomicCounter::new(observer.clone(), path)
+        .get()
+        .await
+        .unwrap();
+    observer.close().await.unwrap();
+    let lock_nodes = lock_nodes.await.unwrap();
+    println!("promoted DistributedAtomicLong: {total} after {TASKS}×{EACH} zkwire + {EACH} Curator increments (Curator last saw {curator_last}); {lock_nodes} lock nodes created");
+    assert_eq!(
+        total,
+        i64::try_from((TASKS + 1) * EACH).unwrap(),
+        "no lost update"
+    );
+    assert!(lock_nodes > 0, "no writer was promoted to the lock");
 }
 
 /// `SharedCount::changes` yields the current value, then a value Curator's `setCount` wrote
