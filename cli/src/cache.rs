@@ -69,6 +69,7 @@ fn print_event(json: bool, event: &CacheEvent) -> Result<(), Failure> {
         CacheEvent::Created { path, node } => ("created", path.as_str(), Some(node)),
         CacheEvent::Changed { path, new, .. } => ("changed", path.as_str(), Some(new)),
         CacheEvent::Deleted { path, .. } => ("deleted", path.as_str(), None),
+        CacheEvent::Unreadable { path } => ("unreadable", path.as_str(), None),
         CacheEvent::Initialized => return initialized(json),
         // Stopped is handled by the caller; the enum may grow.
         _ => return Ok(()),
@@ -91,7 +92,7 @@ fn initialized(json: bool) -> Result<(), Failure> {
 }
 
 /// `{"event":…,"path":…,"data":…,"data_base64":…,"version":…,"mzxid":…}` (no data for a
-/// deletion).
+/// deletion or an unreadable node).
 fn event_json(kind: &str, path: &str, node: Option<&CachedNode>) -> Value {
     let mut fields = Map::new();
     fields.insert("event".into(), json!(kind));

@@ -230,6 +230,9 @@ fn cache_prints_the_tree_then_its_changes() {
     let cs = chroot("cli-cache");
     zkw(&cs, &["create", "/c", "root"]).ok();
     zkw(&cs, &["create", "/c/a", "line1\nline2"]).ok();
+    zkw(&cs, &["create", "/c/locked", "x"]).ok();
+    let acl = "digest:alice:secret:cdrwa";
+    zkw(&cs, &["acl", "set", "/c/locked", acl, "--plain-password"]).ok();
     let mut cache = command(&["--server", &cs, "cache", "/c"]).spawn().unwrap();
     let lines = lines_of(cache.stdout.take().unwrap());
     let limit = Duration::from_secs(30);
@@ -238,6 +241,8 @@ fn cache_prints_the_tree_then_its_changes() {
         wait_line(&lines, "/c/a", limit),
         "created /c/a line1\\nline2"
     );
+    // Not readable by this session: said, not skipped.
+    assert_eq!(wait_line(&lines, "", limit), "unreadable /c/locked");
     assert_eq!(wait_line(&lines, "", limit), "initialized");
     zkw(&cs, &["create", "/c/a/deep", "d"]).ok();
     zkw(&cs, &["set", "/c/a", "v2"]).ok();

@@ -59,6 +59,15 @@ pub enum CacheEvent {
         /// What the cache held.
         old: CachedNode,
     },
+    /// The cache's session may not read this node (`NoAuth` on its data), or may not list
+    /// its children: the cache holds neither, and says so once, when it first finds it so
+    /// (in the initial load, on an event, or in a resync), again only after the node was
+    /// readable or gone in between. Grant the session `READ` (or authenticate it) to
+    /// cache it.
+    Unreadable {
+        /// Its full path.
+        path: String,
+    },
     /// The initial tree has been delivered.
     Initialized,
     /// The cache stopped for good (the session is over without renewal, or the client
@@ -134,6 +143,7 @@ impl TreeCacheBuilder {
             selection: self.selection,
             nodes: Arc::clone(&nodes),
             events: Some(tx),
+            unreadable: BTreeSet::new(),
         };
         let (ready_tx, ready_rx) = oneshot::channel();
         let task = tokio::spawn(worker.run(ready_tx));
@@ -296,6 +306,15 @@ struct Worker {
     nodes: Arc<RwLock<BTreeMap<String, CachedNode>>>,
     /// `None` once the consumer dropped the stream.
     events: Option<mpsc::Sender<CacheEvent>>,
+    /// Nodes found unreadable (announced by [`CacheEvent::Unreadable`]) and not readable since.
+    unreadable: BTreeSet<String>,
+}
+
+/// A subtree as read: the selected nodes, and the nodes (or child lists) that were unreadable.
+#[derive(Default)]
+struct Read {
+    tree: BTreeMap<String, CachedNode>,
+    unreadable: BTreeSet<String>,
 }
 
 impl Worker {
@@ -306,18 +325,19 @@ impl Worker {
             let tree = self.read_tree().await?;
             Ok::<_, Error>((watcher, tree))
         };
-        let (mut watcher, tree) = match start.await {
+        let (mut watcher, read) = match start.await {
             Ok(started) => started,
             Err(e) => {
                 let _ = ready.send(Err(e));
                 return;
             }
         };
-        *self.write() = tree.clone();
+        *self.write() = read.tree.clone();
         let _ = ready.send(Ok(()));
-        for (path, node) in tree {
+        for (path, node) in read.tree {
             self.emit(CacheEvent::Created { path, node }).await;
         }
+        self.note_unreadable(read.unreadable).await;
         self.emit(CacheEvent::Initialized).await;
         let stopped = self.follow(&mut watcher, &mut states).await;
         tracing::debug!(root = self.root, error = %stopped, "tree cache stopped");
@@ -391,7 +411,10 @@ impl Worker {
 
     /// Reads the subtree again and emits the differences with the copy.
     async fn resync(&mut self) -> Result<(), Error> {
-        let mut fresh = self.read_tree().await?;
+        let Read {
+            tree: mut fresh,
+            unreadable,
+        } = self.read_tree().await?;
         let old = std::mem::take(&mut *self.write());
         // A node whose data did not change keeps the copy we had (and announced), even if
         // its child counters moved: the copy stays exactly what the events describe.
@@ -406,12 +429,22 @@ impl Worker {
         for event in differences(&old, &fresh) {
             self.emit(event).await;
         }
+        self.note_unreadable(unreadable).await;
         Ok(())
+    }
+
+    /// Makes `now` the set of unreadable nodes, announcing those not already in it.
+    async fn note_unreadable(&mut self, now: BTreeSet<String>) {
+        let new: Vec<String> = now.difference(&self.unreadable).cloned().collect();
+        self.unreadable = now;
+        for path in new {
+            self.emit(CacheEvent::Unreadable { path }).await;
+        }
     }
 
     /// The subtree as the server has it now, within the selection; retryable errors are
     /// retried from the start.
-    async fn read_tree(&self) -> Result<BTreeMap<String, CachedNode>, Error> {
+    async fn read_tree(&self) -> Result<Read, Error> {
         let mut backoff = Backoff::new();
         loop {
             match self.read_tree_once().await {
@@ -423,18 +456,25 @@ impl Worker {
         }
     }
 
-    async fn read_tree_once(&self) -> Result<BTreeMap<String, CachedNode>, Error> {
-        let mut tree = BTreeMap::new();
+    async fn read_tree_once(&self) -> Result<Read, Error> {
+        let mut read = Read::default();
         let mut pending = vec![(self.root.clone(), 0usize)];
         while let Some((node_path, depth)) = pending.pop() {
             let (data, stat) = match self.client.get_data(&node_path).await {
                 Ok(read) => read,
-                // Deleted since its parent was listed (or no root yet); NoAuth: not ours to hold.
-                Err(Error::NoNode | Error::NoAuth) => continue,
+                // Deleted since its parent was listed (or no root yet).
+                Err(Error::NoNode) => continue,
+                Err(Error::NoAuth) => {
+                    if self.selects(&node_path) {
+                        read.unreadable.insert(node_path);
+                    }
+                    continue;
+                }
                 Err(e) => return Err(e),
             };
             if self.selects(&node_path) {
-                tree.insert(node_path.clone(), CachedNode { data, stat });
+                read.tree
+                    .insert(node_path.clone(), CachedNode { data, stat });
             }
             if stat.num_children == 0 || self.selection.max_depth.is_some_and(|max| depth >= max) {
                 continue;
@@ -445,11 +485,14 @@ impl Worker {
                         .iter()
                         .map(|child| (path::join(&node_path, child), depth + 1)),
                 ),
-                Err(Error::NoNode | Error::NoAuth) => {}
+                Err(Error::NoNode) => {}
+                Err(Error::NoAuth) => {
+                    read.unreadable.insert(node_path);
+                }
                 Err(e) => return Err(e),
             }
         }
-        Ok(tree)
+        Ok(read)
     }
 
     /// Brings the copy of `node_path` in line with the server after an event on it.
@@ -457,14 +500,22 @@ impl Worker {
         if !self.within_depth(node_path) || !self.selects(node_path) {
             return Ok(());
         }
-        let read = match self.client.get_data(node_path).await {
-            Ok((data, stat)) => Some(CachedNode { data, stat }),
-            Err(Error::NoNode | Error::NoAuth) => None,
+        let (read, denied) = match self.client.get_data(node_path).await {
+            Ok((data, stat)) => (Some(CachedNode { data, stat }), false),
+            Err(Error::NoNode) => (None, false),
+            // Held no longer: what we cannot read, we cannot vouch for.
+            Err(Error::NoAuth) => (None, true),
             Err(e) => return Err(e),
         };
         let events = self.apply(node_path, read);
         for event in events {
             self.emit(event).await;
+        }
+        if !denied {
+            self.unreadable.remove(node_path);
+        } else if self.unreadable.insert(node_path.to_owned()) {
+            let path = node_path.to_owned();
+            self.emit(CacheEvent::Unreadable { path }).await;
         }
         Ok(())
     }

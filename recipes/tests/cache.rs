@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::task::JoinSet;
 use tokio::time::Instant;
-use zkwire::{Client, CreateMode, CreateOptions, Error};
+use zkwire::{Acl, Client, CreateMode, CreateOptions, Error, Perms};
 use zkwire_recipes::{CacheEvent, CacheEvents, CachedNode, TreeCache};
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::rng::SplitMix64;
@@ -57,7 +57,7 @@ fn replay(copy: &mut BTreeMap<String, CachedNode>, event: CacheEvent) {
                 "{path} deleted before its descendants"
             );
         }
-        CacheEvent::Initialized => {}
+        CacheEvent::Initialized | CacheEvent::Unreadable { .. } => {}
         CacheEvent::Stopped(e) => panic!("the cache stopped: {e}"),
         other => panic!("unexpected {other:?}"),
     }
@@ -134,6 +134,52 @@ async fn initial_tree_then_events_with_old_and_new_data() {
     assert!(matches!(next(&mut events).await, CacheEvent::Created { path, .. } if path == "/t"));
     drop(cache);
     assert_eq!(within("stream ends", events.next()).await, None);
+}
+
+/// A node the cache's session may not read is announced as `Unreadable` in the initial load
+/// (not silently left out), and is cached once an event finds it readable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_node_is_reported_then_cached_once_readable() {
+    let cs = fresh_chroot("cache_noauth").await;
+    let writer = Client::connect(&cs).await.unwrap();
+    writer.add_auth("digest", "alice:secret").await.unwrap();
+    writer.create("/u", "root", &persistent()).await.unwrap();
+    writer.create("/u/open", "1", &persistent()).await.unwrap();
+    let alice_only = vec![Acl::digest(Perms::ALL, "alice", "secret")];
+    let secret = persistent().with_acl(alice_only);
+    writer.create("/u/secret", "2", &secret).await.unwrap();
+    let reader = Client::connect(&cs).await.unwrap();
+    let (cache, mut events) = TreeCache::builder(reader.clone(), "/u")
+        .start()
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    loop {
+        match next(&mut events).await {
+            CacheEvent::Initialized => break,
+            CacheEvent::Created { path, .. } => seen.push(format!("created {path}")),
+            CacheEvent::Unreadable { path } => seen.push(format!("unreadable {path}")),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(
+        seen,
+        ["created /u", "created /u/open", "unreadable /u/secret"]
+    );
+    assert_eq!(cache.get("/u/secret"), None);
+
+    writer
+        .set_acl("/u/secret", &Acl::open_unsafe(), None)
+        .await
+        .unwrap();
+    writer.set_data("/u/secret", "3", None).await.unwrap();
+    match next(&mut events).await {
+        CacheEvent::Created { path, node } => {
+            assert_eq!((path.as_str(), node.data), ("/u/secret", "3".into()));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(cache.get("/u/secret").unwrap().data, "3");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
