@@ -2,13 +2,12 @@
 //! local expiry, watch restoration, auth replay. Test names carry the project's fault-matrix
 //! numbers (`m01`, ...); every test ends with the leak check.
 //!
-//! Tests run one at a time (a shared lock) so that the file-descriptor accounting of the leak
-//! check sees only its own test.
+//! Tests run one at a time, each on a runtime built and dropped under a shared lock, so that
+//! the file-descriptor accounting of the leak check sees only its own test.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::time::{Duration, Instant};
 
-use tokio::sync::Mutex;
 use zkwire::{
     Acl, Client, CreateMode, CreateOptions, Error, EventType, KeeperState, OneshotWatcher,
     SessionState, StateStream,
@@ -16,7 +15,23 @@ use zkwire::{
 use zkwire_testing::server::ZkServer;
 use zkwire_testing::support::{assert_no_leaks, fresh_chroot, kill_client_session, open_fds};
 
-static SERIAL: Mutex<()> = Mutex::const_new(());
+/// Runs one test of this file at a time, on a runtime of its own that is built and dropped
+/// while holding the lock. The tests count this process's file descriptors, so nothing else
+/// may open or close any meanwhile: a lock taken inside a `#[tokio::test]` body comes too
+/// late, as the next test's runtime (its epoll and event descriptors) is built before its
+/// body could wait, and the last one's is dropped after its body let go.
+fn serial(test: impl std::future::Future<Output = ()>) {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(test);
+}
 
 const T: Duration = Duration::from_secs(2);
 
@@ -97,9 +112,12 @@ async fn expect_state(
 }
 
 /// Resuming a closed or bogus session gets Expired (terminal), never a silent new one.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn m01_handshake_expired_is_terminal() {
-    let _serial = SERIAL.lock().await;
+#[test]
+fn m01_handshake_expired_is_terminal() {
+    serial(m01_handshake_expired_is_terminal_body());
+}
+
+async fn m01_handshake_expired_is_terminal_body() {
     let cs = fresh_chroot("m01").await;
     let fds = open_fds();
     let a = connect(&cs, T).await;
@@ -134,9 +152,12 @@ async fn m01_handshake_expired_is_terminal() {
 
 /// A real kill (closeSession from a second connection) is seen as Disconnected then
 /// Expired, exactly once each; the session's ephemerals are gone for an observer.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn m02_real_session_kill_reports_expiry_once() {
-    let _serial = SERIAL.lock().await;
+#[test]
+fn m02_real_session_kill_reports_expiry_once() {
+    serial(m02_real_session_kill_reports_expiry_once_body());
+}
+
+async fn m02_real_session_kill_reports_expiry_once_body() {
     let cs = fresh_chroot("m02").await;
     let fds = open_fds();
     let a = connect(&cs, T).await;
@@ -174,9 +195,12 @@ async fn m02_real_session_kill_reports_expiry_once() {
 /// With every server down for longer than the session timeout the client declares
 /// the session expired by itself, between T and 10·T; a brand-new session that never
 /// connected does not "expire".
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn m11_local_expiry_when_no_server_answers() {
-    let _serial = SERIAL.lock().await;
+#[test]
+fn m11_local_expiry_when_no_server_answers() {
+    serial(m11_local_expiry_when_no_server_answers_body());
+}
+
+async fn m11_local_expiry_when_no_server_answers_body() {
     let mut server = ZkServer::start().unwrap();
     let a = connect(&server.connect_string(), T).await;
     let mut states = a.state_stream();
@@ -217,9 +241,12 @@ async fn m11_local_expiry_when_no_server_answers() {
 
 /// Data, child and exist watches survive a server restart: no spurious event, and
 /// each later change fires exactly once, in order.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn m12_watches_survive_a_server_restart() {
-    let _serial = SERIAL.lock().await;
+#[test]
+fn m12_watches_survive_a_server_restart() {
+    serial(m12_watches_survive_a_server_restart_body());
+}
+
+async fn m12_watches_survive_a_server_restart_body() {
     let mut server = ZkServer::start().unwrap();
     let fds = open_fds();
     let a = connect_for_restart(&server).await;
@@ -264,9 +291,12 @@ async fn m12_watches_survive_a_server_restart() {
 
 /// A bad auth scheme is terminal (AuthFailed); a good digest credential is replayed
 /// after a reconnect, before anything else, so ACL-protected reads keep working.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn m26_bad_auth_is_terminal_good_auth_is_replayed() {
-    let _serial = SERIAL.lock().await;
+#[test]
+fn m26_bad_auth_is_terminal_good_auth_is_replayed() {
+    serial(m26_bad_auth_is_terminal_good_auth_is_replayed_body());
+}
+
+async fn m26_bad_auth_is_terminal_good_auth_is_replayed_body() {
     let mut server = ZkServer::start().unwrap();
     let fds = open_fds();
     let bad = Client::builder()
