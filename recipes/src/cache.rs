@@ -31,7 +31,8 @@ pub struct CachedNode {
 /// A change to the cache, in the order the cache applied them.
 ///
 /// Replayed in order onto an empty map, the events give the cache's content: the initial
-/// tree arrives as `Created` events followed by one `Initialized`.
+/// tree arrives as `Created` events (and `Unreadable` ones, which change nothing) followed
+/// by one `Initialized`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CacheEvent {
@@ -59,11 +60,13 @@ pub enum CacheEvent {
         /// What the cache held.
         old: CachedNode,
     },
-    /// The cache's session may not read this node (`NoAuth` on its data), or may not list
-    /// its children: the cache holds neither, and says so once, when it first finds it so
-    /// (in the initial load, on an event, or in a resync), again only after the node was
-    /// readable or gone in between. Grant the session `READ` (or authenticate it) to
-    /// cache it.
+    /// The cache's session may not read this node (`NoAuth`): the cache holds neither it nor
+    /// anything below it, and says so once, when it first finds it so (in the initial load,
+    /// on an event, or in a resync), again only after the node was readable or gone in
+    /// between. Changing an ACL fires no watch: a node that becomes readable (once the
+    /// session is granted `READ` or authenticates) is noticed at its next data change, and
+    /// its subtree is read then; a change either way is also found by the next resync
+    /// (after a reconnection or a watch overflow).
     Unreadable {
         /// Its full path.
         path: String,
@@ -461,7 +464,7 @@ impl Worker {
         let mut pending = vec![(self.root.clone(), 0usize)];
         while let Some((node_path, depth)) = pending.pop() {
             let (data, stat) = match self.client.get_data(&node_path).await {
-                Ok(read) => read,
+                Ok(found) => found,
                 // Deleted since its parent was listed (or no root yet).
                 Err(Error::NoNode) => continue,
                 Err(Error::NoAuth) => {
@@ -486,8 +489,12 @@ impl Worker {
                         .map(|child| (path::join(&node_path, child), depth + 1)),
                 ),
                 Err(Error::NoNode) => {}
+                // READ covers both reads: the ACL changed in between. Unreadable now.
                 Err(Error::NoAuth) => {
-                    read.unreadable.insert(node_path);
+                    if self.selects(&node_path) {
+                        read.tree.remove(&node_path);
+                        read.unreadable.insert(node_path);
+                    }
                 }
                 Err(e) => return Err(e),
             }
@@ -497,7 +504,11 @@ impl Worker {
 
     /// Brings the copy of `node_path` in line with the server after an event on it.
     async fn reconcile(&mut self, node_path: &str) -> Result<(), Error> {
-        if !self.within_depth(node_path) || !self.selects(node_path) {
+        // Below an unreadable node nothing is held (a resync could not list it either).
+        if !self.within_depth(node_path)
+            || !self.selects(node_path)
+            || self.below_unreadable(node_path)
+        {
             return Ok(());
         }
         let (read, denied) = match self.client.get_data(node_path).await {
@@ -507,6 +518,10 @@ impl Worker {
             Err(Error::NoAuth) => (None, true),
             Err(e) => return Err(e),
         };
+        if read.is_some() && self.unreadable.contains(node_path) {
+            // Readable again: what lies below it was never listed.
+            return self.resync().await;
+        }
         let events = self.apply(node_path, read);
         for event in events {
             self.emit(event).await;
@@ -518,6 +533,15 @@ impl Worker {
             self.emit(CacheEvent::Unreadable { path }).await;
         }
         Ok(())
+    }
+
+    /// Whether a strict ancestor of `node_path` is unreadable.
+    fn below_unreadable(&self, node_path: &str) -> bool {
+        !self.unreadable.is_empty()
+            && node_path
+                .match_indices('/')
+                .map(|(i, _)| if i == 0 { "/" } else { &node_path[..i] })
+                .any(|ancestor| ancestor != node_path && self.unreadable.contains(ancestor))
     }
 
     /// Records what the server said of `node_path` (`None`: absent); the events it makes.

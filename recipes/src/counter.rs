@@ -169,7 +169,7 @@ impl CountChanges {
 /// optimistic compare-and-set. A missing node reads as 0 and is created by the first change.
 ///
 /// ```no_run
-/// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+/// # async fn run(client: zkwire::Client) -> Result<(), zkwire_recipes::LockError> {
 /// use std::time::Duration;
 /// use zkwire_recipes::AtomicCounter;
 /// let hits = AtomicCounter::new(client, "/app/hits")
@@ -243,11 +243,13 @@ impl AtomicCounter {
     /// within its wait.
     ///
     /// # Errors
-    /// [`Error::BadArguments`] when the node does not hold 8 bytes; client errors (after a
-    /// `ConnectionLoss` the change may or may not have applied, as for any write);
-    /// [`Error::InvalidArgument`] when the promotion's lock directory cannot serve as a lock
-    /// (a child that is not a contender, or a wrapped sequence counter).
-    pub async fn add(&self, delta: i64) -> Result<Option<i64>, Error> {
+    /// [`LockError::Client`] with [`Error::BadArguments`] when the node does not hold 8
+    /// bytes, or with the client's error (after a `ConnectionLoss` the change may or may not
+    /// have applied, as for any write). With [`with_promotion`](Self::with_promotion), the
+    /// mutex's errors other than its timeout: the lock directory holds a child that is not a
+    /// contender ([`LockError::ForeignChild`]) or its sequence counter wrapped
+    /// ([`LockError::SequenceWrapped`]).
+    pub async fn add(&self, delta: i64) -> Result<Option<i64>, LockError> {
         if let Some(next) = self.try_add(delta).await? {
             return Ok(Some(next));
         }
@@ -257,19 +259,15 @@ impl AtomicCounter {
         let guard = match promotion.lock.lock_timeout(promotion.max_wait).await {
             Ok(guard) => guard,
             Err(LockError::Timeout) => return Ok(None),
-            Err(LockError::Client(e)) => return Err(e),
-            Err(e) => {
-                tracing::warn!(error = %e, "the counter's promotion lock is unusable");
-                return Err(Error::InvalidArgument(
-                    "the promotion lock's directory cannot serve as a lock",
-                ));
-            }
+            Err(e) => return Err(e),
         };
         let added = self.try_add(delta).await;
-        // The value's safety never rested on the mutex (every write is a compare-and-set), so
-        // a hold lost meanwhile changes nothing: release's error is not the caller's.
-        let _ = guard.release().await;
-        added
+        // Dropped, not released: the node's delete is submitted at once and finishes in the
+        // background, so the answer does not wait on it (release would wait, through a
+        // reconnection if need be). The value's safety never rested on the mutex (every
+        // write is a compare-and-set), so a hold lost meanwhile changes nothing either.
+        drop(guard);
+        Ok(added?)
     }
 
     /// Up to `attempts` read-then-compare-and-set rounds, pausing after each lost one.
@@ -293,7 +291,7 @@ impl AtomicCounter {
     ///
     /// # Errors
     /// As [`add`](Self::add).
-    pub async fn increment(&self) -> Result<Option<i64>, Error> {
+    pub async fn increment(&self) -> Result<Option<i64>, LockError> {
         self.add(1).await
     }
 
