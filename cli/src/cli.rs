@@ -476,10 +476,12 @@ const CACHE_HELP: &str = "\
 Keeps a local copy of the subtree at PATH (a TreeCache: one persistent recursive watch) and
 prints it, one line 'created <path> <data>' per node, then 'initialized', then one line per
 change until Ctrl-C: 'created <path> <data>', 'changed <path> <data>' (the new data),
-'deleted <path>'. Data is shown as text, control characters escaped. After a reconnection the
-copy is read again and only the differences are printed. PATH need not exist yet. With
---json, one object per line: {\"event\":…,\"path\":…,\"data\":…,\"data_base64\":…,
-\"version\":…,\"mzxid\":…}.";
+'deleted <path>'. A node this session may not read is printed once as 'unreadable <path>'
+(in the tree or later); it is not kept, nor anything below it. Data is shown as text,
+control characters escaped. After a reconnection the copy is read again and only the
+differences are printed. PATH need not exist yet. With --json, one object per line:
+{\"event\":…,\"path\":…,\"data\":…,\"data_base64\":…,\"version\":…,\"mzxid\":…}
+(no data, version or mzxid for 'deleted' and 'unreadable').";
 
 const ACL_SET_HELP: &str = "\
 ACL entries are scheme:id:perms, comma-separated; perms are letters from cdrwa (create,

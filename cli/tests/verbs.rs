@@ -223,8 +223,9 @@ fn watch_json_on_one_node() {
     assert_eq!(finish(watcher, Duration::from_secs(15)).code, Some(0));
 }
 
-/// `cache`: the initial tree, `initialized`, then created / changed / deleted lines; with
-/// `--json`, one object per line with the data and its version.
+/// `cache`: the initial tree (a node this session may not read shown as `unreadable`),
+/// `initialized`, then created / changed / deleted lines; with `--json`, one object per
+/// line with the data and its version.
 #[test]
 fn cache_prints_the_tree_then_its_changes() {
     let cs = chroot("cli-cache");

@@ -8,7 +8,8 @@
 //   kind atomic  DistributedAtomicLong: each increment is increment(), retried until it
 //                reports success
 //   kind promoted  the same in promoted mode: one optimistic try, then InterProcessMutex
-//                <path>-lock (PromotedToLock, up to 30 s) and up to 1000 tries under it
+//                <path>-lock (PromotedToLock, waiting up to 30 s) and up to 1001 tries
+//                under it
 //
 // Protocol on stdout: "READY" once connected, then (after the test writes "GO" on stdin)
 // "DONE <final value seen>" at the end. Exits with status 2 on any error.
