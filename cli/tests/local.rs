@@ -3,29 +3,38 @@
 
 mod common;
 
+use std::process::Child;
+use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use common::{command, finish, lines_of, run, signal, zkw};
 
-/// Starts `zkw sandbox ARGS`, uses the server it prints, stops it with Ctrl-C.
-fn sandbox_round_trip(args: &[&str]) {
-    let mut all = vec!["sandbox"];
-    all.extend_from_slice(args);
-    let mut sandbox = command(&all).spawn().unwrap();
-    let stdout = lines_of(sandbox.stdout.take().unwrap());
-    let export = stdout
-        .recv_timeout(Duration::from_secs(90))
-        .expect("an export line");
+/// Starts `zkw sandbox ARGS` (with `--port` on `ports` consecutive free ports when given),
+/// uses the server it prints, stops it with Ctrl-C.
+fn sandbox_round_trip(args: &[&str], ports: Option<u16>) {
+    // The standard output is kept open (and read) until the end.
+    let (sandbox, _stdout, export, port) = match ports {
+        Some(nodes) => {
+            let (sandbox, stdout, first, port) = sandbox_on_free_ports(args, nodes);
+            (sandbox, stdout, first, Some(port))
+        }
+        None => {
+            let mut all = vec!["sandbox"];
+            all.extend_from_slice(args);
+            let mut sandbox = command(&all).spawn().unwrap();
+            let stdout = lines_of(sandbox.stdout.take().unwrap());
+            let first = stdout
+                .recv_timeout(Duration::from_secs(90))
+                .expect("an export line");
+            (sandbox, stdout, first, None)
+        }
+    };
     let connect = export
         .strip_prefix("export ZOOKEEPER=")
         .unwrap_or_else(|| panic!("{export}"))
         .to_owned();
     assert!(connect.starts_with("127.0.0.1:"), "{connect}");
-    if let Some(port) = args
-        .iter()
-        .position(|a| *a == "--port")
-        .map(|i| args[i + 1].parse::<u16>().unwrap())
-    {
+    if let Some(port) = port {
         let expected: Vec<String> = (0..connect.split(',').count())
             .map(|i| format!("127.0.0.1:{}", port + i as u16))
             .collect();
@@ -67,21 +76,42 @@ fn sandbox_round_trip(args: &[&str]) {
 
 #[test]
 fn sandbox_standalone() {
-    sandbox_round_trip(&[]);
+    sandbox_round_trip(&[], None);
 }
 
 #[test]
 fn sandbox_ensemble() {
-    sandbox_round_trip(&["--ensemble", "3"]);
+    sandbox_round_trip(&["--ensemble", "3"], None);
 }
 
 #[test]
 fn sandbox_on_a_given_port() {
-    let port = free_ports(1);
-    sandbox_round_trip(&["--port", &port.to_string()]);
+    sandbox_round_trip(&[], Some(1));
     // An ensemble's servers listen on the port and the ones after it.
-    let base = free_ports(3);
-    sandbox_round_trip(&["--ensemble", "3", "--port", &base.to_string()]);
+    sandbox_round_trip(&["--ensemble", "3"], Some(3));
+}
+
+/// `zkw sandbox ARGS --port P` on `nodes` consecutive ports found free: the sandbox, its
+/// standard output after the first line, that line, and P. A port found free can be taken
+/// (by any connection of a test running alongside) before the sandbox listens on it; the
+/// sandbox then fails ("cannot listen", or its server cannot bind), and other ports are
+/// tried.
+fn sandbox_on_free_ports(args: &[&str], nodes: u16) -> (Child, Receiver<String>, String, u16) {
+    let mut failures = Vec::new();
+    for _ in 0..5 {
+        let port = free_ports(nodes);
+        let port_arg = port.to_string();
+        let mut all = vec!["sandbox"];
+        all.extend_from_slice(args);
+        all.extend(["--port", &port_arg]);
+        let mut sandbox = command(&all).spawn().unwrap();
+        let stdout = lines_of(sandbox.stdout.take().unwrap());
+        match stdout.recv_timeout(Duration::from_secs(90)) {
+            Ok(first) => return (sandbox, stdout, first, port),
+            Err(_) => failures.push(finish(sandbox, Duration::from_secs(30))),
+        }
+    }
+    panic!("the sandbox never started on ports found free: {failures:?}");
 }
 
 #[test]
@@ -146,14 +176,7 @@ fn small_demo_passes() {
 /// plaintext is refused with a reason.
 #[test]
 fn sandbox_tls_and_the_tls_options() {
-    let port = free_ports(1).to_string();
-    let mut sandbox = command(&["sandbox", "--tls", "--json", "--port", &port])
-        .spawn()
-        .unwrap();
-    let stdout = lines_of(sandbox.stdout.take().unwrap());
-    let line = stdout
-        .recv_timeout(Duration::from_secs(90))
-        .expect("the JSON line");
+    let (sandbox, _stdout, line, port) = sandbox_on_free_ports(&["--tls", "--json"], 1);
     let field = |name: &str| {
         let start = line.find(&format!("\"{name}\":\"")).expect(name) + name.len() + 4;
         line[start..].split('"').next().unwrap().to_owned()
