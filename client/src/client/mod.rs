@@ -1,5 +1,6 @@
 //! The async `Client`: every ZooKeeper operation, with chroot and path validation.
 
+mod bodies;
 mod builder;
 mod config;
 mod multi;
@@ -22,7 +23,7 @@ pub use watcher::{OneshotWatcher, PersistentWatcher, StateStream, WatchedEvent};
 
 use crate::driver::{Command, Shared, WatcherSink};
 use crate::error::Error;
-use crate::jute::{Decode, Encode};
+use crate::jute::Decode;
 use crate::path::{self, Chroot};
 use crate::proto::*;
 use crate::session::{Effect, Reply, Request, SessionState, WatchKind, WatcherId};
@@ -857,7 +858,7 @@ impl Client {
     ) -> Result<O::Reply, Error> {
         let request = Request {
             op: O::OP,
-            body: request.to_bytes(),
+            body: bodies::encode(request),
             effect,
             deadline: self.deadline(),
         };
