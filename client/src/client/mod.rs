@@ -21,7 +21,7 @@ pub use multi::{Op, ReadOp};
 pub use options::{CreateOptions, OpResult, ReadResult};
 pub use watcher::{OneshotWatcher, PersistentWatcher, StateStream, WatchedEvent};
 
-use crate::driver::{Command, Shared, WatcherSink};
+use crate::driver::{Command, Shared, Submission, WatcherSink};
 use crate::error::Error;
 use crate::jute::Decode;
 use crate::path::{self, Chroot};
@@ -881,11 +881,7 @@ impl Client {
         watcher: Option<(WatcherId, WatcherSink)>,
     ) -> Result<Reply, Error> {
         let (tx, rx) = oneshot::channel();
-        let command = Command::Submit {
-            request,
-            reply: tx,
-            watcher,
-        };
+        let command = Command::Submit(Submission::new(request, tx, watcher));
         self.inner
             .commands
             .send(command)
