@@ -79,6 +79,8 @@ pub(crate) struct Shared {
 const MIN_READ_ROOM: usize = 2 * 1024;
 /// The most room one read gets: a burst of many replies at once.
 const MAX_READ_ROOM: usize = 64 * 1024;
+/// Less room than this is not worth a read: more is made first.
+const MIN_USEFUL_READ: usize = 128;
 
 /// How many waiting commands one driver step takes after the one it woke for: enough to
 /// batch what callers submit together, few enough that reads and timers are not starved.
@@ -383,17 +385,29 @@ impl<C: Connect> Driver<C> {
     /// Makes room in the receive buffer when little is left: [`Driver::read_room`] bytes,
     /// which start small (an idle session holds little) and double, up to
     /// [`MAX_READ_ROOM`], while reads keep filling all the room they had. Returns the room.
+    ///
+    /// Replies are handed out as slices of the buffer, so its memory can only be reused
+    /// once every reply read into it is dropped; until then, making room means a new
+    /// allocation. Here, right after a reply went out, its caller has not run yet: so the
+    /// room that is left is used first while it is worth a read, and by the next call the
+    /// callers have usually let their replies go and the buffer is reclaimed in place.
     fn reserve_read_room(&mut self) -> usize {
         let buf = self.session.recv_buffer();
-        if buf.capacity() - buf.len() < self.read_room / 4 {
+        let spare = buf.capacity() - buf.len();
+        if spare < self.read_room / 4
+            && !buf.try_reclaim(self.read_room)
+            && spare < MIN_USEFUL_READ
+        {
             buf.reserve(self.read_room);
         }
         buf.capacity() - buf.len()
     }
 
-    /// After a read of `spare` bytes of room: if it filled them, more was probably waiting.
+    /// After a read of `spare` bytes of room: if it filled them all, and they were a full
+    /// room (not what was left of one), more was probably waiting.
     fn grow_read_room(&mut self, read: &io::Result<usize>, spare: usize) {
-        if matches!(read, Ok(n) if *n >= spare) {
+        let full_room = spare >= self.read_room / 4;
+        if full_room && matches!(read, Ok(n) if *n >= spare) {
             self.read_room = (self.read_room * 2).min(MAX_READ_ROOM);
         }
     }
