@@ -388,16 +388,17 @@ impl<C: Connect> Driver<C> {
     ///
     /// Replies are handed out as slices of the buffer, so its memory can only be reused
     /// once every reply read into it is dropped; until then, making room means a new
-    /// allocation. Here, right after a reply went out, its caller has not run yet: so the
-    /// room that is left is used first while it is worth a read, and by the next call the
-    /// callers have usually let their replies go and the buffer is reclaimed in place.
+    /// allocation. Here, right after a reply went out, its caller has not run yet: so while
+    /// the room is at its smallest (replies come one or a few at a time), what is left is
+    /// used first while it is worth a read, and by the next call the callers have usually
+    /// let their replies go and the buffer is reclaimed in place. A grown room (replies in
+    /// bursts, most of them still held) gets fresh room at once, as smaller reads would
+    /// cost more system calls than the allocations they save.
     fn reserve_read_room(&mut self) -> usize {
         let buf = self.session.recv_buffer();
         let spare = buf.capacity() - buf.len();
-        if spare < self.read_room / 4
-            && !buf.try_reclaim(self.read_room)
-            && spare < MIN_USEFUL_READ
-        {
+        let use_what_is_left = self.read_room == MIN_READ_ROOM && spare >= MIN_USEFUL_READ;
+        if spare < self.read_room / 4 && !buf.try_reclaim(self.read_room) && !use_what_is_left {
             buf.reserve(self.read_room);
         }
         buf.capacity() - buf.len()
