@@ -8,8 +8,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::connect;
-use support::process::ProcessIo;
+use support::{connect, CuratorJvm};
 use zkwire::{AddWatchMode, EventType};
 use zkwire_recipes::{AtomicCounter, SharedCount};
 use zkwire_testing::support::fresh_chroot;
@@ -27,29 +26,12 @@ async fn with_curator<F: std::future::Future<Output = ()>>(
     path: &str,
     zkwire: F,
 ) -> i64 {
-    let program = tokio::task::block_in_place(|| support::curator_program("CuratorCounter.java"));
-    let mut child = program
-        .spawn("CuratorCounter", &[cs, kind, path, &EACH.to_string()])
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut io = ProcessIo::new(
-        "Curator",
-        child.take_stdin().unwrap(),
-        child.take_stdout().unwrap(),
-        child.take_stderr().unwrap(),
-    );
-    let ready = io.next_line(Duration::from_secs(60)).await;
-    assert_eq!(ready, "READY", "{}", io.stderr());
-    io.send("GO");
+    let each = EACH.to_string();
+    let args = [cs, kind, path, each.as_str()];
+    let mut jvm = CuratorJvm::start("CuratorCounter.java", "CuratorCounter", &args).await;
+    jvm.go();
     zkwire.await;
-    let done = io.next_line(Duration::from_secs(120)).await;
-    let last = done
-        .strip_prefix("DONE ")
-        .unwrap_or_else(|| panic!("{done}: {}", io.stderr()))
-        .parse()
-        .unwrap();
-    io.close_stdin();
-    tokio::task::block_in_place(|| child.wait()).unwrap();
-    last
+    i64::try_from(jvm.finish().await).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
