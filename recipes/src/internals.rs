@@ -260,18 +260,7 @@ impl Attempt {
         mut list: bool,
     ) -> Result<Option<Vec<String>>, LockError> {
         const MAX_PARENT_ROUNDS: u32 = 16;
-        let base = format!("{}{}", self.prefix, contest.marker);
-        let (path, mode) = match &contest.tie {
-            Some(tie) => (
-                path::join(&self.dir, &format!("{base}{}", tie.suffix)),
-                CreateMode::Ephemeral,
-            ),
-            None => (
-                path::join(&self.dir, &base),
-                CreateMode::EphemeralSequential,
-            ),
-        };
-        let options = CreateOptions::new(mode).with_acl(self.options.acl.clone());
+        let (path, options) = self.contender_node(contest);
         let (mut backoff, mut parent_rounds) = (Backoff::new(), 0);
         loop {
             if self.unsure {
@@ -291,13 +280,10 @@ impl Attempt {
             // Until the reply is in, a drop must sweep by guid: the create may apply even if
             // this future is gone before its reply is read.
             let was_unsure = std::mem::replace(&mut self.unsure, true);
-            let (result, listing) = if std::mem::take(&mut list) && contest.tie.is_none() {
-                let create = self.create_once(contest, &path, &options);
-                let (created, listed) = tokio::join!(create, self.client.get_children(&self.dir));
-                (created, listed.ok())
-            } else {
-                (self.create_once(contest, &path, &options).await, None)
-            };
+            let list_too = std::mem::take(&mut list) && contest.tie.is_none();
+            let (result, listing) = self
+                .create_and_list(contest, &path, &options, list_too)
+                .await;
             if !matches!(&result, Err(e) if e.is_retryable()) {
                 self.unsure = was_unsure;
             }
@@ -339,6 +325,42 @@ impl Attempt {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+
+    /// The path (a sequential prefix, or a tie's fixed name) and the options of our
+    /// contender node.
+    fn contender_node(&self, contest: &Contest) -> (String, CreateOptions) {
+        let base = format!("{}{}", self.prefix, contest.marker);
+        let (path, mode) = match &contest.tie {
+            Some(tie) => (
+                path::join(&self.dir, &format!("{base}{}", tie.suffix)),
+                CreateMode::Ephemeral,
+            ),
+            None => (
+                path::join(&self.dir, &base),
+                CreateMode::EphemeralSequential,
+            ),
+        };
+        let options = CreateOptions::new(mode).with_acl(self.options.acl.clone());
+        (path, options)
+    }
+
+    /// One create and, with `list`, the directory's listing sent right behind it in the
+    /// same write (see [`create_listing`](Self::create_listing) for why it shows our node);
+    /// a failed listing is `None`.
+    async fn create_and_list(
+        &self,
+        contest: &Contest,
+        path: &str,
+        options: &CreateOptions,
+        list: bool,
+    ) -> (Result<(String, Stat), Error>, Option<Vec<String>>) {
+        let create = self.create_once(contest, path, options);
+        if !list {
+            return (create.await, None);
+        }
+        let (created, listed) = tokio::join!(create, self.client.get_children(&self.dir));
+        (created, listed.ok())
     }
 
     /// One create: plain (create2, for the Stat), or for a tie a multi guarded by the
