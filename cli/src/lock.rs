@@ -273,6 +273,12 @@ async fn supervise(
     let code = status
         .map(exit_code)
         .map_err(|e| Failure::new(FAILED, format!("cannot wait for the command: {e}")))?;
+    release_after_exit(g, kind, held, code).await
+}
+
+/// The command exited with `code` while we held the lock: release it, and say whether the
+/// hold was intact through the command's run (the verdict `zkw` exits with).
+async fn release_after_exit(g: &Global, kind: Kind, held: Held, code: u8) -> Result<u8, Failure> {
     // The verdict is about the command's run: was the hold intact when it exited?
     let intact = held.is_held();
     let released = tokio::time::timeout(g.session_timeout, held.release()).await;
