@@ -14,10 +14,12 @@
 //! run exit non-zero on a violation (exit code 2). With `--json`, stdout holds only the JSON
 //! lines (one per workload, client and param) and the tables go to stderr.
 //!
-//! `zkwire-bench soak [--acquisitions N] [--contenders N] [--seed N] [--max-minutes M]` is a
-//! separate subcommand: contenders on a 3-node ensemble, each through fault proxies, under
-//! seeded faults and leader kills, with every critical section checked for overlap (see
-//! `soak.rs`; exit code 2 on a violation).
+//! `zkwire-bench soak [--acquisitions N] [--contenders N] [--nodes 3|5] [--seed N]
+//! [--max-minutes M]` is a separate subcommand: contenders on a 3-node (or 5-node) ensemble
+//! whose server-to-server links run through relays, each contender through fault proxies of
+//! its own, under seeded client-side faults, partitions between the servers and leader
+//! kills, with every critical section checked for overlap (see `soak.rs`; exit code 2 on a
+//! violation).
 #![forbid(unsafe_code)]
 
 mod chart;
@@ -130,7 +132,7 @@ pub(crate) struct Ctx {
 impl Ctx {
     /// A zkwire client of this run (over TLS when the run is).
     pub(crate) async fn zkwire(&self) -> Result<zkwire::Client, BenchError> {
-        let builder = zkwire::Client::builder();
+        let builder = zkwire_testing::support::builder();
         let builder = match &self.tls_ca {
             Some(pem) => builder.with_tls(
                 zkwire::TlsConfig::new()

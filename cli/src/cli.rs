@@ -46,6 +46,16 @@ pub(crate) struct GlobalArgs {
     /// Session timeout, also the limit for connecting [default: 10s]
     #[arg(long, global = true, value_name = "D", value_parser = duration, allow_hyphen_values = true)]
     pub(crate) session_timeout: Option<Duration>,
+    /// The ensemble's tickTime, which holds' leases wait on [default: 2s] ($ZKW_SERVER_TICK)
+    #[arg(
+        long,
+        global = true,
+        value_name = "D",
+        value_parser = duration,
+        env = "ZKW_SERVER_TICK",
+        hide_env = true
+    )]
+    pub(crate) server_tick: Option<Duration>,
     /// Authenticate, e.g. digest:alice:secret (repeatable)
     #[arg(long, global = true, value_name = "SCHEME:CREDENTIALS")]
     pub(crate) auth: Vec<String>,

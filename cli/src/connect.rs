@@ -24,6 +24,8 @@ pub(crate) struct Global {
     pub(crate) server: String,
     /// The session timeout to ask for; also bounds connecting.
     pub(crate) session_timeout: Duration,
+    /// The ensemble's tickTime, when given (`ClientBuilder::with_server_tick`).
+    pub(crate) server_tick: Option<Duration>,
     /// Credentials (`scheme`, `credentials`) added to the session.
     pub(crate) auth: Vec<(String, Vec<u8>)>,
     /// Machine-readable output.
@@ -59,6 +61,7 @@ impl Global {
         Ok(Self {
             server,
             session_timeout,
+            server_tick: args.server_tick,
             auth,
             json: args.json,
             security: Security::from_args(args)?,
@@ -79,6 +82,10 @@ impl Global {
         let builder = Client::builder()
             .with_session_timeout(self.session_timeout)
             .with_fail_fast(true);
+        let builder = match self.server_tick {
+            Some(tick) => builder.with_server_tick(tick),
+            None => builder,
+        };
         let mut builder = self.security.apply(builder);
         for (scheme, credentials) in &self.auth {
             builder = builder.with_auth(scheme.clone(), credentials.clone());

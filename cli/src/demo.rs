@@ -207,6 +207,9 @@ async fn lock_once(exe: &Path, connect: &str, dir: &Path) -> Result<(), String> 
             connect,
             "--session-timeout",
             WORKER_SESSION_TIMEOUT,
+            // The demo's servers tick every 200 ms, not ZooKeeper's default 2 s.
+            "--server-tick",
+            "200ms",
             "lock",
             LOCK_PATH,
             "--",

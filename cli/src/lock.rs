@@ -204,7 +204,7 @@ impl Why {
         match self {
             Self::Lost(reason) => format!("{noun} lost ({reason})"),
             Self::Expiring(Some(since)) => format!(
-                "{noun} about to expire (no request acknowledged by the server in {} ms)",
+                "{noun} about to expire (the leader vouched for none of our requests in the last {} ms)",
                 since.as_millis()
             ),
             Self::Expiring(None) => format!("{noun} lost (the session's lease ended)"),

@@ -185,7 +185,7 @@ fn one_run(n: usize, proxy: &FaultProxy, direct: &str) -> Run {
         "; killed the command (it outlived SIGTERM)"
     };
     assert!(
-        holder_error.starts_with("zkw: lock about to expire (no request acknowledged")
+        holder_error.starts_with("zkw: lock about to expire (the leader vouched for none")
             && holder_error.ends_with(how),
         "run {n}: {holder:?}"
     );

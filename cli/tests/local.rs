@@ -31,8 +31,13 @@ fn sandbox_round_trip(args: &[&str], ports: Option<u16>) {
     };
     let connect = export
         .strip_prefix("export ZOOKEEPER=")
+        .and_then(|rest| rest.split(' ').next())
         .unwrap_or_else(|| panic!("{export}"))
         .to_owned();
+    assert!(
+        export.contains(" ZKW_SERVER_TICK=200ms"),
+        "the servers' tick is exported: {export}"
+    );
     assert!(connect.starts_with("127.0.0.1:"), "{connect}");
     if let Some(port) = port {
         let expected: Vec<String> = (0..connect.split(',').count())

@@ -20,7 +20,10 @@ fn with_client(cs: &str, f: impl AsyncFnOnce(Client)) {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let client = Client::builder().connect(cs).await.unwrap();
+        let client = zkwire_testing::support::builder()
+            .connect(cs)
+            .await
+            .unwrap();
         f(client.clone()).await;
         client.close().await.unwrap();
     });
@@ -410,6 +413,7 @@ fn shell_through_a_pseudo_terminal() {
     let mut cmd = std::process::Command::new(ZKW);
     cmd.args(["--server", &cs, "shell"])
         .env_remove("ZOOKEEPER")
+        .env("ZKW_SERVER_TICK", "200ms")
         .env("XDG_DATA_HOME", &data)
         .env("TERM", "xterm");
     let mut p = rexpect::session::spawn_command(cmd, Some(30_000)).unwrap();

@@ -351,7 +351,7 @@ mod tests {
             .unwrap();
         second.block_on(async {
             // The same session, resumed by a client of the new runtime.
-            let b = Client::builder()
+            let b = zkwire_testing::support::builder()
                 .with_session(session, passwd)
                 .connect(&cs)
                 .await

@@ -88,6 +88,28 @@ pub enum LockError {
     /// [`LeaderElection`](crate::LeaderElection) stopped.
     #[error("the recipe is closed")]
     Closed,
+    /// The session's lease cannot keep a hold: on a healthy session the lease may fall
+    /// `staleness` behind the session timeout (two server ticks, for the leader to vouch for
+    /// what our server heard, plus the ping interval: [`zkwire::Client::lease_staleness`]),
+    /// and the hold needs `margin` more, so a hold would be lost as soon as it was granted.
+    /// Raise the session timeout, or tell the client the ensemble's real `tickTime`
+    /// (`ClientBuilder::with_server_tick`) if it is below the 2 s assumed. Checked before
+    /// the contender node is created, once the session timeout is known (docs/lease.md,
+    /// "What the session timeout must cover").
+    #[error(
+        "a hold cannot be kept with a session timeout of {session_timeout:?}: the lease may \
+         lag {staleness:?} behind it (two server ticks plus the ping interval) and the hold \
+         needs a {margin:?} margin; raise the session timeout, or set the ensemble's tickTime \
+         with ClientBuilder::with_server_tick"
+    )]
+    LeaseTooShort {
+        /// The negotiated session timeout.
+        session_timeout: Duration,
+        /// How far the lease may lag behind it on a healthy session.
+        staleness: Duration,
+        /// The hold's lease margin.
+        margin: Duration,
+    },
 }
 
 impl LockError {
@@ -107,6 +129,7 @@ impl LockError {
             | Self::LimitMismatch { .. }
             | Self::SharedCountMissing { .. }
             | Self::BadSharedCount { .. }
+            | Self::LeaseTooShort { .. }
             | Self::Closed => false,
         }
     }
@@ -122,12 +145,12 @@ pub enum LostReason {
     NodeDeleted,
     /// Our lock node's data changed (e.g. a Curator-style revocation request).
     NodeChanged,
-    /// The server has answered none of our requests (pings included) sent in the last
+    /// The quorum's leader is known to have heard of none of our requests sent in the last
     /// `.0`: the session's lease is within its margin of ending
-    /// ([`lease_margin`](crate::lease_margin)), and the server may expire the session, and
+    /// ([`lease_margin`](crate::lease_margin)), and the leader may expire the session, and
     /// hand the lock to someone else, from the lease deadline on. Connection state plays no
-    /// part: bytes received (notifications, late replies) prove nothing about what the
-    /// server heard from us.
+    /// part: bytes received (notifications, late replies, answers of a server cut off from
+    /// the quorum) prove nothing about what the leader heard from us.
     Unacknowledged(Duration),
     /// The client stayed disconnected for this long, past the configured grace
     /// ([`LockOptions::with_disconnect_grace`](crate::LockOptions::with_disconnect_grace)).
@@ -144,7 +167,7 @@ impl std::fmt::Display for LostReason {
             Self::NodeChanged => f.write_str("lock node data changed"),
             Self::Unacknowledged(d) => write!(
                 f,
-                "no request acknowledged by the server in {} ms: the session may expire",
+                "the leader vouched for none of our requests in the last {} ms: the session may expire",
                 d.as_millis()
             ),
             Self::Disconnected(d) => write!(f, "disconnected for {} ms", d.as_millis()),

@@ -11,9 +11,9 @@
 //! lease and the session state are read on the spot.
 //!
 //! The lease rule (docs/lease.md): a hold is trusted until the session's lease deadline (the
-//! send instant of the newest request the server answered, plus the session timeout) less
-//! [`lease_margin`], whatever the connection state says: received bytes prove nothing about
-//! what the server heard from us.
+//! send instant of the newest request that the quorum's leader is known to have heard of,
+//! plus the session timeout) less [`lease_margin`], whatever the connection state says:
+//! received bytes prove nothing about what the leader heard from us.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -439,11 +439,33 @@ async fn node_changed(
 
 /// The margin before the lease deadline: [`lease_margin`] of the negotiated session timeout,
 /// or the configured one if larger.
-fn margin_for(client: &Client, configured: Option<Duration>) -> Duration {
+pub(crate) fn margin_for(client: &Client, configured: Option<Duration>) -> Duration {
     let default = client
         .session_timeout()
         .map_or(Duration::ZERO, lease_margin);
     configured.map_or(default, |m| m.max(default))
+}
+
+/// Refuses a hold the session's lease could not keep: one lost as soon as granted
+/// ([`LockError::LeaseTooShort`]). Passes while the session timeout is not known yet.
+pub(crate) fn check_lease_fits(
+    client: &Client,
+    configured: Option<Duration>,
+) -> Result<(), LockError> {
+    let (Some(session_timeout), Some(staleness)) =
+        (client.session_timeout(), client.lease_staleness())
+    else {
+        return Ok(());
+    };
+    let margin = margin_for(client, configured);
+    if staleness.saturating_add(margin) < session_timeout {
+        return Ok(());
+    }
+    Err(LockError::LeaseTooShort {
+        session_timeout,
+        staleness,
+        margin,
+    })
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

@@ -260,6 +260,7 @@ impl Attempt {
         mut list: bool,
     ) -> Result<Option<Vec<String>>, LockError> {
         const MAX_PARENT_ROUNDS: u32 = 16;
+        crate::hold::check_lease_fits(&self.client, self.options.lease_margin)?;
         let (path, options) = self.contender_node(contest);
         let (mut backoff, mut parent_rounds) = (Backoff::new(), 0);
         loop {
@@ -461,9 +462,13 @@ impl Attempt {
     ///
     /// Why our node is watched too: someone may delete it while we wait (an operator, a
     /// revoker); the predecessor's deletion must not then grant a lock we have no node for.
-    /// A session's watch events arrive in the order of the changes that fired them, so if
-    /// our node went before the predecessor did, its event is already in when the
-    /// predecessor's is; one deleted later is a loss of a lock that was ours.
+    /// On one connection a session's watch events arrive in the order of the changes that
+    /// fired them, so if our node went before the predecessor did, its event is already in
+    /// when the predecessor's is; one deleted later is a loss of a lock that was ours. After
+    /// a reconnect that no longer holds: the server answers the restored watches with the
+    /// events of what changed meanwhile in the order of the paths listed, not of the
+    /// changes, and the two may be handled apart. So a predecessor's deletion heard on
+    /// another connection than the one the watches were set on only means "list again".
     async fn await_predecessor(
         &self,
         predecessor: &str,
@@ -483,6 +488,9 @@ impl Attempt {
             };
         }
         let own_path = path::join(&self.dir, ours);
+        // Transports opened so far: read before the watches are set, so that any event that
+        // comes on a later connection is seen as such.
+        let connection = self.client.stats().connections;
         let (theirs, own) = tokio::join!(
             self.client.get_data_and_watch(&watched),
             self.client.get_data_and_watch(&own_path)
@@ -506,7 +514,8 @@ impl Attempt {
             event = theirs => {
                 let gone = event.event_type == EventType::NodeDeleted;
                 let ours_untouched = ready_now(&mut own).is_none();
-                Ok(if gone && ours_untouched { Woken::Granted } else { Woken::LookAgain })
+                let live = self.client.stats().connections == connection;
+                Ok(if gone && ours_untouched && live { Woken::Granted } else { Woken::LookAgain })
             }
         }
     }

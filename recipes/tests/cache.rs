@@ -304,7 +304,7 @@ async fn the_cache_converges_under_churn_cuts_and_a_session_kill() {
     let via = format!("{}/cache_churn", proxy.connect_string());
     let writer = Client::connect(&direct).await.unwrap();
     writer.create("/churn", b"", &persistent()).await.unwrap();
-    let reader = Client::builder()
+    let reader = zkwire_testing::support::builder()
         .with_session_timeout(Duration::from_secs(4))
         .with_session_renewal(true)
         .connect(&via)
@@ -449,7 +449,7 @@ async fn the_cache_converges_under_churn_cuts_and_a_session_kill() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_session_stops_the_cache() {
     let cs = fresh_chroot("cache_expiry").await;
-    let reader = Client::builder()
+    let reader = zkwire_testing::support::builder()
         .with_session_timeout(Duration::from_secs(4))
         .connect(&cs)
         .await

@@ -32,7 +32,9 @@ impl Rng {
 /// A client, retried until a server answers (a proxy may be blackholed).
 async fn connect_retrying(cs: &str) -> Client {
     loop {
-        let attempt = Client::builder().with_session_timeout(T).connect(cs);
+        let attempt = zkwire_testing::support::builder()
+            .with_session_timeout(T)
+            .connect(cs);
         if let Ok(Ok(client)) = tokio::time::timeout(T, attempt).await {
             return client;
         }
@@ -241,7 +243,7 @@ async fn m19_mutex_chaos_light() {
         "faults were injected"
     );
     assert!(holds.len() > 100, "the lock was used");
-    let observer = Client::builder()
+    let observer = zkwire_testing::support::builder()
         .with_session_timeout(T)
         .connect(&cs)
         .await

@@ -276,3 +276,79 @@ async fn connection_loss_while_creating_parents() {
     guard.release().await.unwrap();
     a.close().await.unwrap();
 }
+
+/// After a reconnect the server answers restored watches with the events of what changed
+/// meanwhile in the order of the paths listed, not of the changes, and the client may handle
+/// them apart: our own node's deletion can come after the predecessor's. The one-notification
+/// hand-off must then list again instead of granting a node that is gone: every grant is of
+/// a node that exists. Ten trials, each with its own spread of delays on the server's frames
+/// (so that the two events arrive apart) and its own order of the restored watches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handoff_after_a_reconnect_never_grants_a_deleted_node() {
+    let (cs, proxy, via) = proxied("recipes_handoff_reconnect").await;
+    let observer = connect(&cs).await;
+    for trial in 0..10u64 {
+        let dir = format!("/l{trial}");
+        observer
+            .create(&dir, b"", &CreateOptions::new(CreateMode::Persistent))
+            .await
+            .unwrap();
+        // The predecessor sorts first by name as well as by sequence.
+        let (first, _) = observer
+            .create(
+                &format!("{dir}/_c_00000000-0000-0000-0000-000000000000-lock-"),
+                b"",
+                &CreateOptions::new(CreateMode::EphemeralSequential),
+            )
+            .await
+            .unwrap();
+        let a = connect(&via).await;
+        let mutex = Mutex::new(a.clone(), dir.clone());
+        let waiting = tokio::spawn(async move { mutex.lock().await });
+        let ours = loop {
+            let kids = sorted_children(&observer, &dir).await;
+            if let Some(ours) = kids.iter().find(|k| !first.ends_with(k.as_str())) {
+                break format!("{dir}/{ours}");
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        // Let the waiter set its two watches, then cut it off.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        proxy.refuse(true);
+        proxy.reset_all();
+        observer.delete(&ours, None).await.unwrap();
+        observer.delete(&first, None).await.unwrap();
+        proxy.delay_direction(
+            zkwire_testing::proxy::Direction::ServerToClient,
+            Duration::ZERO,
+            Duration::from_millis(300),
+            trial,
+        );
+        proxy.refuse(false);
+        let guard = tokio::time::timeout(5 * T, waiting)
+            .await
+            .expect("granted in time")
+            .unwrap()
+            .unwrap();
+        let held = observer.exists(guard.path()).await.unwrap();
+        assert!(
+            held.is_some(),
+            "trial {trial}: granted {} although it was deleted",
+            guard.path()
+        );
+        assert_ne!(
+            guard.path(),
+            ours,
+            "trial {trial}: the deleted node was granted"
+        );
+        proxy.delay_direction(
+            zkwire_testing::proxy::Direction::ServerToClient,
+            Duration::ZERO,
+            Duration::ZERO,
+            0,
+        );
+        guard.release().await.unwrap();
+        a.close().await.unwrap();
+    }
+    observer.close().await.unwrap();
+}

@@ -40,7 +40,7 @@ async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
 
 /// A client that starts a new session after an expiry.
 async fn renewing(cs: &str, timeout: Duration) -> Client {
-    Client::builder()
+    zkwire_testing::support::builder()
         .with_session_timeout(timeout)
         .with_session_renewal(true)
         .connect(cs)

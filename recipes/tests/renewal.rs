@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use zkwire::{Client, SessionState};
+use zkwire::SessionState;
 use zkwire_recipes::{LostReason, Mutex};
 use zkwire_testing::support::{connect_with_timeout, fresh_chroot, kill_client_session};
 
@@ -15,7 +15,7 @@ const STEP: Duration = Duration::from_secs(15);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renewing_client_loses_its_hold_and_acquires_again_on_the_new_session() {
     let cs = fresh_chroot("recipes_renewal").await;
-    let renewing = Client::builder()
+    let renewing = zkwire_testing::support::builder()
         .with_session_timeout(T)
         .with_session_renewal(true)
         .connect(&cs)

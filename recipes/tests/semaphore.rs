@@ -476,7 +476,9 @@ async fn m22_semaphore_limits() {
 /// A client, retried until a server answers.
 async fn connect_retrying(cs: &str) -> Client {
     loop {
-        let attempt = Client::builder().with_session_timeout(T).connect(cs);
+        let attempt = zkwire_testing::support::builder()
+            .with_session_timeout(T)
+            .connect(cs);
         if let Ok(Ok(client)) = tokio::time::timeout(T, attempt).await {
             return client;
         }

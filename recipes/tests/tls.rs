@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zkwire::{Client, TlsConfig};
+use zkwire::TlsConfig;
 use zkwire_recipes::Mutex;
 use zkwire_testing::server::{ServerConfig, ZkServer};
 use zkwire_testing::tls::{ClientAuth, StoreType, TlsMaterial};
@@ -32,7 +32,7 @@ async fn mutex_contention_over_tls() {
     let started = Instant::now();
     let mut tasks = Vec::new();
     for s in 0..SESSIONS {
-        let client = Client::builder()
+        let client = zkwire_testing::support::builder()
             .with_session_timeout(Duration::from_secs(10))
             .with_tls(tls.clone())
             .connect(&cs)

@@ -4,6 +4,7 @@
 pub mod evil;
 pub mod java;
 pub mod kerberos;
+pub mod partition;
 pub mod proxy;
 pub mod rng;
 pub mod server;

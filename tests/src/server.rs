@@ -1540,6 +1540,23 @@ pub fn shared_server() -> &'static ZkServer {
 // Ensemble
 // ---------------------------------------------------------------------------
 
+/// The ports of one ensemble node, as handed to the layout of
+/// [`ZkEnsemble::start_with_layout`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NodePorts {
+    /// `clientPort`.
+    pub(crate) client: u16,
+    /// The quorum (follower-to-leader) port the node binds.
+    pub(crate) quorum: u16,
+    /// The leader-election port the node binds.
+    pub(crate) election: u16,
+}
+
+/// Makes each node's quorum lines from every node's ports (see
+/// [`ZkEnsemble::start_with_layout`]).
+pub(crate) type EnsembleLayout<'a> =
+    dyn FnMut(&[NodePorts]) -> Result<Vec<String>, ServerError> + 'a;
+
 /// An N-node ZooKeeper quorum (`QuorumPeerMain`) on `127.0.0.1`.
 ///
 /// Nodes are addressed by index `0..node_count()`; node `i` has `myid`
@@ -1578,6 +1595,29 @@ impl ZkEnsemble {
     /// As [`ZkServer::start_with`]; the readiness timeout defaults to 30 s.
     /// On error every node has been killed.
     pub fn start_with(n: usize, config: ServerConfig) -> Result<Self, ServerError> {
+        Self::start_with_layout(n, config, &mut |ports: &[NodePorts]| {
+            let mut lines = String::from("initLimit=20\nsyncLimit=10\n");
+            for (i, p) in ports.iter().enumerate() {
+                lines.push_str(&format!(
+                    "server.{}=127.0.0.1:{}:{}\n",
+                    i + 1,
+                    p.quorum,
+                    p.election
+                ));
+            }
+            Ok(vec![lines; ports.len()])
+        })
+    }
+
+    /// Like [`Self::start_with`], but each node gets its own quorum lines (`initLimit`,
+    /// `syncLimit`, `server.N=...`): `layout` is called once per start attempt (again with fresh
+    /// ports after a port clash) with every node's ports, and returns one block of `zoo.cfg`
+    /// lines per node, in node order.
+    pub(crate) fn start_with_layout(
+        n: usize,
+        config: ServerConfig,
+        layout: &mut EnsembleLayout<'_>,
+    ) -> Result<Self, ServerError> {
         if n == 0 {
             return Err(ServerError::io(
                 "starting an ensemble",
@@ -1596,17 +1636,29 @@ impl ZkEnsemble {
             let per_node = if config.tls.is_some() { 4 } else { 3 };
             let mut ports = pick_ports(per_node * n)?;
             apply_listen_port(&config, &mut ports, per_node, 3)?;
-            let mut quorum_lines = String::from("initLimit=20\nsyncLimit=10\n");
-            for i in 0..n {
-                quorum_lines.push_str(&format!(
-                    "server.{}=127.0.0.1:{}:{}\n",
-                    i + 1,
-                    ports[per_node * i + 1],
-                    ports[per_node * i + 2]
+            let node_ports: Vec<NodePorts> = ports
+                .chunks(per_node)
+                .map(|p| NodePorts {
+                    client: p[0],
+                    quorum: p[1],
+                    election: p[2],
+                })
+                .collect();
+            let quorum_lines = layout(&node_ports)?;
+            if quorum_lines.len() != n {
+                return Err(ServerError::io(
+                    "laying out an ensemble",
+                    io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "{} blocks of quorum lines for {n} nodes",
+                            quorum_lines.len()
+                        ),
+                    ),
                 ));
             }
             let mut nodes = Vec::with_capacity(n);
-            for i in 0..n {
+            for (i, lines) in quorum_lines.iter().enumerate() {
                 nodes.push(Node::prepare(
                     &format!("ens{ensemble_id}-node{i}"),
                     format!("ensemble node {i} (myid {})", i + 1),
@@ -1616,7 +1668,7 @@ impl ZkEnsemble {
                         (per_node == 4).then(|| ports[per_node * i + 3]),
                     ),
                     Some(i + 1),
-                    &quorum_lines,
+                    lines,
                     &config,
                     &runtime,
                 )?);

@@ -240,7 +240,7 @@ pub async fn assert_no_leaks_to(client: Client, ports: &[u16]) {
 /// # Panics
 /// When it cannot connect.
 pub async fn connect_with_timeout(cs: &str, session_timeout: Duration) -> Client {
-    Client::builder()
+    builder()
         .with_session_timeout(session_timeout)
         .connect(cs)
         .await
@@ -312,4 +312,13 @@ pub async fn create_queued_across_a_reconnect(
         .await
         .expect("the create task")
         .expect("the queued create succeeds");
+}
+
+/// The tickTime of the harness's servers ([`crate::server::ServerConfig`]'s default).
+pub const TEST_TICK: Duration = Duration::from_millis(200);
+
+/// A client builder for the harness's servers: their tick is [`TEST_TICK`], not
+/// ZooKeeper's default 2 s, which the lease would otherwise assume.
+pub fn builder() -> zkwire::ClientBuilder {
+    Client::builder().with_server_tick(TEST_TICK)
 }

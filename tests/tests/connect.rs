@@ -27,7 +27,7 @@ fn causes(err: &Error) -> Vec<(String, FailureCause)> {
 #[tokio::test]
 async fn a_refused_port_is_named_after_the_session_timeout_or_at_once_failing_fast() {
     let host = format!("127.0.0.1:{}", closed_port());
-    let patient = Client::builder()
+    let patient = zkwire_testing::support::builder()
         .with_session_timeout(Duration::from_secs(2))
         .connect(&host)
         .await
@@ -38,7 +38,7 @@ async fn a_refused_port_is_named_after_the_session_timeout_or_at_once_failing_fa
     assert!(patient.to_string().contains("refused"), "{patient}");
 
     let started = Instant::now();
-    let fast = Client::builder()
+    let fast = zkwire_testing::support::builder()
         .with_session_timeout(Duration::from_secs(30))
         .with_fail_fast(true)
         .connect(&host)
@@ -57,14 +57,14 @@ async fn a_name_that_does_not_resolve_is_named() {
     let live = shared_server().connect_string();
     let dead = "no-such-host.invalid:2181";
     // With a live host beside it, failing fast does not give up: the live one connects.
-    let client = Client::builder()
+    let client = zkwire_testing::support::builder()
         .with_fail_fast(true)
         .connect(&format!("{dead},{live}"))
         .await
         .unwrap();
     client.close().await.unwrap();
 
-    let err = Client::builder()
+    let err = zkwire_testing::support::builder()
         .with_session_timeout(Duration::from_secs(10))
         .with_fail_fast(true)
         .connect(dead)

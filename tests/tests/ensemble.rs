@@ -88,7 +88,7 @@ async fn assert_acknowledged_writes_exist(client: &Client, writes: &Writes) {
 async fn m25_leader_kill_with_writes_in_flight() {
     let mut ensemble = start_ensemble();
     let ports: Vec<u16> = (0..3).map(|i| ensemble.node_port(i)).collect();
-    let client = Client::builder()
+    let client = zkwire_testing::support::builder()
         .with_session_timeout(SESSION)
         .connect(&ensemble.connect_string())
         .await
@@ -139,7 +139,7 @@ async fn m25_leader_kill_with_writes_in_flight() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m25_quorum_loss_then_recovery_keeps_the_session() {
     let mut ensemble = start_ensemble();
-    let client = Client::builder()
+    let client = zkwire_testing::support::builder()
         .with_session_timeout(SESSION)
         .connect(&ensemble.connect_string())
         .await
@@ -195,7 +195,7 @@ async fn m25_quorum_loss_then_recovery_keeps_the_session() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m03_session_stomp() {
     let ensemble = start_ensemble();
-    let first = Client::builder()
+    let first = zkwire_testing::support::builder()
         .with_session_timeout(SESSION)
         .connect(&ensemble.node_connect_string(0))
         .await
@@ -208,7 +208,7 @@ async fn m03_session_stomp() {
     let running = writers(&first, 3, stop.clone()).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
 
-    let second = Client::builder()
+    let second = zkwire_testing::support::builder()
         .with_session(first.session_id(), first.session_password())
         .with_session_timeout(SESSION)
         .connect(&ensemble.node_connect_string(1))
@@ -269,7 +269,7 @@ async fn read_only_server_then_back_to_read_write() {
     })
     .unwrap();
 
-    let client = Client::builder()
+    let client = zkwire_testing::support::builder()
         .with_read_only(true)
         .with_session_timeout(SESSION)
         .connect(&ensemble.connect_string())

@@ -40,7 +40,7 @@ fn persistent() -> CreateOptions {
 }
 
 async fn connect(cs: &str, timeout: Duration) -> Client {
-    Client::builder()
+    zkwire_testing::support::builder()
         .with_session_timeout(timeout)
         .connect(cs)
         .await
@@ -87,7 +87,7 @@ const RESTART_T: Duration = Duration::from_secs(10);
 /// session. Half the session timeout leaves room for the next attempt (this setting can go
 /// once the default itself is at most half the session timeout).
 async fn connect_for_restart(server: &ZkServer) -> Client {
-    Client::builder()
+    zkwire_testing::support::builder()
         .with_session_timeout(RESTART_T)
         .with_connect_timeout(RESTART_T / 2)
         .connect(&server.connect_string())
@@ -123,7 +123,7 @@ async fn m01_handshake_expired_is_terminal_body() {
     let a = connect(&cs, T).await;
     let (id, passwd) = (a.session_id(), a.session_password());
     a.close().await.unwrap();
-    let resumed = Client::builder()
+    let resumed = zkwire_testing::support::builder()
         .with_session(id, passwd)
         .connect(&cs)
         .await;
@@ -131,7 +131,7 @@ async fn m01_handshake_expired_is_terminal_body() {
 
     // A bogus session, with requests submitted before the handshake: all fail, and so does
     // everything after; no new session is made behind our back.
-    let bogus = Client::builder()
+    let bogus = zkwire_testing::support::builder()
         .with_session(0x0bad_0000_0000_0001, bytes::Bytes::from_static(&[7; 16]))
         .spawn(&cs, zkwire::TcpConnector)
         .unwrap();
@@ -219,7 +219,7 @@ async fn m11_local_expiry_when_no_server_answers_body() {
     assert_eq!(a.stats().connections, 1, "no reconnect succeeded");
     assert_no_leaks(a, fds).await;
 
-    let fresh = Client::builder()
+    let fresh = zkwire_testing::support::builder()
         .with_session_timeout(T)
         .spawn(&server.connect_string(), zkwire::TcpConnector)
         .unwrap();
@@ -299,7 +299,7 @@ fn m26_bad_auth_is_terminal_good_auth_is_replayed() {
 async fn m26_bad_auth_is_terminal_good_auth_is_replayed_body() {
     let mut server = ZkServer::start().unwrap();
     let fds = open_fds();
-    let bad = Client::builder()
+    let bad = zkwire_testing::support::builder()
         .with_auth("nosuchscheme", b"x")
         .connect(&server.connect_string())
         .await;

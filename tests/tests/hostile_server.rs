@@ -673,7 +673,7 @@ where
 }
 
 fn builder(cap: Option<usize>) -> ClientBuilder {
-    let builder = Client::builder().with_session_timeout(SESSION_TIMEOUT);
+    let builder = zkwire_testing::support::builder().with_session_timeout(SESSION_TIMEOUT);
     match cap {
         Some(cap) => builder.with_max_frame_len(cap),
         None => builder,

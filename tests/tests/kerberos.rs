@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use zkwire::error::ConnectError;
-use zkwire::{Acl, Client, ClientBuilder, CreateMode, CreateOptions, Error, Id, Kerberos, Perms};
+use zkwire::{Acl, ClientBuilder, CreateMode, CreateOptions, Error, Id, Kerberos, Perms};
 use zkwire_testing::kerberos::{Kdc, REALM};
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::server::{ServerConfig, ZkServer};
@@ -59,7 +59,7 @@ fn by_name(server: &ZkServer) -> String {
 }
 
 fn builder() -> ClientBuilder {
-    Client::builder().with_session_timeout(T)
+    zkwire_testing::support::builder().with_session_timeout(T)
 }
 
 fn persistent() -> CreateOptions {

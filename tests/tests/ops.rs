@@ -149,7 +149,7 @@ async fn children_counts_ephemerals_and_sync() {
 #[tokio::test]
 async fn acls_and_digest_auth() {
     let cs = fresh_chroot("ops_acl").await;
-    let alice = Client::builder()
+    let alice = zkwire_testing::support::builder()
         .with_auth("digest", b"alice:secret")
         .connect(&cs)
         .await

@@ -30,7 +30,7 @@ async fn next_event(stream: &mut zkwire::PersistentWatcher) -> WatchedEvent {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_session_is_replaced_on_the_same_client() {
     let cs = fresh_chroot("renewal").await;
-    let client = Client::builder()
+    let client = zkwire_testing::support::builder()
         .with_session_timeout(T)
         .with_session_renewal(true)
         .connect(&cs)
@@ -124,7 +124,7 @@ async fn a_killed_session_is_replaced_on_the_same_client() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_renewal_a_killed_session_ends() {
     let cs = fresh_chroot("renewal_off").await;
-    let client = Client::builder()
+    let client = zkwire_testing::support::builder()
         .with_session_timeout(T)
         .connect(&cs)
         .await

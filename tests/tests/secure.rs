@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use zkwire::error::ConnectError;
 use zkwire::{
-    Acl, Client, ClientBuilder, CreateMode, CreateOptions, Error, EventType, Id, Perms,
-    SessionState, TlsConfig,
+    Acl, ClientBuilder, CreateMode, CreateOptions, Error, EventType, Id, Perms, SessionState,
+    TlsConfig,
 };
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::server::{ServerConfig, ZkEnsemble, ZkServer};
@@ -72,7 +72,7 @@ fn with_client_cert() -> TlsConfig {
 }
 
 fn builder() -> ClientBuilder {
-    Client::builder().with_session_timeout(T)
+    zkwire_testing::support::builder().with_session_timeout(T)
 }
 
 /// Starts a blocking harness call without stalling the runtime's other tasks.

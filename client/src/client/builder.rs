@@ -40,10 +40,17 @@ pub struct ClientBuilder {
     tls: Option<crate::tls::TlsConfig>,
 }
 
+/// ZooKeeper's default `tickTime`, assumed until [`ClientBuilder::with_server_tick`] says
+/// otherwise.
+const DEFAULT_SERVER_TICK: Duration = Duration::from_secs(2);
+
 impl Default for ClientBuilder {
     fn default() -> Self {
         Self {
-            session: SessionConfig::default(),
+            session: SessionConfig {
+                relay_bound: Some(relay_bound(DEFAULT_SERVER_TICK)),
+                ..SessionConfig::default()
+            },
             request_timeout: None,
             watch_capacity: 1024,
             command_capacity: 1024,
@@ -174,6 +181,30 @@ impl ClientBuilder {
         self
     }
 
+    /// The ensemble's `tickTime` (its `zoo.cfg`; default 2 s, ZooKeeper's default), or an
+    /// upper bound of it. The session's lease, which the recipes' holds trust
+    /// ([`Client::lease_deadline`]), counts an answer of the server we talk to only once
+    /// the quorum's leader has vouched for it, two ticks later (docs/lease.md): that is what
+    /// keeps a hold honest when our server is cut off from the quorum. A tick set lower
+    /// than the servers' lets a hold outlive its session in such a partition; one set
+    /// higher only costs lease time, and the session timeout must cover it (the recipes
+    /// refuse a hold whose lease cannot be kept, with the figures).
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), zkwire::Error> {
+    /// use std::time::Duration;
+    /// let client = zkwire::Client::builder()
+    ///     .with_server_tick(Duration::from_millis(500))
+    ///     .with_session_timeout(Duration::from_secs(10))
+    ///     .connect("127.0.0.1:2181")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_server_tick(mut self, tick: Duration) -> Self {
+        self.session.relay_bound = Some(relay_bound(tick));
+        self
+    }
+
     /// Gives up connecting as soon as every host of the connect string has refused the
     /// connection or failed to resolve once: [`connect`](Self::connect) then fails with
     /// [`ConnectError::Unreachable`] at once instead of retrying until the session timeout.
@@ -277,6 +308,7 @@ impl ClientBuilder {
             ..self.session
         };
         let created = tokio::time::Instant::now().into_std();
+        let relay_bound = config.relay_bound;
         let session = Session::new(config, created);
         let (tx, rx) = mpsc::channel(self.command_capacity);
         let shared = Arc::new(Shared::new(created));
@@ -288,6 +320,7 @@ impl ClientBuilder {
             chroot: cs.chroot().cloned(),
             shared,
             watch_capacity: self.watch_capacity,
+            relay_bound,
         };
         Ok(Client {
             inner: Arc::new(inner),
@@ -341,4 +374,12 @@ impl Client {
             _ => Ok(()),
         }
     }
+}
+
+/// The lease's relay bound for an ensemble ticking every `tick`: a follower passes on what it
+/// heard at the leader's next ping (every half tick), and a leader cut off from its quorum
+/// steps down at most about one and a half ticks after its followers may have left it
+/// (docs/lease.md).
+fn relay_bound(tick: Duration) -> Duration {
+    tick.saturating_mul(2)
 }

@@ -107,6 +107,8 @@ pub(crate) struct Inner {
     chroot: Option<Chroot>,
     shared: Arc<Shared>,
     watch_capacity: usize,
+    /// The lease's relay bound ([`crate::session::SessionConfig::relay_bound`]).
+    relay_bound: Option<Duration>,
 }
 
 impl Inner {
@@ -184,6 +186,7 @@ impl Client {
             chroot: Chroot::new(&root)?,
             shared: self.inner.shared.clone(),
             watch_capacity: self.inner.watch_capacity,
+            relay_bound: self.inner.relay_bound,
         };
         Ok(Self {
             inner: Arc::new(inner),
@@ -267,26 +270,32 @@ impl Client {
         self.inner.shared.connect_error.borrow().clone()
     }
 
-    /// The earliest instant the server may expire this session, as far as this client can
-    /// know: the send instant of the newest request a read/write server has answered (pings
-    /// and the handshake included), plus the negotiated session timeout.
+    /// The earliest instant the quorum may expire this session, as far as this client can
+    /// know: the send instant of the newest request that a read/write server answered *and*
+    /// that the quorum's leader is known to have heard of, plus the session timeout it was
+    /// sent under.
     ///
     /// Anything that must not outlive the session (a lock hold, a leadership, a lease on a
     /// resource) is trustworthy only until this instant, less a margin for clock-rate
-    /// differences and for the time it takes to act. Notifications never move it, since the
-    /// server sends them without hearing from us; a late reply moves it only to its own
-    /// request's send instant. A healthy session renews it at least every third of the
-    /// session timeout (pings go out on that schedule whatever else flows). The reasoning is
-    /// in the repository's `docs/lease.md`.
+    /// differences and for the time it takes to act. The server we talk to may be cut off
+    /// from the quorum and still answer us for a while, so its answers count only once the
+    /// leader has vouched for them: the client sends a `sync` every sixth of the session
+    /// timeout or so, and each one answered vouches for what was answered two server ticks
+    /// before it ([`ClientBuilder::with_server_tick`]). On a healthy session the deadline is
+    /// therefore never more than [`lease_staleness`](Self::lease_staleness) behind
+    /// `now + T`. Notifications never move it, since the server sends them without hearing
+    /// from us; a late reply moves it only to its own request's send instant. The reasoning,
+    /// step by step, is in the repository's `docs/lease.md`.
     ///
-    /// `None` before the first handshake with a read/write server and once the session has
-    /// ended. While disconnected it stays where it was: the server's clock runs on.
+    /// `None` until the leader has vouched for the session and once the session has ended.
+    /// While disconnected it stays where it was: the leader's clock runs on. It never moves
+    /// back while the session lasts.
     ///
     /// ```no_run
     /// # async fn run(client: zkwire::Client) {
     /// if let Some(deadline) = client.lease_deadline() {
     ///     let left = deadline.saturating_duration_since(std::time::Instant::now());
-    ///     println!("the server cannot expire this session for another {left:?}");
+    ///     println!("the quorum cannot expire this session for another {left:?}");
     /// }
     /// # }
     /// ```
@@ -311,17 +320,30 @@ impl Client {
     /// # }
     /// ```
     pub async fn lease_expiring(&self, margin: Duration) -> Option<Duration> {
-        let timeout = self.session_timeout();
         loop {
+            // Read afresh after every sleep: within a session the deadline only moves
+            // forward, so a sleep to an earlier reading can wake early, never late.
             let deadline = self.lease_deadline()?;
             let at = deadline.checked_sub(margin)?;
             let now = tokio::time::Instant::now().into_std();
             if at <= now {
-                // Acknowledged at deadline − T.
+                // Vouched for at deadline − T.
+                let timeout = self.session_timeout();
                 return timeout.map(|t| (now + t).saturating_duration_since(deadline));
             }
             tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
         }
+    }
+
+    /// How far the lease deadline may fall behind `now + T` on a healthy session (T the
+    /// negotiated session timeout): the relay bound (two server ticks,
+    /// [`ClientBuilder::with_server_tick`]) plus the ping interval (at most T/3). A hold
+    /// needs T to exceed this by its margin; the recipes refuse one that cannot be kept.
+    /// `None` before the first handshake.
+    pub fn lease_staleness(&self) -> Option<Duration> {
+        let timeout = self.session_timeout()?;
+        let relay = self.inner.relay_bound.unwrap_or(Duration::ZERO);
+        Some(relay.saturating_add(crate::session::ping_interval(timeout)))
     }
 
     /// The current session state.

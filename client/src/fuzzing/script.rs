@@ -71,6 +71,8 @@ pub(super) fn config(a: u8, b: u8) -> SessionConfig {
         // The model does not cover the SASL phase yet; the session tests do.
         sasl: None,
         renew_on_expiry: b & 128 != 0,
+        // The lease's syncs are scripted replies like any other (every other config).
+        relay_bound: (a & 64 != 0).then(|| Duration::from_millis(400)),
     }
 }
 

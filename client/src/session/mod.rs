@@ -4,6 +4,7 @@
 //! next deadline and events come out. A driver (see `crate::driver`) owns one [`Session`] and
 //! one transport; tests drive it with a virtual clock and scripted server frames.
 
+mod lease;
 mod pending;
 mod reply;
 mod sasl;
@@ -26,8 +27,11 @@ pub use types::{
 };
 pub use watches::SET_WATCHES_MAX_PATH_BYTES;
 
+pub(crate) use timers::ping_interval;
+
 pub(crate) use types::IdMap;
 
+use self::lease::Lease;
 use self::pending::{Pending, PendingAuth, Queued, Target, Xids};
 use self::timers::{Deadlines, Timers};
 use self::watches::{SetWatchesBatch, Watches};
@@ -35,7 +39,7 @@ use crate::error::{Error, ProtocolError};
 use crate::jute::{encode_frame, Decode, Encode, FrameDecoder, Reader};
 use crate::proto::{
     ConnectRequest, ConnectResponse, ErrorCode, EventType, KeeperState, OpCode, ReplyHeader,
-    RequestHeader, SaslToken, WatcherEvent, AUTH_XID, NOTIFICATION_XID, PING_XID,
+    RequestHeader, SaslToken, SyncRequest, WatcherEvent, AUTH_XID, NOTIFICATION_XID, PING_XID,
 };
 
 /// One ZooKeeper session, across however many connections it takes.
@@ -91,6 +95,8 @@ pub struct Session {
     transmit: BytesMut,
     events: VecDeque<Event>,
     timers: Timers,
+    /// What the quorum is known to keep the session alive for (docs/lease.md).
+    lease: Lease,
     /// The deadlines of the unanswered requests that have one, in order.
     deadlines: Deadlines,
     /// A close the caller asked for, until the session has ended.
@@ -156,6 +162,7 @@ impl Session {
             .clone()
             .unwrap_or((0, Bytes::from_static(&[0; 16])));
         let decoder = FrameDecoder::new(config.max_frame_len);
+        let relay = config.relay_bound;
         let auths = config.auth.clone();
         let seen_rw = config.resume.is_some();
         Self {
@@ -177,6 +184,7 @@ impl Session {
             transmit: BytesMut::new(),
             events: VecDeque::new(),
             timers: Timers::new(now),
+            lease: Lease::new(relay),
             deadlines: Deadlines::default(),
             closing: None,
             seen_rw,
@@ -208,18 +216,21 @@ impl Session {
         self.negotiated
     }
 
-    /// The earliest instant the server may expire this session: the send instant of the newest
-    /// request a read/write server has answered (pings and the handshake included), plus the
-    /// negotiated session timeout. Notifications never move it (the server sends them without
-    /// hearing from us), and a late reply moves it only to its own request's send instant.
+    /// The earliest instant the quorum's leader may expire this session (docs/lease.md): the
+    /// send instant of the newest request a read/write server answered *and* the leader is
+    /// known to have heard of, plus the session timeout it was sent under. With
+    /// [`SessionConfig::relay_bound`] unset, every answer of a read/write server counts at
+    /// once (a standalone server, or a caller that trusts the server it talks to).
+    /// Notifications never move it, and a late reply moves it only to its own request's send
+    /// instant. It never moves back within a session.
     ///
-    /// `None` before the first handshake with a read/write server, and once the session has
-    /// ended. It stays put while disconnected: the server's clock runs on.
+    /// `None` until the leader has vouched for a request, and once the session has ended. It
+    /// stays put while disconnected: the leader's clock runs on.
     pub fn lease_deadline(&self) -> Option<Instant> {
         if self.state.is_terminal() {
             return None;
         }
-        self.timers.lease_deadline(self.negotiated?)
+        self.lease.deadline()
     }
 
     /// The highest zxid seen in a normal reply.
@@ -292,7 +303,10 @@ impl Session {
                 let timeout = self.negotiated_or_requested();
                 let read = self.timers.read_deadline(timeout, self.oldest_unanswered());
                 let ping = self.timers.ping_at(timeout);
-                read.into_iter().chain(ping).min()
+                read.into_iter()
+                    .chain(ping)
+                    .chain(self.vouch_at(timeout))
+                    .min()
             }
         };
         self.deadlines.next().into_iter().chain(timer).min()
@@ -524,6 +538,9 @@ impl Session {
             self.expire();
             return;
         }
+        // We asked for a new session (id 0), or were given another one.
+        let created =
+            !self.seen_rw || self.session_id == 0 || self.session_id != response.session_id;
         self.session_id = response.session_id;
         self.passwd = response.passwd;
         self.negotiated = Some(Duration::from_millis(u64::from(
@@ -532,7 +549,14 @@ impl Session {
         let read_only = response.read_only == Some(true);
         self.seen_rw |= !read_only;
         if !read_only {
-            self.timers.on_handshake();
+            let sent = self.timers.on_handshake();
+            let timeout = self.negotiated_or_requested();
+            self.lease.touched(sent, now, timeout);
+            if created {
+                // A new session is made by the leader, and a quorum agrees to it, after our
+                // ConnectRequest was sent (docs/lease.md, "A new session").
+                self.lease.vouched_directly(sent, timeout);
+            }
         }
         match self.config.sasl.clone() {
             Some(mechanism) => self.start_sasl(now, &*mechanism, read_only),
@@ -695,11 +719,7 @@ impl Session {
         if header.zxid > 0 && pending.op != OpCode::Ping {
             self.last_zxid = self.last_zxid.max(header.zxid);
         }
-        // Answered in order: the server read this request, and touched the session, no
-        // sooner than we sent it. A read-only server's session tracker is not the quorum's.
-        if self.state != SessionState::ConnectedReadOnly {
-            self.timers.acknowledge(pending.sent);
-        }
+        self.note_answer(now, &pending, header.err);
         if header.err == ErrorCode::SessionClosedRequireSaslAuth
             && !matches!(pending.target, Target::Sasl)
         {
@@ -717,6 +737,7 @@ impl Session {
         }
         match pending.target {
             Target::Ping => self.timers.on_ping_reply(),
+            Target::Vouch => self.lease.on_vouch_done(),
             Target::SetWatches => {}
             Target::Sasl => self.handle_sasl_reply(now, header, &body),
             Target::User {
@@ -849,6 +870,50 @@ impl Session {
                 sent: now,
             });
             self.timers.on_ping_sent();
+        } else if self.vouch_at(timeout).is_some_and(|d| d <= now) {
+            self.write_vouch(now);
+        }
+    }
+
+    /// When our next `sync` is due, on a connection to a read/write server.
+    fn vouch_at(&self, timeout: Duration) -> Option<Instant> {
+        if self.state != SessionState::Connected {
+            return None;
+        }
+        self.lease.vouch_at(timers::vouch_interval(timeout))
+    }
+
+    /// Sends a `sync` of the root: the leader answers it only while the server we talk to
+    /// follows it, which vouches for our earlier requests (docs/lease.md).
+    fn write_vouch(&mut self, now: Instant) {
+        let body = SyncRequest {
+            path: "/".to_owned(),
+        }
+        .to_bytes();
+        let xid = self.xids.next();
+        self.write_frame(xid, OpCode::Sync, &body);
+        self.pending.push_back(Pending {
+            xid,
+            op: OpCode::Sync,
+            target: Target::Vouch,
+            sent: now,
+        });
+        self.lease.on_vouch_sent(now);
+    }
+
+    /// What an answer tells about the session's lease. Answers come in order, so the server
+    /// read this request, and recorded the session as alive, no sooner than we sent it; SASL
+    /// steps (like auth packets) are handled outside that path, and a read-only server's
+    /// record is not the quorum's.
+    fn note_answer(&mut self, now: Instant, pending: &Pending, err: ErrorCode) {
+        if self.state == SessionState::ConnectedReadOnly || matches!(pending.target, Target::Sasl) {
+            return;
+        }
+        self.timers.acknowledge(pending.sent);
+        let timeout = self.negotiated_or_requested();
+        self.lease.touched(pending.sent, now, timeout);
+        if err == ErrorCode::Ok && vouches(pending.op) {
+            self.lease.vouched_by(pending.sent);
         }
     }
 
@@ -955,6 +1020,7 @@ impl Session {
             self.set_state(SessionState::Disconnected);
         }
         self.timers.on_disconnect();
+        self.lease.on_disconnect();
     }
 
     fn fail_in_flight(&mut self, err: &Error) {
@@ -1014,7 +1080,7 @@ impl Session {
         self.passwd = Bytes::from_static(&[0; 16]);
         self.negotiated = None;
         self.seen_rw = false;
-        self.timers.forget_lease();
+        self.lease.forget();
         self.set_state(SessionState::Expired);
         self.set_state(SessionState::Connecting);
     }
@@ -1070,4 +1136,22 @@ fn reply_result(header: ReplyHeader, body: Bytes) -> Result<Reply, Error> {
         }),
         code => Err(Error::from_code(code)),
     }
+}
+
+/// Whether a successful answer to `op` shows that the quorum's leader handled the request
+/// after we sent it: a `sync` is answered only once the leader has, and a write only once a
+/// quorum has committed what the leader made of it (docs/lease.md).
+fn vouches(op: OpCode) -> bool {
+    matches!(
+        op,
+        OpCode::Sync
+            | OpCode::Create
+            | OpCode::Create2
+            | OpCode::CreateContainer
+            | OpCode::CreateTtl
+            | OpCode::Delete
+            | OpCode::SetData
+            | OpCode::SetAcl
+            | OpCode::Multi
+    )
 }

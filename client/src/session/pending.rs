@@ -30,6 +30,8 @@ pub(crate) struct Pending {
 pub(crate) enum Target {
     /// A ping (xid -2): keeps the session alive.
     Ping,
+    /// A `sync` of our own, for the lease (docs/lease.md).
+    Vouch,
     /// A SetWatches batch restoring watches after a reconnect.
     SetWatches,
     /// A step of the SASL exchange.

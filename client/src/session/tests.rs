@@ -2385,3 +2385,5 @@ fn local_expiry_renews_too() {
     assert!(h.session.wants_connection());
     assert_eq!(h.open().session_id, 0);
 }
+
+mod lease;

@@ -1,29 +1,29 @@
 //! The session's timers and its lease (docs/lease.md explains both).
 //!
 //! With T the negotiated session timeout (the requested one before the first handshake):
-//! - **lease**: the server expires the session no sooner than T after it last received a
-//!   request from us, and it received each request no sooner than we sent it. So the send
-//!   instant of the newest request the server has *answered* (the acknowledged instant), plus
-//!   T, is a lower bound on the server's expiry: the lease deadline. Notifications, auth
-//!   replies and answers from a read-only server never move it: the first arrive without the
-//!   server hearing from us, the others are not handled by the quorum's session tracker;
+//! - **acknowledged instant**: the send instant of the newest request a read/write server
+//!   answered. The lease (`lease.rs`) counts such an answer only once the quorum's leader
+//!   has vouched for it; the pings below are paced from it;
 //! - **ping interval** = half the read timeout, less 1 s when that leaves over 1 s, at most
 //!   10 s (the Java client's ratio, always ≤ T/3), measured from the acknowledged instant:
 //!   a busy session whose requests are answered sends no pings, and one whose traffic is only
-//!   notifications (or requests left unanswered) still renews its lease every interval. One
-//!   ping at a time, since ping replies all carry xid -2;
+//!   notifications (or requests left unanswered) still keeps the server hearing from it. One
+//!   ping at a time, since ping replies all carry xid -2. With the lease's syncs flowing (a
+//!   **vouch interval**, half the ping interval, apart) no ping goes out;
 //! - **read timeout** = 2/3 T: the connection is dropped when nothing has been received for
-//!   that long, *or* when the oldest request in flight (a ping included) has waited that long
-//!   for its answer, even while notifications keep arriving. The client then moves to another
-//!   server while the session can still be saved;
+//!   that long, *or* when the oldest request in flight (a sync or ping included) has waited
+//!   that long for its answer, even while notifications keep arriving. The client then moves
+//!   to another server, which may still save the session, though not always the lease;
 //! - **connect timeout** = T / number of hosts, at most T/2 (or as configured): the whole
 //!   attempt, from TCP connect to ConnectResponse. A server can take a connection and never
 //!   answer it (ZooKeeper 3.8 does so to one it closes while starting up), and a restarted
 //!   server expires the sessions it restored T after loading them: with a single host an
 //!   attempt of T would lose the session to one such stall, T/2 leaves time for another;
 //! - **local expiry** = 4/3 T without receiving anything, while disconnected: the server has
-//!   expired the session by then, so we report `Expired` instead of retrying forever (the
-//!   Java client 3.9.3+ uses the same ratio).
+//!   most likely expired the session by then, so we report `Expired` instead of retrying
+//!   forever (the Java client 3.9.3+ uses the same ratio). Not surely: a ConnectRequest that
+//!   reached a server whose answer was lost revalidated the session. Holds trust the lease,
+//!   never this report (docs/lease.md, "Timers").
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -63,19 +63,15 @@ impl Timers {
     }
 
     /// The ConnectResponse of a read/write server: the server touched the session when it
-    /// read our ConnectRequest.
-    pub(crate) fn on_handshake(&mut self) {
+    /// read our ConnectRequest. Returns when that was sent.
+    pub(crate) fn on_handshake(&mut self) -> Instant {
         self.acknowledge(self.connect_started);
+        self.connect_started
     }
 
-    /// The quorum answered a request we sent at `sent`.
+    /// A read/write server answered a request we sent at `sent`.
     pub(crate) fn acknowledge(&mut self, sent: Instant) {
         self.acknowledged = Some(self.acknowledged.map_or(sent, |a| a.max(sent)));
-    }
-
-    /// A new session begins: nothing of it has been acknowledged yet.
-    pub(crate) fn forget_lease(&mut self) {
-        self.acknowledged = None;
     }
 
     pub(crate) fn on_disconnect(&mut self) {
@@ -88,11 +84,6 @@ impl Timers {
 
     pub(crate) fn on_ping_reply(&mut self) {
         self.ping_outstanding = false;
-    }
-
-    /// The lease deadline: the acknowledged instant plus `timeout`.
-    pub(crate) fn lease_deadline(&self, timeout: Duration) -> Option<Instant> {
-        self.acknowledged.and_then(|a| a.checked_add(timeout))
     }
 
     pub(crate) fn connect_timeout(
@@ -186,6 +177,12 @@ impl Deadlines {
 
 pub(crate) fn read_timeout(timeout: Duration) -> Duration {
     timeout.saturating_mul(2) / 3
+}
+
+/// How often the lease asks the leader to vouch for it: twice per ping interval, so that a
+/// vouch reaches back one interval at most (docs/lease.md, "Timers").
+pub(crate) fn vouch_interval(timeout: Duration) -> Duration {
+    ping_interval(timeout) / 2
 }
 
 pub(crate) fn ping_interval(timeout: Duration) -> Duration {

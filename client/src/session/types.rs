@@ -240,6 +240,12 @@ pub struct SessionConfig {
     pub sasl: Option<std::sync::Arc<dyn super::sasl::SaslMechanism>>,
     /// After an expiry, start a new session instead of ending (see `docs/renewal.md`).
     pub renew_on_expiry: bool,
+    /// How long a follower may take to pass on to the leader that we were heard, and a
+    /// leader cut off from its quorum may outlast a new one: two ticks of the ensemble's
+    /// clock (docs/lease.md). With it the lease counts an answer only once the leader has
+    /// vouched for it (a `sync` at least this long after the answer); `None` counts every
+    /// answer of a read/write server at once.
+    pub relay_bound: Option<Duration>,
 }
 
 impl std::fmt::Debug for SessionConfig {
@@ -261,6 +267,7 @@ impl std::fmt::Debug for SessionConfig {
             .field("auth", &format_args!("[{} redacted]", self.auth.len()))
             .field("sasl", &self.sasl.as_ref().map(|m| m.name()))
             .field("renew_on_expiry", &self.renew_on_expiry)
+            .field("relay_bound", &self.relay_bound)
             .finish()
     }
 }
@@ -278,6 +285,7 @@ impl Default for SessionConfig {
             auth: Vec::new(),
             sasl: None,
             renew_on_expiry: false,
+            relay_bound: None,
         }
     }
 }

@@ -23,7 +23,7 @@ use referee::{Kind, Referee};
 
 /// A client with a 10 s session, as the contender programs use.
 pub(crate) async fn connect(cs: &str) -> Client {
-    Client::builder()
+    zkwire_testing::support::builder()
         .with_session_timeout(Duration::from_secs(10))
         .connect(cs)
         .await
