@@ -230,3 +230,30 @@ fn no_syncs_go_to_a_read_only_server() {
     );
     assert_eq!(h.session.lease_deadline(), None);
 }
+
+/// A reconnect may negotiate a smaller T. The server's expiry only ever moves later (a touch
+/// never shortens it), so the lease keeps what earlier touches earned, and never moves back
+/// within a session: a caller that slept until a deadline read earlier can wake early, never
+/// late.
+#[test]
+fn a_smaller_timeout_after_a_reconnect_never_moves_the_lease_back() {
+    let mut h = Harness::new();
+    h.connect(); // T = 30 s, handshake sent at 0
+    assert_eq!(h.session.lease_deadline(), Some(h.at(secs(30))));
+    h.advance(secs(5));
+    h.disconnect();
+    h.open();
+    h.accept(&welcome(10_000));
+    assert_eq!(h.session.session_timeout(), Some(secs(10)));
+    assert_eq!(
+        h.session.lease_deadline(),
+        Some(h.at(secs(30))),
+        "not 5 s + 10 s: the first touch still holds"
+    );
+    // 20 s on without firing timers (no ping to answer meanwhile).
+    h.jump(secs(20));
+    h.submit(get_data("/r", None));
+    let [(header, _)] = h.sent_frames().try_into().expect("one getData");
+    h.reply(header.xid, 2, ErrorCode::Ok, &data_body(b""));
+    assert_eq!(h.session.lease_deadline(), Some(h.at(secs(35))), "25 s + 10 s");
+}
