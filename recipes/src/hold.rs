@@ -40,6 +40,9 @@ pub(crate) struct Hold {
     node: Node,
     /// The fencing token: our node's czxid, or the tied writer's for a downgrade's read node.
     token: i64,
+    /// The session our node belongs to (its ephemeral owner). When the client runs another
+    /// session (renewed after an expiry), the node is gone with the old one: lost.
+    session: i64,
     /// What may end the hold early besides the default lease rule.
     limits: Limits,
     /// Started on the first question about the hold (see the module docs).
@@ -67,6 +70,7 @@ impl Hold {
         Self {
             client,
             token: node.stat.czxid,
+            session: node.stat.ephemeral_owner,
             node,
             limits: Limits {
                 grace: options.disconnect_grace,
@@ -106,6 +110,11 @@ impl Hold {
         let state = self.client.state();
         if state.is_terminal() {
             return Some(LostReason::SessionEnded(state));
+        }
+        if self.session_changed() {
+            // Renewed after an expiry: the expiry deleted our node, and the lease now read
+            // is another session's.
+            return Some(LostReason::SessionEnded(SessionState::Expired));
         }
         let Some(deadline) = self.client.lease_deadline() else {
             return Some(LostReason::SessionEnded(state));
@@ -205,8 +214,17 @@ impl Hold {
         self.trust_end()
     }
 
-    /// The session's lease deadline less the margin, held or not.
+    /// Whether the client now runs another session than the one our node belongs to.
+    fn session_changed(&self) -> bool {
+        self.client.session_id() != self.session
+    }
+
+    /// The session's lease deadline less the margin, held or not; `None` once the client
+    /// runs another session.
     fn trust_end(&self) -> Option<std::time::Instant> {
+        if self.session_changed() {
+            return None;
+        }
         let margin = margin_for(&self.client, self.limits.margin);
         self.client.lease_deadline()?.checked_sub(margin)
     }
@@ -338,8 +356,10 @@ async fn watch_hold(
 ) -> LostReason {
     // Subscribe first, then read the state: no change can slip between the two.
     let mut states = client.state_stream();
+    let ours = || client.session_id() == stat.ephemeral_owner;
     let mut disconnected_at = match client.state() {
         s if s.is_terminal() => return LostReason::SessionEnded(s),
+        _ if !ours() => return LostReason::SessionEnded(SessionState::Expired),
         SessionState::Connected => None,
         _ => Some(Instant::now()),
     };
@@ -357,12 +377,14 @@ async fn watch_hold(
             unacknowledged = &mut lease => {
                 return match (unacknowledged, client.state()) {
                     (_, s) if s.is_terminal() => LostReason::SessionEnded(s),
+                    _ if !ours() => LostReason::SessionEnded(SessionState::Expired),
                     (since, _) => LostReason::Unacknowledged(since.unwrap_or_default()),
                 };
             }
             state = states.next() => match state {
                 None => return LostReason::SessionEnded(SessionState::Closed),
                 Some(s) if s.is_terminal() => return LostReason::SessionEnded(s),
+                Some(_) if !ours() => return LostReason::SessionEnded(SessionState::Expired),
                 Some(SessionState::Connected) => disconnected_at = None,
                 // Disconnected, Connecting, or a read-only server (not the quorum).
                 Some(_) => {
