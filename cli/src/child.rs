@@ -87,15 +87,21 @@ impl Running {
         })
     }
 
-    /// Waits for the command to exit.
+    /// Waits for the command to exit and then, when it has a process group of its own, for
+    /// every other process of that group (background jobs it left behind, `sh -c 'job &'`)
+    /// to end as well: what ran under a lock must be over before the lock is released.
+    /// Processes that left the group (`setsid`, a daemon) are not seen.
     ///
     /// # Errors
     /// An I/O error from waiting (should not happen).
     ///
     /// # Cancel safety
-    /// Cancel safe.
-    pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
-        self.child.wait().await
+    /// Cancel safe: the command's status is kept once reaped, and the group is probed
+    /// again.
+    pub(crate) async fn wait_group(&mut self) -> io::Result<ExitStatus> {
+        let status = self.child.wait().await?;
+        self.group_stopped().await;
+        Ok(status)
     }
 
     /// Sends `signal` to the command (its whole group when it has its own). Best effort:

@@ -265,7 +265,8 @@ async fn supervise(
                     kind.verb()
                 ));
             }
-            status = running.wait() => break status,
+            // The command and whatever it left running in its group: the lock covers all.
+            status = running.wait_group() => break status,
             name = signals.any() => forward(running, name, args.foreground),
             () = tokio::time::sleep_until(tokio::time::Instant::from_std(term_at)) => {}
         }

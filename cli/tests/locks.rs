@@ -623,3 +623,46 @@ fn wait_file_exists(path: &std::path::Path) {
         thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The lock covers what the command leaves running in its process group: a background job
+/// of `sh -c 'job & exit 0'` ends before the lock is released (another `zkw lock` is refused
+/// meanwhile), and zkw exits with the command's own code once it has.
+#[test]
+fn the_lock_is_released_only_after_the_whole_process_group_ended() {
+    let cs = chroot("cli-lock-group");
+    let started = Instant::now();
+    let holder = command(&[
+        "--server",
+        &cs,
+        "lock",
+        "/group",
+        "--",
+        "sh",
+        "-c",
+        "sleep 2 & exit 0",
+    ])
+    .spawn()
+    .unwrap();
+    thread::sleep(Duration::from_millis(1000));
+    let busy = zkw(
+        &cs,
+        &["lock", "/group", "--timeout", "0", "--", "echo", "in"],
+    );
+    assert_eq!(
+        busy.code,
+        Some(73),
+        "the background job still holds it: {busy:?}"
+    );
+    let out = finish(holder, Duration::from_secs(30));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "zkw waited for the background sleep: {:?}",
+        started.elapsed()
+    );
+    let after = zkw(
+        &cs,
+        &["lock", "/group", "--timeout", "0", "--", "echo", "in"],
+    );
+    assert_eq!(after.ok(), "in\n");
+}
