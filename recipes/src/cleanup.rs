@@ -35,7 +35,8 @@ use std::time::Duration;
 
 use zkwire::{path, Backoff, Client, Error};
 
-use crate::internals::{owned_by_guid, ready_now};
+use crate::guid::owned_by_guid;
+use crate::poll::ready_now;
 
 /// One piece of cleanup.
 #[derive(Debug)]

@@ -11,6 +11,8 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use zkwire::{path, Client, Error, Stat};
+
 /// The prefix Curator's protection mode puts before the uuid (`ProtectedUtils`).
 pub(crate) const PROTECTED_PREFIX: &str = "_c_";
 
@@ -59,6 +61,38 @@ fn random_u64() -> u64 {
     hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
     hasher.write_u128(nanos);
     hasher.finish()
+}
+
+/// The children of `dir` named with `prefix` whose ephemeral owner is our current session,
+/// after a `sync(dir)` so that a lagging server cannot hide a create that applied
+/// (CURATOR-264). A node of another session — an old session of ours, or anyone else
+/// reusing the guid — is never adopted (CURATOR-498).
+pub(crate) async fn owned_by_guid(
+    client: &Client,
+    dir: &str,
+    prefix: &str,
+) -> Result<Vec<(String, Stat)>, Error> {
+    match client.sync(dir).await {
+        Ok(()) | Err(Error::NoNode) => {}
+        Err(e) => return Err(e),
+    }
+    let mut children = match client.get_children(dir).await {
+        Ok(children) => children,
+        Err(Error::NoNode) => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    children.retain(|c| c.starts_with(prefix));
+    children.sort();
+    let session = client.session_id();
+    let mut owned = Vec::new();
+    for name in children {
+        if let Some(stat) = client.exists(&path::join(dir, &name)).await? {
+            if stat.ephemeral_owner == session && session != 0 {
+                owned.push((name, stat));
+            }
+        }
+    }
+    Ok(owned)
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ use crate::error::{LockError, LostReason};
 use zkwire::Backoff;
 
 use crate::internals::Node;
-use crate::options::{lease_margin, LockOptions};
+use crate::options::{margin_for, LockOptions};
 use crate::revoke::REVOKE_MESSAGE;
 
 /// A held lock node.
@@ -457,37 +457,6 @@ async fn node_changed(
             }
         }
     }
-}
-
-/// The margin before the lease deadline: [`lease_margin`] of the negotiated session timeout,
-/// or the configured one if larger.
-pub(crate) fn margin_for(client: &Client, configured: Option<Duration>) -> Duration {
-    let default = client
-        .session_timeout()
-        .map_or(Duration::ZERO, lease_margin);
-    configured.map_or(default, |m| m.max(default))
-}
-
-/// Refuses a hold the session's lease could not keep: one lost as soon as granted
-/// ([`LockError::LeaseTooShort`]). Passes while the session timeout is not known yet.
-pub(crate) fn check_lease_fits(
-    client: &Client,
-    configured: Option<Duration>,
-) -> Result<(), LockError> {
-    let (Some(session_timeout), Some(staleness)) =
-        (client.session_timeout(), client.lease_staleness())
-    else {
-        return Ok(());
-    };
-    let margin = margin_for(client, configured);
-    if staleness.saturating_add(margin) < session_timeout {
-        return Ok(());
-    }
-    Err(LockError::LeaseTooShort {
-        session_timeout,
-        staleness,
-        margin,
-    })
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

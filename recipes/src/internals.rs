@@ -5,7 +5,7 @@
 //! and runs an [`Attempt`]. The semaphore of Curator's `InterProcessSemaphoreV2` layout reuses
 //! the same pieces: its internal mutex is a mutex [`Contest`] on `P/locks`, its lease node a
 //! protected create ([`Attempt::create`]) under `P/leases` with marker `lease-`, and its lease
-//! a [`Hold`](crate::hold::Hold).
+//! a `Hold` (`hold.rs`).
 
 use std::future::Future;
 use std::time::Duration;
@@ -15,8 +15,9 @@ use zkwire::{path, Backoff, Client, CreateMode, CreateOptions, Error, EventType,
 
 use crate::cleanup::{self, Job, FOREGROUND_GRACE};
 use crate::error::{LockError, LostReason};
-use crate::guid::Uuid;
-use crate::options::LockOptions;
+use crate::guid::{owned_by_guid, Uuid};
+use crate::options::{check_lease_fits, LockOptions};
+use crate::poll::ready_now;
 use crate::sequence::{exclusive, sort_children, Contender, Decision, ForeignChildPolicy};
 
 /// How a recipe's contenders are named, ordered and granted.
@@ -70,16 +71,6 @@ enum Woken {
     Granted,
     /// List the directory again.
     LookAgain,
-}
-
-/// The output of `future` if it is ready now, without waiting (polled once, with a waker
-/// that does nothing: a later poll by a real task still works).
-pub(crate) fn ready_now<F: Future + Unpin>(future: &mut F) -> Option<F::Output> {
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    match std::pin::Pin::new(future).poll(&mut cx) {
-        std::task::Poll::Ready(output) => Some(output),
-        std::task::Poll::Pending => None,
-    }
 }
 
 /// A lock directory as a recipe sees it.
@@ -260,7 +251,7 @@ impl Attempt {
         mut list: bool,
     ) -> Result<Option<Vec<String>>, LockError> {
         const MAX_PARENT_ROUNDS: u32 = 16;
-        crate::hold::check_lease_fits(&self.client, self.options.lease_margin)?;
+        check_lease_fits(&self.client, self.options.lease_margin)?;
         let (path, options) = self.contender_node(contest);
         let (mut backoff, mut parent_rounds) = (Backoff::new(), 0);
         loop {
@@ -652,38 +643,6 @@ impl Drop for Attempt {
     fn drop(&mut self) {
         self.hand_off();
     }
-}
-
-/// The children of `dir` named with `prefix` whose ephemeral owner is our current session,
-/// after a `sync(dir)` so that a lagging server cannot hide a create that applied
-/// (CURATOR-264). A node of another session — an old session of ours, or anyone else
-/// reusing the guid — is never adopted (CURATOR-498).
-pub(crate) async fn owned_by_guid(
-    client: &Client,
-    dir: &str,
-    prefix: &str,
-) -> Result<Vec<(String, Stat)>, Error> {
-    match client.sync(dir).await {
-        Ok(()) | Err(Error::NoNode) => {}
-        Err(e) => return Err(e),
-    }
-    let mut children = match client.get_children(dir).await {
-        Ok(children) => children,
-        Err(Error::NoNode) => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    children.retain(|c| c.starts_with(prefix));
-    children.sort();
-    let session = client.session_id();
-    let mut owned = Vec::new();
-    for name in children {
-        if let Some(stat) = client.exists(&path::join(dir, &name)).await? {
-            if stat.ephemeral_owner == session && session != 0 {
-                owned.push((name, stat));
-            }
-        }
-    }
-    Ok(owned)
 }
 
 /// Deletes a node now; whether it is gone (deleted, already absent, or the session is over).

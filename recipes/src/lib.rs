@@ -120,6 +120,7 @@ mod latch;
 mod local;
 mod mutex;
 mod options;
+mod poll;
 mod revoke;
 mod rwlock;
 mod semaphore;

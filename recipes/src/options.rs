@@ -3,8 +3,9 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use zkwire::Acl;
+use zkwire::{Acl, Client};
 
+use crate::error::LockError;
 use crate::sequence::ForeignChildPolicy;
 
 /// How long before the session's lease deadline a hold stops being trusted, for a negotiated
@@ -147,4 +148,35 @@ impl LockOptions {
         self.local_handoffs = max;
         self
     }
+}
+
+/// The margin before the lease deadline: [`lease_margin`] of the negotiated session timeout,
+/// or the configured one if larger.
+pub(crate) fn margin_for(client: &Client, configured: Option<Duration>) -> Duration {
+    let default = client
+        .session_timeout()
+        .map_or(Duration::ZERO, lease_margin);
+    configured.map_or(default, |m| m.max(default))
+}
+
+/// Refuses a hold the session's lease could not keep: one lost as soon as granted
+/// ([`LockError::LeaseTooShort`]). Passes while the session timeout is not known yet.
+pub(crate) fn check_lease_fits(
+    client: &Client,
+    configured: Option<Duration>,
+) -> Result<(), LockError> {
+    let (Some(session_timeout), Some(staleness)) =
+        (client.session_timeout(), client.lease_staleness())
+    else {
+        return Ok(());
+    };
+    let margin = margin_for(client, configured);
+    if staleness.saturating_add(margin) < session_timeout {
+        return Ok(());
+    }
+    Err(LockError::LeaseTooShort {
+        session_timeout,
+        staleness,
+        margin,
+    })
 }
