@@ -255,5 +255,9 @@ fn a_smaller_timeout_after_a_reconnect_never_moves_the_lease_back() {
     h.submit(get_data("/r", None));
     let [(header, _)] = h.sent_frames().try_into().expect("one getData");
     h.reply(header.xid, 2, ErrorCode::Ok, &data_body(b""));
-    assert_eq!(h.session.lease_deadline(), Some(h.at(secs(35))), "25 s + 10 s");
+    assert_eq!(
+        h.session.lease_deadline(),
+        Some(h.at(secs(35))),
+        "25 s + 10 s"
+    );
 }
