@@ -33,7 +33,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{command, finish, running, scratch, Out};
-use zkwire_testing::partition::{LinkFault, PartitionedEnsemble};
+use zkwire_testing::partition::{HoldScenario as Scenario, PartitionedEnsemble};
 use zkwire_testing::rng::SplitMix64;
 use zkwire_testing::server::ServerConfig;
 
@@ -90,39 +90,6 @@ struct Healer;
 impl Drop for Healer {
     fn drop(&mut self) {
         ensemble().heal();
-    }
-}
-
-/// Where the fault falls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Scenario {
-    /// Every link of the holder's follower blackholed, both ways.
-    FollowerBlackhole,
-    /// Every link of the holder's follower reset, and reset again on every reconnect.
-    FollowerReset,
-    /// Every link of the leader, which the holder talks to, blackholed.
-    LeaderIsolated,
-    /// The holder's follower cut from the leader only: the other follower sees both.
-    Bridge,
-    /// Only what the leader sends to the holder's follower is lost.
-    OneWayFromLeader,
-}
-
-impl Scenario {
-    /// Whether the holder talks to the leader (else to a follower).
-    fn holder_on_leader(self) -> bool {
-        self == Self::LeaderIsolated
-    }
-
-    fn apply(self, ensemble: &PartitionedEnsemble, victim: usize, leader: usize) {
-        match self {
-            Self::FollowerBlackhole | Self::LeaderIsolated => {
-                ensemble.isolate(victim, LinkFault::Blackhole);
-            }
-            Self::FollowerReset => ensemble.isolate(victim, LinkFault::Reset),
-            Self::Bridge => ensemble.cut(victim, leader, LinkFault::Blackhole),
-            Self::OneWayFromLeader => ensemble.cut_one_way(leader, victim, LinkFault::Blackhole),
-        }
     }
 }
 

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use tokio::task::block_in_place;
 use zkwire::Client;
 use zkwire_recipes::{lease_margin, LockError, LostReason, Mutex};
-use zkwire_testing::partition::{LinkFault, PartitionedEnsemble};
+use zkwire_testing::partition::{HoldScenario as Scenario, PartitionedEnsemble};
 use zkwire_testing::rng::SplitMix64;
 use zkwire_testing::server::{four_letter_word, ServerConfig};
 
@@ -78,39 +78,6 @@ fn ensemble() -> StdMutexGuard<'static, PartitionedEnsemble> {
         StdMutex::new(ensemble)
     });
     cell.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Where the fault falls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Scenario {
-    /// Every link of the holder's follower blackholed, both ways.
-    FollowerBlackhole,
-    /// Every link of the holder's follower reset, and reset again on every reconnect.
-    FollowerReset,
-    /// Every link of the leader, which the holder talks to, blackholed.
-    LeaderIsolated,
-    /// The holder's follower cut from the leader only: the other follower sees both.
-    Bridge,
-    /// Only what the leader sends to the holder's follower is lost.
-    OneWayFromLeader,
-}
-
-impl Scenario {
-    /// Whether the holder talks to the leader (else to a follower).
-    fn holder_on_leader(self) -> bool {
-        self == Self::LeaderIsolated
-    }
-
-    fn apply(self, ensemble: &PartitionedEnsemble, victim: usize, leader: usize) {
-        match self {
-            Self::FollowerBlackhole | Self::LeaderIsolated => {
-                ensemble.isolate(victim, LinkFault::Blackhole)
-            }
-            Self::FollowerReset => ensemble.isolate(victim, LinkFault::Reset),
-            Self::Bridge => ensemble.cut(victim, leader, LinkFault::Blackhole),
-            Self::OneWayFromLeader => ensemble.cut_one_way(leader, victim, LinkFault::Blackhole),
-        }
-    }
 }
 
 /// Which servers each client may reach.

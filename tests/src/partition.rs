@@ -1576,6 +1576,41 @@ fn limit(config: &ServerConfig, key: &str) -> Option<u32> {
         .and_then(|(_, v)| v.trim().parse().ok())
 }
 
+/// The partitions a lock holder is tested under (docs/faults.md #28): which server the
+/// holder talks to, and what is cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldScenario {
+    /// Every link of the holder's follower blackholed, both ways.
+    FollowerBlackhole,
+    /// Every link of the holder's follower reset, and reset again on every reconnect.
+    FollowerReset,
+    /// Every link of the leader, which the holder talks to, blackholed.
+    LeaderIsolated,
+    /// The holder's follower cut from the leader only: the other follower sees both.
+    Bridge,
+    /// Only what the leader sends to the holder's follower is lost.
+    OneWayFromLeader,
+}
+
+impl HoldScenario {
+    /// Whether the holder talks to the leader (else to a follower).
+    pub fn holder_on_leader(self) -> bool {
+        self == Self::LeaderIsolated
+    }
+
+    /// Cuts `victim` (the holder's server) off as the scenario says; `leader` leads now.
+    pub fn apply(self, ensemble: &PartitionedEnsemble, victim: usize, leader: usize) {
+        match self {
+            Self::FollowerBlackhole | Self::LeaderIsolated => {
+                ensemble.isolate(victim, LinkFault::Blackhole);
+            }
+            Self::FollowerReset => ensemble.isolate(victim, LinkFault::Reset),
+            Self::Bridge => ensemble.cut(victim, leader, LinkFault::Blackhole),
+            Self::OneWayFromLeader => ensemble.cut_one_way(leader, victim, LinkFault::Blackhole),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
