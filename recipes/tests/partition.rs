@@ -111,8 +111,8 @@ impl fmt::Display for Verdict {
     }
 }
 
-/// A session through `cs`, retried for up to 20 s: right after a cut the quorum's side may
-/// still be electing a leader, and its servers turn clients away meanwhile.
+/// A session through `cs`, retried for up to 20 s (30 ticks if longer): right after a cut
+/// or a heal the servers may still be electing a leader or syncing, and turn clients away.
 async fn client(cs: &str) -> Client {
     let started = Instant::now();
     loop {
@@ -123,7 +123,7 @@ async fn client(cs: &str) -> Client {
             .await;
         match opening {
             Ok(c) => return c,
-            Err(e) if started.elapsed() > Duration::from_secs(20).max(params().tick * 10) => {
+            Err(e) if started.elapsed() > Duration::from_secs(20).max(params().tick * 30) => {
                 panic!("connect to {cs}: {e}")
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
@@ -232,6 +232,10 @@ async fn trial(scenario: Scenario, reach: Reach, seed: u64) -> Verdict {
     let verdict = tokio::select! {
         lost = &mut watch => {
             let (holder_end, reason) = lost.unwrap_or_else(|e| panic!("{e}"));
+            // As a user would: a lost hold is let go. If the session lived on (its lease
+            // lapsed first, as it should when the server took long to notice), this deletes
+            // the node; otherwise the leader's expiry did.
+            drop(guard);
             let (granted, g) = tokio::time::timeout(params().window(), &mut grant)
                 .await
                 .unwrap_or_else(|_| panic!("{scenario:?}/{reach:?}: never granted after the loss"))
@@ -241,6 +245,7 @@ async fn trial(scenario: Scenario, reach: Reach, seed: u64) -> Verdict {
             Verdict { holder_end, reason, granted, cut }
         }
         got = &mut grant => {
+            drop(guard);
             let (granted, g) = got.unwrap_or_else(|e| panic!("{e}"));
             g.unwrap_or_else(|e| panic!("the contender's lock: {e}")).release().await.ok();
             // Granted while the holder had not heard lost(): the overlap this test exists
@@ -270,7 +275,6 @@ async fn trial(scenario: Scenario, reach: Reach, seed: u64) -> Verdict {
             return Verdict { holder_end, reason: LostReason::Released, granted, cut };
         }
     };
-    drop(guard);
     block_in_place(|| ensemble().heal());
     holder.close().await.ok();
     contender_client.close().await.ok();
