@@ -3,14 +3,18 @@
 //!
 //! ```text
 //! cargo run --release -p zkwire-bench -- soak [--acquisitions N] [--contenders N]
-//!     [--seed N] [--max-minutes M] [--leader-kill-every SECS] [--long-hold-every N]
+//!     [--nodes 3|5] [--seed N] [--max-minutes M] [--leader-kill-every SECS]
+//!     [--long-hold-every N] [--no-faults] [--no-partitions] [--ignore-lost]
 //! ```
 //!
-//! A 3-node ensemble is started through `zkwire-testing`. Each contender is a `Client` of its
-//! own (session timeout [`T`]) whose connect string lists three [`FaultProxy`]s of its own,
-//! one per ensemble member. Contenders loop: `lock_timeout`, a critical section that writes
-//! to a [`FencedStore`] (an in-process resource that refuses a fencing token older than the
-//! newest it has accepted and records every section as an interval), `release`.
+//! A 3-node (or `--nodes 5`) [`PartitionedEnsemble`] is started through `zkwire-testing`:
+//! every quorum and election link between two servers runs through a relay that can cut it
+//! (tickTime 200 ms, syncLimit 5, initLimit 10: a follower notices a silent leader after 1 s).
+//! Each contender is a `Client` of its own (session timeout [`T`], the harness's 200 ms tick
+//! for the lease, docs/lease.md) whose connect string lists one [`FaultProxy`] of its own per
+//! ensemble member. Contenders loop: `lock_timeout`, a critical section that writes to a
+//! [`FencedStore`] (an in-process resource that refuses a fencing token older than the newest
+//! it has accepted and records every section as an interval), `release`.
 //!
 //! The critical section checks that the hold is trusted (`lost()` not ready, `is_held()`)
 //! before entering and after a 0–2 ms hold, and stops at once when `lost()` fires
@@ -19,16 +23,28 @@
 //! a holder in its critical section: the next heavy fault is aimed at it.
 //!
 //! Meanwhile, from one seed, every 50–500 ms a fault hits one proxy of a contender (the one
-//! it is connected through) or all three of them:
+//! it is connected through) or all of them, or the links between the servers:
 //! - light faults: a connection reset (RST both ways), or a delay of 2–50 ms on every frame
 //!   for 0.3–1.5 s;
 //! - heavy faults, one at a time with a 2–8 s pause after each (a stalled contender stalls
 //!   the whole lock queue, so back-to-back heavy faults would leave the lock stalled nearly
-//!   all the time): a blackhole (both directions held, then delivered), a one-way
-//!   client→server loss (frames dropped) or stall (frames held), each for 0.2–1.5 T, or a
-//!   random lag of 0..(0.05–1.0 T) on every server→client frame for 0.5–1.5 T.
+//!   all the time), half of them on the proxies: a blackhole (both directions held, then
+//!   delivered), a one-way client→server loss (frames dropped) or stall (frames held), each
+//!   for 0.2–1.5 T, or a random lag of 0..(0.05–1.0 T) on every server→client frame for
+//!   0.5–1.5 T;
+//! - and half of them (unless `--no-partitions`) partitions *inside* the ensemble, each for
+//!   0.5–2 T, only when the servers report the ensemble whole: a follower isolated (all its
+//!   links blackholed; or reset, every reconnection reset at once), the leader isolated
+//!   (blackholed), a bridge (the leader cut from one follower only, which the others still
+//!   see), a one-way cut (what the leader sends to one follower is held), and on 5 nodes a
+//!   2|3 split with the leader in the minority. A partition is aimed at the server the
+//!   contender in a long hold talks to (found with the `cons` four-letter word), else at a
+//!   random server of the right role. After the heal, the next heavy fault waits until the
+//!   servers report the ensemble whole again, then the cool-down.
 //!
-//! Every ~20 s the ensemble's leader is killed and restarted 2–5 s later.
+//! Every ~20 s the ensemble's leader is killed and restarted 2–5 s later. Leader kills and
+//! partitions take turns: one never starts while the other is under way (a kill during a
+//! partition would leave no quorum on 3 nodes, and a restart needs one).
 //!
 //! Two critical sections of different contenders overlap when their intervals intersect.
 //! An overlap is *excused* when the earlier holder's `lost()` had fired before the later
@@ -38,25 +54,33 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, MutexGuard as StdGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
-use tokio::task::JoinSet;
+use tokio::sync::{watch, Mutex as AsyncMutex, OwnedMutexGuard};
+use tokio::task::{JoinHandle, JoinSet};
 use zkwire::{Client, SessionState};
 use zkwire_recipes::{LockError, LostReason, Mutex, MutexGuard};
+use zkwire_testing::partition::{LinkFault, PartitionedEnsemble, View};
 use zkwire_testing::proxy::{Direction, FaultProxy};
 use zkwire_testing::rng::SplitMix64;
-use zkwire_testing::server::ZkEnsemble;
+use zkwire_testing::server::{four_letter_word, ServerConfig};
 
 use crate::BenchError;
 
 /// The session timeout every contender asks for.
 const T: Duration = Duration::from_secs(4);
-/// Ensemble members.
+/// Ensemble members by default (`--nodes`).
 const NODES: usize = 3;
+/// The servers' `tickTime` (the tick `zkwire_testing::support::builder()` tells the lease).
+const TICK_MS: u32 = 200;
+/// `syncLimit` and `initLimit` of the servers, in ticks.
+const SYNC_LIMIT: &str = "5";
+const INIT_LIMIT: &str = "10";
+/// How long the ensemble may take to be whole again (after a heal, a restart, at the end).
+const HEAL_LIMIT: Duration = Duration::from_secs(60);
 /// The lock directory (created by the mutex, as containers).
 const LOCK_DIR: &str = "/zkwire-soak/lock";
 /// One acquire's deadline.
@@ -72,6 +96,9 @@ const MAX_ITERATIONS: u64 = 10_000_000;
 const MAX_FAULTS: usize = 8_000_000;
 /// Leader kills at most.
 const MAX_KILLS: usize = 100_000;
+/// How long a leader kill waits for its turn (a partition holds it until healed) before
+/// the kill is skipped.
+const KILL_TURN_WAIT: Duration = Duration::from_secs(120);
 /// How long the contenders get to wind down once stopped.
 const WIND_DOWN: Duration = Duration::from_secs(90);
 /// After a heavy fault ends, no other one starts for this long (drawn in the range): one
@@ -83,16 +110,20 @@ const SHOWN: usize = 10;
 
 // ===== settings =====
 
-const USAGE: &str = "usage: zkwire-bench soak [--acquisitions N] [--contenders N] [--seed N] \
-[--max-minutes M] [--leader-kill-every SECS] [--long-hold-every N] [--no-faults]
+const USAGE: &str = "usage: zkwire-bench soak [--acquisitions N] [--contenders N] [--nodes 3|5] \
+[--seed N] [--max-minutes M] [--leader-kill-every SECS] [--long-hold-every N] [--no-faults] \
+[--no-partitions] [--ignore-lost]
   --acquisitions N        stop after N acquisitions in all (default 100000)
   --contenders N          sessions contending for the lock (default 8)
+  --nodes N               ensemble members, 3 or 5 (default 3)
   --seed N                the fault schedule's seed (decimal or 0x-hex; default: from the clock)
   --max-minutes M         hard stop of the run (default 30)
   --leader-kill-every S   seconds between leader kills (default 20; 0: never)
   --long-hold-every N     one acquisition in N holds for 0.5-1.5 T, a target for heavy
                           faults (default 2000; 0: every hold lasts 0-2 ms)
-  --no-faults             no proxy faults (a baseline; combine with --leader-kill-every 0)
+  --no-faults             no proxy faults and no partitions (a baseline; combine with
+                          --leader-kill-every 0)
+  --no-partitions         no partitions between the servers (proxy faults and kills only)
   --ignore-lost           self-test of the checker: sections ignore lost() and is_held(), and
                           long holds last 1.5-3 T, so overlaps must be reported (use with a
                           small --long-hold-every)";
@@ -101,11 +132,15 @@ const USAGE: &str = "usage: zkwire-bench soak [--acquisitions N] [--contenders N
 struct Settings {
     acquisitions: u64,
     contenders: usize,
+    /// Ensemble members (3 or 5).
+    nodes: usize,
     seed: u64,
     max_run: Duration,
     kill_every: Duration,
-    /// No proxy faults (a baseline).
+    /// No proxy faults and no partitions (a baseline).
     no_faults: bool,
+    /// No partitions between the servers.
+    no_partitions: bool,
     /// One acquisition in this many holds for 0.5–1.5 T instead of 0–2 ms (0: never).
     long_hold_every: u64,
     /// Self-test of the checker: critical sections ignore `lost()` and `is_held()`.
@@ -119,10 +154,12 @@ fn parse(args: &[String]) -> Result<Settings, BenchError> {
     let mut s = Settings {
         acquisitions: 100_000,
         contenders: 8,
+        nodes: NODES,
         seed: SplitMix64(clock_seed).next_u64(),
         max_run: Duration::from_secs(30 * 60),
         kill_every: Duration::from_secs(20),
         no_faults: false,
+        no_partitions: false,
         long_hold_every: 2000,
         ignore_lost: false,
     };
@@ -152,6 +189,14 @@ fn parse(args: &[String]) -> Result<Settings, BenchError> {
                     .filter(|n| (2..=64).contains(n))
                     .ok_or_else(|| BenchError::msg(format!("contenders must be 2..=64: {v}")))?;
             }
+            "--nodes" => {
+                let v = value(it.next())?;
+                s.nodes = v
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| [3, 5].contains(n))
+                    .ok_or_else(|| BenchError::msg(format!("nodes must be 3 or 5: {v}")))?;
+            }
             "--seed" => {
                 let v = value(it.next())?;
                 let parsed = match v.strip_prefix("0x") {
@@ -169,6 +214,7 @@ fn parse(args: &[String]) -> Result<Settings, BenchError> {
                 s.kill_every = Duration::from_secs_f64(secs);
             }
             "--no-faults" => s.no_faults = true,
+            "--no-partitions" => s.no_partitions = true,
             "--ignore-lost" => s.ignore_lost = true,
             "--long-hold-every" => {
                 let v = value(it.next())?;
@@ -291,6 +337,8 @@ struct Tallies {
     release_errors: Tally,
     /// Sessions that ended other than by expiry (closed, auth).
     sessions_ended: Tally,
+    /// Partitions drawn but not injected, by why (another kind of heavy fault went instead).
+    partitions_skipped: Tally,
 }
 
 struct Shared {
@@ -308,10 +356,19 @@ struct Shared {
     holder: AtomicUsize,
     /// The contender in a long hold, plus one (0: none): heavy faults go there first.
     long_holder: AtomicUsize,
+    /// The session of the contender in a long hold (valid while `long_holder` is not 0), to
+    /// find the server it talks to.
+    long_session: AtomicI64,
+    /// No heavy fault starts before this instant (the cool-down after the last one).
+    heavy_quiet_until: StdMutex<Instant>,
+    /// A partition is on, or healed but the ensemble not yet whole again: no heavy fault
+    /// starts.
+    partition_on: AtomicBool,
     long_holds: AtomicU64,
     store: StdMutex<FencedStore>,
     tallies: StdMutex<Tallies>,
     faults: StdMutex<Vec<FaultRecord>>,
+    partitions: StdMutex<Vec<PartitionRecord>>,
     kills: StdMutex<Vec<KillRecord>>,
 }
 
@@ -369,7 +426,9 @@ async fn connect(sh: &Shared, cs: &str) -> Option<Client> {
         if attempt > 0 && sh.sleep_or_stop(Duration::from_millis(100)).await {
             return None;
         }
-        let opening = Client::builder().with_session_timeout(T).connect(cs);
+        let opening = zkwire_testing::support::builder()
+            .with_session_timeout(T)
+            .connect(cs);
         if let Ok(Ok(client)) = tokio::time::timeout(CONNECT_ATTEMPT, opening).await {
             sh.sessions.fetch_add(1, Ordering::Relaxed);
             return Some(client);
@@ -496,6 +555,7 @@ async fn critical_section(who: usize, guard: &MutexGuard, sh: &Shared, rng: &mut
     let long = every > 0 && rng.below(every) == 0;
     let hold = if long {
         sh.long_holds.fetch_add(1, Ordering::Relaxed);
+        sh.long_session.store(session, Ordering::Relaxed);
         sh.long_holder.store(who + 1, Ordering::Relaxed);
         // The self-test holds past T, so that a session can expire mid-hold.
         if ignore {
@@ -569,6 +629,22 @@ async fn release(guard: MutexGuard, sh: &Shared) {
 
 // ===== faults =====
 
+/// One of a weighted table (`None` when every weight is 0).
+fn weighted<K: Copy>(rng: &mut SplitMix64, table: &[(K, u64)]) -> Option<K> {
+    let total: u64 = table.iter().map(|(_, w)| w).sum();
+    if total == 0 {
+        return None;
+    }
+    let mut x = rng.below(total);
+    for &(kind, w) in table {
+        if x < w {
+            return Some(kind);
+        }
+        x -= w;
+    }
+    None
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Fault {
     /// Every connection of the proxy reset (RST both ways).
@@ -612,29 +688,12 @@ impl Fault {
         Self::HEAVY.iter().any(|(k, _)| *k == self)
     }
 
-    /// A kind: heavy half the time when `heavy_allowed`, light otherwise.
-    fn pick(rng: &mut SplitMix64, heavy_allowed: bool) -> Self {
-        if heavy_allowed && rng.below(2) == 0 {
-            Self::from(rng, &Self::HEAVY)
-        } else {
-            Self::from(rng, &Self::LIGHT)
-        }
+    fn pick_light(rng: &mut SplitMix64) -> Self {
+        weighted(rng, &Self::LIGHT).unwrap_or(Self::Reset)
     }
 
     fn pick_heavy(rng: &mut SplitMix64) -> Self {
-        Self::from(rng, &Self::HEAVY)
-    }
-
-    fn from(rng: &mut SplitMix64, table: &[(Self, u64)]) -> Self {
-        let total: u64 = table.iter().map(|(_, w)| w).sum();
-        let mut x = rng.below(total);
-        for &(kind, w) in table {
-            if x < w {
-                return kind;
-            }
-            x -= w;
-        }
-        Self::Reset
+        weighted(rng, &Self::HEAVY).unwrap_or(Self::Blackhole)
     }
 }
 
@@ -642,7 +701,7 @@ impl Fault {
 struct FaultRecord {
     at: Instant,
     kind: Fault,
-    /// Proxy indices: contender `p / NODES`, server `p % NODES`.
+    /// Proxy indices: contender `p / nodes`, server `p % nodes`.
     proxies: Vec<usize>,
     lasting: Duration,
     detail: String,
@@ -667,9 +726,16 @@ fn pick_contender(rng: &mut SplitMix64, sh: &Shared) -> usize {
     }
 }
 
-/// The proxies of contender `who` to hit: all three, or the one carrying its connection.
-fn proxies_of(rng: &mut SplitMix64, slots: &[Slot], who: usize, all: bool) -> Vec<usize> {
-    let mine = who * NODES..(who + 1) * NODES;
+/// The proxies of contender `who` to hit: all of them (one per node), or the one carrying
+/// its connection.
+fn proxies_of(
+    rng: &mut SplitMix64,
+    slots: &[Slot],
+    nodes: usize,
+    who: usize,
+    all: bool,
+) -> Vec<usize> {
+    let mine = who * nodes..(who + 1) * nodes;
     if all {
         return mine.collect();
     }
@@ -678,47 +744,74 @@ fn proxies_of(rng: &mut SplitMix64, slots: &[Slot], who: usize, all: bool) -> Ve
         .filter(|&p| slots[p].proxy.active() > 0)
         .collect();
     match active.as_slice() {
-        [] => vec![mine.start + rng.below(NODES as u64) as usize],
+        [] => vec![mine.start + rng.below(nodes as u64) as usize],
         a => vec![a[rng.below(a.len() as u64) as usize]],
     }
 }
 
-async fn inject(sh: Arc<Shared>, slots: Arc<Vec<Slot>>) {
+async fn inject(sh: Arc<Shared>, slots: Arc<Vec<Slot>>, servers: Arc<Servers>) {
     if sh.settings.no_faults {
         return;
     }
+    let nodes = sh.settings.nodes;
+    let partitions = !sh.settings.no_partitions;
     let mut rng = SplitMix64(sh.settings.seed);
     let mut timed = JoinSet::new();
-    let mut heavy_quiet_until = Instant::now();
+    // The partition under way (one at a time), until healed and the ensemble whole again.
+    let mut partition: Option<JoinHandle<()>> = None;
     for _ in 0..MAX_FAULTS {
         let pause = rng.between(Duration::from_millis(50), Duration::from_millis(500));
         if sh.sleep_or_stop(pause).await {
             break;
         }
         while timed.try_join_next().is_some() {}
-        let heavy_allowed = Instant::now() >= heavy_quiet_until;
-        // A contender in a long hold gets the next heavy fault: on all three of its proxies
-        // two times in three (its session expires while it holds if the fault outlasts
-        // T), else on the one it is connected through.
+        if partition.as_ref().is_some_and(JoinHandle::is_finished) {
+            partition = None;
+        }
+        let heavy_allowed = partition.is_none()
+            && !sh.partition_on.load(Ordering::Acquire)
+            && Instant::now() >= *lock(&sh.heavy_quiet_until);
+        // A contender in a long hold gets the next heavy fault: on all of its proxies two
+        // times in three (its session expires while it holds if the fault outlasts T), else
+        // on the one it is connected through; or a partition of the server it talks to.
         let long = sh
             .long_holder
             .load(Ordering::Relaxed)
             .checked_sub(1)
             .filter(|_| heavy_allowed);
-        let (mut kind, mut proxies) = match long {
-            Some(who) => {
-                let kind = Fault::pick_heavy(&mut rng);
-                let all = rng.below(3) != 0;
-                (kind, proxies_of(&mut rng, &slots, who, all))
+        // Otherwise heavy faults come half the time they are allowed.
+        let heavy = heavy_allowed && (long.is_some() || rng.below(2) == 0);
+        // Half of the heavy faults are partitions between the servers, when one can start.
+        if heavy && partitions && rng.below(2) == 0 {
+            let aim = long.map(|_| sh.long_session.load(Ordering::Relaxed));
+            match start_partition(&sh, &servers, &mut rng, aim).await {
+                Ok(task) => {
+                    partition = Some(task);
+                    continue;
+                }
+                Err(why) => bump(&mut sh.tallies().partitions_skipped, why),
             }
-            None => {
-                // Otherwise heavy faults hit all three proxies of a contender half the
-                // time, light ones a third of the time.
-                let kind = Fault::pick(&mut rng, heavy_allowed);
-                let who = pick_contender(&mut rng, &sh);
-                let all = rng.below(if kind.is_heavy() { 2 } else { 3 }) == 0;
-                (kind, proxies_of(&mut rng, &slots, who, all))
+        }
+        let (mut kind, mut proxies) = if heavy {
+            let kind = Fault::pick_heavy(&mut rng);
+            match long {
+                Some(who) => {
+                    let all = rng.below(3) != 0;
+                    (kind, proxies_of(&mut rng, &slots, nodes, who, all))
+                }
+                None => {
+                    // Heavy faults hit all the proxies of a contender half the time.
+                    let who = pick_contender(&mut rng, &sh);
+                    let all = rng.below(2) == 0;
+                    (kind, proxies_of(&mut rng, &slots, nodes, who, all))
+                }
             }
+        } else {
+            // Light ones a third of the time.
+            let kind = Fault::pick_light(&mut rng);
+            let who = pick_contender(&mut rng, &sh);
+            let all = rng.below(3) == 0;
+            (kind, proxies_of(&mut rng, &slots, nodes, who, all))
         };
         if kind != Fault::Reset {
             proxies.retain(|&p| {
@@ -731,7 +824,7 @@ async fn inject(sh: Arc<Shared>, slots: Arc<Vec<Slot>>) {
                 // Every target is under a timed fault already: reset them instead.
                 kind = Fault::Reset;
                 let who = pick_contender(&mut rng, &sh);
-                proxies = proxies_of(&mut rng, &slots, who, false);
+                proxies = proxies_of(&mut rng, &slots, nodes, who, false);
             }
         }
         let (lasting, detail) = match kind {
@@ -783,7 +876,7 @@ async fn inject(sh: Arc<Shared>, slots: Arc<Vec<Slot>>) {
             }
         };
         if kind.is_heavy() {
-            heavy_quiet_until =
+            *lock(&sh.heavy_quiet_until) =
                 Instant::now() + lasting + rng.between(HEAVY_COOL_DOWN.0, HEAVY_COOL_DOWN.1);
         }
         lock(&sh.faults).push(FaultRecord {
@@ -805,15 +898,268 @@ async fn inject(sh: Arc<Shared>, slots: Arc<Vec<Slot>>) {
             });
         }
     }
-    // Let the timed faults run out (at most 1.5 T each), then heal everything.
+    // Let the timed faults run out (at most 1.5 T each), and the partition be healed (it is
+    // cut short by the stop), then heal everything.
     let _ = tokio::time::timeout(2 * T, async { while timed.join_next().await.is_some() {} }).await;
     timed.abort_all();
+    if let Some(task) = partition {
+        let abort = task.abort_handle();
+        if tokio::time::timeout(HEAL_LIMIT + T, task).await.is_err() {
+            abort.abort();
+        }
+    }
     for slot in slots.iter() {
         slot.proxy.heal();
     }
 }
 
-// ===== leader kills =====
+// ===== the servers: partitions and leader kills =====
+
+/// The ensemble, and the turn that partitions and leader kills take.
+struct Servers {
+    ensemble: StdMutex<PartitionedEnsemble>,
+    /// Held by a partition until it is healed and the ensemble whole again, and by a leader
+    /// kill until the node is back and the ensemble whole again: one at a time.
+    turn: Arc<AsyncMutex<()>>,
+    /// Every node's client address (to ask `cons` without locking the ensemble).
+    addrs: Vec<SocketAddr>,
+}
+
+impl Servers {
+    fn ensemble(&self) -> StdGuard<'_, PartitionedEnsemble> {
+        lock(&self.ensemble)
+    }
+}
+
+/// The node whose `cons` lists `session`, if any (blocking: a few four-letter words).
+fn server_of(addrs: &[SocketAddr], session: i64) -> Option<usize> {
+    // `cons` prints `...,sid=0x<hex>,lop=...` (Long.toHexString: two's complement, as {:x}).
+    let needle = format!("sid=0x{session:x},");
+    addrs
+        .iter()
+        .position(|a| four_letter_word(a, "cons").is_ok_and(|out| out.contains(&needle)))
+}
+
+/// A partition between the servers, on their quorum and election links (client ports stay
+/// reachable). "Victim": the follower it cuts off or away from the leader, or the leader
+/// itself for [`Partition::LeaderIsolated`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Partition {
+    /// Every link of a follower blackholed, both ways.
+    FollowerBlackhole,
+    /// Every link of a follower reset, and every reconnection reset at once.
+    FollowerReset,
+    /// Every link of the leader blackholed, both ways.
+    LeaderIsolated,
+    /// The leader and one follower cut (blackholed) from each other; the others see both.
+    Bridge,
+    /// What the leader sends to one follower held (blackholed); the other way flows.
+    OneWayFromLeader,
+    /// 5 nodes: the leader and one follower cut (blackholed) from the other three.
+    SplitLeaderMinority,
+}
+
+impl Partition {
+    /// Every kind, with weights.
+    const ALL: [(Self, u64); 6] = [
+        (Self::FollowerBlackhole, 2),
+        (Self::FollowerReset, 1),
+        (Self::LeaderIsolated, 2),
+        (Self::Bridge, 2),
+        (Self::OneWayFromLeader, 1),
+        (Self::SplitLeaderMinority, 2),
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::FollowerBlackhole => "isolate-follower(blackhole)",
+            Self::FollowerReset => "isolate-follower(reset)",
+            Self::LeaderIsolated => "isolate-leader(blackhole)",
+            Self::Bridge => "bridge",
+            Self::OneWayFromLeader => "one-way(leader->follower)",
+            Self::SplitLeaderMinority => "split-2|3(leader in minority)",
+        }
+    }
+
+    fn available(self, nodes: usize) -> bool {
+        self != Self::SplitLeaderMinority || nodes >= 5
+    }
+
+    /// Whether the partition cuts off a server that leads (`true`) or one that follows.
+    fn fits(self, leads: bool) -> bool {
+        match self {
+            Self::LeaderIsolated => leads,
+            Self::SplitLeaderMinority => true,
+            _ => !leads,
+        }
+    }
+
+    /// A kind available on `nodes` and accepted by `fits`.
+    fn pick(rng: &mut SplitMix64, nodes: usize, fits: impl Fn(Self) -> bool) -> Option<Self> {
+        let table: Vec<(Self, u64)> = Self::ALL
+            .iter()
+            .copied()
+            .filter(|&(k, _)| k.available(nodes) && fits(k))
+            .collect();
+        weighted(rng, &table)
+    }
+
+    fn apply(self, ensemble: &PartitionedEnsemble, leader: usize, victim: usize) {
+        match self {
+            Self::FollowerBlackhole => ensemble.isolate(victim, LinkFault::Blackhole),
+            Self::FollowerReset => ensemble.isolate(victim, LinkFault::Reset),
+            Self::LeaderIsolated => ensemble.isolate(leader, LinkFault::Blackhole),
+            Self::Bridge => ensemble.cut(leader, victim, LinkFault::Blackhole),
+            Self::OneWayFromLeader => ensemble.cut_one_way(leader, victim, LinkFault::Blackhole),
+            Self::SplitLeaderMinority => {
+                ensemble.partition(&[&[leader, victim]], LinkFault::Blackhole);
+            }
+        }
+    }
+
+    fn describe(self, leader: usize, victim: usize) -> String {
+        match self {
+            Self::FollowerBlackhole | Self::FollowerReset => {
+                format!("node {victim} (a follower) cut from all; leader {leader}")
+            }
+            Self::LeaderIsolated => format!("node {leader} (the leader) cut from all"),
+            Self::Bridge => format!("leader {leader} and follower {victim} cut from each other"),
+            Self::OneWayFromLeader => format!("leader {leader} -> follower {victim} held"),
+            Self::SplitLeaderMinority => {
+                format!("{{leader {leader}, follower {victim}}} cut from the other nodes")
+            }
+        }
+    }
+}
+
+/// A partition as injected, and what came of it.
+#[derive(Debug, Clone)]
+struct PartitionRecord {
+    kind: Partition,
+    at: Instant,
+    lasting: Duration,
+    leader: usize,
+    victim: usize,
+    /// Aimed at the server a contender in a long hold talks to.
+    aimed: bool,
+    /// The servers' view 3/4 of the way through (`None`: not looked at, cut short by the
+    /// stop).
+    during: Option<View>,
+    /// When it was healed, and how long the ensemble then took to be whole again.
+    healed_at: Option<Instant>,
+    whole_after: Option<Result<Duration, String>>,
+}
+
+/// A short account of a wait of the ensemble that timed out.
+fn wait_failure(e: &zkwire_testing::partition::WaitError) -> String {
+    format!(
+        "not {} within {:.1}s (last view {})",
+        e.what,
+        e.waited.as_secs_f64(),
+        e.last
+    )
+}
+
+/// Draws a partition, aims it and switches it on when the turn is free and the servers
+/// report the ensemble whole; returns the task that heals it after 0.5–2 T, waits until the
+/// ensemble is whole again and starts the cool-down. `Err`: why no partition was injected.
+async fn start_partition(
+    sh: &Arc<Shared>,
+    servers: &Arc<Servers>,
+    rng: &mut SplitMix64,
+    aim: Option<i64>,
+) -> Result<JoinHandle<()>, String> {
+    let Ok(turn) = Arc::clone(&servers.turn).try_lock_owned() else {
+        return Err("leader kill under way".to_owned());
+    };
+    let nodes = sh.settings.nodes;
+    // A few four-letter words on localhost: blocking, but short (2 s at worst per server).
+    let started = tokio::task::block_in_place(|| {
+        let ensemble = servers.ensemble();
+        let view = ensemble.view();
+        let leader = match view.leader() {
+            Some(l) if view.is_whole() => l,
+            _ => return Err("ensemble not whole".to_owned()),
+        };
+        let followers: Vec<usize> = (0..nodes).filter(|&i| i != leader).collect();
+        let follower = |rng: &mut SplitMix64| {
+            followers
+                .get(rng.below(followers.len() as u64) as usize)
+                .copied()
+                .unwrap_or(leader)
+        };
+        let target = aim.and_then(|session| server_of(&servers.addrs, session));
+        let kind = match target {
+            Some(t) => Partition::pick(rng, nodes, |k| k.fits(t == leader)),
+            None => Partition::pick(rng, nodes, |_| true),
+        }
+        .ok_or_else(|| "no partition fits".to_owned())?;
+        let victim = match (kind, target) {
+            (Partition::LeaderIsolated, _) => leader,
+            (_, Some(t)) if t != leader => t,
+            _ => follower(rng),
+        };
+        kind.apply(&ensemble, leader, victim);
+        Ok((kind, leader, victim, target.is_some(), Instant::now()))
+    });
+    let (kind, leader, victim, aimed, at) = started?;
+    let lasting = of_t(rng, 50, 200);
+    let cool_down = rng.between(HEAVY_COOL_DOWN.0, HEAVY_COOL_DOWN.1);
+    sh.partition_on.store(true, Ordering::Release);
+    let index = {
+        let mut records = lock(&sh.partitions);
+        records.push(PartitionRecord {
+            kind,
+            at,
+            lasting,
+            leader,
+            victim,
+            aimed,
+            during: None,
+            healed_at: None,
+            whole_after: None,
+        });
+        records.len() - 1
+    };
+    let sh = Arc::clone(sh);
+    let servers = Arc::clone(servers);
+    Ok(tokio::spawn(async move {
+        let _turn: OwnedMutexGuard<()> = turn;
+        // A look at the servers' own view 3/4 of the way through (a stop cuts it short).
+        let look = lasting * 3 / 4;
+        if !sh.sleep_or_stop(look).await {
+            let srv = Arc::clone(&servers);
+            if let Ok(view) = tokio::task::spawn_blocking(move || srv.ensemble().view()).await {
+                if let Some(r) = lock(&sh.partitions).get_mut(index) {
+                    r.during = Some(view);
+                }
+            }
+            let _ = sh.sleep_or_stop(lasting.saturating_sub(at.elapsed())).await;
+        }
+        let srv = Arc::clone(&servers);
+        let healed = tokio::task::spawn_blocking(move || {
+            let ensemble = srv.ensemble();
+            ensemble.heal();
+            let healed_at = Instant::now();
+            let whole = ensemble
+                .wait_healed(HEAL_LIMIT)
+                .map(|_| healed_at.elapsed())
+                .map_err(|e| wait_failure(&e));
+            (healed_at, whole)
+        })
+        .await;
+        let (healed_at, whole) = match healed {
+            Ok((at, whole)) => (Some(at), whole),
+            Err(e) => (None, Err(format!("the heal task failed: {e}"))),
+        };
+        if let Some(r) = lock(&sh.partitions).get_mut(index) {
+            r.healed_at = healed_at;
+            r.whole_after = Some(whole);
+        }
+        *lock(&sh.heavy_quiet_until) = Instant::now() + cool_down;
+        sh.partition_on.store(false, Ordering::Release);
+    }))
+}
 
 #[derive(Debug, Clone)]
 struct KillRecord {
@@ -823,7 +1169,7 @@ struct KillRecord {
     outcome: String,
 }
 
-async fn kill_leaders(sh: Arc<Shared>, ensemble: Arc<StdMutex<ZkEnsemble>>) {
+async fn kill_leaders(sh: Arc<Shared>, servers: Arc<Servers>) {
     let every = sh.settings.kill_every;
     if every.is_zero() {
         return;
@@ -834,9 +1180,24 @@ async fn kill_leaders(sh: Arc<Shared>, ensemble: Arc<StdMutex<ZkEnsemble>>) {
         if sh.sleep_or_stop(wait).await {
             break;
         }
-        let ens = Arc::clone(&ensemble);
+        // Partitions and kills take turns (a kill during a partition can leave no quorum).
+        let mut stop = sh.stop.subscribe();
+        let turn = tokio::select! {
+            t = tokio::time::timeout(KILL_TURN_WAIT, Arc::clone(&servers.turn).lock_owned()) => t,
+            _ = stop.wait_for(|s| *s) => break,
+        };
+        let Ok(_turn) = turn else {
+            lock(&sh.kills).push(KillRecord {
+                node: None,
+                killed_at: Instant::now(),
+                restarted_at: None,
+                outcome: format!("no turn within {KILL_TURN_WAIT:?} (a partition)"),
+            });
+            continue;
+        };
+        let srv = Arc::clone(&servers);
         let killed = tokio::task::spawn_blocking(move || {
-            let mut e = lock(&ens);
+            let mut e = srv.ensemble();
             let leader = e
                 .leader()
                 .ok_or("no leader to kill (election under way?)")?;
@@ -862,21 +1223,33 @@ async fn kill_leaders(sh: Arc<Shared>, ensemble: Arc<StdMutex<ZkEnsemble>>) {
         // Down for 2–5 s (cut short by a stop: the ensemble must be whole at the end).
         let down = rng.between(Duration::from_secs(2), Duration::from_secs(5));
         let _ = sh.sleep_or_stop(down).await;
-        let ens = Arc::clone(&ensemble);
-        let restarted = tokio::task::spawn_blocking(move || lock(&ens).restart(node))
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|r| r.map_err(|e| e.to_string()));
-        let restarted_at = Instant::now();
+        let srv = Arc::clone(&servers);
+        let restarted = tokio::task::spawn_blocking(move || {
+            let mut e = srv.ensemble();
+            e.restart(node).map_err(|e| e.to_string())?;
+            let restarted_at = Instant::now();
+            let whole = e
+                .wait_healed(HEAL_LIMIT)
+                .map(|_| restarted_at.elapsed())
+                .map_err(|e| wait_failure(&e));
+            Ok((restarted_at, whole))
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r);
         lock(&sh.kills).push(KillRecord {
             node: Some(node),
             killed_at,
-            restarted_at: restarted.is_ok().then_some(restarted_at),
+            restarted_at: restarted.as_ref().ok().map(|(at, _)| *at),
             outcome: match restarted {
-                Ok(()) => format!(
-                    "down {:.1}s, rejoined after {:.1}s",
+                Ok((at, whole)) => format!(
+                    "down {:.1}s, rejoined after {:.1}s, {}",
                     down.as_secs_f64(),
-                    (restarted_at - killed_at).as_secs_f64()
+                    (at - killed_at).as_secs_f64(),
+                    match whole {
+                        Ok(d) => format!("whole again {:.1}s later", d.as_secs_f64()),
+                        Err(e) => e,
+                    }
                 ),
                 Err(e) => format!("restart failed: {e}"),
             },
@@ -896,11 +1269,13 @@ async fn report_progress(sh: Arc<Shared>) {
         let elapsed = sh.t0.elapsed().as_secs_f64();
         let n = sh.acquisitions.load(Ordering::Relaxed);
         eprintln!(
-            "  {:>6.0}s {n:>8} acquisitions ({:.0}/s), {} long holds, {} faults, {} leader kills, {} sessions expired, {} timeouts",
+            "  {:>6.0}s {n:>8} acquisitions ({:.0}/s), {} long holds, {} faults, {} partitions, \
+             {} leader kills, {} sessions expired, {} timeouts",
             elapsed,
             n as f64 / elapsed.max(1e-9),
             sh.long_holds.load(Ordering::Relaxed),
             lock(&sh.faults).len(),
+            lock(&sh.partitions).len(),
             lock(&sh.kills).iter().filter(|k| k.node.is_some()).count(),
             sh.expired.load(Ordering::Relaxed),
             sh.timeouts.load(Ordering::Relaxed),
@@ -961,21 +1336,23 @@ fn describe_section(sh: &Shared, s: &Section) -> String {
     )
 }
 
-/// The faults and kills that touched `who` (or the ensemble) in `[from, to]`.
+/// The faults that touched `whos`, and the partitions and kills of the ensemble, in
+/// `[from, to]`.
 fn context(sh: &Shared, whos: &[usize], from: Instant, to: Instant) -> String {
+    let nodes = sh.settings.nodes;
     let mut out = String::new();
     for f in lock(&sh.faults).iter() {
         let end = f.at + f.lasting;
         if end < from || f.at > to {
             continue;
         }
-        if !f.proxies.iter().any(|p| whos.contains(&(p / NODES))) {
+        if !f.proxies.iter().any(|p| whos.contains(&(p / nodes))) {
             continue;
         }
         let on: Vec<String> = f
             .proxies
             .iter()
-            .map(|p| format!("c{}/s{}", p / NODES, p % NODES))
+            .map(|p| format!("c{}/s{}", p / nodes, p % nodes))
             .collect();
         let _ = writeln!(
             out,
@@ -985,6 +1362,29 @@ fn context(sh: &Shared, whos: &[usize], from: Instant, to: Instant) -> String {
             sh.at(f.at),
             f.lasting.as_secs_f64(),
             f.detail
+        );
+    }
+    for p in lock(&sh.partitions).iter() {
+        let end = p.healed_at.unwrap_or(p.at + p.lasting);
+        if end < from || p.at > to {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "      partition {}{}: {} from {} to {}; mid-way view {}; {}",
+            p.kind.name(),
+            if p.aimed { " (aimed)" } else { "" },
+            p.kind.describe(p.leader, p.victim),
+            sh.at(p.at),
+            p.healed_at.map_or_else(|| "-".to_owned(), |h| sh.at(h)),
+            p.during
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), ToString::to_string),
+            match &p.whole_after {
+                Some(Ok(d)) => format!("whole {:.1}s after the heal", d.as_secs_f64()),
+                Some(Err(e)) => e.clone(),
+                None => "not healed".to_owned(),
+            }
         );
     }
     for k in lock(&sh.kills).iter() {
@@ -1001,6 +1401,55 @@ fn context(sh: &Shared, whos: &[usize], from: Instant, to: Instant) -> String {
         );
     }
     out
+}
+
+/// The partitions' lines of the summary: how many of each kind, how many aimed, what the
+/// servers saw mid-way, how long the ensemble took to be whole again.
+fn print_partitions(partitions: &[PartitionRecord], skipped: &Tally) {
+    let mut kinds = Tally::new();
+    for p in partitions {
+        bump(&mut kinds, p.kind.name());
+    }
+    print_tally("server partitions", &kinds);
+    let aimed: Vec<&PartitionRecord> = partitions.iter().filter(|p| p.aimed).collect();
+    let mut aimed_kinds = Tally::new();
+    for p in &aimed {
+        bump(&mut aimed_kinds, p.kind.name());
+    }
+    print_tally("  aimed at a long hold's server", &aimed_kinds);
+    let looked: Vec<&View> = partitions
+        .iter()
+        .filter_map(|p| p.during.as_ref())
+        .collect();
+    println!(
+        "  {:<36} {} of {} looked at mid-way (servers' own view: not whole)",
+        "  seen by the servers",
+        looked.iter().filter(|v| !v.is_whole()).count(),
+        looked.len()
+    );
+    let mut whole: Vec<Duration> = partitions
+        .iter()
+        .filter_map(|p| p.whole_after.as_ref()?.as_ref().ok().copied())
+        .collect();
+    whole.sort();
+    let failed: Vec<&String> = partitions
+        .iter()
+        .filter_map(|p| p.whole_after.as_ref()?.as_ref().err())
+        .collect();
+    println!(
+        "  {:<36} median {:.1}s, max {:.1}s ({} not within {:?})",
+        "  whole again after the heal",
+        whole
+            .get(whole.len() / 2)
+            .map_or(0.0, Duration::as_secs_f64),
+        whole.last().map_or(0.0, Duration::as_secs_f64),
+        failed.len(),
+        HEAL_LIMIT
+    );
+    for f in failed.iter().take(SHOWN) {
+        println!("    {f}");
+    }
+    print_tally("  drawn but not injected", skipped);
 }
 
 fn print_tally(label: &str, t: &Tally) {
@@ -1022,41 +1471,56 @@ fn print_tally(label: &str, t: &Tally) {
 pub(crate) fn main(args: &[String]) -> Result<bool, BenchError> {
     let settings = parse(args)?;
     println!(
-        "zkwire soak: seed {:#x} ({}), {} contenders, session timeout {:?}, {}-node ensemble, \
-         target {} acquisitions, hard stop {:.1} min",
+        "zkwire soak: seed {:#x} ({}), {} contenders, session timeout {:?}, {}-node ensemble \
+         (links through relays; tickTime {TICK_MS} ms, syncLimit {SYNC_LIMIT}, initLimit \
+         {INIT_LIMIT}), partitions {}, target {} acquisitions, hard stop {:.1} min",
         settings.seed,
         settings.seed,
         settings.contenders,
         T,
-        NODES,
+        settings.nodes,
+        if settings.no_faults || settings.no_partitions {
+            "off"
+        } else {
+            "on"
+        },
         settings.acquisitions,
         settings.max_run.as_secs_f64() / 60.0
     );
-    eprintln!("starting a {NODES}-node ZooKeeper ensemble…");
-    let ensemble = ZkEnsemble::start(NODES)?;
-    let addrs: Vec<SocketAddr> = (0..NODES)
-        .map(|i| SocketAddr::from((Ipv4Addr::LOCALHOST, ensemble.node_port(i))))
-        .collect();
+    eprintln!(
+        "starting a {}-node partitionable ZooKeeper ensemble…",
+        settings.nodes
+    );
+    let config = ServerConfig::default()
+        .tick_time_ms(TICK_MS)
+        .extra("syncLimit", SYNC_LIMIT)
+        .extra("initLimit", INIT_LIMIT);
+    let ensemble = PartitionedEnsemble::start(settings.nodes, config)?;
+    let addrs: Vec<SocketAddr> = (0..settings.nodes).map(|i| ensemble.node_addr(i)).collect();
     let direct = ensemble.connect_string();
-    let ensemble = Arc::new(StdMutex::new(ensemble));
+    let servers = Arc::new(Servers {
+        ensemble: StdMutex::new(ensemble),
+        turn: Arc::new(AsyncMutex::new(())),
+        addrs,
+    });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let ok = runtime.block_on(soak(settings, addrs, direct, Arc::clone(&ensemble)));
+    let ok = runtime.block_on(soak(settings, direct, Arc::clone(&servers)));
     drop(runtime);
-    drop(ensemble);
+    drop(servers);
     ok
 }
 
 async fn soak(
     settings: Settings,
-    addrs: Vec<SocketAddr>,
     direct: String,
-    ensemble: Arc<StdMutex<ZkEnsemble>>,
+    servers: Arc<Servers>,
 ) -> Result<bool, BenchError> {
+    let nodes = settings.nodes;
     let mut slots = Vec::new();
     for _ in 0..settings.contenders {
-        for addr in &addrs {
+        for addr in &servers.addrs {
             slots.push(Slot {
                 proxy: FaultProxy::start(*addr).await?,
                 busy: AtomicBool::new(false),
@@ -1077,24 +1541,32 @@ async fn soak(
         sessions: AtomicU64::new(0),
         holder: AtomicUsize::new(0),
         long_holder: AtomicUsize::new(0),
+        long_session: AtomicI64::new(0),
+        heavy_quiet_until: StdMutex::new(Instant::now()),
+        partition_on: AtomicBool::new(false),
         long_holds: AtomicU64::new(0),
         store: StdMutex::new(FencedStore::default()),
         tallies: StdMutex::new(Tallies::default()),
         faults: StdMutex::new(Vec::new()),
+        partitions: StdMutex::new(Vec::new()),
         kills: StdMutex::new(Vec::new()),
     });
     eprintln!("ensemble up at {direct}; {} proxies; running…", slots.len());
 
     let mut contenders = JoinSet::new();
     for who in 0..settings.contenders {
-        let cs = (0..NODES)
-            .map(|s| slots[who * NODES + s].proxy.connect_string())
+        let cs = (0..nodes)
+            .map(|s| slots[who * nodes + s].proxy.connect_string())
             .collect::<Vec<_>>()
             .join(",");
         contenders.spawn(contender(who, cs, Arc::clone(&sh)));
     }
-    let injector = tokio::spawn(inject(Arc::clone(&sh), Arc::clone(&slots)));
-    let killer = tokio::spawn(kill_leaders(Arc::clone(&sh), Arc::clone(&ensemble)));
+    let injector = tokio::spawn(inject(
+        Arc::clone(&sh),
+        Arc::clone(&slots),
+        Arc::clone(&servers),
+    ));
+    let killer = tokio::spawn(kill_leaders(Arc::clone(&sh), Arc::clone(&servers)));
     let progress = tokio::spawn(report_progress(Arc::clone(&sh)));
 
     let hard_stop = sh.t0 + settings.max_run;
@@ -1116,6 +1588,18 @@ async fn soak(
     for slot in slots.iter() {
         slot.proxy.heal();
     }
+    // Every link healed and the ensemble whole, for the closes and the orphan listing.
+    let srv = Arc::clone(&servers);
+    let whole_at_end = tokio::task::spawn_blocking(move || {
+        let ensemble = srv.ensemble();
+        ensemble.heal();
+        ensemble
+            .wait_healed(HEAL_LIMIT)
+            .map(|leader| format!("whole, leader node {leader}"))
+            .map_err(|e| wait_failure(&e))
+    })
+    .await
+    .unwrap_or_else(|e| Err(format!("the heal task failed: {e}")));
     let mut ends = Vec::new();
     let _ = tokio::time::timeout(WIND_DOWN, async {
         while let Some(end) = contenders.join_next().await {
@@ -1140,6 +1624,7 @@ async fn soak(
     let tallies = std::mem::take(&mut *sh.tallies());
     let faults = lock(&sh.faults).clone();
     let kills = lock(&sh.kills).clone();
+    let partitions = lock(&sh.partitions).clone();
     let mut by_kind: BTreeMap<Fault, (u64, u64)> = BTreeMap::new();
     for f in &faults {
         let e = by_kind.entry(f.kind).or_default();
@@ -1192,15 +1677,16 @@ async fn soak(
         .collect();
     println!(
         "  {:<36} {} ({})",
-        "faults injected",
+        "proxy faults injected",
         faults.len(),
         kinds.join(", ")
     );
     println!(
         "  {:<36} {}",
-        "heavy faults aimed at a long hold",
+        "  heavy ones aimed at a long hold",
         faults.iter().filter(|f| f.aimed).count()
     );
+    print_partitions(&partitions, &tallies.partitions_skipped);
     println!(
         "  {:<36} {} connections reset, {} client frames dropped, {} overflow cuts",
         "proxy counters",
@@ -1222,6 +1708,9 @@ async fn soak(
             sh.at(k.killed_at),
             k.outcome
         );
+    }
+    if let Err(e) = &whole_at_end {
+        println!("  {:<36} {e}", "ensemble at the end");
     }
     println!(
         "  {:<36} {} (of {} sessions opened)",
@@ -1335,7 +1824,9 @@ async fn soak(
 
 /// The children of the lock directory, seen from a fresh session to the ensemble itself.
 async fn list_orphans(direct: &str) -> Result<Vec<String>, String> {
-    let opening = Client::builder().with_session_timeout(T).connect(direct);
+    let opening = zkwire_testing::support::builder()
+        .with_session_timeout(T)
+        .connect(direct);
     let client = match tokio::time::timeout(CONNECT_ATTEMPT * 2, opening).await {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => return Err(e.to_string()),
