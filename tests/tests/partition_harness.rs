@@ -526,3 +526,46 @@ async fn link_relay_faults() {
     assert_eq!(read_n(&mut server, expected.len()).await, expected);
     assert_eq!(relay.counts().rewrites, 1);
 }
+
+/// The premises of the lease argument (docs/lease.md, steps 4 and 5), shown on real servers:
+/// a follower cut off from the leader still answers a read of ours for as long as it has not
+/// noticed (syncLimit × tickTime), so an answer proves nothing about what the leader knows;
+/// a `sync` sent to it in that window is not answered, since only the leader can answer it.
+#[test]
+fn a_follower_cut_off_answers_reads_but_not_syncs() {
+    let e = fixture();
+    let leader = e.leader().expect("a leader");
+    let follower = a_follower(&e, leader);
+    let cs = e.node_connect_string(follower);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        // T = 30 s: the client's own lease syncs go out 4.5 s apart; the first one (at once)
+        // is answered before the cut, so none of ours is queued ahead of the requests below.
+        let client = zkwire::Client::builder()
+            .with_server_tick(Duration::from_millis(200))
+            .with_session_timeout(Duration::from_secs(30))
+            .connect(&cs)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        e.isolate(follower, LinkFault::Blackhole);
+        let cut = Instant::now();
+        let read = tokio::time::timeout(Duration::from_millis(400), client.exists("/")).await;
+        assert!(
+            matches!(read, Ok(Ok(Some(_)))),
+            "the cut-off follower answered a read: {read:?}"
+        );
+        let answered = cut.elapsed();
+        let sync = tokio::time::timeout(Duration::from_millis(500), client.sync("/")).await;
+        assert!(sync.is_err(), "a sync came back from a cut-off follower: {sync:?}");
+        println!(
+            "read answered {answered:?} after the cut; sync unanswered for 500 ms \
+             (the follower notices after {:?})",
+            e.sync_timeout()
+        );
+        drop(client);
+    });
+}

@@ -281,15 +281,17 @@ impl Client {
     /// from the quorum and still answer us for a while, so its answers count only once the
     /// leader has vouched for them: the client sends a `sync` every sixth of the session
     /// timeout or so, and each one answered vouches for what was answered two server ticks
-    /// before it ([`ClientBuilder::with_server_tick`]). On a healthy session the deadline is
-    /// therefore never more than [`lease_staleness`](Self::lease_staleness) behind
-    /// `now + T`. Notifications never move it, since the server sends them without hearing
+    /// before it ([`ClientBuilder::with_server_tick`]). On a healthy session the deadline
+    /// therefore stays about [`lease_staleness`](Self::lease_staleness) (plus round trips)
+    /// behind `now + T`, T being the smallest session timeout negotiated in the session.
+    /// Notifications never move it, since the server sends them without hearing
     /// from us; a late reply moves it only to its own request's send instant. The reasoning,
     /// step by step, is in the repository's `docs/lease.md`.
     ///
     /// `None` until the leader has vouched for the session and once the session has ended.
-    /// While disconnected it stays where it was: the leader's clock runs on. It never moves
-    /// back while the session lasts.
+    /// While disconnected it stays where it was: the leader's clock runs on. It moves back
+    /// only when a reconnect negotiates a smaller session timeout (the server then re-times
+    /// the session with it).
     ///
     /// ```no_run
     /// # async fn run(client: zkwire::Client) {
@@ -321,8 +323,12 @@ impl Client {
     /// ```
     pub async fn lease_expiring(&self, margin: Duration) -> Option<Duration> {
         loop {
-            // Read afresh after every sleep: within a session the deadline only moves
-            // forward, so a sleep to an earlier reading can wake early, never late.
+            // Listen before reading: a deadline that moves back (a smaller session timeout
+            // after a reconnect) wakes the sleep below; one that moves forward is read
+            // afresh when it ends.
+            let moved_back = self.inner.shared.lease_moved_back.notified();
+            tokio::pin!(moved_back);
+            moved_back.as_mut().enable();
             let deadline = self.lease_deadline()?;
             let at = deadline.checked_sub(margin)?;
             let now = tokio::time::Instant::now().into_std();
@@ -331,7 +337,10 @@ impl Client {
                 let timeout = self.session_timeout();
                 return timeout.map(|t| (now + t).saturating_duration_since(deadline));
             }
-            tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
+            tokio::select! {
+                () = tokio::time::sleep_until(tokio::time::Instant::from_std(at)) => {}
+                () = &mut moved_back => {}
+            }
         }
     }
 

@@ -72,6 +72,9 @@ pub(crate) struct Shared {
     /// The session's lease deadline ([`Session::lease_deadline`]) as nanoseconds after
     /// `epoch`, [`NO_LEASE`] when there is none.
     lease_nanos: AtomicU64,
+    /// Woken whenever the published lease deadline moves back (a smaller session timeout
+    /// negotiated, the session ended): a sleep until an earlier reading must wake.
+    pub(crate) lease_moved_back: tokio::sync::Notify,
     epoch: std::time::Instant,
 }
 
@@ -112,6 +115,7 @@ impl Shared {
             connect_error: watch::Sender::new(None),
             host_failures: Mutex::new(Vec::new()),
             lease_nanos: AtomicU64::new(NO_LEASE),
+            lease_moved_back: tokio::sync::Notify::new(),
             epoch,
         }
     }
@@ -131,7 +135,11 @@ impl Shared {
                 .unwrap_or(NO_LEASE - 1)
                 .min(NO_LEASE - 1)
         });
-        self.lease_nanos.store(nanos, Ordering::Release);
+        let before = self.lease_nanos.swap(nanos, Ordering::AcqRel);
+        // NO_LEASE is the largest value: a lease that ends counts as moving back too.
+        if before != NO_LEASE && (nanos < before || nanos == NO_LEASE) {
+            self.lease_moved_back.notify_waiters();
+        }
     }
 }
 

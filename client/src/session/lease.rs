@@ -11,16 +11,19 @@
 //!   answered a leader ping in between, carrying the touch, and the leader read that answer
 //!   before the vouch. A leader cut off from its quorum steps down within P of the moment a
 //!   new leader can start, and a new leader restarts every session's clock when it starts;
-//! - the lease deadline is the newest vouched touch's send instant plus the T it was sent
-//!   under. Without a relay bound (a caller that trusts the server it talks to) every touch
-//!   counts at once.
+//! - the lease deadline is the newest vouched touch's send instant plus the *smallest* T
+//!   negotiated in the session: a server re-times the session to now + T at every touch, so
+//!   a smaller T from a reconnect can bring the expiry forward, and a new leader restarts
+//!   the session with the T of its creation. Without a relay bound (a caller that trusts
+//!   the server it talks to) every touch counts at once.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-/// The most touches kept while they wait for a vouch. Touches are kept at least P/8 apart,
-/// so this covers 4·P of history: the touch a vouch needs (answered P before it) is always
-/// among them. Dropping one only ever makes the lease shorter.
+/// The most touches kept while they wait for a vouch. A touch replaces the one before it
+/// unless P/8 has passed since the one before that, so this covers about 2·P of history:
+/// the touch a vouch needs (answered P before it) is among them unless the vouch's answer
+/// took longer than about P. Dropping one only ever makes the lease shorter.
 const MAX_TOUCHES: usize = 32;
 
 /// Our own `sync`s in flight at once. Two keep the pace when answers are slower than the
@@ -33,8 +36,6 @@ const MAX_VOUCHES_IN_FLIGHT: u8 = 2;
 struct Touch {
     sent: Instant,
     answered: Instant,
-    /// `sent` plus the session timeout it was sent under.
-    deadline: Instant,
 }
 
 /// The lease's bookkeeping (see the module docs).
@@ -46,6 +47,8 @@ pub(crate) struct Lease {
     touches: VecDeque<Touch>,
     /// The newest vouched touch.
     vouched: Option<Touch>,
+    /// The smallest session timeout negotiated in this session.
+    timeout: Option<Duration>,
     /// The send instant of the newest vouching request (ours or the caller's).
     last_vouch: Option<Instant>,
     /// Our own `sync`s in flight (at most [`MAX_VOUCHES_IN_FLIGHT`]).
@@ -58,27 +61,28 @@ impl Lease {
             relay,
             touches: VecDeque::new(),
             vouched: None,
+            timeout: None,
             last_vouch: None,
             vouches_in_flight: 0,
         }
     }
 
-    /// The lease deadline: the newest vouched touch's send instant plus its T.
+    /// The lease deadline: the newest vouched touch's send instant plus the smallest T the
+    /// session has had. It moves back only when a smaller T is negotiated.
     pub(crate) fn deadline(&self) -> Option<Instant> {
-        self.vouched.map(|t| t.deadline)
+        self.vouched?.sent.checked_add(self.timeout?)
+    }
+
+    /// A handshake negotiated `timeout` for the session.
+    pub(crate) fn negotiated(&mut self, timeout: Duration) {
+        self.timeout = Some(self.timeout.map_or(timeout, |t| t.min(timeout)));
     }
 
     /// A read/write server answered at `answered` a request we sent at `sent`, under session
     /// timeout `timeout`.
     pub(crate) fn touched(&mut self, sent: Instant, answered: Instant, timeout: Duration) {
-        let Some(deadline) = sent.checked_add(timeout) else {
-            return;
-        };
-        let touch = Touch {
-            sent,
-            answered,
-            deadline,
-        };
+        self.negotiated(timeout);
+        let touch = Touch { sent, answered };
         let Some(relay) = self.relay else {
             return self.vouch(touch);
         };
@@ -120,17 +124,15 @@ impl Lease {
     /// The leader itself handled a request we sent at `sent` under `timeout`, and a quorum
     /// agreed to it (the creation of a new session).
     pub(crate) fn vouched_directly(&mut self, sent: Instant, timeout: Duration) {
-        if let Some(deadline) = sent.checked_add(timeout) {
-            self.vouch(Touch {
-                sent,
-                answered: sent,
-                deadline,
-            });
-        }
+        self.negotiated(timeout);
+        self.vouch(Touch {
+            sent,
+            answered: sent,
+        });
     }
 
     fn vouch(&mut self, touch: Touch) {
-        if self.vouched.is_none_or(|v| touch.deadline > v.deadline) {
+        if self.vouched.is_none_or(|v| touch.sent > v.sent) {
             self.vouched = Some(touch);
         }
     }
@@ -232,13 +234,21 @@ mod tests {
         assert_eq!(lease.vouch_at(ms(100)), None, "no syncs are needed");
     }
 
+    /// A server re-times the session at every touch with the T of that connection, so a
+    /// smaller T negotiated later can bring the expiry forward: the smallest T counts.
     #[test]
-    fn a_smaller_timeout_later_does_not_shorten_an_earlier_touch() {
+    fn a_smaller_timeout_later_shortens_the_lease() {
         let t0 = Instant::now();
         let mut lease = Lease::new(None);
         lease.touched(t0, t0, T);
         lease.touched(t0 + ms(10), t0 + ms(20), ms(1000));
-        assert_eq!(lease.deadline(), Some(t0 + T));
+        assert_eq!(lease.deadline(), Some(t0 + ms(1010)));
+        lease.touched(t0 + ms(30), t0 + ms(40), T);
+        assert_eq!(
+            lease.deadline(),
+            Some(t0 + ms(1030)),
+            "the smallest T stays"
+        );
     }
 
     #[test]
