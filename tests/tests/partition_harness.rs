@@ -560,7 +560,10 @@ fn a_follower_cut_off_answers_reads_but_not_syncs() {
         );
         let answered = cut.elapsed();
         let sync = tokio::time::timeout(Duration::from_millis(500), client.sync("/")).await;
-        assert!(sync.is_err(), "a sync came back from a cut-off follower: {sync:?}");
+        assert!(
+            sync.is_err(),
+            "a sync came back from a cut-off follower: {sync:?}"
+        );
         println!(
             "read answered {answered:?} after the cut; sync unanswered for 500 ms \
              (the follower notices after {:?})",
