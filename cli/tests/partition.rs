@@ -33,9 +33,8 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{command, finish, running, scratch, Out};
-use zkwire_testing::partition::{HoldScenario as Scenario, PartitionedEnsemble};
+use zkwire_testing::partition::{partition_config, HoldScenario as Scenario, PartitionedEnsemble};
 use zkwire_testing::rng::SplitMix64;
-use zkwire_testing::server::ServerConfig;
 
 const NODES: usize = 3;
 const TRIALS: u64 = 5;
@@ -73,11 +72,7 @@ const CONTENDER: &str = r#"date +%s%N > "$0/contender-start""#;
 fn ensemble() -> MutexGuard<'static, PartitionedEnsemble> {
     static ENSEMBLE: OnceLock<Mutex<PartitionedEnsemble>> = OnceLock::new();
     let cell = ENSEMBLE.get_or_init(|| {
-        let config = ServerConfig::default()
-            .tick_time_ms(200)
-            .extra("syncLimit", "5")
-            .extra("initLimit", "10");
-        let ensemble = PartitionedEnsemble::start(NODES, config)
+        let ensemble = PartitionedEnsemble::start(NODES, partition_config(200))
             .unwrap_or_else(|e| panic!("a partitionable 3-node ensemble: {e}"));
         Mutex::new(ensemble)
     });

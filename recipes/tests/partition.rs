@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 use tokio::task::block_in_place;
 use zkwire::Client;
 use zkwire_recipes::{lease_margin, LockError, LostReason, Mutex};
-use zkwire_testing::partition::{HoldScenario as Scenario, PartitionedEnsemble};
+use zkwire_testing::partition::{partition_config, HoldScenario as Scenario, PartitionedEnsemble};
 use zkwire_testing::rng::SplitMix64;
-use zkwire_testing::server::{four_letter_word, ServerConfig};
+use zkwire_testing::server::four_letter_word;
 
 const NODES: usize = 3;
 const HEAL_LIMIT: Duration = Duration::from_secs(60);
@@ -67,13 +67,7 @@ fn ensemble() -> StdMutexGuard<'static, PartitionedEnsemble> {
     static ENSEMBLE: OnceLock<StdMutex<PartitionedEnsemble>> = OnceLock::new();
     let cell = ENSEMBLE.get_or_init(|| {
         let tick = u32::try_from(params().tick.as_millis()).unwrap_or(u32::MAX);
-        let config = ServerConfig::default()
-            .tick_time_ms(tick)
-            .min_session_timeout_ms(2 * tick)
-            .max_session_timeout_ms(60_000)
-            .extra("syncLimit", "5")
-            .extra("initLimit", "10");
-        let ensemble = PartitionedEnsemble::start(NODES, config)
+        let ensemble = PartitionedEnsemble::start(NODES, partition_config(tick))
             .unwrap_or_else(|e| panic!("a partitionable 3-node ensemble: {e}"));
         StdMutex::new(ensemble)
     });

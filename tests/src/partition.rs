@@ -1576,6 +1576,18 @@ fn limit(config: &ServerConfig, key: &str) -> Option<u32> {
         .and_then(|(_, v)| v.trim().parse().ok())
 }
 
+/// The servers' configuration the partition tests share: tickTime `tick_ms`, syncLimit 5 (a
+/// silent link is noticed after 5 ticks), initLimit 10, session timeouts from 2 ticks to
+/// 60 s.
+pub fn partition_config(tick_ms: u32) -> ServerConfig {
+    ServerConfig::default()
+        .tick_time_ms(tick_ms)
+        .min_session_timeout_ms(tick_ms.saturating_mul(2))
+        .max_session_timeout_ms(60_000)
+        .extra("syncLimit", "5")
+        .extra("initLimit", "10")
+}
+
 /// The partitions a lock holder is tested under (docs/faults.md #28): which server the
 /// holder talks to, and what is cut.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -24,10 +24,7 @@ const DETECT_SLACK: Duration = Duration::from_secs(4);
 
 /// tickTime 200 ms, syncLimit 5 (a silent link is noticed after 1 s), initLimit 10.
 fn config() -> ServerConfig {
-    ServerConfig::default()
-        .tick_time_ms(200)
-        .extra("syncLimit", "5")
-        .extra("initLimit", "10")
+    zkwire_testing::partition::partition_config(200)
 }
 
 static SHARED: OnceLock<Mutex<PartitionedEnsemble>> = OnceLock::new();
