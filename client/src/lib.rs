@@ -98,6 +98,7 @@
 mod client;
 mod connect_string;
 pub mod error;
+mod extensions;
 #[cfg(any(fuzzing, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;

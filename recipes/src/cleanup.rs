@@ -22,19 +22,22 @@
 //! that keeps failing (an ACL that never lets it delete) keeps the session, and its ephemeral
 //! node, until the session ends, even after the application dropped its own handles.
 //!
-//! There is one worker per session id, spawned when a job arrives and ending when the queue
-//! is empty, so it never keeps an idle client (and its session) alive. Jobs hold the client
-//! clone they need; jobs run one at a time, which is what a single ZooKeeper session does
+//! There is one worker per client, spawned when a job arrives and ending when the queue is
+//! empty, so it never keeps an idle client (and its session) alive. The queue lives in the
+//! client's coordinator for as long as the worker runs; a worker dropped before it could run
+//! (its runtime shut down) drops the jobs left with it, whose nodes then live until the
+//! session ends. Jobs run one at a time, which is what a single ZooKeeper session does
 //! anyway.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use zkwire::{path, Backoff, Client, Error};
 
+use crate::coordinator::Coordinator;
 use crate::guid::owned_by_guid;
 use crate::poll::ready_now;
 
@@ -101,26 +104,34 @@ struct Queued {
 #[derive(Default)]
 struct Queue {
     jobs: VecDeque<Queued>,
-    /// A worker exists (spawned, maybe not polled yet) for this session.
+    /// A worker exists (spawned, maybe not polled yet) for this client.
     running: bool,
     /// The worker holds a job taken off `jobs` (running it, or waiting to retry it).
     active: bool,
 }
 
-type Registry = Mutex<HashMap<i64, Queue>>;
+/// The cleanup queue of one client, in its coordinator.
+#[derive(Default)]
+pub(crate) struct Jobs(Mutex<Queue>);
 
-fn registry() -> &'static Registry {
-    static REGISTRY: OnceLock<Registry> = OnceLock::new();
-    REGISTRY.get_or_init(Registry::default)
+impl Jobs {
+    /// The queue of `client` (created if no worker holds one).
+    fn of(client: &Client) -> Arc<Self> {
+        // One queue per client: the key names nothing else.
+        Coordinator::of(client).state::<Self>("")
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
-/// Hands `job` to the worker of `client`'s session, starting it if needed.
+/// Hands `job` to the worker of `client`, starting it if needed.
 ///
 /// A client that never had a session (id 0) has nothing on the server to clean up. Outside
 /// a tokio runtime nothing can run: the node then lives until the session ends.
 pub(crate) fn enqueue(client: &Client, job: Job) {
-    let session = client.session_id();
-    if session == 0 {
+    if client.session_id() == 0 {
         return;
     }
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -130,9 +141,9 @@ pub(crate) fn enqueue(client: &Client, job: Job) {
         );
         return;
     };
+    let jobs = Jobs::of(client);
     let start = {
-        let mut queues = registry().lock().unwrap_or_else(PoisonError::into_inner);
-        let queue = queues.entry(session).or_default();
+        let mut queue = jobs.lock();
         queue.jobs.push_back(Queued {
             client: client.clone(),
             job,
@@ -145,22 +156,17 @@ pub(crate) fn enqueue(client: &Client, job: Job) {
         // The guard exists before the task does: if the task is dropped without ever being
         // polled (its runtime shuts down first), dropping the guard still clears `running`,
         // so that the next job starts a new worker.
-        let running = Running {
-            session,
-            ended: false,
-        };
-        runtime.spawn(run(running));
+        runtime.spawn(run(Running { jobs, ended: false }));
     }
 }
 
-/// The number of jobs not done yet for `session`, the one in progress included (for tests
+/// The number of jobs not done yet for `client`, the one in progress included (for tests
 /// and monitoring).
 #[cfg(test)]
-pub(crate) fn pending(session: i64) -> usize {
-    let queues = registry().lock().unwrap_or_else(PoisonError::into_inner);
-    queues
-        .get(&session)
-        .map_or(0, |q| q.jobs.len() + usize::from(q.active))
+pub(crate) fn pending(client: &Client) -> usize {
+    let queue = Jobs::of(client);
+    let queue = queue.lock();
+    queue.jobs.len() + usize::from(queue.active)
 }
 
 /// What became of one attempt at a job.
@@ -174,18 +180,15 @@ enum Outcome {
 }
 
 async fn run(mut running: Running) {
-    let session = running.session;
+    let jobs = Arc::clone(&running.jobs);
     loop {
         let next = {
-            let mut queues = registry().lock().unwrap_or_else(PoisonError::into_inner);
-            let next = queues.get_mut(&session).and_then(|q| {
-                let next = q.jobs.pop_front();
-                q.active = next.is_some();
-                next
-            });
+            let mut queue = jobs.lock();
+            let next = queue.jobs.pop_front();
+            queue.active = next.is_some();
             if next.is_none() {
-                queues.remove(&session);
-                // Another worker may own a new entry from now on: leave it alone.
+                queue.running = false;
+                // Another worker may own the queue from now on: leave its flags alone.
                 running.ended = true;
             }
             next
@@ -199,8 +202,7 @@ async fn run(mut running: Running) {
                 Outcome::RetryNow(pause) => tokio::time::sleep(pause).await,
                 Outcome::RetryLater(pause) => {
                     {
-                        let mut queues = registry().lock().unwrap_or_else(PoisonError::into_inner);
-                        let queue = queues.entry(session).or_default();
+                        let mut queue = jobs.lock();
                         queue.jobs.push_back(queued);
                         queue.active = false;
                     }
@@ -273,11 +275,11 @@ async fn sweep(client: &Client, dir: &str, prefix: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// Marks the worker of a session as gone if it is dropped before it ended (its runtime shut
-/// down, perhaps before it was ever polled), so that the next job starts a new one. The job
-/// it held, if any, is dropped with it.
+/// The worker's hold on its client's queue. Dropped before the worker ended (its runtime
+/// shut down, perhaps before it was ever polled), it marks the worker as gone, so that the
+/// next job starts a new one. The job it held, if any, is dropped with it.
 struct Running {
-    session: i64,
+    jobs: Arc<Jobs>,
     ended: bool,
 }
 
@@ -286,11 +288,9 @@ impl Drop for Running {
         if self.ended {
             return;
         }
-        let mut queues = registry().lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(q) = queues.get_mut(&self.session) {
-            q.running = false;
-            q.active = false;
-        }
+        let mut queue = self.jobs.lock();
+        queue.running = false;
+        queue.active = false;
     }
 }
 
@@ -314,10 +314,10 @@ mod tests {
         CreateOptions::new(CreateMode::Persistent)
     }
 
-    /// Polls (for up to 10 s) until `path` is gone and `session` has at most `left` jobs.
-    async fn wait_done(client: &Client, session: i64, path: &str, left: usize) {
+    /// Polls (for up to 10 s) until `path` is gone and `client` has at most `left` jobs.
+    async fn wait_done(client: &Client, path: &str, left: usize) {
         let deadline = Instant::now() + Duration::from_secs(10);
-        while (pending(session) > left || client.exists(path).await.unwrap().is_some())
+        while (pending(client) > left || client.exists(path).await.unwrap().is_some())
             && Instant::now() < deadline
         {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -325,50 +325,43 @@ mod tests {
     }
 
     /// A worker whose task is dropped before its first poll (its runtime shut down right
-    /// after `enqueue` spawned it) must not leave the session marked as having a worker:
-    /// the next job, on another runtime, gets one and runs.
+    /// after `enqueue` spawned it) must not leave the client marked as having a worker: the
+    /// next job, on another runtime, gets one and runs.
     #[test]
     fn a_worker_dropped_unpolled_does_not_block_later_jobs() {
-        let first = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let (cs, session, passwd) = first.block_on(async {
-            let cs = fresh_chroot("cleanup_unpolled").await;
-            let a = Client::connect(&cs).await.unwrap();
-            a.create("/first", b"", &persistent()).await.unwrap();
-            a.create("/second", b"", &persistent()).await.unwrap();
-            // No await after this: the worker is spawned but never polled on this runtime.
-            enqueue(&a, Job::Delete("/first".into()));
-            (cs, a.session_id(), a.session_password())
-        });
-        drop(first);
-        assert_eq!(pending(session), 1, "the first job is still queued");
-
-        let second = tokio::runtime::Builder::new_multi_thread()
+        let main = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .unwrap();
-        second.block_on(async {
-            // The same session, resumed by a client of the new runtime.
-            let b = zkwire_testing::support::builder()
-                .with_session(session, passwd)
-                .connect(&cs)
-                .await
-                .unwrap();
-            assert_eq!(b.session_id(), session);
-            enqueue(&b, Job::Delete("/second".into()));
-            wait_done(&b, session, "/second", 0).await;
+        let a = main.block_on(async {
+            let cs = fresh_chroot("cleanup_unpolled").await;
+            let a = Client::connect(&cs).await.unwrap();
+            a.create("/first", b"", &persistent()).await.unwrap();
+            a.create("/second", b"", &persistent()).await.unwrap();
+            a
+        });
+        let first = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        // No await after this: the worker is spawned on `first` but never polled there.
+        first.block_on(async { enqueue(&a, Job::Delete("/first".into())) });
+        drop(first);
+        // The worker went with its runtime, and its job with it.
+        assert_eq!(pending(&a), 0, "no job left behind a dead worker");
+
+        main.block_on(async {
+            enqueue(&a, Job::Delete("/second".into()));
+            wait_done(&a, "/second", 0).await;
             assert_eq!(
-                b.exists("/second").await.unwrap(),
+                a.exists("/second").await.unwrap(),
                 None,
                 "the later job ran"
             );
-            // The first job's client died with its runtime: that job ended, nothing waits.
-            assert_eq!(pending(session), 0);
-            b.delete("/first", None).await.unwrap();
-            b.close().await.unwrap();
+            assert!(a.exists("/first").await.unwrap().is_some(), "dropped, not run");
+            a.delete("/first", None).await.unwrap();
+            a.close().await.unwrap();
         });
     }
 
@@ -379,7 +372,6 @@ mod tests {
     async fn a_refused_delete_is_retried_until_it_succeeds() {
         let cs = fresh_chroot("cleanup_noauth").await;
         let a = Client::connect(&cs).await.unwrap();
-        let session = a.session_id();
         a.create("/dir", b"", &persistent()).await.unwrap();
         let ephemeral = CreateOptions::new(CreateMode::Ephemeral);
         a.create("/dir/node", b"", &ephemeral).await.unwrap();
@@ -393,21 +385,21 @@ mod tests {
 
         enqueue(&a, Job::Delete("/dir/node".into()));
         enqueue(&a, Job::Delete("/other".into()));
-        wait_done(&a, session, "/other", 1).await;
+        wait_done(&a, "/other", 1).await;
         assert_eq!(a.exists("/other").await.unwrap(), None, "not held up");
         // Long enough for several attempts (50, 100, 200, 400 ms ... apart).
         tokio::time::sleep(Duration::from_millis(1500)).await;
         assert!(a.exists("/dir/node").await.unwrap().is_some());
-        assert_eq!(pending(session), 1, "the refused job is still pending");
+        assert_eq!(pending(&a), 1, "the refused job is still pending");
 
         a.set_acl("/dir", &Acl::open_unsafe(), None).await.unwrap();
-        wait_done(&a, session, "/dir/node", 0).await;
+        wait_done(&a, "/dir/node", 0).await;
         assert_eq!(
             a.exists("/dir/node").await.unwrap(),
             None,
             "deleted at last"
         );
-        assert_eq!(pending(session), 0);
+        assert_eq!(pending(&a), 0);
         a.close().await.unwrap();
     }
 }

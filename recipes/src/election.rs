@@ -69,11 +69,7 @@ impl LeaderElection {
     ) -> Self {
         let options = options.with_data(id.into().into_bytes());
         Self {
-            dir: Dir {
-                client,
-                path: path.into(),
-                options,
-            },
+            dir: Dir::new(client, path.into(), options),
         }
     }
 

@@ -82,6 +82,25 @@ pub(crate) struct Dir {
 }
 
 impl Dir {
+    /// The directory `path` of `client`'s locks; a trailing `/` is another spelling of the
+    /// same directory and is dropped, so that both spellings name one lock.
+    pub(crate) fn new(client: Client, path: String, options: LockOptions) -> Self {
+        Self {
+            client,
+            path: dir_path(path),
+            options,
+        }
+    }
+
+    /// The directory as the server sees it (chroot resolved): the key of the lock's
+    /// in-process state, the same for every handle of the client.
+    ///
+    /// # Errors
+    /// [`LockError::Client`] with [`Error::InvalidPath`].
+    pub(crate) fn server_path(&self) -> Result<String, LockError> {
+        Ok(self.client.server_path(&self.path)?)
+    }
+
     /// The contenders in the directory now, in lock order (none if it does not exist).
     pub(crate) async fn contenders(&self, markers: &[&str]) -> Result<Vec<Contender>, LockError> {
         let children = match self.client.get_children(&self.path).await {
@@ -90,6 +109,15 @@ impl Dir {
             Err(e) => return Err(e.into()),
         };
         sort_children(children, markers, self.options.foreign_children)
+    }
+}
+
+/// A lock directory's path without a trailing `/` (the root excepted): `/a/b/` and `/a/b`
+/// name one directory, and so one lock.
+pub(crate) fn dir_path(path: String) -> String {
+    match path.strip_suffix('/') {
+        Some(trimmed) if !trimmed.is_empty() => trimmed.to_owned(),
+        _ => path,
     }
 }
 
@@ -826,9 +854,8 @@ mod tests {
         let theirs = plant(&b, &attempt.prefix).await;
         attempt.unsure = true;
         drop(attempt);
-        let session = dir.client.session_id();
         let deadline = Instant::now() + Duration::from_secs(5);
-        while (pending_or_present(&dir.client, &ours, session).await) && Instant::now() < deadline {
+        while (pending_or_present(&dir.client, &ours).await) && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert_eq!(dir.client.exists(&ours).await.unwrap(), None, "swept");
@@ -836,11 +863,11 @@ mod tests {
             dir.client.exists(&theirs).await.unwrap().is_some(),
             "another session's node is kept"
         );
-        assert_eq!(cleanup::pending(session), 0);
+        assert_eq!(cleanup::pending(&dir.client), 0);
     }
 
-    async fn pending_or_present(client: &Client, path: &str, session: i64) -> bool {
-        cleanup::pending(session) > 0 || client.exists(path).await.unwrap().is_some()
+    async fn pending_or_present(client: &Client, path: &str) -> bool {
+        cleanup::pending(client) > 0 || client.exists(path).await.unwrap().is_some()
     }
 
     /// The listing sent in the create's write always shows our node, while another session

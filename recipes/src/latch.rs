@@ -115,11 +115,7 @@ impl LeaderLatch {
         let (status, _) = watch::channel(Status::Idle);
         Self {
             shared: Arc::new(Shared {
-                dir: Dir {
-                    client,
-                    path: path.into(),
-                    options,
-                },
+                dir: Dir::new(client, path.into(), options),
                 id,
                 status,
                 task: StdMutex::new(None),

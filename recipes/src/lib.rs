@@ -110,6 +110,7 @@
 
 mod cache;
 mod cleanup;
+mod coordinator;
 mod counter;
 mod election;
 mod error;
@@ -123,6 +124,7 @@ mod options;
 mod poll;
 mod revoke;
 mod rwlock;
+mod scope;
 mod semaphore;
 mod sequence;
 

@@ -7,11 +7,13 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 use zkwire::Client;
 
+use crate::coordinator::Coordinator;
 use crate::error::LockError;
 use crate::hold::Hold;
 use crate::internals::{acquire, deadline_after, Contest, Dir, Outcome};
-use crate::local::{Gate, Owner, Registration, Registry};
+use crate::local::Gate;
 use crate::options::LockOptions;
+use crate::scope;
 use crate::sequence::MUTEX_MARKERS;
 
 /// A distributed mutex on a ZooKeeper path, interoperable with Curator's `InterProcessMutex`
@@ -21,22 +23,29 @@ use crate::sequence::MUTEX_MARKERS;
 /// containers); the node whose key (the text after the last `lock-`) sorts first holds the
 /// lock, and every other contender watches only its immediate predecessor.
 ///
-/// # Reentrancy and the local queue
-/// The holder is the **tokio task** (as Curator's is the thread; outside a task, inside
-/// `block_on`, the thread). A task that holds the lock and locks it again gets a nested guard
-/// at once, with no request: nested guards share the node, [`lost`](MutexGuard::lost) and
-/// the fencing token, and the node is deleted when the last of them is released or
-/// dropped. Re-entering a hold that was lost fails with [`LockError::Lost`]. Futures that one
-/// task polls concurrently (`join!`, `select!`) are the same holder: spawn tasks for
-/// contenders that must exclude each other.
+/// # Reentrancy
+/// A hold is re-entered through its guard, never by who happens to call:
+/// [`MutexGuard::lock_again`] returns a nested guard at once, and inside
+/// [`MutexGuard::scope`] every acquire of the same lock (this client, this path, through any
+/// handle) does. Nested guards send nothing, share the node, [`lost`](MutexGuard::lost) and
+/// the fencing token, and the node is deleted when the last of them is released or dropped.
+/// Re-entering a hold that was lost fails with [`LockError::Lost`]. Outside a scope an
+/// acquire is a new contender, whichever task makes it: as with `tokio::sync::Mutex`, a task
+/// that locks again while its own guard is alive waits for that guard. A scope is Curator's
+/// per-thread reentrancy made explicit; it cannot be fooled by moving a guard to another task
+/// (docs/recipes.md, "Reentrancy").
 ///
-/// Tasks of one process contend first in process: contenders of one session on one path
-/// (through one `Mutex`, its clones, or another `Mutex` of the same client and path) queue
-/// FIFO, and only the head of that queue creates a node and contends in ZooKeeper. A process
-/// so has at most one node and one watch per lock and session. Every grant goes back to
-/// ZooKeeper: when a holder releases, the next local waiter creates a new node at the end of
-/// the distributed queue, so other processes keep their turn. Separate clients (sessions) of
-/// one process contend through ZooKeeper like separate processes.
+/// # The local queue
+/// Tasks of one client contend first in process: contenders of one client on one lock
+/// (through one `Mutex`, its clones, another `Mutex` of the same client and path, a chroot
+/// handle, or the path spelled with a trailing `/`) queue FIFO, and only the head of that
+/// queue creates a node and contends in ZooKeeper. A client so has at most one node and one
+/// watch per lock. Every grant goes back to ZooKeeper: when a holder releases, the next local
+/// waiter creates a new node at the end of the distributed queue, so other processes keep
+/// their turn. The queue outlives a session renewal: a guard of the old session keeps its
+/// place until it is dropped, so tasks of one process never overlap even when the session's
+/// hold was lost. Separate clients (sessions) of one process contend through ZooKeeper like
+/// separate processes.
 ///
 /// ```no_run
 /// # async fn run(client: zkwire::Client) -> Result<(), zkwire_recipes::LockError> {
@@ -82,11 +91,7 @@ impl Mutex {
     /// A mutex on `path` with `options` (node data, ACLs, foreign-child policy, grace).
     pub fn with_options(client: Client, path: impl Into<String>, options: LockOptions) -> Self {
         Self {
-            dir: Dir {
-                client,
-                path: path.into(),
-                options,
-            },
+            dir: Dir::new(client, path.into(), options),
         }
     }
 
@@ -156,14 +161,12 @@ impl Mutex {
         blocking: bool,
         deadline: Option<Instant>,
     ) -> Result<Option<MutexGuard>, LockError> {
-        let owner = Owner::current();
-        let gate = GATES.get(self.dir.client.session_id(), &self.dir.path);
-        if let Some(granted) = gate.held_by(owner) {
-            return match granted.hold.known_lost() {
-                Some(reason) => Err(LockError::Lost(reason)),
-                None => Ok(Some(MutexGuard { granted })),
-            };
+        let key = self.dir.server_path()?;
+        let coordinator = Coordinator::of(&self.dir.client);
+        if let Some(granted) = scope::held::<Granted>(&coordinator, &key).pop() {
+            return nested(granted).map(Some);
         }
+        let gate = coordinator.state::<Gate>(&key);
         let (permit, parked) = match (self.dir.options.local_queue, blocking, deadline) {
             (false, _, _) => (None, None),
             (true, false, _) => match gate.try_enter() {
@@ -181,54 +184,73 @@ impl Mutex {
                 (Some(permit), parked)
             }
         };
-        // A node handed over by the previous local holder: ours at once, if still trusted.
+        let lock = Lock {
+            coordinator,
+            key,
+            gate,
+        };
+        // A node handed over by the previous local holder: ours at once, if still trusted
+        // (which includes: owned by the client's current session).
         if let Some((hold, handoffs)) = parked {
             if hold.known_lost().is_none() {
-                return Ok(Some(self.grant(&gate, owner, hold, permit, handoffs)));
+                return Ok(Some(self.grant(lock, hold, permit, handoffs)));
             }
         }
         let contest = Contest::exclusive(MUTEX_MARKERS[0], MUTEX_MARKERS);
         match acquire(&self.dir, &contest, blocking, deadline).await? {
             Outcome::Held(node) => {
                 let hold = Hold::new(self.dir.client.clone(), node, &self.dir.options);
-                Ok(Some(self.grant(&gate, owner, hold, permit, 0)))
+                Ok(Some(self.grant(lock, hold, permit, 0)))
             }
             Outcome::Busy => Ok(None),
         }
     }
 
-    /// Records `hold` as `owner`'s and wraps it in the outermost guard.
+    /// Wraps `hold` in the outermost guard.
     fn grant(
         &self,
-        gate: &Arc<Gate<Granted>>,
-        owner: Owner,
+        lock: Lock,
         hold: Hold,
         permit: Option<OwnedSemaphorePermit>,
         handoffs: u32,
     ) -> MutexGuard {
-        let granted = Arc::new(Granted {
-            hold,
-            registration: gate.register(),
-            handoffs_left: self.dir.options.local_handoffs.saturating_sub(handoffs),
-            handoffs,
-            _permit: permit,
-        });
-        gate.record(&granted.registration, owner, &granted);
-        MutexGuard { granted }
+        MutexGuard {
+            granted: Arc::new(Granted {
+                hold,
+                lock,
+                handoffs_left: self.dir.options.local_handoffs.saturating_sub(handoffs),
+                handoffs,
+                _permit: permit,
+            }),
+        }
     }
 }
 
-/// The in-process state of every mutex.
-static GATES: Registry<Gate<Granted>> = Registry::new();
+/// A nested guard of `granted`, unless its hold was lost.
+fn nested(granted: Arc<Granted>) -> Result<MutexGuard, LockError> {
+    match granted.hold.known_lost() {
+        Some(reason) => Err(LockError::Lost(reason)),
+        None => Ok(MutexGuard { granted }),
+    }
+}
 
-/// A granted hold, shared by its holder's nested guards.
+/// Which lock a hold is of, in process: its client's coordinator, its server path and its
+/// local queue.
+#[derive(Debug)]
+struct Lock {
+    coordinator: Arc<Coordinator>,
+    key: String,
+    gate: Arc<Gate>,
+}
+
+/// A granted hold, shared by its nested guards.
 ///
 /// Fields drop in order: the node's delete is queued before the local queue's next waiter
 /// is let in.
 #[derive(Debug)]
 struct Granted {
     hold: Hold,
-    registration: Registration<Self>,
+    lock: Lock,
     /// Hand-offs this node has had, and how many more it may have.
     handoffs: u32,
     handoffs_left: u32,
@@ -255,17 +277,15 @@ impl MutexGuard {
         match Arc::try_unwrap(self.granted) {
             Ok(Granted {
                 hold,
-                registration,
+                lock,
                 handoffs,
                 handoffs_left,
                 _permit,
             }) => {
-                let gate = Arc::clone(registration.gate());
-                drop(registration);
                 // The opt-in local hand-off: the next local waiter takes the node as it is.
                 // `_permit` goes at the end of this scope, after the parking.
                 let hold = if handoffs_left > 0 && hold.known_lost().is_none() {
-                    match gate.park(hold, handoffs + 1) {
+                    match lock.gate.park(hold, handoffs + 1) {
                         None => return Ok(()),
                         Some(hold) => hold,
                     }
@@ -279,6 +299,50 @@ impl MutexGuard {
                 None => Ok(()),
             },
         }
+    }
+
+    /// A nested guard of this hold, at once and with no request: it shares the node, and
+    /// the node stays until the last guard is released or dropped.
+    ///
+    /// ```no_run
+    /// # async fn run(mutex: zkwire_recipes::Mutex) -> Result<(), zkwire_recipes::LockError> {
+    /// let guard = mutex.lock().await?;
+    /// let for_worker = guard.lock_again()?;
+    /// tokio::spawn(async move {
+    ///     // ...work under the lock; it stays held until both guards are gone.
+    ///     drop(for_worker);
+    /// });
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Lost`] if the hold was lost.
+    pub fn lock_again(&self) -> Result<Self, LockError> {
+        nested(Arc::clone(&self.granted))
+    }
+
+    /// Runs `future` with this hold re-entrant: inside it, an acquire of the same lock (this
+    /// client, this path, through any handle) returns a nested guard at once, with no
+    /// request, as Curator's per-thread reentrancy does for a thread. The scope is the
+    /// future, not the task: tasks spawned from it do not inherit it.
+    ///
+    /// ```no_run
+    /// # async fn run(mutex: zkwire_recipes::Mutex) -> Result<(), zkwire_recipes::LockError> {
+    /// async fn update_report(mutex: &zkwire_recipes::Mutex) -> Result<(), zkwire_recipes::LockError> {
+    ///     let guard = mutex.lock().await?; // nested inside a scope: no request
+    ///     // ...
+    ///     guard.release().await
+    /// }
+    ///
+    /// let guard = mutex.lock().await?;
+    /// guard.scope(update_report(&mutex)).await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn scope<F: std::future::Future>(&self, future: F) -> F::Output {
+        let lock = &self.granted.lock;
+        scope::enter(&lock.coordinator, &lock.key, &self.granted, future).await
     }
 
     /// How many guards share this hold (1 when not nested).

@@ -1,18 +1,18 @@
 //! [`RwLock`]: Curator's `InterProcessReadWriteLock` layout and rules.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex as StdMutex, PoisonError, Weak};
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 use zkwire::Client;
 
+use crate::coordinator::Coordinator;
 use crate::error::LockError;
 use crate::hold::Hold;
 use crate::internals::{acquire, deadline_after, Contest, Dir, Outcome, Tie};
-use crate::local::{Owner, Registry};
 use crate::options::LockOptions;
+use crate::scope;
 use crate::sequence::{exclusive, shared, suffix_after, READ_MARKER, RW_MARKERS, WRITE_MARKER};
 
 /// A distributed read/write lock, interoperable with Curator's `InterProcessReadWriteLock`
@@ -39,25 +39,25 @@ use crate::sequence::{exclusive, shared, suffix_after, READ_MARKER, RW_MARKERS, 
 ///
 /// # Downgrade and upgrade
 /// A write holder may take the read lock ([`WriteGuard::downgrade_read`], or
-/// [`read`](Self::read) in the same task, or [`WriteGuard::downgrade`] to also drop the
-/// write lock). As in Curator ≥ 5.5 (CURATOR-621) the read node is EPHEMERAL, non-sequential,
+/// [`read`](Self::read) inside the write guard's [`scope`](WriteGuard::scope), or
+/// [`WriteGuard::downgrade`] to also drop the write lock). As in Curator ≥ 5.5 (CURATOR-621) the read node is EPHEMERAL, non-sequential,
 /// named with the writer's suffix (`_c_<uuid>-__READ__<writerSeq>`), so it ties with the
 /// writer's key and no queued writer can slip in between. It is created in a multi checked
 /// against our write node. Ties from any peer are tolerated.
 ///
 /// A read→write upgrade would queue the writer behind our own reader and wait forever, so
-/// it is refused: [`ReadGuard::upgrade`] always, and [`write`](Self::write) while the task
-/// holds a read guard (and not the write lock), return [`LockError::UpgradeRefused`].
-/// Release the read guard first, then take the write lock.
+/// it is refused: [`ReadGuard::upgrade`] always, and [`write`](Self::write) inside a read
+/// guard's scope (without the write lock), return [`LockError::UpgradeRefused`]. Release the
+/// read guard first, then take the write lock.
 ///
 /// # Reentrancy
-/// As for [`Mutex`](crate::Mutex), the holder is the tokio task (outside a task, the
-/// thread), across every `RwLock` of one client on one path: a task holding the write lock
-/// that calls `write()` again, or holding a read lock that calls `read()` again, gets a
-/// nested guard at once, with no request, sharing the node; the node goes with the last
-/// nested guard. Re-entering a lost hold fails with [`LockError::Lost`]. Unlike the mutex,
-/// the read/write lock has no in-process queue: each acquire of another task contends in
-/// ZooKeeper with its own node.
+/// As for [`Mutex`](crate::Mutex), a hold is re-entered through its guard: `lock_again`
+/// ([`ReadGuard::lock_again`], [`WriteGuard::lock_again`]), or an acquire inside the guard's
+/// `scope` ([`ReadGuard::scope`], [`WriteGuard::scope`]) on the same client and path: a
+/// write inside a write scope, or a read inside a read scope, is a nested guard at once,
+/// with no request, sharing the node; the node goes with the last nested guard. Re-entering
+/// a lost hold fails with [`LockError::Lost`]. Outside a scope every acquire is a new
+/// contender with its own node (the read/write lock has no in-process queue).
 ///
 /// # What can go wrong
 /// As for [`Mutex`](crate::Mutex): lost holds ([`WriteGuard::lost`]), fencing, session
@@ -69,74 +69,14 @@ pub struct RwLock {
     dir: Dir,
 }
 
-/// The holds of every read/write lock in this process, by session and path.
-static HOLDERS: Registry<Holders> = Registry::new();
-
-/// What each task holds of one read/write lock.
-#[derive(Debug, Default)]
-struct Holders {
-    by_owner: StdMutex<HashMap<Owner, Held>>,
-    /// Numbers the grants, so that a guard only ever clears its own record.
-    grants: AtomicU64,
-}
-
-/// What one task holds.
-#[derive(Debug, Default)]
-struct Held {
-    read: Option<(u64, Weak<Granted>)>,
-    write: Option<(u64, Weak<Granted>)>,
-}
-
-impl Holders {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Owner, Held>> {
-        self.by_owner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The live read and write holds of `owner`.
-    fn of(&self, owner: Owner) -> (Option<Arc<Granted>>, Option<Arc<Granted>>) {
-        let by_owner = self.lock();
-        let Some(held) = by_owner.get(&owner) else {
-            return (None, None);
-        };
-        let live = |slot: &Option<(u64, Weak<Granted>)>| slot.as_ref()?.1.upgrade();
-        (live(&held.read), live(&held.write))
-    }
-}
-
-/// A granted read or write hold, shared by its task's nested guards.
+/// A granted read or write hold, shared by its nested guards.
 #[derive(Debug)]
 struct Granted {
     hold: Hold,
-    registration: HolderRecord,
-}
-
-/// Keeps a grant recorded for its task; dropped with the last nested guard.
-#[derive(Debug)]
-struct HolderRecord {
-    holders: Arc<Holders>,
-    owner: Owner,
-    grant: u64,
     write: bool,
-}
-
-impl Drop for HolderRecord {
-    fn drop(&mut self) {
-        let mut by_owner = self.holders.lock();
-        let Some(held) = by_owner.get_mut(&self.owner) else {
-            return;
-        };
-        let slot = if self.write {
-            &mut held.write
-        } else {
-            &mut held.read
-        };
-        if slot.as_ref().is_some_and(|(grant, _)| *grant == self.grant) {
-            *slot = None;
-        }
-        if held.read.is_none() && held.write.is_none() {
-            by_owner.remove(&self.owner);
-        }
-    }
+    /// The client's coordinator and the lock's server path, which name the lock for scopes.
+    coordinator: Arc<Coordinator>,
+    key: String,
 }
 
 /// Shares `granted` with a nested guard, unless its hold was lost.
@@ -150,10 +90,7 @@ fn nested(granted: Arc<Granted>) -> Result<Arc<Granted>, LockError> {
 /// Ends a guard: the last of a hold's nested guards deletes the node.
 async fn release_granted(granted: Arc<Granted>) -> Result<(), LockError> {
     match Arc::try_unwrap(granted) {
-        Ok(Granted { hold, registration }) => {
-            drop(registration);
-            hold.release().await
-        }
+        Ok(Granted { hold, .. }) => hold.release().await,
         Err(still_nested) => match still_nested.hold.known_lost() {
             Some(reason) => Err(LockError::Lost(reason)),
             None => Ok(()),
@@ -170,16 +107,22 @@ impl RwLock {
     /// A read/write lock on `path` with `options`.
     pub fn with_options(client: Client, path: impl Into<String>, options: LockOptions) -> Self {
         Self {
-            dir: Dir {
-                client,
-                path: path.into(),
-                options,
-            },
+            dir: Dir::new(client, path.into(), options),
         }
     }
 
-    fn holders(&self) -> Arc<Holders> {
-        HOLDERS.get(self.dir.client.session_id(), &self.dir.path)
+    /// The read and write holds the running scopes carry on this lock, and what names the
+    /// lock for them.
+    fn scoped(&self) -> Result<Scoped, LockError> {
+        let key = self.dir.server_path()?;
+        let coordinator = Coordinator::of(&self.dir.client);
+        let holds = scope::held::<Granted>(&coordinator, &key);
+        let last = |write: bool| holds.iter().rev().find(|g| g.write == write).cloned();
+        Ok(Scoped {
+            read: last(false),
+            write: last(true),
+            key,
+        })
     }
 
     /// The lock directory.
@@ -187,8 +130,8 @@ impl RwLock {
         &self.dir.path
     }
 
-    /// Waits for the read lock. If this task holds the write lock, the read lock is
-    /// granted at once (a downgrade node, see the type docs).
+    /// Waits for the read lock. Inside a write guard's scope the read lock is granted at
+    /// once (a downgrade node, see the type docs).
     ///
     /// # Errors
     /// As [`Mutex::lock`](crate::Mutex::lock).
@@ -220,7 +163,7 @@ impl RwLock {
     /// Waits for the write lock.
     ///
     /// # Errors
-    /// [`LockError::UpgradeRefused`] if this task holds a read guard and not the write lock;
+    /// [`LockError::UpgradeRefused`] inside a read guard's scope without the write lock;
     /// [`LockError::Lost`] if it re-enters a write hold that was lost; as
     /// [`Mutex::lock`](crate::Mutex::lock).
     ///
@@ -255,11 +198,11 @@ impl RwLock {
         blocking: bool,
         deadline: Option<Instant>,
     ) -> Result<Option<ReadGuard>, LockError> {
-        let (read, write) = self.holders().of(Owner::current());
-        if let Some(granted) = read {
+        let scoped = self.scoped()?;
+        if let Some(granted) = scoped.read {
             return nested(granted).map(|granted| Some(ReadGuard { granted }));
         }
-        let tie = write.map(|w| tie_with(&w.hold));
+        let tie = scoped.write.map(|w| tie_with(&w.hold));
         self.read_with(tie, blocking, deadline).await
     }
 
@@ -277,36 +220,22 @@ impl RwLock {
             // A downgrade may add a read node at the writer's key: always list again.
             first_goes_grants: false,
         };
+        let key = self.dir.server_path()?;
         let Some(hold) = self.acquire(&contest, blocking, deadline).await? else {
             return Ok(None);
         };
-        let granted = self.record(hold, false);
+        let granted = self.granted(hold, false, key);
         Ok(Some(ReadGuard { granted }))
     }
 
-    /// Records a new hold as the calling task's read or write hold.
-    fn record(&self, hold: Hold, write: bool) -> Arc<Granted> {
-        let holders = self.holders();
-        let owner = Owner::current();
-        let grant = holders.grants.fetch_add(1, Ordering::Relaxed);
-        let granted = Arc::new(Granted {
+    /// A new hold, shared by the guards to come.
+    fn granted(&self, hold: Hold, write: bool, key: String) -> Arc<Granted> {
+        Arc::new(Granted {
             hold,
-            registration: HolderRecord {
-                holders: Arc::clone(&holders),
-                owner,
-                grant,
-                write,
-            },
-        });
-        let mut by_owner = holders.lock();
-        let held = by_owner.entry(owner).or_default();
-        let slot = if write {
-            &mut held.write
-        } else {
-            &mut held.read
-        };
-        *slot = Some((grant, Arc::downgrade(&granted)));
-        granted
+            write,
+            coordinator: Coordinator::of(&self.dir.client),
+            key,
+        })
     }
 
     async fn write_inner(
@@ -314,7 +243,8 @@ impl RwLock {
         blocking: bool,
         deadline: Option<Instant>,
     ) -> Result<Option<WriteGuard>, LockError> {
-        match self.holders().of(Owner::current()) {
+        let scoped = self.scoped()?;
+        match (scoped.read, scoped.write) {
             (_, Some(granted)) => {
                 return nested(granted).map(|granted| {
                     Some(WriteGuard {
@@ -337,7 +267,7 @@ impl RwLock {
         let Some(hold) = self.acquire(&contest, blocking, deadline).await? else {
             return Ok(None);
         };
-        let granted = self.record(hold, true);
+        let granted = self.granted(hold, true, scoped.key);
         Ok(Some(WriteGuard {
             granted,
             rw: self.clone(),
@@ -363,6 +293,13 @@ impl RwLock {
             },
         )
     }
+}
+
+/// What the running scopes carry of one lock.
+struct Scoped {
+    read: Option<Arc<Granted>>,
+    write: Option<Arc<Granted>>,
+    key: String,
 }
 
 /// The tie of a downgrade read node with the write hold `writer`.
@@ -408,6 +345,23 @@ impl ReadGuard {
         release_granted(self.granted).await
     }
 
+    /// A nested guard of this hold, at once and with no request (as
+    /// [`MutexGuard::lock_again`](crate::MutexGuard::lock_again)).
+    ///
+    /// # Errors
+    /// [`LockError::Lost`] if the hold was lost.
+    pub fn lock_again(&self) -> Result<Self, LockError> {
+        nested(Arc::clone(&self.granted)).map(|granted| Self { granted })
+    }
+
+    /// Runs `future` with this hold re-entrant (as
+    /// [`MutexGuard::scope`](crate::MutexGuard::scope)); see the [`RwLock`] type for what
+    /// an acquire inside the scope gets.
+    pub async fn scope<F: Future>(&self, future: F) -> F::Output {
+        let granted = &self.granted;
+        scope::enter(&granted.coordinator, &granted.key, granted, future).await
+    }
+
     crate::hold::guard_methods!(granted.hold, rw_token_doc!());
 
     /// Always [`LockError::UpgradeRefused`]: in Curator's layout a writer would wait behind
@@ -423,6 +377,26 @@ impl ReadGuard {
 impl WriteGuard {
     async fn release_hold(self) -> Result<(), LockError> {
         release_granted(self.granted).await
+    }
+
+    /// A nested guard of this hold, at once and with no request (as
+    /// [`MutexGuard::lock_again`](crate::MutexGuard::lock_again)).
+    ///
+    /// # Errors
+    /// [`LockError::Lost`] if the hold was lost.
+    pub fn lock_again(&self) -> Result<Self, LockError> {
+        nested(Arc::clone(&self.granted)).map(|granted| Self {
+                granted,
+                rw: self.rw.clone(),
+            })
+    }
+
+    /// Runs `future` with this hold re-entrant (as
+    /// [`MutexGuard::scope`](crate::MutexGuard::scope)); see the [`RwLock`] type for what
+    /// an acquire inside the scope gets.
+    pub async fn scope<F: Future>(&self, future: F) -> F::Output {
+        let granted = &self.granted;
+        scope::enter(&granted.coordinator, &granted.key, granted, future).await
     }
 
     crate::hold::guard_methods!(granted.hold, rw_token_doc!());

@@ -10,7 +10,7 @@ use zkwire::{Backoff, Client, CreateMode, CreateOptions, Error, OneshotWatcher};
 use crate::cleanup::FOREGROUND_GRACE;
 use crate::error::LockError;
 use crate::hold::Hold;
-use crate::internals::{create_containers, deadline_after, Attempt, Contest, Dir};
+use crate::internals::{create_containers, deadline_after, dir_path, Attempt, Contest, Dir};
 use crate::mutex::{Mutex, MutexGuard};
 use crate::options::LockOptions;
 use crate::sequence::{exclusive, sort_key_at, ForeignChildPolicy};
@@ -158,13 +158,9 @@ impl Semaphore {
         limit: SemaphoreLimit,
         options: LockOptions,
     ) -> Self {
-        let path = path.into();
+        let path = dir_path(path.into());
         let locks = Mutex::with_options(client.clone(), path::join(&path, LOCKS), options.clone());
-        let leases = Dir {
-            client,
-            path: path::join(&path, LEASES),
-            options,
-        };
+        let leases = Dir::new(client, path::join(&path, LEASES), options);
         Self {
             path,
             leases,

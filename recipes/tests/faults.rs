@@ -132,8 +132,8 @@ async fn containers_are_reaped_and_recreated() {
     let g = mutex.lock().await.unwrap();
     assert!(g.path().ends_with("-lock-0000000000"), "{}", g.path());
     let first_token = g.fencing_token();
-    // Bump the counter (a missed try_lock by another session: in this task it would be
-    // reentrant), so that the restart below is visible.
+    // Bump the counter (a missed try_lock by another session), so that the restart below
+    // is visible.
     let b = connect(&server.connect_string()).await;
     let g2 = Mutex::new(b.clone(), "/app/locks/job")
         .try_lock()

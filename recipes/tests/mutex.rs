@@ -135,8 +135,8 @@ async fn try_lock_semantics() {
     let missed = tokio::spawn(async move { other.try_lock().await.unwrap().is_none() });
     assert!(missed.await.unwrap());
     assert_eq!(sorted_children(&a, "/l").await.len(), 1);
-    // Same task: reentrant, the same node.
-    let nested = ma.try_lock().await.unwrap().expect("reentrant");
+    // Inside the holder's scope: reentrant, the same node.
+    let nested = held.scope(ma.try_lock()).await.unwrap().expect("reentrant");
     assert_eq!(nested.path(), held.path());
     drop(nested);
     held.release().await.unwrap();

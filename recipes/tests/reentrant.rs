@@ -1,5 +1,6 @@
-//! The mutex's in-process side against a real ZooKeeper: reentrancy by task (no request,
-//! one node, deleted after the outermost release), the local FIFO queue (one node per
+//! The mutex's in-process side against a real ZooKeeper: reentrancy through the guard (no
+//! request, one node, deleted after the outermost release; a moved guard takes the hold
+//! with it), the local FIFO queue (one node per
 //! session at any time, grants in request order), and fairness between sessions.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
@@ -18,8 +19,10 @@ async fn connect(cs: &str) -> Client {
     connect_with_timeout(cs, T).await
 }
 
-/// Nested `lock()`, `lock_timeout()` and `try_lock()` in the holding task return at once,
-/// send nothing, and share the node; only the last release deletes it, whatever the order.
+/// Nested `lock()`, `lock_timeout()` and `try_lock()` inside the holder's scope, through
+/// any handle of the client on the lock (a clone, a chroot handle, the path with a trailing
+/// `/`), and `lock_again()`, return at once, send nothing, and share the node; only the last
+/// release deletes it, whatever the order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nested_locks_cost_no_request_and_share_the_node() {
     let cs = fresh_chroot("reentrant_nested").await;
@@ -29,48 +32,107 @@ async fn nested_locks_cost_no_request_and_share_the_node() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     let before = client.stats().requests;
     let started = Instant::now();
-    let inner = mutex.lock().await.unwrap();
-    let timed = mutex.lock_timeout(Duration::from_secs(1)).await.unwrap();
-    let tried = mutex.try_lock().await.unwrap().expect("reentrant try_lock");
-    // Another handle of the same client and path is the same lock.
-    let other_handle = Mutex::new(client.clone(), "/locks/r");
-    let fourth = other_handle.lock().await.unwrap();
+    let nested = outer
+        .scope(async {
+            let chrooted = Mutex::new(client.chroot("/locks").unwrap(), "/r");
+            vec![
+                mutex.lock().await.unwrap(),
+                mutex.lock_timeout(Duration::from_secs(1)).await.unwrap(),
+                mutex.try_lock().await.unwrap().expect("reentrant try_lock"),
+                Mutex::new(client.clone(), "/locks/r").lock().await.unwrap(),
+                Mutex::new(client.clone(), "/locks/r/").lock().await.unwrap(),
+                chrooted.lock().await.unwrap(),
+            ]
+        })
+        .await;
+    let again = outer.lock_again().unwrap();
     let took = started.elapsed();
     let sent = client.stats().requests - before;
-    println!("4 nested acquisitions: {sent} requests, {took:?}");
+    println!("7 nested acquisitions: {sent} requests, {took:?}");
     assert_eq!(sent, 0, "a nested acquire sends nothing");
-    for guard in [&inner, &timed, &tried, &fourth] {
-        assert_eq!(guard.path(), outer.path());
+    for guard in nested.iter().chain([&again]) {
         assert_eq!(guard.fencing_token(), outer.fencing_token());
         assert!(guard.is_held());
     }
-    assert_eq!(outer.nesting(), 5);
+    assert_eq!(nested[0].path(), outer.path());
+    assert_eq!(outer.nesting(), 8);
 
     // Released outermost first: the node stays until the last guard goes.
     outer.release().await.unwrap();
-    inner.release().await.unwrap();
-    drop(timed);
-    tried.release().await.unwrap();
+    again.release().await.unwrap();
+    let mut nested = nested;
+    let last = nested.pop().unwrap();
+    for guard in nested {
+        guard.release().await.unwrap();
+    }
     assert_eq!(sorted_children(&client, "/locks/r").await.len(), 1);
-    assert!(fourth.is_held());
-    assert_eq!(fourth.nesting(), 1);
-    fourth.release().await.unwrap();
+    assert!(last.is_held());
+    assert_eq!(last.nesting(), 1);
+    last.release().await.unwrap();
     assert!(sorted_children(&client, "/locks/r").await.is_empty());
 
-    // Another task is another holder: it waits (locally, sending nothing) while we hold.
+    // Outside a scope another acquire is another contender: in another task it waits
+    // (locally, sending nothing) while we hold, and so does a task spawned in the scope.
     let held = mutex.lock().await.unwrap();
     // The hold's watchdog sets its node watch just after the grant: let it.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let before = client.stats().requests;
     let m = mutex.clone();
-    let other_task = tokio::spawn(async move { m.try_lock().await.map(|g| g.is_some()) });
-    assert_eq!(other_task.await.unwrap(), Ok(false));
+    let spawned_in_scope = held
+        .scope(async move {
+            let task = tokio::spawn(async move { m.try_lock().await.map(|g| g.is_some()) });
+            task.await.unwrap()
+        })
+        .await;
+    assert_eq!(spawned_in_scope, Ok(false));
+    assert_eq!(
+        mutex.try_lock().await.map(|g| g.is_some()),
+        Ok(false),
+        "the holder's own task, outside the scope"
+    );
     assert_eq!(
         client.stats().requests - before,
         0,
         "busy locally: no request"
     );
     held.release().await.unwrap();
+    client.close().await.unwrap();
+}
+
+/// A guard moved into another task takes the hold with it: the task that took the lock and
+/// locks again waits for the moved guard's release, as any other contender does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_moved_guard_keeps_the_lock_from_the_task_that_took_it() {
+    const HOLD: Duration = Duration::from_millis(1500);
+    let cs = fresh_chroot("reentrant_moved").await;
+    let client = connect(&cs).await;
+    for local_queue in [true, false] {
+        let options = LockOptions::default().with_local_queue(local_queue);
+        let mutex = Mutex::with_options(client.clone(), "/locks/moved", options);
+        let guard = mutex.lock().await.unwrap();
+        let worker = tokio::spawn(async move {
+            tokio::time::sleep(HOLD).await;
+            let released = Instant::now();
+            guard.release().await.unwrap();
+            released
+        });
+        let started = Instant::now();
+        let again = mutex.lock_timeout(Duration::from_secs(10)).await.unwrap();
+        let granted = Instant::now();
+        let released = worker.await.unwrap();
+        println!(
+            "local queue {local_queue}: granted {:?} after the lock call, {:?} after the \
+             moved guard's release began",
+            granted - started,
+            granted.saturating_duration_since(released)
+        );
+        assert!(
+            granted >= released,
+            "local queue {local_queue}: granted while the moved guard still held"
+        );
+        assert!(again.is_held());
+        again.release().await.unwrap();
+    }
     client.close().await.unwrap();
 }
 
@@ -88,10 +150,9 @@ async fn reentering_a_lost_hold_fails() {
         .await
         .expect("lost() fires on delete");
     assert_eq!(reason, LostReason::NodeDeleted);
-    assert_eq!(
-        mutex.lock().await.err(),
-        Some(LockError::Lost(LostReason::NodeDeleted))
-    );
+    let lost = Some(LockError::Lost(LostReason::NodeDeleted));
+    assert_eq!(guard.scope(mutex.lock()).await.err(), lost);
+    assert_eq!(guard.lock_again().err(), lost);
     // Once the lost hold is let go, the task can take the lock afresh.
     drop(guard);
     let again = mutex.lock_timeout(Duration::from_secs(5)).await.unwrap();

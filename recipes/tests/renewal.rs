@@ -150,3 +150,131 @@ async fn a_guard_first_asked_after_a_renewal_is_not_held() {
     latch.close().await.ok();
     c.close().await.unwrap();
 }
+
+/// One local queue per lock, whatever handle or spelling reaches it and across a renewal: 16
+/// tasks of one renewing client lock `/a/b` through four handles (the path, `/a/b/`, a
+/// chroot handle on `/a`, and the chroot handle with `/b/`) for 20 s while the session is
+/// expired from outside once; another session samples the lock directory every 10 ms and
+/// never sees two nodes of one session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_queue_per_lock_across_handles_spellings_and_a_renewal() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    const TASKS: usize = 16;
+    const RUN: Duration = Duration::from_secs(20);
+    let cs = fresh_chroot("recipes_one_queue").await;
+    let c = renewing(&cs).await;
+    let observer = connect_with_timeout(&cs, T).await;
+    let under_a = c.chroot("/a").unwrap();
+    let handles = [
+        Mutex::new(c.clone(), "/a/b"),
+        Mutex::new(c.clone(), "/a/b/"),
+        Mutex::new(under_a.clone(), "/b"),
+        Mutex::new(under_a, "/b/"),
+    ];
+    let stop = Arc::new(AtomicBool::new(false));
+    let (granted, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let mut tasks = Vec::new();
+    for i in 0..TASKS {
+        let mutex = handles[i % handles.len()].clone();
+        let (stop, granted, failed) = (stop.clone(), granted.clone(), failed.clone());
+        tasks.push(tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                match mutex.lock_timeout(STEP).await {
+                    Ok(guard) => {
+                        granted.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                        // A hold lost to the renewal fails its release: that is the point.
+                        let _ = guard.release().await;
+                    }
+                    Err(_) => {
+                        failed.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            }
+        }));
+    }
+    let sampler = tokio::spawn(async move {
+        let started = tokio::time::Instant::now();
+        let (mut samples, mut most, mut sessions) = (0usize, 0usize, Vec::new());
+        while started.elapsed() < RUN {
+            let per_session = nodes_per_session(&observer, "/a/b").await;
+            for (&session, &n) in &per_session {
+                most = most.max(n);
+                if !sessions.contains(&session) {
+                    sessions.push(session);
+                }
+            }
+            samples += 1;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        observer.close().await.unwrap();
+        (samples, most, sessions)
+    });
+    tokio::time::sleep(RUN / 3).await;
+    let before_renewal = granted.load(Ordering::SeqCst);
+    renew_from_outside(&c).await;
+    let (samples, most, sessions) = sampler.await.unwrap();
+    stop.store(true, Ordering::SeqCst);
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let total = granted.load(Ordering::SeqCst);
+    println!(
+        "{total} grants ({before_renewal} before the renewal), {} failed acquires; {samples} \
+         samples, at most {most} node(s) of one session; sessions seen {}",
+        failed.load(Ordering::SeqCst),
+        sessions.len()
+    );
+    assert!(samples >= 500, "the sampler ran ({samples} samples)");
+    assert!(most <= 1, "two nodes of one session in the lock directory");
+    assert!(before_renewal >= 10, "grants before the renewal");
+    assert!(total > before_renewal + 10, "grants after the renewal");
+    assert_eq!(sessions.len(), 2, "both sessions were seen holding or waiting");
+    c.close().await.unwrap();
+}
+
+/// The number of nodes each session owns in `dir` now (none if it does not exist).
+async fn nodes_per_session(
+    observer: &zkwire::Client,
+    dir: &str,
+) -> std::collections::HashMap<i64, usize> {
+    let mut per_session = std::collections::HashMap::new();
+    let children = observer.get_children(dir).await.unwrap_or_default();
+    for child in children {
+        let path = format!("{dir}/{child}");
+        if let Ok(Some(stat)) = observer.exists(&path).await {
+            *per_session.entry(stat.ephemeral_owner).or_insert(0) += 1;
+        }
+    }
+    per_session
+}
+
+/// With the local hand-off on, a hold lost to a renewal is never passed to the next local
+/// waiter: it gets a node of its own, owned by the new session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_local_handoff_never_passes_a_node_of_an_old_session() {
+    use zkwire_recipes::LockOptions;
+    let cs = fresh_chroot("recipes_renewal_handoff").await;
+    let c = renewing(&cs).await;
+    let options = LockOptions::default().with_local_handoff(3);
+    let mutex = Mutex::with_options(c.clone(), "/h", options);
+    let held = mutex.lock().await.unwrap();
+    let old_node = held.path().to_owned();
+    let waiter = {
+        let mutex = mutex.clone();
+        tokio::spawn(async move { mutex.lock_timeout(STEP).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    renew_from_outside(&c).await;
+    // The hold was lost with its session: release says so and parks nothing.
+    assert!(held.release().await.is_err());
+    let next = waiter.await.unwrap().unwrap();
+    assert_ne!(next.path(), old_node, "the old session's node was handed over");
+    let stat = c.exists(next.path()).await.unwrap().expect("the new node exists");
+    assert_eq!(stat.ephemeral_owner, c.session_id(), "owned by the new session");
+    assert!(next.is_held());
+    next.release().await.unwrap();
+    c.close().await.unwrap();
+}

@@ -110,7 +110,8 @@ async fn m21_rwlock_readers_share_writers_exclude() {
 }
 
 /// docs/faults.md #21: a read→write upgrade is refused (instead of the self-deadlock Curator
-/// documents); a second write in the same task is reentrant.
+/// documents); a second write inside the write guard's scope is reentrant; outside a scope,
+/// and in another task, an acquire is a new contender.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m21_upgrade_refused() {
     let cs = fresh_chroot("recipes_upgrade").await;
@@ -118,25 +119,38 @@ async fn m21_upgrade_refused() {
     let rw = RwLock::new(a.clone(), "/rw");
     let read = rw.read().await.unwrap();
     assert_eq!(read.upgrade().err(), Some(LockError::UpgradeRefused));
-    assert_eq!(rw.write().await.err(), Some(LockError::UpgradeRefused));
+    let in_scope = read.scope(async { rw.write().await.err() }).await;
+    assert_eq!(in_scope, Some(LockError::UpgradeRefused));
+    let other_handle = read
+        .scope(async { rw.clone().try_write().await.err() })
+        .await;
     assert_eq!(
-        rw.clone().try_write().await.err(),
+        other_handle,
         Some(LockError::UpgradeRefused),
-        "another handle, same task: the same participant"
+        "another handle in the scope: the same participant"
     );
+    // A read inside the read scope is the same hold.
+    let nested_read = read.scope(rw.read()).await.unwrap();
+    assert_eq!(nested_read.path(), read.path());
+    drop(nested_read);
     assert_eq!(
         sorted_children(&a, "/rw").await.len(),
         1,
         "no writer node was created"
     );
+    // Outside the scope a writer is a new contender: it queues behind our reader.
+    assert!(rw.try_write().await.unwrap().is_none());
     read.release().await.unwrap();
 
     // Write while writing is reentrant: a nested guard on the same node, no new node.
     let write = rw.write().await.unwrap();
-    let nested = rw.write_timeout(T).await.unwrap();
+    let nested = write.scope(rw.write_timeout(T)).await.unwrap();
+    let again = write.lock_again().unwrap();
     assert_eq!(nested.path(), write.path());
+    assert_eq!(again.path(), write.path());
     assert_eq!(sorted_children(&a, "/rw").await.len(), 1);
     write.release().await.unwrap();
+    again.release().await.unwrap();
     assert_eq!(
         sorted_children(&a, "/rw").await.len(),
         1,
@@ -205,9 +219,9 @@ async fn m21_downgrade_allowed() {
     );
     w.release().await.unwrap();
 
-    // read() on the instance holding the write lock is the same downgrade step.
+    // read() inside the write guard's scope is the same downgrade step.
     let write = rw.write().await.unwrap();
-    let read = rw.read().await.unwrap();
+    let read = write.scope(rw.read()).await.unwrap();
     let other_reader = third.try_read().await.unwrap();
     assert!(other_reader.is_none(), "the write lock is still held");
     write.release().await.unwrap();

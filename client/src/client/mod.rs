@@ -224,6 +224,53 @@ impl Client {
             .unwrap_or_default()
     }
 
+    /// The value of type `T` this client keeps for a layer built on it, created with
+    /// `T::default()` on first use. Every handle of the client (its clones, its
+    /// [`chroot`](Self::chroot) and [`with_timeout`](Self::with_timeout) handles) gets the
+    /// same value; another client gets its own; it is dropped once the client's last handle
+    /// and background task are gone. This is where per-client state of a library on top
+    /// belongs, instead of a process-wide registry: the recipes keep their local lock queues
+    /// here.
+    ///
+    /// A value that holds a [`Client`] of its own keeps the client alive for as long as it
+    /// does: hold one only while there is work for it.
+    ///
+    /// ```
+    /// # async fn run(client: zkwire::Client) {
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    ///
+    /// #[derive(Default)]
+    /// struct Hits(AtomicU64);
+    ///
+    /// client.extension::<Hits>().0.fetch_add(1, Ordering::Relaxed);
+    /// let again = client.chroot("/app").unwrap().extension::<Hits>();
+    /// assert_eq!(again.0.load(Ordering::Relaxed), 1);
+    /// # }
+    /// ```
+    pub fn extension<T: std::any::Any + Default + Send + Sync>(&self) -> Arc<T> {
+        self.inner.shared.extensions.get_or_default()
+    }
+
+    /// `path` as the server sees it: with this handle's chroot, if any, in front. Two handles
+    /// of one client name the same node exactly when their server paths are equal.
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// let tenant = client.chroot("/tenants/a")?;
+    /// assert_eq!(tenant.server_path("/config")?, "/tenants/a/config");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for an invalid `path`.
+    pub fn server_path(&self, path: &str) -> Result<String, Error> {
+        path::validate_path(path)?;
+        Ok(match &self.inner.chroot {
+            Some(chroot) => chroot.to_server(path),
+            None => path.to_owned(),
+        })
+    }
+
     /// Counters for leak checks and monitoring.
     ///
     /// ```no_run
@@ -953,14 +1000,6 @@ impl Client {
             (id, WatcherSink::Oneshot(tx)),
             OneshotWatcher::new(rx, id, self.inner.clone()),
         )
-    }
-
-    fn server_path(&self, path: &str) -> Result<String, Error> {
-        path::validate_path(path)?;
-        Ok(match &self.inner.chroot {
-            Some(chroot) => chroot.to_server(path),
-            None => path.to_owned(),
-        })
     }
 
     fn server_path_sequential(&self, path: &str) -> Result<String, Error> {

@@ -76,6 +76,8 @@ pub(crate) struct Shared {
     /// negotiated, the session ended): a sleep until an earlier reading must wake.
     pub(crate) lease_moved_back: tokio::sync::Notify,
     epoch: std::time::Instant,
+    /// What layers on top keep per client ([`crate::Client::extension`]).
+    pub(crate) extensions: crate::extensions::Extensions,
 }
 
 /// The receive buffer's room for one read at first: a handshake reply, a few small replies.
@@ -117,6 +119,7 @@ impl Shared {
             lease_nanos: AtomicU64::new(NO_LEASE),
             lease_moved_back: tokio::sync::Notify::new(),
             epoch,
+            extensions: crate::extensions::Extensions::default(),
         }
     }
 
