@@ -21,7 +21,10 @@ impl Extensions {
     pub(crate) fn get_or_default<T: Any + Default + Send + Sync>(&self) -> Arc<T> {
         let mut values = self.values.lock().unwrap_or_else(PoisonError::into_inner);
         let id = TypeId::of::<T>();
-        if let Some(value) = values.get(&id).and_then(|v| Arc::clone(v).downcast::<T>().ok()) {
+        if let Some(value) = values
+            .get(&id)
+            .and_then(|v| Arc::clone(v).downcast::<T>().ok())
+        {
             return value;
         }
         let value = Arc::new(T::default());
@@ -37,7 +40,9 @@ impl fmt::Debug for Extensions {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .len();
-        f.debug_struct("Extensions").field("values", &count).finish()
+        f.debug_struct("Extensions")
+            .field("values", &count)
+            .finish()
     }
 }
 

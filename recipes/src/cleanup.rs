@@ -359,7 +359,10 @@ mod tests {
                 None,
                 "the later job ran"
             );
-            assert!(a.exists("/first").await.unwrap().is_some(), "dropped, not run");
+            assert!(
+                a.exists("/first").await.unwrap().is_some(),
+                "dropped, not run"
+            );
             a.delete("/first", None).await.unwrap();
             a.close().await.unwrap();
         });

@@ -78,6 +78,9 @@ mod tests {
         assert!(other_kind.is_empty());
         assert_eq!(c.live(), 2, "the /b queue went with its last user");
         drop(a);
-        assert!(c.state::<Queue>("/a").0.lock().unwrap().is_empty(), "created again");
+        assert!(
+            c.state::<Queue>("/a").0.lock().unwrap().is_empty(),
+            "created again"
+        );
     }
 }

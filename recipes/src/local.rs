@@ -75,7 +75,6 @@ impl Default for Gate {
 }
 
 impl Gate {
-
     /// Waits for the head of the local queue; with it comes the hold the previous holder
     /// handed over, if it did. Cancel safe: a dropped wait leaves the queue (and gives back a
     /// hold parked for it if no one else waits).

@@ -386,9 +386,9 @@ impl WriteGuard {
     /// [`LockError::Lost`] if the hold was lost.
     pub fn lock_again(&self) -> Result<Self, LockError> {
         nested(Arc::clone(&self.granted)).map(|granted| Self {
-                granted,
-                rw: self.rw.clone(),
-            })
+            granted,
+            rw: self.rw.clone(),
+        })
     }
 
     /// Runs `future` with this hold re-entrant (as

@@ -40,7 +40,10 @@ async fn nested_locks_cost_no_request_and_share_the_node() {
                 mutex.lock_timeout(Duration::from_secs(1)).await.unwrap(),
                 mutex.try_lock().await.unwrap().expect("reentrant try_lock"),
                 Mutex::new(client.clone(), "/locks/r").lock().await.unwrap(),
-                Mutex::new(client.clone(), "/locks/r/").lock().await.unwrap(),
+                Mutex::new(client.clone(), "/locks/r/")
+                    .lock()
+                    .await
+                    .unwrap(),
                 chrooted.lock().await.unwrap(),
             ]
         })

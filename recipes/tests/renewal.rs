@@ -231,7 +231,11 @@ async fn one_queue_per_lock_across_handles_spellings_and_a_renewal() {
     assert!(most <= 1, "two nodes of one session in the lock directory");
     assert!(before_renewal >= 10, "grants before the renewal");
     assert!(total > before_renewal + 10, "grants after the renewal");
-    assert_eq!(sessions.len(), 2, "both sessions were seen holding or waiting");
+    assert_eq!(
+        sessions.len(),
+        2,
+        "both sessions were seen holding or waiting"
+    );
     c.close().await.unwrap();
 }
 
@@ -271,9 +275,21 @@ async fn the_local_handoff_never_passes_a_node_of_an_old_session() {
     // The hold was lost with its session: release says so and parks nothing.
     assert!(held.release().await.is_err());
     let next = waiter.await.unwrap().unwrap();
-    assert_ne!(next.path(), old_node, "the old session's node was handed over");
-    let stat = c.exists(next.path()).await.unwrap().expect("the new node exists");
-    assert_eq!(stat.ephemeral_owner, c.session_id(), "owned by the new session");
+    assert_ne!(
+        next.path(),
+        old_node,
+        "the old session's node was handed over"
+    );
+    let stat = c
+        .exists(next.path())
+        .await
+        .unwrap()
+        .expect("the new node exists");
+    assert_eq!(
+        stat.ephemeral_owner,
+        c.session_id(),
+        "owned by the new session"
+    );
     assert!(next.is_held());
     next.release().await.unwrap();
     c.close().await.unwrap();
