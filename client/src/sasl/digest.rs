@@ -2,18 +2,20 @@
 //! holds them.
 
 use std::fmt;
-use std::sync::Arc;
 
 use crate::session::{SaslExchange, SaslMechanism};
 
-use super::rfc2831::DigestMd5;
+use super::rfc2831::{DigestMd5, Password};
 
 /// DIGEST-MD5 with a user name and password, as the server's JAAS `DigestLoginModule` knows
 /// them. ZooKeeper's server names itself `zk-sasl-md5` to this mechanism, so the digest URI
 /// is `zookeeper/zk-sasl-md5` whatever host is connected to.
+///
+/// The password is held once, shared with every exchange, and zeroed when the last of them
+/// drops it; the caller's own copy is the caller's to clear.
 pub(crate) struct Digest {
     user: String,
-    password: Arc<[u8]>,
+    password: Password,
 }
 
 impl fmt::Debug for Digest {
@@ -26,10 +28,13 @@ impl fmt::Debug for Digest {
 }
 
 impl Digest {
+    /// `password` is text when it is UTF-8, hashed by the charset rule the Java server
+    /// follows (ISO 8859-1 whenever it can hold the text; see `docs/security.md`, "SASL");
+    /// other bytes are hashed as given.
     pub(crate) fn new(user: impl Into<String>, password: impl AsRef<[u8]>) -> Self {
         Self {
             user: user.into(),
-            password: Arc::from(password.as_ref()),
+            password: Password::new(password.as_ref()),
         }
     }
 }
@@ -42,7 +47,7 @@ impl SaslMechanism for Digest {
     fn start(&self, _server_host: &str) -> Box<dyn SaslExchange> {
         let exchange = DigestMd5::new(
             &self.user,
-            &self.password,
+            self.password.clone(),
             "zookeeper",
             "zk-sasl-md5",
             client_nonce(),
