@@ -5,9 +5,10 @@
 
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
-/// The text after `zkw --help`'s options: durations and exit codes.
+/// The text after `zkw --help`'s options: durations, exit codes and `--json` error kinds (the
+/// one list of them: `fail::KINDS` is checked against it).
 const AFTER_HELP: &str = "\
 Durations: 500ms, 5s, 1.5s, 2m, 1h 30m (humantime; a bare number is seconds).
 
@@ -15,7 +16,14 @@ Exit codes: 0 ok · 1 the operation failed (no node, bad version, …) · 2 bad 
 69 ZooKeeper unreachable or session lost · 73 lock not acquired before --timeout ·
 75 lock lost while CMD ran (CMD terminated) · 76 lock revoked (--revocable) ·
 126/127 CMD cannot run / not found · 128+N CMD (or zkw) ended by signal N ·
-otherwise CMD's own exit code. With --json, errors are {\"error\":…,\"exit_code\":N} on stderr.";
+otherwise CMD's own exit code.
+
+With --json, errors are {\"error\":…,\"exit_code\":N,\"kind\":K} on stderr, K the cause:
+no_node, node_exists, bad_version (with \"expected\" and \"actual\", the version given and
+the node's), not_empty, no_auth, invalid_acl, bad_arguments, unimplemented, failed (exit 1;
+invalid_acl and bad_arguments are 2 when zkw itself refuses the value); usage, invalid_path
+(2); unavailable (69); timeout (73); lost (75); revoked (76); cannot_run (126);
+command_not_found (127); signal (128+N).";
 
 /// The whole command line.
 #[derive(Debug, Parser)]
@@ -37,14 +45,27 @@ pub(crate) struct Cli {
     pub(crate) command: Option<Command>,
 }
 
-/// Options every command accepts, before or after it.
+/// The heading of the options that say how to reach and authenticate to ZooKeeper: grouped
+/// apart, so that a verb's own options come first in its help.
+const CONNECTION: &str = "Connection";
+
+/// Options every command accepts, before or after it (but `-v`, which goes before it: the
+/// verbs' own `-v` is `--version`).
 #[derive(Debug, Clone, Default, Args)]
 pub(crate) struct GlobalArgs {
+    /// One JSON document per result, for scripts; errors as JSON on stderr
+    // After a verb's own options, which are what its help is read for.
+    #[arg(long, global = true, display_order = 100)]
+    pub(crate) json: bool,
+    /// The library's log on stderr: -v info, -vv debug ($RUST_LOG, when set, decides)
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub(crate) verbose: u8,
     /// Connect string (default: $ZOOKEEPER, else 127.0.0.1:2181)
-    #[arg(long, global = true, value_name = "HOSTS[/CHROOT]")]
+    #[arg(long, global = true, value_name = "HOSTS[/CHROOT]", help_heading = CONNECTION)]
     pub(crate) server: Option<String>,
     /// Session timeout, also the limit for connecting [default: 10s]
-    #[arg(long, global = true, value_name = "D", value_parser = duration, allow_hyphen_values = true)]
+    #[arg(long, global = true, value_name = "D", value_parser = duration,
+          allow_hyphen_values = true, help_heading = CONNECTION)]
     pub(crate) session_timeout: Option<Duration>,
     /// The ensemble's tickTime, which holds' leases wait on [default: 2s] ($ZKW_SERVER_TICK)
     #[arg(
@@ -53,32 +74,81 @@ pub(crate) struct GlobalArgs {
         value_name = "D",
         value_parser = duration,
         env = "ZKW_SERVER_TICK",
-        hide_env = true
+        hide_env = true,
+        help_heading = CONNECTION
     )]
     pub(crate) server_tick: Option<Duration>,
     /// Authenticate, e.g. digest:alice:secret (repeatable)
-    #[arg(long, global = true, value_name = "SCHEME:CREDENTIALS")]
+    #[arg(long, global = true, value_name = "SCHEME:CREDENTIALS", help_heading = CONNECTION)]
     pub(crate) auth: Vec<String>,
     /// Speak TLS, trusting the CA certificates in FILE (PEM; $ZKW_TLS_CA)
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, value_name = "FILE", help_heading = CONNECTION)]
     pub(crate) tls_ca: Option<String>,
     /// Client certificate (PEM) for mutual TLS ($ZKW_TLS_CERT)
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, value_name = "FILE", help_heading = CONNECTION)]
     pub(crate) tls_cert: Option<String>,
     /// Client key (PEM) for mutual TLS ($ZKW_TLS_KEY)
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, value_name = "FILE", help_heading = CONNECTION)]
     pub(crate) tls_key: Option<String>,
     /// SASL: `digest:USER[:PASSWORD]` or `kerberos[:PRINCIPAL]`.
     #[arg(
         long,
         global = true,
         value_name = "MECHANISM",
-        help = "SASL digest:USER[:PASSWORD] or kerberos[:PRINCIPAL] ($ZKW_SASL)"
+        help = "SASL digest:USER[:PASSWORD] or kerberos[:PRINCIPAL] ($ZKW_SASL)",
+        help_heading = CONNECTION
     )]
     pub(crate) sasl: Option<String>,
-    /// One JSON document per result, for scripts; errors as JSON on stderr
-    #[arg(long, global = true)]
-    pub(crate) json: bool,
+}
+
+/// The ids of the global options that say how to connect.
+const CONNECTION_ARGS: [&str; 8] = [
+    "server",
+    "session_timeout",
+    "server_tick",
+    "auth",
+    "tls_ca",
+    "tls_cert",
+    "tls_key",
+    "sasl",
+];
+
+/// The command line as clap parses it and prints its help: [`Cli`]'s declarations, with the
+/// global options that a verb has no use for hidden from that verb's help (`sandbox` starts
+/// servers and connects to none; `demo` and `completions` print no result either).
+pub(crate) fn command() -> clap::Command {
+    let mut command = Cli::command();
+    // Global options reach the verbs when the command is built; only then can they be hidden.
+    command.build();
+    command.mut_subcommands(|verb| {
+        let json_too = match verb.get_name() {
+            "sandbox" => false,
+            "demo" | "completions" => true,
+            _ => return verb,
+        };
+        // `mut_args` keeps every option in its place: a built command's index stays right.
+        verb.mut_args(|arg| {
+            let id = arg.get_id().as_str();
+            if CONNECTION_ARGS.contains(&id) || (json_too && id == "json") {
+                arg.hide(true)
+            } else {
+                arg
+            }
+        })
+    })
+}
+
+/// Parses `args` as a command line.
+///
+/// # Errors
+/// clap's error: a bad command line, or `--help` / `--version`.
+pub(crate) fn parse<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let matches = command().try_get_matches_from(args)?;
+    Cli::from_arg_matches(&matches)
 }
 
 /// The verbs.
@@ -199,10 +269,13 @@ pub(crate) struct SetArgs {
 /// `create`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct CreateArgs {
-    /// The node (its parent must exist)
+    /// The node (its parent must exist, unless -p)
     pub(crate) path: String,
     /// The data ('-': standard input)
     pub(crate) data: Option<String>,
+    /// Create missing parents first (persistent, empty, with the same ACL)
+    #[arg(short, long)]
+    pub(crate) parents: bool,
     /// Ephemeral: deleted when the session ends, that is when zkw exits
     #[arg(short, long)]
     pub(crate) ephemeral: bool,
@@ -556,7 +629,8 @@ An interactive session on one connection: the verbs of the command line (ls, get
 rm, stat, acl, sync, whoami, watch, cache, locks, lock…), with paths relative to the working
 node (cd, pwd), Tab completion of verbs and of znode paths read from the server, history in
 the user's data directory (zkw/history), and the session's state changes printed as they
-happen. exit, quit or Ctrl-D leaves.";
+happen. help lists the shell's commands, help VERB shows a verb's help; exit, quit or Ctrl-D
+leaves.";
 
 const SANDBOX_HELP: &str = "\
 Starts a local ZooKeeper from the installed packages (standalone, or an N-node ensemble),
@@ -589,6 +663,43 @@ mod tests {
     #[test]
     fn declarations_are_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn help_names_every_error_kind() {
+        for kind in crate::fail::KINDS {
+            assert!(AFTER_HELP.contains(kind), "{kind} is not in zkw --help");
+        }
+    }
+
+    /// `sandbox` connects to nothing: its help leaves the connection options out, which the
+    /// verbs that connect keep (grouped under their own heading).
+    #[test]
+    fn connection_options_only_where_they_count() {
+        let help = |verb: &str| {
+            let mut command = command();
+            let sub = command
+                .find_subcommand_mut(verb)
+                .map(|c| c.render_long_help());
+            sub.map(|h| h.to_string()).unwrap_or_default()
+        };
+        let sandbox = help("sandbox");
+        assert!(
+            !sandbox.contains("--sasl") && !sandbox.contains("--server"),
+            "{sandbox}"
+        );
+        assert!(
+            sandbox.contains("--json") && sandbox.contains("--tls"),
+            "{sandbox}"
+        );
+        assert!(!help("demo").contains("--json"));
+        let ls = help("ls");
+        assert!(
+            ls.contains("Connection:\n") && ls.contains("--sasl"),
+            "{ls}"
+        );
+        assert!(ls.find("--recursive") < ls.find("Connection:"), "{ls}");
+        assert!(parse(["zkw", "sandbox", "--sasl", "kerberos"]).is_ok());
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! The global options and the connection they describe.
 
 use std::future::Future;
-use std::time::Duration;
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
 
-use zkwire::error::ConnectError;
+use zkwire::error::{ConnectError, HostFailure};
 use zkwire::{Backoff, Client, Error};
 
 use crate::cli::{show, GlobalArgs};
 use crate::fail::{Failure, UNAVAILABLE};
+use crate::out;
 use crate::secure::Security;
 
 /// Where the connect string comes from when `--server` is not given.
@@ -16,6 +18,9 @@ pub(crate) const SERVER_ENV: &str = "ZOOKEEPER";
 pub(crate) const DEFAULT_SERVER: &str = "127.0.0.1:2181";
 /// The session timeout when `--session-timeout` is not given.
 pub(crate) const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection may take before zkw says it is waiting (a local server answers in
+/// milliseconds; one that does not answer keeps zkw waiting up to the session timeout).
+const SLOW_CONNECT: Duration = Duration::from_secs(1);
 
 /// Options every verb accepts.
 #[derive(Debug, Clone)]
@@ -30,6 +35,8 @@ pub(crate) struct Global {
     pub(crate) auth: Vec<(String, Vec<u8>)>,
     /// Machine-readable output.
     pub(crate) json: bool,
+    /// `-v`, `-vv`: say more on stderr (a slow connection, the library's events).
+    pub(crate) verbose: u8,
     /// TLS and SASL.
     pub(crate) security: Security,
     /// The shell's session, which every verb shares (and none closes).
@@ -64,6 +71,7 @@ impl Global {
             server_tick: args.server_tick,
             auth,
             json: args.json,
+            verbose: args.verbose,
             security: Security::from_args(args)?,
             shared: None,
         })
@@ -90,10 +98,29 @@ impl Global {
         for (scheme, credentials) in &self.auth {
             builder = builder.with_auth(scheme.clone(), credentials.clone());
         }
-        builder
-            .connect(&self.server)
-            .await
-            .map_err(|e| self.connect_failure(&e))
+        let started = Instant::now();
+        let connecting = builder.connect(&self.server);
+        tokio::pin!(connecting);
+        let connected = tokio::select! {
+            connected = &mut connecting => connected,
+            () = tokio::time::sleep(SLOW_CONNECT) => {
+                self.note_slow_connect();
+                connecting.await
+            }
+        };
+        connected.map_err(|e| self.connect_failure(&e, started.elapsed()))
+    }
+
+    /// No server has answered yet: on a terminal (or with `-v`), say how long zkw will wait,
+    /// rather than seem to hang for the whole session timeout.
+    fn note_slow_connect(&self) {
+        if self.verbose > 0 || std::io::stderr().is_terminal() {
+            out::note(&format!(
+                "no answer yet from {}; waiting up to {} (--session-timeout)",
+                self.server,
+                show(self.session_timeout)
+            ));
+        }
     }
 
     /// Runs `work` on a new session whose requests are bounded by the session timeout, then
@@ -134,34 +161,71 @@ impl Global {
         zkwire::retry(backoff, op).await
     }
 
-    fn connect_failure(&self, error: &Error) -> Failure {
+    /// Why connecting failed, after `waited`: each host and its cause, said once (the
+    /// library's messages name the host; so does ours when there is only one).
+    fn connect_failure(&self, error: &Error, waited: Duration) -> Failure {
         let server = &self.server;
-        match error {
-            Error::Timeout => Failure::new(
-                UNAVAILABLE,
-                format!(
-                    "cannot connect to {server}: no ZooKeeper server answered within {} (set --server or {SERVER_ENV})",
-                    show(self.session_timeout)
-                ),
-            ),
-            Error::InvalidConnectString(e) => Failure::usage(format!("bad connect string {server:?}: {e}")),
-            Error::Connect(ConnectError::Unreachable { failures }) => {
-                let causes: Vec<String> = failures.iter().map(ToString::to_string).collect();
-                Failure::new(
-                    UNAVAILABLE,
-                    format!(
-                        "cannot connect to {server}: {} (set --server or {SERVER_ENV})",
-                        causes.join("; ")
-                    ),
-                )
+        let hosts = server.split('/').next().unwrap_or(server);
+        let cause = match error {
+            Error::InvalidConnectString(e) => {
+                return Failure::usage(format!("bad connect string {server:?}: {e}"))
             }
-            Error::AuthFailed => Failure::new(
-                UNAVAILABLE,
-                format!("cannot connect to {server}: the server refused the credentials"),
+            Error::Timeout => format!(
+                "no ZooKeeper server answered within {}",
+                show(self.session_timeout)
             ),
-            other => Failure::new(UNAVAILABLE, format!("cannot connect to {server}: {other}")),
-        }
+            Error::Connect(ConnectError::Unreachable { failures }) => {
+                let causes: Vec<String> = failures.iter().map(|f| host_failure(hosts, f)).collect();
+                causes.join("; ")
+            }
+            Error::AuthFailed => "the server refused the credentials".to_owned(),
+            other => without_host(hosts, &other.to_string()).to_owned(),
+        };
+        // Attempts that timed out took a while: say how long (a Timeout names its limit).
+        let slow = waited >= SLOW_CONNECT && !matches!(error, Error::Timeout);
+        let after = if slow {
+            format!(" (gave up after {})", show(tenths(waited)))
+        } else {
+            String::new()
+        };
+        let unreachable = matches!(
+            error,
+            Error::Timeout | Error::Connect(ConnectError::Unreachable { .. })
+        );
+        let hint = if unreachable {
+            format!(" (set --server or {SERVER_ENV})")
+        } else {
+            String::new()
+        };
+        Failure::new(
+            UNAVAILABLE,
+            format!("cannot connect to {server}: {cause}{after}{hint}"),
+        )
     }
+}
+
+/// `d` to the nearest tenth of a second: a wait is said as `2s`, not `2s 3ms`.
+fn tenths(d: Duration) -> Duration {
+    let tenths = (d.as_millis() + 50) / 100;
+    Duration::from_millis(u64::try_from(tenths * 100).unwrap_or(u64::MAX))
+}
+
+/// One host's failure, without the host when it is the only one (the message names it
+/// already) and without the OS's error number, which tells a user nothing more.
+fn host_failure(hosts: &str, failure: &HostFailure) -> String {
+    let text = failure.to_string();
+    let text = without_host(hosts, &text);
+    match text.rfind(" (os error ") {
+        Some(at) if text.ends_with(')') => text.get(..at).unwrap_or(text).to_owned(),
+        _ => text.to_owned(),
+    }
+}
+
+/// `text` without a leading `HOST: ` when `hosts` names that one host alone.
+fn without_host<'a>(hosts: &str, text: &'a str) -> &'a str {
+    text.strip_prefix(hosts)
+        .and_then(|rest| rest.strip_prefix(": "))
+        .unwrap_or(text)
 }
 
 /// `scheme:credentials`, e.g. `digest:alice:secret`.

@@ -19,11 +19,17 @@ pub(crate) fn stat_lines(stat: &Stat) -> String {
         format!("cversion = {}", stat.cversion),
         format!("dataVersion = {}", stat.version),
         format!("aclVersion = {}", stat.aversion),
-        format!("ephemeralOwner = {:#x}", stat.ephemeral_owner),
+        format!("ephemeralOwner = {}", session_id(stat.ephemeral_owner)),
         format!("dataLength = {}", stat.data_length),
         format!("numChildren = {}", stat.num_children),
     ]
     .join("\n")
+}
+
+/// A session id as zkw writes it everywhere: `0x` and 16 lowercase hex digits, so that ids
+/// from the shell, `stat` and `locks` can be compared (and grepped) as text.
+pub(crate) fn session_id(id: i64) -> String {
+    format!("{id:#018x}")
 }
 
 /// A Stat as a JSON object (times in ms since the epoch).
@@ -165,6 +171,7 @@ fn parse_acl_entry(entry: &str, digests: DigestIds) -> Result<Acl, Failure> {
         Failure::usage(format!(
             "bad ACL entry {shown:?}: {why} (expected scheme:id:perms, e.g. world:anyone:cdrwa)"
         ))
+        .with_kind("invalid_acl")
     };
     let (scheme, rest) = entry.split_once(':').ok_or_else(|| bad("no ':'"))?;
     let (id, letters) = rest.rsplit_once(':').ok_or_else(|| bad("no permissions"))?;
@@ -248,6 +255,13 @@ mod tests {
         assert!(parse_acl(&hashed, DigestIds::Hashed).is_ok_and(|(_, w)| w.is_empty()));
         let refused = parse_acl("digest:hunter2:r", DigestIds::PlainPassword);
         assert!(refused.is_err_and(|f| !f.message.contains("hunter2")));
+    }
+
+    #[test]
+    fn session_ids_have_one_form() {
+        assert_eq!(session_id(0x0100_012c_5d2e_0000), "0x0100012c5d2e0000");
+        assert_eq!(session_id(0), "0x0000000000000000");
+        assert_eq!(session_id(-1), "0xffffffffffffffff");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use zkwire::{AddWatchMode, Client, Error, EventType};
 use crate::cli::{show, LocksArgs};
 use crate::connect::Global;
 use crate::fail::{Failure, UNAVAILABLE};
-use crate::format::{data_json, data_line};
+use crate::format::{data_json, data_line, session_id};
 use crate::nodes::check_path;
 use crate::out;
 
@@ -77,9 +77,14 @@ pub(crate) async fn locks(g: &Global, a: &LocksArgs) -> Result<(), Failure> {
     check_path(&a.path, false)?;
     if !a.watch {
         let path = a.path.clone();
-        let (layout, contenders) = g
+        let found = g
             .with_session(|client| async move { inspect(g, &client, &path).await })
             .await?;
+        // A mistyped path must not read as "free": say that nothing is there (exit 1).
+        let Some((layout, contenders)) = found else {
+            return Err(Failure::zk(&a.path, &Error::NoNode)
+                .with_message(format!("{}: node does not exist (no lock there)", a.path)));
+        };
         return print(g, &a.path, layout, &contenders);
     }
     let client = g.connect().await?;
@@ -98,8 +103,14 @@ async fn follow(g: &Global, client: &Client, path: &str) -> Result<(), Failure> 
         .await
         .map_err(|e| Failure::zk(path, &e))?;
     loop {
-        let (layout, contenders) = inspect(g, client, path).await?;
-        print(g, path, layout, &contenders)?;
+        // Watched, a path may not exist yet: the lock appears once someone takes it.
+        match inspect(g, client, path).await? {
+            Some((layout, contenders)) => print(g, path, layout, &contenders)?,
+            None if g.json => print(g, path, Layout::None, &[])?,
+            None => out::line(&format!(
+                "{path}: no one holds or waits (the node does not exist yet)"
+            ))?,
+        }
         tokio::select! {
             _ = &mut ctrl_c => return Ok(()),
             event = events.next() => match event {
@@ -110,13 +121,18 @@ async fn follow(g: &Global, client: &Client, path: &str) -> Result<(), Failure> 
     }
 }
 
-/// Reads the lock's nodes: the layout and the contenders in Curator's order.
+/// Reads the lock's nodes: the layout and the contenders in Curator's order; `None` when
+/// PATH does not exist.
 async fn inspect(
     g: &Global,
     client: &Client,
     path: &str,
-) -> Result<(Layout, Vec<Contender>), Failure> {
-    let children = children(g, client, path).await?;
+) -> Result<Option<(Layout, Vec<Contender>)>, Failure> {
+    let children = match g.read(|| client.get_children(path)).await {
+        Ok(children) => children,
+        Err(Error::NoNode) => return Ok(None),
+        Err(e) => return Err(Failure::zk(path, &e)),
+    };
     let layout = Layout::of(&children);
     let contenders = match layout {
         Layout::None => Vec::new(),
@@ -127,7 +143,7 @@ async fn inspect(
             nodes
         }
     };
-    Ok((layout, contenders))
+    Ok(Some((layout, contenders)))
 }
 
 /// The semaphore's leases, then the queue on its `locks` mutex (the first is acquiring).
@@ -177,7 +193,7 @@ fn assign_roles(layout: Layout, nodes: &mut [Contender]) {
     }
 }
 
-/// Children of `path`; none when it does not exist.
+/// Children of `path` (a semaphore's `leases` or `locks`); none when it does not exist.
 async fn children(g: &Global, client: &Client, path: &str) -> Result<Vec<String>, Failure> {
     match g.read(|| client.get_children(path)).await {
         Ok(children) => Ok(children),
@@ -250,8 +266,10 @@ fn contender_line(c: &Contender) -> String {
     ));
     let data = data_line(&c.data);
     format!(
-        "{:<9} seq {seq:<10} session {:#018x}  age {age:<10} {}  \"{data}\"",
-        c.role, c.session, c.node
+        "{:<9} seq {seq:<10} session {}  age {age:<10} {}  \"{data}\"",
+        c.role,
+        session_id(c.session),
+        c.node
     )
 }
 
@@ -260,7 +278,7 @@ fn contender_json(c: &Contender) -> Value {
     doc.insert("role".into(), json!(c.role));
     doc.insert("node".into(), json!(c.node));
     doc.insert("sequence".into(), json!(c.sequence));
-    doc.insert("session".into(), json!(format!("{:#x}", c.session)));
+    doc.insert("session".into(), json!(session_id(c.session)));
     doc.insert("age_ms".into(), json!(c.age_ms));
     doc.extend(data_json(&c.data).map(|(k, v)| (k.to_owned(), v)));
     Value::Object(doc)

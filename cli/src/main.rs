@@ -27,9 +27,9 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{CommandFactory, Parser};
+use tracing_subscriber::EnvFilter;
 
-use cli::{Cli, Command};
+use cli::Command;
 use connect::Global;
 use fail::{Failure, FAILED, USAGE};
 use lock::Kind;
@@ -64,7 +64,8 @@ fn report(failure: &Failure, json: bool) -> ExitCode {
 
 /// Parses the command line and runs it; returns the exit code.
 fn execute() -> Result<u8, Failure> {
-    let cli = Cli::try_parse().map_err(clap_failure)?;
+    let cli = cli::parse(std::env::args_os()).map_err(clap_failure)?;
+    init_logging(cli.global.verbose);
     let Some(command) = cli.command else {
         return bare(&cli.global);
     };
@@ -80,9 +81,50 @@ fn bare(global: &cli::GlobalArgs) -> Result<u8, Failure> {
     if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
         return run_async(&Global::from_args(global)?, Command::Shell);
     }
-    let help = Cli::command().render_help().to_string();
+    let help = cli::command().render_help().to_string();
     let _ = std::io::Write::write_all(&mut std::io::stderr(), help.as_bytes());
     Ok(USAGE)
+}
+
+/// The environment variable whose filter, when set, decides which events are logged.
+const LOG_ENV: &str = "RUST_LOG";
+
+/// Sends the library's `tracing` events to standard error, for seeing what a connection or
+/// a lock is doing: `RUST_LOG`'s filter when set, else zkwire's events from info up (`-v`),
+/// debug up (`-vv`) or all (`-vvv`). Neither: no subscriber, so events cost nothing and
+/// stderr keeps only zkw's own lines.
+fn init_logging(verbose: u8) {
+    let from_env = std::env::var(LOG_ENV).ok().filter(|v| !v.trim().is_empty());
+    let filter = match from_env.map(EnvFilter::try_new) {
+        Some(Ok(filter)) => filter,
+        Some(Err(e)) => {
+            out::note(&format!("{LOG_ENV} ignored: {e}"));
+            return init_logging_level(verbose);
+        }
+        None => return init_logging_level(verbose),
+    };
+    install(filter);
+}
+
+/// The filter of `-v` (info), `-vv` (debug), `-vvv` (trace) for zkwire's crates; none without.
+fn init_logging_level(verbose: u8) {
+    let level = match verbose {
+        0 => return,
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    install(EnvFilter::new(format!(
+        "zkwire={level},zkwire_recipes={level}"
+    )));
+}
+
+fn install(filter: EnvFilter) {
+    // Fails only if a subscriber is set already: there is one, then.
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .try_init();
 }
 
 /// `--help` and `--version` on standard output (exit 0); any other clap error as one line
@@ -124,7 +166,7 @@ fn one_line(rendered: &str) -> String {
 /// `zkw completions SHELL`: the script on standard output.
 fn completions(shell: clap_complete::Shell) -> Result<u8, Failure> {
     let mut script = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "zkw", &mut script);
+    clap_complete::generate(shell, &mut cli::command(), "zkw", &mut script);
     out::raw(&script).map(|()| 0)
 }
 

@@ -198,16 +198,35 @@ pub(crate) async fn set(g: &Global, a: &SetArgs) -> Result<(), Failure> {
     let version = a.version;
     let stat = g
         .with_session(|client| async move {
-            client
-                .set_data(&path, &data, version)
-                .await
-                .map_err(|e| Failure::zk(&path, &e))
+            match client.set_data(&path, &data, version).await {
+                Err(Error::BadVersion) => {
+                    Err(version_failure(g, &client, &path, version, false).await)
+                }
+                done => done.map_err(|e| Failure::zk(&path, &e)),
+            }
         })
         .await?;
     print_stat(g, &a.path, &stat, false)
 }
 
-/// `create PATH [DATA] [-e] [-s] [-c] [--ttl D]`: prints the created path.
+/// A failed `-v VERSION` check (`acl`: on the ACL version), with the node's actual version
+/// read after the fact: the failed write told only that they differ.
+async fn version_failure(
+    g: &Global,
+    client: &Client,
+    path: &str,
+    given: Option<i32>,
+    acl: bool,
+) -> Failure {
+    let Some(expected) = given else {
+        return Failure::zk(path, &Error::BadVersion);
+    };
+    let stat = g.read(|| client.exists(path)).await.ok().flatten();
+    let actual = stat.map(|s| if acl { s.aversion } else { s.version });
+    Failure::bad_version(path, acl, expected, actual)
+}
+
+/// `create PATH [DATA] [-p] [-e] [-s] [-c] [--ttl D]`: prints the created path.
 pub(crate) async fn create(g: &Global, a: &CreateArgs) -> Result<(), Failure> {
     let path = a.path.clone();
     check_path(&path, a.sequential)?;
@@ -218,18 +237,34 @@ pub(crate) async fn create(g: &Global, a: &CreateArgs) -> Result<(), Failure> {
         .transpose()?
         .unwrap_or_default();
     let options = create_options(a);
+    let parents = a.parents;
     let (created, stat) = g
         .with_session(|client| async move {
-            client
-                .create(&path, &data, &options)
-                .await
-                .map_err(|e| Failure::zk(&path, &e))
+            let made = if parents {
+                // Missing ancestors become empty persistent nodes with the same ACL.
+                client.create_all(&path, &data, &options).await
+            } else {
+                client.create(&path, &data, &options).await
+            };
+            made.map_err(|e| create_failure(&path, &e, parents))
         })
         .await?;
     if g.json {
         return out::json(&json!({"path": created, "stat": stat_json(&stat)}));
     }
     out::line(&created)
+}
+
+/// A failed create; without `-p`, a missing node can only be the parent: name it, and say
+/// how to have it created.
+fn create_failure(path: &str, error: &Error, parents: bool) -> Failure {
+    let failure = Failure::zk(path, error);
+    match (error, zkwire::path::parent(path)) {
+        (Error::NoNode, Some(parent)) if !parents => failure.with_message(format!(
+            "{path}: parent {parent} does not exist; use -p (--parents) to create it"
+        )),
+        _ => failure,
+    }
 }
 
 /// The create mode and TTL the flags ask for (clap refused the conflicting ones).
@@ -257,11 +292,13 @@ pub(crate) async fn rm(g: &Global, a: &RmArgs) -> Result<(), Failure> {
     let deleted = g
         .with_session(|client| async move {
             if !recursive {
-                return client
-                    .delete(&path, version)
-                    .await
-                    .map(|()| 1)
-                    .map_err(|e| Failure::zk(&path, &e));
+                return match client.delete(&path, version).await {
+                    Ok(()) => Ok(1),
+                    Err(Error::BadVersion) => {
+                        Err(version_failure(g, &client, &path, version, false).await)
+                    }
+                    Err(e) => Err(Failure::zk(&path, &e)),
+                };
             }
             if !yes {
                 confirm_subtree(g, &client, &path).await?;
@@ -412,10 +449,12 @@ async fn acl_set(g: &Global, a: &AclSetArgs) -> Result<(), Failure> {
     let version = a.version;
     let stat = g
         .with_session(|client| async move {
-            client
-                .set_acl(&path, &acl, version)
-                .await
-                .map_err(|e| Failure::zk(&path, &e))
+            match client.set_acl(&path, &acl, version).await {
+                Err(Error::BadVersion) => {
+                    Err(version_failure(g, &client, &path, version, true).await)
+                }
+                done => done.map_err(|e| Failure::zk(&path, &e)),
+            }
         })
         .await?;
     print_stat(g, &a.path, &stat, false)
@@ -438,7 +477,7 @@ pub(crate) fn check_path(path: &str, sequential: bool) -> Result<(), Failure> {
     } else {
         zkwire::path::validate_path(path)
     };
-    checked.map_err(|e| Failure::usage(e.to_string()))
+    checked.map_err(|e| Failure::usage(e.to_string()).with_kind("invalid_path"))
 }
 
 /// A DATA operand: the bytes of the argument, or standard input for `-`.

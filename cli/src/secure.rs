@@ -17,6 +17,10 @@ const TLS_KEY_ENV: &str = "ZKW_TLS_KEY";
 const SASL_ENV: &str = "ZKW_SASL";
 /// The SASL password when `--sasl digest:USER` carries none.
 const SASL_PASSWORD_ENV: &str = "ZKW_SASL_PASSWORD";
+/// `--sasl kerberos` in a `zkw` built without the `kerberos` feature.
+#[cfg(not(feature = "kerberos"))]
+const NO_KERBEROS: &str = "this zkw was built without Kerberos; rebuild with \
+    `cargo install --path cli --features kerberos` (needs libkrb5-dev and libclang-dev)";
 
 /// How to secure the connection.
 #[derive(Debug, Clone, Default)]
@@ -32,6 +36,7 @@ enum Sasl {
         password: String,
     },
     /// Kerberos, as `principal` or the ticket cache's default one.
+    #[cfg(feature = "kerberos")]
     Kerberos {
         principal: Option<String>,
     },
@@ -41,6 +46,7 @@ impl std::fmt::Debug for Sasl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Digest { user, .. } => write!(f, "Digest({user}, <redacted>)"),
+            #[cfg(feature = "kerberos")]
             Self::Kerberos { principal } => write!(f, "Kerberos({principal:?})"),
         }
     }
@@ -75,6 +81,7 @@ impl Security {
         }
         match &self.sasl {
             Some(Sasl::Digest { user, password }) => builder.with_sasl_digest(user, password),
+            #[cfg(feature = "kerberos")]
             Some(Sasl::Kerberos { principal }) => {
                 let mut kerberos = zkwire::Kerberos::new();
                 if let Some(p) = principal {
@@ -129,9 +136,12 @@ fn parse_sasl(text: &str) -> Result<Sasl, Failure> {
                 password,
             })
         }
+        #[cfg(feature = "kerberos")]
         "kerberos" | "gssapi" => Ok(Sasl::Kerberos {
             principal: Some(rest.to_owned()).filter(|p| !p.is_empty()),
         }),
+        #[cfg(not(feature = "kerberos"))]
+        "kerberos" | "gssapi" => Err(Failure::usage(NO_KERBEROS)),
         // The value may hold a password: do not echo it.
         _ => Err(Failure::usage(
             "--sasl takes digest:USER[:PASSWORD] or kerberos[:PRINCIPAL]",
@@ -167,6 +177,13 @@ mod tests {
         ));
         assert!(parse_sasl("digest::pw").is_err());
         assert!(parse_sasl("plain:bob").is_err());
+        let shown = format!("{:?}", parse_sasl("digest:bob:hunter2").ok());
+        assert!(!shown.contains("hunter2"), "{shown}");
+    }
+
+    #[cfg(feature = "kerberos")]
+    #[test]
+    fn sasl_kerberos_values() {
         assert!(matches!(
             parse_sasl("kerberos"),
             Ok(Sasl::Kerberos { principal: None })
@@ -175,8 +192,21 @@ mod tests {
             parse_sasl("kerberos:app@EXAMPLE.COM"),
             Ok(Sasl::Kerberos { principal: Some(p) }) if p == "app@EXAMPLE.COM"
         ));
-        let shown = format!("{:?}", parse_sasl("digest:bob:hunter2").ok());
-        assert!(!shown.contains("hunter2"), "{shown}");
+    }
+
+    /// Without the feature, `--sasl kerberos` is a usage error that says how to get it.
+    #[cfg(not(feature = "kerberos"))]
+    #[test]
+    fn sasl_kerberos_needs_the_feature() {
+        for value in ["kerberos", "kerberos:app@EXAMPLE.COM", "gssapi"] {
+            let failure = parse_sasl(value).err();
+            assert!(
+                failure.as_ref().is_some_and(|f| f.code == 2
+                    && f.message.contains("built without Kerberos")
+                    && f.message.contains("--features kerberos")),
+                "{failure:?}"
+            );
+        }
     }
 
     #[test]

@@ -6,7 +6,6 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use clap::{CommandFactory, Parser};
 use rustyline::completion::{Completer, Pair};
 use rustyline::error::ReadlineError;
 use rustyline::highlight::Highlighter;
@@ -17,13 +16,27 @@ use rustyline::{Context, Editor, Helper};
 use tokio::runtime::{Handle, Runtime};
 use zkwire::Client;
 
-use crate::cli::Cli;
+use crate::cli::{self, Command};
 use crate::connect::Global;
 use crate::fail::{Failure, FAILED};
+use crate::format::session_id;
 use crate::out;
 
 /// The words the shell knows besides the command line's verbs.
 const SHELL_WORDS: [&str; 5] = ["cd", "pwd", "help", "exit", "quit"];
+/// The shell's own commands and what they do, for `help`.
+const SHELL_COMMANDS: [(&str, &str); 4] = [
+    ("cd [PATH]", "Make PATH (default /) the working node"),
+    ("pwd", "Print the working node"),
+    (
+        "help [VERB]",
+        "This list, or VERB's own help (as VERB --help)",
+    ),
+    ("exit, quit", "Leave the shell (also Ctrl-D)"),
+];
+/// The command line's verbs that do not run on the shell's session: they start servers or
+/// shells, or print scripts.
+const NOT_IN_SHELL: [&str; 4] = ["shell", "sandbox", "demo", "completions"];
 /// How long completion waits for the server's list of children.
 const COMPLETION_LIMIT: Duration = Duration::from_secs(2);
 
@@ -55,9 +68,9 @@ pub(crate) fn run(global: &Global, runtime: &Runtime) -> Result<u8, Failure> {
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
     });
     out::note(&format!(
-        "connected to {} (session {:#x}); help, exit",
+        "connected to {} (session {}); help, exit",
         global.server,
-        client.session_id()
+        session_id(client.session_id())
     ));
     loop {
         let prompt = format!("zkw {}> ", current(&cwd));
@@ -124,7 +137,11 @@ fn run_line(g: &mut Global, runtime: &Runtime, cwd: &Mutex<String>, line: &str) 
         Some("exit" | "quit") => return Step::Exit,
         Some("pwd") => report(out::line(&current(cwd))),
         Some("cd") => change_directory(g, runtime, cwd, words.get(1).map(String::as_str)),
-        Some("help") => report(out::line(&Cli::command().render_help().to_string())),
+        Some("help") => match words.get(1) {
+            // `help ls`: what `ls --help` prints.
+            Some(verb) => run_verb(g, runtime, cwd, vec![verb.clone(), "--help".to_owned()]),
+            None => report(out::raw(help_text().as_bytes())),
+        },
         Some(_) => run_verb(g, runtime, cwd, words),
     }
     Step::Continue
@@ -137,13 +154,17 @@ fn run_verb(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, mut words: Vec<S
         words.push(".".to_owned());
     }
     let argv = std::iter::once("zkw".to_owned()).chain(words);
-    let cli = match Cli::try_parse_from(argv) {
+    let cli = match cli::parse(argv) {
         Ok(cli) => cli,
         Err(e) => return report(Err(crate::clap_failure(e))),
     };
     let Some(mut command) = cli.command else {
         return;
     };
+    if !runs_in_shell(&command) {
+        out::note("not available in the shell (run it from the command line)");
+        return;
+    }
     let base = current(cwd);
     for path in command.paths_mut() {
         *path = resolve(&base, path);
@@ -157,6 +178,50 @@ fn run_verb(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, mut words: Vec<S
             .block_on(crate::dispatch(&verb_global, &command))
             .map(|_| ()),
     );
+}
+
+/// Whether a verb runs on the shell's session (see [`NOT_IN_SHELL`]).
+fn runs_in_shell(command: &Command) -> bool {
+    !matches!(
+        command,
+        Command::Shell
+            | Command::Sandbox(_)
+            | Command::Demo(_)
+            | Command::Completions(_)
+            | Command::DemoWorker(_)
+    )
+}
+
+/// `help`: the verbs usable here and the shell's own commands, each with its one line.
+fn help_text() -> String {
+    let command = cli::command();
+    let verbs: Vec<(String, String)> = command
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set() && !NOT_IN_SHELL.contains(&c.get_name()))
+        .map(|c| {
+            let about = c.get_about().map(ToString::to_string).unwrap_or_default();
+            (c.get_name().to_owned(), about)
+        })
+        .collect();
+    let shell = SHELL_COMMANDS.map(|(name, about)| (name.to_owned(), about.to_owned()));
+    let width = verbs
+        .iter()
+        .chain(&shell)
+        .map(|(n, _)| n.len())
+        .max()
+        .unwrap_or(0);
+    let list = |items: &[(String, String)]| -> String {
+        items
+            .iter()
+            .map(|(name, about)| format!("  {name:<width$}  {about}\n"))
+            .collect()
+    };
+    format!(
+        "Commands (paths relative to the working node; VERB --help for its options):\n{}\n\
+         Shell:\n{}",
+        list(&verbs),
+        list(&shell)
+    )
 }
 
 /// `cd [PATH]`: to PATH (relative to the working node) if it exists, else `/`.
@@ -222,10 +287,10 @@ struct ShellHelper {
 impl ShellHelper {
     /// The verbs and shell words starting with `prefix`.
     fn verbs(prefix: &str) -> Vec<Pair> {
-        let command = Cli::command();
+        let command = cli::command();
         let verbs = command
             .get_subcommands()
-            .filter(|c| !c.is_hide_set())
+            .filter(|c| !c.is_hide_set() && !NOT_IN_SHELL.contains(&c.get_name()))
             .map(|c| c.get_name().to_owned());
         let mut names: Vec<String> = verbs
             .chain(SHELL_WORDS.iter().map(|w| (*w).to_owned()))
@@ -320,5 +385,25 @@ mod tests {
             .collect();
         assert_eq!(names, ["lock", "locks"]);
         assert!(ShellHelper::verbs("__").is_empty());
+        assert!(ShellHelper::verbs("sa").is_empty());
+    }
+
+    /// `help` lists what can be typed here, not the command line's help.
+    #[test]
+    fn help_lists_the_shell_commands() {
+        let help = help_text();
+        for word in [
+            "\n  ls ",
+            "\n  lock ",
+            "\n  locks ",
+            "\n  cd [PATH] ",
+            "\n  pwd ",
+            "exit, quit",
+        ] {
+            assert!(help.contains(word), "{word:?} missing: {help}");
+        }
+        for absent in ["sandbox", "demo", "completions", "--server", "Usage:"] {
+            assert!(!help.contains(absent), "{absent:?} listed: {help}");
+        }
     }
 }

@@ -723,6 +723,12 @@ impl<C: Connect> Driver<C> {
             };
             self.shared.connect_error.send_replace(Some(why));
         }
+        tracing::info!(
+            ?state,
+            session = format_args!("{id:#018x}"),
+            host = self.current_host.as_ref().map(tracing::field::display),
+            "session state"
+        );
         // Stream first: a caller that waits for the state and then subscribes must not see
         // the same change again.
         let _ = self.shared.state_events.send(state);

@@ -1,0 +1,338 @@
+//! The first hour of a new user, against a real server: `create -p`, an error kind per cause
+//! under `--json` (versions said in plain text too), one form of session id, `locks` on a
+//! path that does not exist, `-v`/`-vv`/`RUST_LOG`, the shell's own `help`, connection
+//! failures said once and with the time waited, and each verb's help without what it does
+//! not use.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+mod common;
+
+use std::net::TcpListener;
+use std::time::Duration;
+
+use common::{chroot, command, finish, run, scratch, spawn_holder, zkw, Out, ZKW};
+use serde_json::Value;
+
+/// The JSON error document of a failed `--json` run, checked to be alone on stderr.
+fn json_error(out: &Out, code: i32) -> Value {
+    assert_eq!(out.code, Some(code), "{out:?}");
+    assert_eq!(out.stderr.lines().count(), 1, "{out:?}");
+    let doc: Value = serde_json::from_str(&out.stderr).unwrap();
+    assert_eq!(doc["exit_code"], code, "{doc}");
+    doc
+}
+
+#[test]
+fn create_names_a_missing_parent_and_p_creates_it() {
+    let cs = chroot("cli-parents");
+    assert_eq!(
+        zkw(&cs, &["create", "/jobs/report", "v1"]).fails(1),
+        "zkw: /jobs/report: parent /jobs does not exist; use -p (--parents) to create it"
+    );
+    let doc = json_error(&zkw(&cs, &["--json", "create", "/jobs/report"]), 1);
+    assert_eq!(doc["kind"], "no_node");
+    assert_eq!(
+        zkw(&cs, &["create", "-p", "/jobs/daily/report", "v1"]).ok(),
+        "/jobs/daily/report\n"
+    );
+    assert_eq!(zkw(&cs, &["get", "/jobs/daily/report"]).ok(), "v1\n");
+    // The parents are empty persistent nodes.
+    for parent in ["/jobs", "/jobs/daily"] {
+        let stat: Value = serde_json::from_str(zkw(&cs, &["stat", parent, "--json"]).ok()).unwrap();
+        assert_eq!(stat["stat"]["data_length"], 0, "{parent}: {stat}");
+        assert_eq!(stat["stat"]["ephemeral_owner"], 0, "{parent}: {stat}");
+    }
+    // With other modes: the parents persist, the node is as asked.
+    assert_eq!(
+        zkw(&cs, &["create", "--parents", "-s", "/queue/items/item-"]).ok(),
+        "/queue/items/item-0000000000\n"
+    );
+    assert_eq!(
+        zkw(&cs, &["create", "-p", "-e", "/tmp/one/eph"]).ok(),
+        "/tmp/one/eph\n"
+    );
+    assert_eq!(
+        zkw(&cs, &["ls", "/tmp/one"]).ok(),
+        "",
+        "the ephemeral went with zkw"
+    );
+    // An existing node is still an error, parents or not.
+    let doc = json_error(
+        &zkw(&cs, &["--json", "create", "-p", "/jobs/daily/report"]),
+        1,
+    );
+    assert_eq!(doc["kind"], "node_exists");
+}
+
+#[test]
+fn json_errors_have_a_kind_per_cause() {
+    let cs = chroot("cli-kinds");
+    zkw(&cs, &["create", "/k", "v"]).ok();
+    zkw(&cs, &["create", "/k/leaf"]).ok();
+    let kind = |args: &[&str], code: i32| {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        json_error(&zkw(&cs, &all), code)["kind"].clone()
+    };
+    assert_eq!(kind(&["get", "/missing"], 1), "no_node");
+    assert_eq!(kind(&["create", "/k"], 1), "node_exists");
+    assert_eq!(kind(&["rm", "/k"], 1), "not_empty");
+    // `auth` ids with no authenticated identity: the server refuses the ACL.
+    assert_eq!(kind(&["acl", "set", "/k", "auth::cdrwa"], 1), "invalid_acl");
+    assert_eq!(
+        kind(&["acl", "set", "/k", "world:anyone:x"], 2),
+        "invalid_acl"
+    );
+    assert_eq!(kind(&["get", "relative"], 2), "invalid_path");
+    assert_eq!(kind(&["ls"], 2), "usage");
+    zkw(&cs, &["create", "/k/ro", "x"]).ok();
+    zkw(&cs, &["acl", "set", "/k/ro", "world:anyone:r"]).ok();
+    assert_eq!(kind(&["set", "/k/ro", "y"], 1), "no_auth");
+    // A command that does not exist is not a missing node.
+    let dir = scratch("kinds");
+    let missing_cmd = dir.join("no-such-command");
+    let missing_cmd = missing_cmd.to_str().unwrap();
+    assert_eq!(
+        kind(&["lock", "/l", "--", missing_cmd], 127),
+        "command_not_found"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn version_mismatches_say_expected_and_actual() {
+    let cs = chroot("cli-versions");
+    zkw(&cs, &["create", "/v", "0"]).ok();
+    zkw(&cs, &["set", "/v", "1"]).ok();
+    zkw(&cs, &["set", "/v", "2"]).ok();
+    assert_eq!(
+        zkw(&cs, &["set", "/v", "3", "-v", "0"]).fails(1),
+        "zkw: /v: version does not match: expected 0, the node has version 2"
+    );
+    let doc = json_error(&zkw(&cs, &["--json", "set", "/v", "3", "-v", "7"]), 1);
+    assert_eq!(doc["kind"], "bad_version");
+    assert_eq!(
+        (doc["expected"].clone(), doc["actual"].clone()),
+        (7.into(), 2.into())
+    );
+    let doc = json_error(&zkw(&cs, &["--json", "rm", "/v", "-v", "1"]), 1);
+    assert_eq!(
+        (
+            doc["kind"].clone(),
+            doc["expected"].clone(),
+            doc["actual"].clone()
+        ),
+        ("bad_version".into(), 1.into(), 2.into())
+    );
+    assert_eq!(
+        zkw(&cs, &["acl", "set", "/v", "world:anyone:cdrwa", "-v", "4"]).fails(1),
+        "zkw: /v: ACL version does not match: expected 4, the node has ACL version 0"
+    );
+    // Right versions go through.
+    zkw(&cs, &["set", "/v", "3", "-v", "2"]).ok();
+    zkw(&cs, &["rm", "/v", "-v", "3"]).ok();
+}
+
+/// A session id is `0x` and 16 lowercase hex digits.
+fn is_session_id(text: &str) -> bool {
+    text.len() == 18
+        && text.starts_with("0x")
+        && text[2..]
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+#[test]
+fn session_ids_have_one_form_everywhere() {
+    let cs = chroot("cli-session-ids");
+    let dir = scratch("session-ids");
+    let mut holder = spawn_holder(&cs, &["lock", "/l"], &dir, 60);
+    let shown = zkw(&cs, &["locks", "/l"]);
+    let line = shown.ok().lines().nth(1).unwrap().to_owned();
+    let from_locks = line
+        .split("session ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap();
+    assert!(is_session_id(from_locks), "{line}");
+    let doc: Value = serde_json::from_str(zkw(&cs, &["locks", "/l", "--json"]).ok()).unwrap();
+    assert_eq!(doc["contenders"][0]["session"], from_locks, "{doc}");
+    let node = doc["contenders"][0]["node"].as_str().unwrap().to_owned();
+    let stat = zkw(&cs, &["stat", &node]);
+    assert!(
+        stat.ok()
+            .contains(&format!("ephemeralOwner = {from_locks}\n")),
+        "{stat:?}"
+    );
+    // Not ephemeral: the same width.
+    assert!(zkw(&cs, &["stat", "/l"])
+        .ok()
+        .contains("ephemeralOwner = 0x0000000000000000\n"));
+    common::signal(holder.id(), "TERM");
+    let _ = holder.wait();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn locks_on_a_missing_path_says_so() {
+    let cs = chroot("cli-locks-missing");
+    assert_eq!(
+        zkw(&cs, &["locks", "/no/such"]).fails(1),
+        "zkw: /no/such: node does not exist (no lock there)"
+    );
+    let doc = json_error(&zkw(&cs, &["--json", "locks", "/no/such"]), 1);
+    assert_eq!(doc["kind"], "no_node");
+    // A node with no contenders is a free lock.
+    zkw(&cs, &["create", "/free"]).ok();
+    assert_eq!(
+        zkw(&cs, &["locks", "/free"]).ok(),
+        "/free: no one holds or waits\n"
+    );
+}
+
+#[test]
+fn verbose_flags_and_rust_log_show_the_library_events() {
+    let cs = chroot("cli-verbose");
+    let quiet = zkw(&cs, &["ls", "/"]);
+    assert_eq!((quiet.ok(), quiet.stderr.as_str()), ("", ""));
+    // -vv: debug events, such as the driver's connection attempt, on stderr only.
+    let debug = run(&["-vv", "--server", &cs, "ls", "/"]);
+    assert_eq!(debug.ok(), "");
+    let connecting = debug
+        .stderr
+        .lines()
+        .find(|l| l.contains("zkwire") && l.contains("connecting"));
+    assert!(connecting.is_some_and(|l| l.contains("DEBUG")), "{debug:?}");
+    // -v: info and up, so not that one.
+    let info = run(&["-v", "--server", &cs, "ls", "/"]);
+    assert!(!info.stderr.contains("DEBUG"), "{info:?}");
+    // RUST_LOG decides when set: on without -v, off despite -vv.
+    let from_env = |filter: &str, verbose: &[&str]| {
+        let mut args = verbose.to_vec();
+        args.extend(["--server", &cs, "ls", "/"]);
+        let mut cmd = command(&args);
+        cmd.env("RUST_LOG", filter);
+        finish(cmd.spawn().unwrap(), Duration::from_secs(30))
+    };
+    let on = from_env("zkwire=debug", &[]);
+    assert!(on.stderr.contains("connecting"), "{on:?}");
+    let off = from_env("off", &["-vv"]);
+    assert_eq!((off.ok(), off.stderr.as_str()), ("", ""));
+}
+
+#[test]
+fn connection_failures_are_said_once_with_the_time_waited() {
+    // Nothing listens on a port just released.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let refused = format!("127.0.0.1:{port}");
+    assert_eq!(
+        zkw(&refused, &["ls", "/"]).fails(69),
+        format!("zkw: cannot connect to {refused}: Connection refused (set --server or ZOOKEEPER)")
+    );
+    // A server that accepts connections and never answers: zkw says how long it waited.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap().to_string();
+    // Accepted connections are kept open (never answered) until the test process ends.
+    std::thread::spawn(move || silent.incoming().collect::<Vec<_>>());
+    let out = zkw(&addr, &["--session-timeout", "1500ms", "ls", "/"]);
+    let line = out.fails(69);
+    assert!(
+        line.contains("1s 500ms") && line.starts_with(&format!("zkw: cannot connect to {addr}: ")),
+        "{out:?}"
+    );
+    assert!(!line.contains(&format!("{addr}: {addr}")), "{out:?}");
+    // With -v, said up front too.
+    let verbose = run(&[
+        "-v",
+        "--server",
+        &addr,
+        "--session-timeout",
+        "1500ms",
+        "ls",
+        "/",
+    ]);
+    assert_eq!(verbose.code, Some(69));
+    assert!(
+        verbose.stderr.contains(&format!(
+            "zkw: no answer yet from {addr}; waiting up to 1s 500ms (--session-timeout)"
+        )),
+        "{verbose:?}"
+    );
+}
+
+#[test]
+fn each_verb_help_groups_the_connection_options_apart() {
+    let ls = run(&["ls", "--help"]);
+    let text = ls.ok();
+    let own = text.find("--recursive").unwrap();
+    let connection = text.find("\nConnection:\n").expect("a Connection heading");
+    assert!(
+        own < connection && text.find("--server").unwrap() > connection,
+        "{text}"
+    );
+    let create = run(&["create", "-h"]);
+    assert!(create.ok().contains("-p, --parents"), "{create:?}");
+    // sandbox connects to nothing: no connection options in its help.
+    let sandbox = run(&["sandbox", "--help"]);
+    let text = sandbox.ok();
+    for absent in ["--sasl", "--server", "--tls-ca", "Connection:"] {
+        assert!(!text.contains(absent), "{absent} in sandbox --help: {text}");
+    }
+    assert!(
+        text.contains("--ensemble") && text.contains("--json"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_shell_help_lists_the_shell_commands() {
+    let cs = chroot("cli-shell-help");
+    let data = scratch("shell-help");
+    let mut cmd = std::process::Command::new(ZKW);
+    cmd.args(["--server", &cs, "shell"])
+        .env_remove("ZOOKEEPER")
+        .env_remove("RUST_LOG")
+        .env("ZKW_SERVER_TICK", "200ms")
+        .env("XDG_DATA_HOME", &data)
+        .env("TERM", "xterm");
+    let mut p = rexpect::session::spawn_command(cmd, Some(30_000)).unwrap();
+    let (_, id) = p.exp_regex(r"\(session 0x[0-9a-f]{16}\)").unwrap();
+    assert!(is_session_id(&id[9..27]), "{id}");
+    p.exp_string("zkw /> ").unwrap();
+    type_line(&mut p, "help");
+    let help = p.exp_string("zkw /> ").unwrap();
+    for listed in [
+        "ls ",
+        "locks ",
+        "cd [PATH]",
+        "pwd",
+        "help [VERB]",
+        "exit, quit",
+    ] {
+        assert!(help.contains(listed), "{listed:?} missing: {help}");
+    }
+    for absent in ["sandbox", "demo", "completions", "--server", "Usage:"] {
+        assert!(!help.contains(absent), "{absent:?} listed: {help}");
+    }
+    type_line(&mut p, "help create");
+    let verb_help = p.exp_string("zkw /> ").unwrap();
+    assert!(verb_help.contains("--parents"), "{verb_help}");
+    type_line(&mut p, "sandbox");
+    p.exp_string("not available in the shell").unwrap();
+    p.exp_string("zkw /> ").unwrap();
+    type_line(&mut p, "exit");
+    p.exp_eof().unwrap();
+    let _ = std::fs::remove_dir_all(data);
+}
+
+/// Types `line` and Enter into the shell.
+fn type_line(p: &mut rexpect::session::PtySession, line: &str) {
+    p.send(&format!("{line}\r")).unwrap();
+    p.flush().unwrap();
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Fails when `zkw` as `cargo install --path cli` builds it (zkwire-cli's default features)
+# would need more than a C compiler: bindgen and clang-sys (libclang), or the GSS-API binding
+# (libgssapi: MIT Kerberos' headers). Kerberos is the CLI's `kerberos` feature, off by default.
+#
+# `cargo tree -p zkwire-cli` resolves features for that package alone, as `cargo install` does
+# (no other workspace member's features unified in); `-e normal,build` leaves the dev-dependencies
+# out of the feature resolution too, and `--target all` counts every platform's dependencies.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CARGO=${CARGO:-cargo}
+
+# Crates that need libclang, or a system library's headers, to build.
+FORBIDDEN='^(bindgen|clang-sys|libgssapi|libgssapi-sys|.*krb5.*)$'
+
+packages() {
+    # `{p}` is "name vX.Y.Z (source)": the package's name as crates.io spells it.
+    $CARGO tree -q -p zkwire-cli -e normal,build --target all --prefix none --format '{p}' "$@" \
+        | awk '{ print $1 }' | sort -u
+}
+
+default=$(packages)
+if [ -z "$default" ]; then
+    echo "check-default-build: cargo tree listed nothing for zkwire-cli" >&2
+    exit 1
+fi
+bad=$(grep -E "$FORBIDDEN" <<<"$default" || true)
+if [ -n "$bad" ]; then
+    echo "check-default-build: zkw's default build pulls in what needs libclang or libkrb5-dev:" >&2
+    sed 's/^/  /' <<<"$bad" >&2
+    for crate in $bad; do
+        $CARGO tree -q -p zkwire-cli -e normal,build,features --target all -i "$crate" >&2 || true
+    done
+    echo "(Kerberos belongs behind zkwire-cli's \`kerberos\` feature.)" >&2
+    exit 1
+fi
+
+# The check must be able to fail: with the feature on, the binding is there.
+if ! packages --features kerberos | grep -x libgssapi >/dev/null; then
+    echo "check-default-build: no libgssapi even with \`--features kerberos\`: stale check?" >&2
+    exit 1
+fi
+echo "check-default-build: zkw's default build needs neither libclang nor libkrb5-dev"
