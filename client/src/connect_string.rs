@@ -19,6 +19,24 @@ pub(crate) const DEFAULT_PORT: u16 = 2181;
 /// The host is a DNS name or an IP address, kept as text; an IPv6 address is
 /// stored without its brackets. A [`Connect`](crate::Connect) implementation
 /// receives one at each connection attempt and resolves it then.
+///
+/// ```
+/// use std::io;
+/// use zkwire::{Connect, HostPort, TcpConnector};
+///
+/// /// Plain TCP, logging every connection attempt.
+/// #[derive(Clone)]
+/// struct Logged(TcpConnector);
+///
+/// impl Connect for Logged {
+///     type Stream = tokio::net::TcpStream;
+///
+///     async fn connect(&self, host: &HostPort) -> io::Result<Self::Stream> {
+///         eprintln!("connecting to {host}"); // `zk1:2181`, `[::1]:2181`
+///         self.0.connect(host).await
+///     }
+/// }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct HostPort {
     host: String,
@@ -28,12 +46,48 @@ pub struct HostPort {
 impl HostPort {
     /// The host name or IP address, without brackets, e.g. `zk1`,
     /// `127.0.0.1` or `::1`. Never empty.
+    ///
+    /// ```
+    /// use std::io;
+    /// use tokio::net::TcpStream;
+    /// use zkwire::{Connect, HostPort};
+    ///
+    /// /// Plain TCP, resolving each host name at every attempt.
+    /// #[derive(Clone)]
+    /// struct Tcp;
+    ///
+    /// impl Connect for Tcp {
+    ///     type Stream = TcpStream;
+    ///
+    ///     async fn connect(&self, host: &HostPort) -> io::Result<TcpStream> {
+    ///         TcpStream::connect((host.host(), host.port())).await
+    ///     }
+    /// }
+    /// ```
     #[must_use]
     pub fn host(&self) -> &str {
         &self.host
     }
 
     /// The port, never 0.
+    ///
+    /// ```
+    /// use std::io;
+    /// use tokio::net::TcpStream;
+    /// use zkwire::{Connect, HostPort};
+    ///
+    /// /// Every server through a local tunnel on its own port (`ssh -L 2181:zk1:2181 ...`).
+    /// #[derive(Clone)]
+    /// struct Tunnels;
+    ///
+    /// impl Connect for Tunnels {
+    ///     type Stream = TcpStream;
+    ///
+    ///     async fn connect(&self, host: &HostPort) -> io::Result<TcpStream> {
+    ///         TcpStream::connect(("127.0.0.1", host.port())).await
+    ///     }
+    /// }
+    /// ```
     #[must_use]
     pub const fn port(&self) -> u16 {
         self.port
@@ -150,6 +204,17 @@ impl fmt::Display for ConnectString {
 ///
 /// Returned inside [`Error::InvalidConnectString`](crate::Error::InvalidConnectString) by
 /// [`Client::connect`](crate::Client::connect) and the builder's `connect` methods.
+///
+/// ```
+/// use zkwire::error::InvalidConnectString;
+/// use zkwire::{Client, Error, TcpConnector};
+///
+/// let started = Client::builder().spawn("zk1:99999", TcpConnector);
+/// assert!(matches!(
+///     started,
+///     Err(Error::InvalidConnectString(InvalidConnectString::BadPort { .. }))
+/// ));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum InvalidConnectString {

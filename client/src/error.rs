@@ -15,6 +15,19 @@ use crate::proto::ErrorCode;
 /// raised by the client. [`is_retryable`](Self::is_retryable) says whether the same request
 /// may succeed if sent again, [`is_terminal`](Self::is_terminal) whether the session is over.
 /// Match on variants, never on the message: its wording may change.
+///
+/// ```no_run
+/// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+/// use zkwire::{CreateMode, CreateOptions, Error};
+///
+/// let persistent = CreateOptions::new(CreateMode::Persistent);
+/// match client.create("/config", b"v1", &persistent).await {
+///     Ok(_) | Err(Error::NodeExists) => {} // there now, whoever created it
+///     Err(e) if e.is_retryable() => eprintln!("try again: {e}"),
+///     Err(e) => return Err(e),
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -203,6 +216,12 @@ impl Error {
     /// throttling and timeouts. A retried write after
     /// [`ConnectionLoss`](Self::ConnectionLoss) may find its own earlier effect (a create
     /// then fails with `NodeExists`); only idempotent requests should be retried blindly.
+    ///
+    /// ```
+    /// use zkwire::Error;
+    /// assert!(Error::ConnectionLoss.is_retryable());
+    /// assert!(!Error::NoNode.is_retryable()); // the same request gets the same answer
+    /// ```
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
@@ -219,6 +238,12 @@ impl Error {
     }
 
     /// Whether the session is over: no request on this client can succeed any more.
+    ///
+    /// ```
+    /// use zkwire::Error;
+    /// assert!(Error::SessionExpired.is_terminal()); // make a new client
+    /// assert!(!Error::ConnectionLoss.is_terminal()); // the session lives on
+    /// ```
     pub fn is_terminal(&self) -> bool {
         matches!(
             self,
@@ -239,6 +264,20 @@ impl Error {
 /// [`Client::connect_error`](crate::Client::connect_error). A custom [`Connect`](crate::Connect)
 /// implementation can report one by returning it inside an [`std::io::Error`]
 /// (`io::Error::other(ConnectError::…)`).
+///
+/// ```no_run
+/// # async fn run() {
+/// use zkwire::error::ConnectError;
+/// use zkwire::Error;
+///
+/// match zkwire::Client::connect("zk1:2181,zk2:2181/app").await {
+///     Ok(client) => println!("session {:#x}", client.session_id()),
+///     Err(Error::Connect(ConnectError::NoChroot { chroot })) => eprintln!("no {chroot} yet"),
+///     Err(Error::Connect(ConnectError::NotTls { host })) => eprintln!("{host} expects TLS"),
+///     Err(e) => eprintln!("cannot connect: {e}"),
+/// }
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConnectError {
@@ -323,6 +362,21 @@ pub enum ConnectError {
 
 /// Why one host could not be connected to, the last time it was tried; see
 /// [`ConnectError::Unreachable`].
+///
+/// ```no_run
+/// # async fn run() {
+/// use zkwire::error::ConnectError;
+/// use zkwire::Error;
+///
+/// if let Err(Error::Connect(ConnectError::Unreachable { failures })) =
+///     zkwire::Client::connect("zk1:2181,zk2:2181").await
+/// {
+///     for failure in &failures {
+///         eprintln!("{}: {:?} ({})", failure.host, failure.cause, failure.detail);
+///     }
+/// }
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{host}: {detail}")]
 #[non_exhaustive]
@@ -336,6 +390,21 @@ pub struct HostFailure {
 }
 
 /// The kind of a [`HostFailure`].
+///
+/// ```no_run
+/// # async fn run() {
+/// use zkwire::error::{ConnectError, FailureCause};
+/// use zkwire::Error;
+///
+/// if let Err(Error::Connect(ConnectError::Unreachable { failures })) =
+///     zkwire::Client::connect("zk1:2181,zk2:2181").await
+/// {
+///     if failures.iter().all(|f| f.cause == FailureCause::Unresolvable) {
+///         eprintln!("none of the host names resolves: check the connect string");
+///     }
+/// }
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FailureCause {
@@ -359,6 +428,18 @@ fn list_failures(failures: &[HostFailure]) -> String {
 }
 
 /// How the server violated the protocol.
+///
+/// ```
+/// # fn report(error: &zkwire::Error) {
+/// use zkwire::error::ProtocolError;
+/// use zkwire::Error;
+///
+/// // The client has dropped the connection and reconnects; worth a warning in the logs.
+/// if let Error::Protocol(ProtocolError::Frame(e)) = error {
+///     eprintln!("a server sent an unacceptable frame: {e}");
+/// }
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProtocolError {
@@ -386,11 +467,34 @@ pub enum ProtocolError {
 }
 
 /// An I/O error, shareable so that one failure can be reported to many waiters.
+///
+/// ```
+/// # fn report(error: &zkwire::Error) {
+/// use zkwire::Error;
+///
+/// if let Error::Io(e) = error {
+///     eprintln!("connection failed: {e}");
+/// }
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct IoError(Arc<std::io::Error>);
 
 impl IoError {
     /// The underlying error.
+    ///
+    /// ```
+    /// # fn report(error: &zkwire::Error) {
+    /// use std::io::ErrorKind;
+    /// use zkwire::Error;
+    ///
+    /// if let Error::Io(e) = error {
+    ///     if e.get_ref().kind() == ErrorKind::ConnectionReset {
+    ///         eprintln!("the server reset the connection");
+    ///     }
+    /// }
+    /// # }
+    /// ```
     pub fn get_ref(&self) -> &std::io::Error {
         &self.0
     }

@@ -86,6 +86,31 @@
 //! default [`TcpConnector`]: it is asked for a byte stream to one [`HostPort`] of the connect
 //! string at every connection attempt (TLS, a SOCKS proxy or an in-memory stream in tests).
 //!
+//! # Logging
+//!
+//! The client emits [`tracing`](https://docs.rs/tracing) events under the target `zkwire`
+//! and never installs a subscriber itself; without one they cost next to nothing.
+//!
+//! - `info`: `session state`, at every change of [`SessionState`], with the session id and
+//!   the host;
+//! - `debug`: `connecting` (the host, the pause before), `connect attempt failed`, `dropping
+//!   the connection` (why), `connection closed by the server or failed`, `write failed`,
+//!   `read/write server found`, and `retrying` from [`retry`];
+//! - `warn`: `no server can be connected to as configured`, and SASL failures.
+//!
+//! To see them, install a subscriber, for instance `tracing-subscriber`'s with an
+//! environment filter (`RUST_LOG=zkwire=debug`):
+//!
+//! ```ignore
+//! tracing_subscriber::fmt()
+//!     .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+//!     .with_writer(std::io::stderr)
+//!     .init();
+//! ```
+//!
+//! (`ignore`: `tracing-subscriber` is not a dependency of this crate.) `zkw -v` and
+//! `zkw -vv` turn them on in the command-line client.
+//!
 //! # Unstable internals
 //!
 //! The cargo feature `unstable` makes the layers under the client public as `zkwire::jute`
@@ -94,6 +119,10 @@
 //! and fuzz targets use them to speak the protocol directly. They carry no stability promise:
 //! any release may change them, and they are hidden from the rendered documentation.
 #![forbid(unsafe_code)]
+// Where other crates' documentation links into this one when this crate's own pages are not
+// next to theirs (`cargo doc -p zkwire-recipes --no-deps`). Keep the version in step with
+// Cargo.toml's; tests/tests/doc_examples.rs checks it.
+#![doc(html_root_url = "https://docs.rs/zkwire/0.1.0")]
 
 mod client;
 mod connect_string;

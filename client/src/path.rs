@@ -26,6 +26,13 @@ use std::fmt;
 /// operation given such a path. The [`reason`](Self::reason) is a fixed, human-readable
 /// sentence; the offending [`path`](Self::path) is kept so the message can be
 /// understood without the surrounding context.
+///
+/// ```
+/// use zkwire::path::validate_path;
+///
+/// let invalid = validate_path("/app/config/").unwrap_err();
+/// assert_eq!(invalid.to_string(), "invalid path \"/app/config/\": path must not end with '/'");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid path {path:?}: {reason}")]
 pub struct InvalidPath {
@@ -47,12 +54,24 @@ impl InvalidPath {
     }
 
     /// The path that was rejected, exactly as it was given.
+    ///
+    /// ```
+    /// use zkwire::path::validate_path;
+    /// let invalid = validate_path("app/config").unwrap_err();
+    /// assert_eq!(invalid.path(), "app/config");
+    /// ```
     #[must_use]
     pub fn path(&self) -> &str {
         &self.path
     }
 
     /// Why the path was rejected, e.g. `"path must not end with '/'"`.
+    ///
+    /// ```
+    /// use zkwire::path::validate_path;
+    /// let invalid = validate_path("app/config").unwrap_err();
+    /// assert_eq!(invalid.reason(), "path must start with '/'");
+    /// ```
     #[must_use]
     pub const fn reason(&self) -> &'static str {
         self.reason
@@ -85,6 +104,14 @@ const SUPPLEMENTARY_CHAR: &str =
 /// hold surrogates, but every character above U+FFFF is encoded in UTF-16 as
 /// a surrogate pair, so such characters are rejected here too.
 ///
+/// ```
+/// use zkwire::path::validate_path;
+///
+/// assert!(validate_path("/app/config").is_ok());
+/// assert!(validate_path("/app//config").is_err());
+/// assert!(validate_path("/app/../config").is_err());
+/// ```
+///
 /// # Errors
 ///
 /// Returns [`InvalidPath`] describing the first rule the path breaks,
@@ -102,6 +129,14 @@ pub fn validate_path(path: &str) -> Result<(), InvalidPath> {
 /// `/0000000001`) and `/a/.` (creating `/a/.0000000001`) are all accepted.
 /// This mirrors the Java client, which validates `path + "1"`. Every other
 /// rule of [`validate_path`] applies unchanged.
+///
+/// ```
+/// use zkwire::path::{validate_path, validate_sequential_path};
+///
+/// // A sequential create of `/locks/` makes `/locks/0000000001`.
+/// assert!(validate_sequential_path("/locks/").is_ok());
+/// assert!(validate_path("/locks/").is_err());
+/// ```
 ///
 /// # Errors
 ///
@@ -276,6 +311,14 @@ pub(crate) fn strip_or_pass<'a>(chroot: Option<&Chroot>, server_path: &'a str) -
 ///
 /// `path` is assumed to be valid (see [`validate_path`]); a string without
 /// any `/` also gives `None`.
+///
+/// ```
+/// use zkwire::path::parent;
+///
+/// assert_eq!(parent("/app/config"), Some("/app"));
+/// assert_eq!(parent("/app"), Some("/"));
+/// assert_eq!(parent("/"), None);
+/// ```
 #[must_use]
 pub fn parent(path: &str) -> Option<&str> {
     if path == "/" {
@@ -302,6 +345,18 @@ pub(crate) fn ancestors(path: &str) -> impl Iterator<Item = &str> {
 /// Neither argument is checked: `parent` is assumed to be a valid path and
 /// `child` a single segment without `/`. Validate the result with
 /// [`validate_path`] if the inputs come from outside.
+///
+/// ```no_run
+/// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+/// use zkwire::path::join;
+///
+/// for child in client.get_children("/jobs").await? {
+///     let (data, _stat) = client.get_data(&join("/jobs", &child)).await?;
+///     println!("{child}: {} bytes", data.len());
+/// }
+/// assert_eq!(join("/", "jobs"), "/jobs");
+/// # Ok(()) }
+/// ```
 #[must_use]
 pub fn join(parent: &str, child: &str) -> String {
     let mut path = String::with_capacity(parent.len() + 1 + child.len());
@@ -326,6 +381,15 @@ pub fn join(parent: &str, child: &str) -> String {
 ///
 /// Prefer this over [`sequence_suffix`] when the node name's prefix is known
 /// (strip the prefix and parse the rest), because it is never ambiguous.
+///
+/// ```
+/// use zkwire::path::parse_sequence;
+///
+/// let name = "job-0000000042"; // from `create("/jobs/job-", ...)` in a sequential mode
+/// assert_eq!(name.strip_prefix("job-").and_then(parse_sequence), Some(42));
+/// assert_eq!(parse_sequence("-2147483648"), Some(i32::MIN)); // after the counter wrapped
+/// assert_eq!(parse_sequence("42"), None);
+/// ```
 #[must_use]
 pub fn parse_sequence(suffix: &str) -> Option<i32> {
     let digits = suffix.strip_prefix('-').unwrap_or(suffix);
@@ -368,6 +432,13 @@ pub fn parse_sequence(suffix: &str) -> Option<i32> {
 /// strip it and use [`parse_sequence`] instead.
 ///
 /// Returns `None` if the name does not end with a well-formed suffix.
+///
+/// ```
+/// use zkwire::path::sequence_suffix;
+///
+/// assert_eq!(sequence_suffix("/jobs/job-0000000007"), Some(7));
+/// assert_eq!(sequence_suffix("config"), None);
+/// ```
 #[must_use]
 pub fn sequence_suffix(name: &str) -> Option<i32> {
     let last = |n: usize| name.get(name.len().checked_sub(n)?..);

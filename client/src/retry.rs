@@ -48,6 +48,12 @@ impl Default for Backoff {
 
 impl Backoff {
     /// 50 ms doubling to 1 s, without bounds.
+    ///
+    /// ```
+    /// use zkwire::Backoff;
+    /// let mut backoff = Backoff::new();
+    /// assert!(backoff.next_delay().is_some()); // no bound: there is always another pause
+    /// ```
     pub fn new() -> Self {
         Self {
             first: Duration::from_millis(50),
@@ -60,6 +66,17 @@ impl Backoff {
     }
 
     /// The first pause and the largest one.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use zkwire::Backoff;
+    ///
+    /// let (shortest, longest) = (Duration::from_millis(100), Duration::from_secs(5));
+    /// let mut backoff = Backoff::new().with_delays(shortest, longest);
+    /// // Each pause is drawn from the upper half of its value.
+    /// let first = backoff.next_delay().unwrap();
+    /// assert!(first >= shortest / 2 && first <= shortest);
+    /// ```
     pub fn with_delays(mut self, first: Duration, max: Duration) -> Self {
         self.first = first;
         self.max = max.max(first);
@@ -67,12 +84,32 @@ impl Backoff {
     }
 
     /// At most `attempts` attempts in all (the first one included).
+    ///
+    /// ```
+    /// use zkwire::Backoff;
+    ///
+    /// let mut backoff = Backoff::new().with_max_attempts(3);
+    /// assert!(backoff.next_delay().is_some()); // before the second attempt
+    /// assert!(backoff.next_delay().is_some()); // before the third
+    /// assert!(backoff.next_delay().is_none()); // three attempts made
+    /// ```
     pub fn with_max_attempts(mut self, attempts: u32) -> Self {
         self.max_attempts = Some(attempts.max(1));
         self
     }
 
     /// No attempt starts more than `limit` from now; the last pause is cut to fit.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use std::time::Duration;
+    /// use zkwire::{retry, Backoff};
+    ///
+    /// // However many attempts fit in 10 s.
+    /// let backoff = Backoff::new().with_time_limit(Duration::from_secs(10));
+    /// retry(backoff, || client.sync("/")).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_time_limit(mut self, limit: Duration) -> Self {
         self.deadline = Instant::now().checked_add(limit);
         self
@@ -80,6 +117,17 @@ impl Backoff {
 
     /// The pause before the next attempt, or `None` once the attempts or the time are used
     /// up. Counts the attempt.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use zkwire::Backoff;
+    ///
+    /// let mut backoff = Backoff::new().with_max_attempts(4);
+    /// while let Some(delay) = backoff.next_delay() {
+    ///     assert!(delay <= Duration::from_secs(1));
+    ///     // ...schedule the next attempt `delay` from now...
+    /// }
+    /// ```
     pub fn next_delay(&mut self) -> Option<Duration> {
         if self.max_attempts.is_some_and(|max| self.attempts >= max) {
             return None;
@@ -103,6 +151,20 @@ impl Backoff {
 
     /// Sleeps the next pause and returns `true`, or returns `false` at once when the
     /// attempts or the time are used up.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire::{Backoff, Error};
+    ///
+    /// // Wait for /ready to appear, looking less and less often.
+    /// let mut backoff = Backoff::new().with_max_attempts(10);
+    /// while client.exists("/ready").await?.is_none() {
+    ///     if !backoff.pause().await {
+    ///         return Err(Error::NoNode);
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn pause(&mut self) -> bool {
         match self.next_delay() {
             Some(delay) => {

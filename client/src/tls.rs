@@ -64,6 +64,13 @@ impl Default for TlsConfig {
 
 /// A TLS setting that cannot be used: a file unreadable, no certificate in it, a bad key.
 /// The caller's to fix.
+///
+/// ```
+/// use zkwire::TlsConfig;
+///
+/// let error = TlsConfig::new().with_ca_pem(b"not a certificate").unwrap_err();
+/// eprintln!("{error}"); // say what to fix, and stop
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("TLS configuration: {0}")]
 pub struct TlsConfigError(String);
@@ -76,6 +83,14 @@ impl TlsConfigError {
 
 impl TlsConfig {
     /// No trust roots and no client certificate: add roots before connecting.
+    ///
+    /// ```no_run
+    /// # fn run() -> Result<(), zkwire::TlsConfigError> {
+    /// use zkwire::TlsConfig;
+    /// let tls = TlsConfig::new().with_ca_file("/etc/zookeeper/ca.pem")?;
+    /// # let _ = tls;
+    /// # Ok(()) }
+    /// ```
     pub fn new() -> Self {
         Self {
             roots: RootCertStore::empty(),
@@ -87,6 +102,15 @@ impl TlsConfig {
     /// Trusts the CA certificates in the PEM file at `path` (one or more
     /// `BEGIN CERTIFICATE` blocks).
     ///
+    /// ```no_run
+    /// # fn run() -> Result<(), zkwire::TlsConfigError> {
+    /// use zkwire::TlsConfig;
+    /// // The ensemble's own CA (`ssl.trustStore` on the servers' side).
+    /// let tls = TlsConfig::new().with_ca_file("/etc/zookeeper/ca.pem")?;
+    /// # let _ = tls;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// The file cannot be read, holds no certificate, or one is not a valid CA certificate.
     pub fn with_ca_file(self, path: impl AsRef<Path>) -> Result<Self, TlsConfigError> {
@@ -96,6 +120,16 @@ impl TlsConfig {
     }
 
     /// Trusts the CA certificates in `pem`.
+    ///
+    /// ```no_run
+    /// # fn run() -> Result<(), zkwire::TlsConfigError> {
+    /// use zkwire::TlsConfig;
+    /// // The CA certificate handed over in the environment (a mounted secret, say).
+    /// let pem = std::env::var("ZK_CA_PEM").unwrap_or_default();
+    /// let tls = TlsConfig::new().with_ca_pem(pem.as_bytes())?;
+    /// # let _ = tls;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`with_ca_file`](Self::with_ca_file).
@@ -110,6 +144,15 @@ impl TlsConfig {
     }
 
     /// Trusts the platform's CA certificates too (feature `tls-native-roots`).
+    ///
+    /// ```no_run
+    /// # fn run() -> Result<(), zkwire::TlsConfigError> {
+    /// use zkwire::TlsConfig;
+    /// // An ensemble whose certificates chain to a public CA.
+    /// let tls = TlsConfig::new().with_native_roots()?;
+    /// # let _ = tls;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// None of the platform's certificates could be loaded.
@@ -130,6 +173,16 @@ impl TlsConfig {
     /// (PEM: PKCS#8, PKCS#1 or SEC1): mutual TLS. With ZooKeeper's x509 authentication
     /// provider the session is then authenticated as `x509:<certificate subject>`.
     ///
+    /// ```no_run
+    /// # fn run() -> Result<(), zkwire::TlsConfigError> {
+    /// use zkwire::TlsConfig;
+    /// let tls = TlsConfig::new()
+    ///     .with_ca_file("/etc/zookeeper/ca.pem")?
+    ///     .with_client_cert_files("/etc/zookeeper/client.pem", "/etc/zookeeper/client-key.pem")?;
+    /// # let _ = tls;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// A file cannot be read or holds no certificate or key.
     pub fn with_client_cert_files(
@@ -143,6 +196,19 @@ impl TlsConfig {
     }
 
     /// As [`with_client_cert_files`](Self::with_client_cert_files), from PEM bytes.
+    ///
+    /// ```no_run
+    /// # fn run() -> Result<(), zkwire::TlsConfigError> {
+    /// use zkwire::TlsConfig;
+    /// // The client certificate and key handed over in the environment.
+    /// let cert = std::env::var("ZK_CLIENT_CERT").unwrap_or_default();
+    /// let key = std::env::var("ZK_CLIENT_KEY").unwrap_or_default();
+    /// let tls = TlsConfig::new()
+    ///     .with_ca_file("/etc/zookeeper/ca.pem")?
+    ///     .with_client_cert_pem(cert.as_bytes(), key.as_bytes())?;
+    /// # let _ = tls;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// No certificate in `cert_pem`, or no private key in `key_pem`.
@@ -161,6 +227,17 @@ impl TlsConfig {
     /// **Dangerous**: accepts a certificate issued for any name, as long as it chains to a
     /// trust root. Any holder of such a certificate can then pose as the server. Only for test
     /// ensembles reached by an address their certificates do not name.
+    ///
+    /// ```no_run
+    /// # fn run() -> Result<(), zkwire::TlsConfigError> {
+    /// use zkwire::TlsConfig;
+    /// // A test ensemble reached through 127.0.0.1, with certificates for other names.
+    /// let tls = TlsConfig::new()
+    ///     .with_ca_file("tests/ca.pem")?
+    ///     .danger_accept_any_hostname();
+    /// # let _ = tls;
+    /// # Ok(()) }
+    /// ```
     pub fn danger_accept_any_hostname(mut self) -> Self {
         self.check_hostname = false;
         self
@@ -216,6 +293,18 @@ fn certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, TlsConfigErr
 
 /// Opens TLS streams over TCP; what [`ClientBuilder::connect`](crate::ClientBuilder::connect)
 /// uses when TLS is configured.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use zkwire::{TlsConfig, TlsConnector};
+///
+/// // What `ClientBuilder::with_tls` makes, as a connector of its own (to wrap in another one).
+/// let tls = TlsConfig::new().with_ca_file("/etc/zookeeper/ca.pem")?;
+/// let client = zkwire::Client::builder()
+///     .connect_with("zk1.example.com:2281", TlsConnector::new(&tls)?)
+///     .await?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct TlsConnector {
     config: Arc<ClientConfig>,
@@ -229,6 +318,15 @@ impl fmt::Debug for TlsConnector {
 
 impl TlsConnector {
     /// A connector with these settings.
+    ///
+    /// ```no_run
+    /// # fn run() -> Result<(), zkwire::TlsConfigError> {
+    /// use zkwire::{TlsConfig, TlsConnector};
+    /// let tls = TlsConfig::new().with_ca_file("/etc/zookeeper/ca.pem")?;
+    /// let connector = TlsConnector::new(&tls)?; // checks the settings now, not at connection time
+    /// # let _ = connector;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// The settings cannot be used (no trust roots, a bad client key).

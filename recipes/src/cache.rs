@@ -20,6 +20,14 @@ use zkwire::{path, AddWatchMode, Backoff, Client, Error, EventType, PersistentWa
 use zkwire::{SessionState, Stat};
 
 /// One cached node: its data and `Stat` as last read.
+///
+/// ```no_run
+/// # fn run(cache: zkwire_recipes::TreeCache) {
+/// if let Some(node) = cache.get("/config/limits") {
+///     println!("{} bytes at version {}", node.data.len(), node.stat.version);
+/// }
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CachedNode {
     /// The node's data.
@@ -33,6 +41,24 @@ pub struct CachedNode {
 /// Replayed in order onto an empty map, the events give the cache's content: the initial
 /// tree arrives as `Created` events (and `Unreadable` ones, which change nothing) followed
 /// by one `Initialized`.
+///
+/// ```no_run
+/// # async fn run(mut events: zkwire_recipes::CacheEvents) {
+/// use zkwire_recipes::CacheEvent;
+///
+/// while let Some(event) = events.next().await {
+///     match event {
+///         CacheEvent::Created { path, node } => println!("+ {path}: {:?}", node.data),
+///         CacheEvent::Changed { path, new, .. } => println!("~ {path}: {:?}", new.data),
+///         CacheEvent::Deleted { path, .. } => println!("- {path}"),
+///         CacheEvent::Unreadable { path } => println!("? {path}: not readable"),
+///         CacheEvent::Initialized => println!("initial tree loaded"),
+///         CacheEvent::Stopped(e) => println!("cache stopped: {e}"),
+///         _ => {}
+///     }
+/// }
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CacheEvent {
@@ -99,6 +125,20 @@ impl fmt::Debug for Selection {
 }
 
 /// How to build a [`TreeCache`]: [`TreeCache::builder`].
+///
+/// ```no_run
+/// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+/// use zkwire_recipes::TreeCache;
+///
+/// let (cache, events) = TreeCache::builder(client, "/config")
+///     .with_max_depth(2)
+///     .with_filter(|path| !path.ends_with(".tmp"))
+///     .with_event_capacity(256)
+///     .start()
+///     .await?;
+/// # let _ = (cache, events);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct TreeCacheBuilder {
     client: Client,
@@ -110,6 +150,19 @@ pub struct TreeCacheBuilder {
 impl TreeCacheBuilder {
     /// Holds nodes at most `depth` levels below the root (0: the root alone, a
     /// `NodeCache`). Deeper nodes are neither read nor held.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire_recipes::TreeCache;
+    ///
+    /// // The services registered under /services, not what each one keeps below its node.
+    /// let (services, _events) = TreeCache::builder(client, "/services")
+    ///     .with_max_depth(1)
+    ///     .start()
+    ///     .await?;
+    /// println!("{} services", services.children("/services").len());
+    /// # Ok(()) }
+    /// ```
     pub fn with_max_depth(mut self, depth: usize) -> Self {
         self.selection.max_depth = Some(depth);
         self
@@ -117,6 +170,19 @@ impl TreeCacheBuilder {
 
     /// Holds only the nodes whose full path `filter` accepts (their descendants are still
     /// considered on their own).
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire_recipes::TreeCache;
+    ///
+    /// // Leave the editors' scratch nodes out.
+    /// let (cache, _events) = TreeCache::builder(client, "/config")
+    ///     .with_filter(|path| !path.ends_with(".tmp"))
+    ///     .start()
+    ///     .await?;
+    /// # let _ = cache;
+    /// # Ok(()) }
+    /// ```
     pub fn with_filter(mut self, filter: impl Fn(&str) -> bool + Send + Sync + 'static) -> Self {
         self.selection.filter = Some(Arc::new(filter));
         self
@@ -125,6 +191,18 @@ impl TreeCacheBuilder {
     /// How many events may wait for the consumer (default 1024). A full queue makes the
     /// cache wait; if the consumer stays away long enough for the watch's own queue to
     /// overflow, the cache resyncs once it is read again. Nothing grows without bound.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire_recipes::TreeCache;
+    ///
+    /// let (cache, _events) = TreeCache::builder(client, "/config")
+    ///     .with_event_capacity(64)
+    ///     .start()
+    ///     .await?;
+    /// # let _ = cache;
+    /// # Ok(()) }
+    /// ```
     pub fn with_event_capacity(mut self, capacity: usize) -> Self {
         self.capacity = capacity.max(1);
         self
@@ -133,6 +211,19 @@ impl TreeCacheBuilder {
     /// Sets the watch, reads the subtree, and returns the cache with its event stream
     /// (which starts with the initial tree). Dropping the stream is fine: the cache then
     /// stops sending events, and stays current.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire_recipes::TreeCache;
+    ///
+    /// let (cache, mut events) = TreeCache::builder(client, "/config").start().await?;
+    /// // The initial tree is in the cache already, and arrives as events too.
+    /// println!("{} nodes", cache.len());
+    /// while let Some(event) = events.next().await {
+    ///     println!("{event:?}");
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// The client's errors while setting the watch or reading the initial tree (a retryable
@@ -203,6 +294,15 @@ pub struct TreeCache {
 
 impl TreeCache {
     /// A cache of the subtree at `root` (the root itself included; it may not exist yet).
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire_recipes::TreeCache;
+    ///
+    /// let (cache, _events) = TreeCache::builder(client, "/config").start().await?;
+    /// println!("{:?}", cache.get("/config/db"));
+    /// # Ok(()) }
+    /// ```
     pub fn builder(client: Client, root: impl Into<String>) -> TreeCacheBuilder {
         TreeCacheBuilder {
             client,
@@ -217,6 +317,21 @@ impl TreeCache {
 
     /// A cache of one node (Curator's `NodeCache`): [`builder`](Self::builder) with depth 0.
     ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire_recipes::{CacheEvent, TreeCache};
+    ///
+    /// // Curator's NodeCache: one node, kept current.
+    /// let (db, mut events) = TreeCache::node(client, "/config/db").await?;
+    /// while let Some(event) = events.next().await {
+    ///     if let CacheEvent::Changed { new, .. } = event {
+    ///         println!("database is now {:?}", new.data);
+    ///     }
+    /// }
+    /// # let _ = db;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// As [`TreeCacheBuilder::start`].
     pub async fn node(
@@ -227,16 +342,40 @@ impl TreeCache {
     }
 
     /// The cached root path.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// let (cache, _events) = zkwire_recipes::TreeCache::builder(client, "/config").start().await?;
+    /// assert_eq!(cache.root(), "/config");
+    /// # Ok(()) }
+    /// ```
     pub fn root(&self) -> &str {
         &self.root
     }
 
     /// The cached node at `path`, if any.
+    ///
+    /// ```no_run
+    /// # fn run(cache: zkwire_recipes::TreeCache) {
+    /// match cache.get("/config/db") {
+    ///     Some(node) => println!("database: {}", String::from_utf8_lossy(&node.data)),
+    ///     None => println!("no database configured"),
+    /// }
+    /// # }
+    /// ```
     pub fn get(&self, path: &str) -> Option<CachedNode> {
         self.read().get(path).cloned()
     }
 
     /// The names of the cached children of `path`, sorted.
+    ///
+    /// ```no_run
+    /// # fn run(cache: zkwire_recipes::TreeCache) {
+    /// for name in cache.children("/services") {
+    ///     println!("service {name}");
+    /// }
+    /// # }
+    /// ```
     pub fn children(&self, path: &str) -> Vec<String> {
         let nodes = self.read();
         let prefix = if path == "/" {
@@ -254,21 +393,51 @@ impl TreeCache {
     }
 
     /// The whole copy, path to node.
+    ///
+    /// ```no_run
+    /// # fn run(cache: zkwire_recipes::TreeCache) {
+    /// for (path, node) in cache.snapshot() {
+    ///     println!("{path}: {} bytes", node.data.len());
+    /// }
+    /// # }
+    /// ```
     pub fn snapshot(&self) -> BTreeMap<String, CachedNode> {
         self.read().clone()
     }
 
     /// How many nodes the cache holds.
+    ///
+    /// ```no_run
+    /// # fn run(cache: zkwire_recipes::TreeCache) {
+    /// println!("{} nodes cached under {}", cache.len(), cache.root());
+    /// # }
+    /// ```
     pub fn len(&self) -> usize {
         self.read().len()
     }
 
     /// Whether the cache holds no node.
+    ///
+    /// ```no_run
+    /// # fn run(cache: zkwire_recipes::TreeCache) {
+    /// if cache.is_empty() {
+    ///     println!("{} does not exist (yet)", cache.root());
+    /// }
+    /// # }
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.read().is_empty()
     }
 
     /// Whether the cache has stopped (see [`CacheEvent::Stopped`]).
+    ///
+    /// ```no_run
+    /// # fn run(cache: zkwire_recipes::TreeCache) {
+    /// if cache.is_stopped() {
+    ///     eprintln!("the cache's session is over: its content no longer changes");
+    /// }
+    /// # }
+    /// ```
     pub fn is_stopped(&self) -> bool {
         self.task.is_finished()
     }
@@ -285,6 +454,17 @@ impl Drop for TreeCache {
 }
 
 /// The events of a [`TreeCache`], in order.
+///
+/// ```no_run
+/// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+/// let (_cache, mut events) = zkwire_recipes::TreeCache::builder(client, "/jobs").start().await?;
+/// tokio::spawn(async move {
+///     while let Some(event) = events.next().await {
+///         println!("{event:?}");
+///     }
+/// });
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct CacheEvents {
     rx: mpsc::Receiver<CacheEvent>,
@@ -293,6 +473,19 @@ pub struct CacheEvents {
 impl CacheEvents {
     /// The next event; `None` once the cache is dropped (after [`CacheEvent::Stopped`] if
     /// it stopped by itself).
+    ///
+    /// ```no_run
+    /// # async fn run(mut events: zkwire_recipes::CacheEvents) {
+    /// use zkwire_recipes::CacheEvent;
+    ///
+    /// // Wait until the initial tree is in.
+    /// while let Some(event) = events.next().await {
+    ///     if event == CacheEvent::Initialized {
+    ///         break;
+    ///     }
+    /// }
+    /// # }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel safe: an event is never lost by dropping the future.

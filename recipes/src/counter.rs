@@ -11,6 +11,16 @@ use zkwire::{Backoff, Client, CreateMode, CreateOptions, Error, EventType};
 use crate::{LockError, Mutex};
 
 /// A counter's value and the node version it was read at, for [`SharedCount::try_set`].
+///
+/// ```no_run
+/// # async fn run(limit: zkwire_recipes::SharedCount) -> Result<(), zkwire::Error> {
+/// let seen = limit.get().await?;
+/// println!("limit {} at version {}", seen.value, seen.version);
+/// // Raise it, unless someone changed it since.
+/// let raised = limit.try_set(seen.value + 1, seen.version).await?;
+/// # let _ = raised;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Versioned<T> {
     /// The value.
@@ -40,6 +50,14 @@ pub struct SharedCount {
 
 impl SharedCount {
     /// The count at `path`.
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// use zkwire_recipes::SharedCount;
+    /// let limit = SharedCount::new(client, "/app/limit");
+    /// # let _ = limit;
+    /// # }
+    /// ```
     pub fn new(client: Client, path: impl Into<String>) -> Self {
         Self {
             client,
@@ -49,6 +67,12 @@ impl SharedCount {
 
     /// Creates the node (and its missing parents, as containers) holding `seed`, unless it
     /// exists: what Curator's `SharedCount.start()` does.
+    ///
+    /// ```no_run
+    /// # async fn run(limit: zkwire_recipes::SharedCount) -> Result<(), zkwire::Error> {
+    /// limit.ensure(10).await?; // 10 unless someone set it first
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// Client errors.
@@ -66,6 +90,13 @@ impl SharedCount {
 
     /// The count and its version.
     ///
+    /// ```no_run
+    /// # async fn run(limit: zkwire_recipes::SharedCount) -> Result<(), zkwire::Error> {
+    /// let now = limit.get().await?;
+    /// println!("limit {} (version {})", now.value, now.version);
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// [`Error::NoNode`]; [`Error::BadArguments`] when the node does not hold 4 bytes.
     pub async fn get(&self) -> Result<Versioned<i32>, Error> {
@@ -79,6 +110,12 @@ impl SharedCount {
 
     /// Sets the count, whatever it was.
     ///
+    /// ```no_run
+    /// # async fn run(limit: zkwire_recipes::SharedCount) -> Result<(), zkwire::Error> {
+    /// limit.set(20).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// [`Error::NoNode`].
     pub async fn set(&self, value: i32) -> Result<(), Error> {
@@ -91,6 +128,18 @@ impl SharedCount {
 
     /// Sets the count if the node is still at `version` (from [`get`](Self::get)); `false`
     /// when someone changed it first.
+    ///
+    /// ```no_run
+    /// # async fn run(limit: zkwire_recipes::SharedCount) -> Result<(), zkwire::Error> {
+    /// // Double the limit, whatever other writers do meanwhile.
+    /// loop {
+    ///     let seen = limit.get().await?;
+    ///     if limit.try_set(seen.value * 2, seen.version).await? {
+    ///         break;
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::NoNode`].
@@ -107,6 +156,17 @@ impl SharedCount {
 impl SharedCount {
     /// Follows the count's changes: each [`CountChanges::next`] waits for a value newer than
     /// the last one it returned (Curator's `SharedCountListener`).
+    ///
+    /// ```no_run
+    /// # async fn run(limit: zkwire_recipes::SharedCount) {
+    /// let mut changes = limit.changes();
+    /// tokio::spawn(async move {
+    ///     while let Ok(now) = changes.next().await {
+    ///         println!("limit is {}", now.value);
+    ///     }
+    /// });
+    /// # }
+    /// ```
     pub fn changes(&self) -> CountChanges {
         CountChanges {
             count: self.clone(),
@@ -139,6 +199,22 @@ pub struct CountChanges {
 impl CountChanges {
     /// The current value the first time, then the next value written after the last one
     /// returned.
+    ///
+    /// ```no_run
+    /// # async fn run(limit: zkwire_recipes::SharedCount) -> Result<(), zkwire::Error> {
+    /// let mut changes = limit.changes();
+    /// loop {
+    ///     match changes.next().await {
+    ///         Ok(now) => println!("limit is {}", now.value),
+    ///         Err(zkwire::Error::NoNode) => {
+    ///             println!("the limit was deleted");
+    ///             break;
+    ///         }
+    ///         Err(e) => return Err(e),
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::NoNode`] when the node is deleted; [`Error::BadArguments`] when it does not
@@ -199,6 +275,16 @@ struct Promotion {
 
 impl AtomicCounter {
     /// The counter at `path`; a change gives up after 10 lost compare-and-sets.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire_recipes::LockError> {
+    /// use zkwire_recipes::AtomicCounter;
+    /// let hits = AtomicCounter::new(client, "/app/hits");
+    /// if let Some(now) = hits.increment().await? {
+    ///     println!("{now} hits");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn new(client: Client, path: impl Into<String>) -> Self {
         Self {
             client,
@@ -210,6 +296,15 @@ impl AtomicCounter {
 
     /// Gives up a change after `attempts` compare-and-sets lost to other writers (and as many
     /// again under the mutex, with [`with_promotion`](Self::with_promotion)).
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// use zkwire_recipes::AtomicCounter;
+    /// // A busy counter: try harder before giving up.
+    /// let hits = AtomicCounter::new(client, "/app/hits").with_attempts(50);
+    /// # let _ = hits;
+    /// # }
+    /// ```
     #[must_use]
     pub fn with_attempts(mut self, attempts: u32) -> Self {
         self.attempts = attempts.max(1);
@@ -222,6 +317,18 @@ impl AtomicCounter {
     /// and tries again while holding it. The writers that hold the mutex take turns; writers
     /// that do not take it can still win a race, so the attempts under the mutex are bounded
     /// too. The value stays exact either way: every write is a compare-and-set.
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// use std::time::Duration;
+    /// use zkwire_recipes::AtomicCounter;
+    ///
+    /// // After 10 lost races, queue on a mutex (as Curator's promoted writers do), for up to 5 s.
+    /// let hits = AtomicCounter::new(client, "/app/hits")
+    ///     .with_promotion("/app/hits-lock", Duration::from_secs(5));
+    /// # let _ = hits;
+    /// # }
+    /// ```
     #[must_use]
     pub fn with_promotion(mut self, lock_path: impl Into<String>, max_wait: Duration) -> Self {
         let lock = Mutex::new(self.client.clone(), lock_path);
@@ -230,6 +337,12 @@ impl AtomicCounter {
     }
 
     /// The value (0 when the node does not exist).
+    ///
+    /// ```no_run
+    /// # async fn run(hits: zkwire_recipes::AtomicCounter) -> Result<(), zkwire::Error> {
+    /// println!("{} hits so far", hits.get().await?);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::BadArguments`] when the node does not hold 8 bytes; client errors.
@@ -241,6 +354,16 @@ impl AtomicCounter {
     /// attempt lost to a concurrent change (then this call changed nothing). With
     /// [`with_promotion`](Self::with_promotion), `None` also when the mutex was not had
     /// within its wait.
+    ///
+    /// ```no_run
+    /// # use zkwire_recipes::{AtomicCounter, LockError};
+    /// # async fn run(stock: AtomicCounter) -> Result<(), LockError> {
+    /// match stock.add(-3).await? {
+    ///     Some(left) => println!("{left} left in stock"),
+    ///     None => println!("too much contention: nothing was taken, try again"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`LockError::Client`] with [`Error::BadArguments`] when the node does not hold 8
@@ -288,6 +411,15 @@ impl AtomicCounter {
     }
 
     /// Adds 1; see [`add`](Self::add).
+    ///
+    /// ```no_run
+    /// # use zkwire_recipes::{AtomicCounter, LockError};
+    /// # async fn run(hits: AtomicCounter) -> Result<(), LockError> {
+    /// if hits.increment().await?.is_none() {
+    ///     eprintln!("hit not counted: every attempt lost to another writer");
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`add`](Self::add).

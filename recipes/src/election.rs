@@ -30,6 +30,8 @@ use crate::sequence::MUTEX_MARKERS;
 /// dropped (hold a [`tokio::task::JoinHandle`] behind an abort-on-drop guard, or select on
 /// [`Leadership::lost`] inside spawned work).
 ///
+/// [`tokio::task::JoinHandle`]: https://docs.rs/tokio/1/tokio/task/struct.JoinHandle.html
+///
 /// ```no_run
 /// # async fn run(client: zkwire::Client) -> Result<(), zkwire_recipes::LockError> {
 /// use zkwire_recipes::LeaderElection;
@@ -55,12 +57,33 @@ pub struct LeaderElection {
 impl LeaderElection {
     /// An election on `path` for participant `id` (stored as the node's data, as Curator's
     /// `LeaderSelector` does). Nothing is sent until run.
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// use zkwire_recipes::LeaderElection;
+    /// let election = LeaderElection::new(client, "/election/compactor", "node-3");
+    /// # let _ = election;
+    /// # }
+    /// ```
     pub fn new(client: Client, path: impl Into<String>, id: impl Into<String>) -> Self {
         Self::with_options(client, path, id, LockOptions::default())
     }
 
     /// An election with `options` (ACLs, lease margin, disconnect grace...; the node data is
     /// always the id).
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// use std::time::Duration;
+    /// use zkwire_recipes::{LeaderElection, LockOptions};
+    ///
+    /// // Cancel the leader's work 5 s before the server may expire the session.
+    /// let options = LockOptions::new().with_lease_margin(Duration::from_secs(5));
+    /// let path = "/election/compactor";
+    /// let election = LeaderElection::with_options(client, path, "node-3", options);
+    /// # let _ = election;
+    /// # }
+    /// ```
     pub fn with_options(
         client: Client,
         path: impl Into<String>,
@@ -74,6 +97,13 @@ impl LeaderElection {
     }
 
     /// The election's directory.
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// let election = zkwire_recipes::LeaderElection::new(client, "/election/compactor", "node-3");
+    /// assert_eq!(election.path(), "/election/compactor");
+    /// # }
+    /// ```
     pub fn path(&self) -> &str {
         &self.dir.path
     }
@@ -81,6 +111,18 @@ impl LeaderElection {
     /// Waits for leadership, then runs `lead` until it returns (`Ok(Ok(output))`) or the
     /// leadership is lost (`Ok(Err(reason))`, the future dropped first). The node is deleted
     /// either way before this returns (or, if the session is over, went with it).
+    ///
+    /// ```no_run
+    /// # use zkwire_recipes::{LeaderElection, LockError};
+    /// # async fn compact() -> usize { 0 }
+    /// # async fn run(election: LeaderElection) -> Result<(), LockError> {
+    /// let term = election.run_once(|_leadership| compact()).await?;
+    /// match term {
+    ///     Ok(segments) => println!("compacted {segments} segments as leader"),
+    ///     Err(reason) => println!("leadership lost ({reason}): compaction cancelled"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`Mutex::lock`](crate::Mutex::lock): a non-retryable client error (the session is
@@ -122,6 +164,18 @@ impl LeaderElection {
     /// [`run_once`](Self::run_once) again and again: after each term (the closure returned
     /// or was cancelled) the participant queues again with a new node. Returns only with an
     /// error.
+    ///
+    /// ```no_run
+    /// # async fn run(election: zkwire_recipes::LeaderElection) {
+    /// let Err(e) = election
+    ///     .run(|leadership| async move {
+    ///         println!("term with fencing token {}", leadership.fencing_token());
+    ///         // ...leader-only work until it returns or the leadership is lost...
+    ///     })
+    ///     .await;
+    /// eprintln!("left the election: {e}");
+    /// # }
+    /// ```
     ///
     /// # Errors
     /// As [`run_once`](Self::run_once).

@@ -8,6 +8,20 @@ use zkwire::SessionState;
 ///
 /// Match on variants, never on the message. [`is_retryable`](Self::is_retryable) says whether
 /// calling the same acquire again may succeed.
+///
+/// ```no_run
+/// # async fn run(mutex: zkwire_recipes::Mutex) -> Result<(), zkwire_recipes::LockError> {
+/// use std::time::Duration;
+/// use zkwire_recipes::LockError;
+///
+/// match mutex.lock_timeout(Duration::from_secs(5)).await {
+///     Ok(guard) => guard.release().await?,
+///     Err(e) if e.is_retryable() => eprintln!("not this time ({e}); trying later"),
+///     Err(LockError::ForeignChild { name }) => eprintln!("remove {name} from the lock directory"),
+///     Err(e) => return Err(e),
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LockError {
@@ -117,6 +131,14 @@ impl LockError {
     /// loss, timeouts, throttling), [`Timeout`](Self::Timeout) and [`Lost`](Self::Lost)
     /// (unless the session is over). Terminal session errors, refused upgrades, wrapped
     /// sequences, foreign children and semaphore limit problems need someone to act first.
+    ///
+    /// ```
+    /// use zkwire_recipes::LockError;
+    /// assert!(LockError::Timeout.is_retryable());
+    /// assert!(LockError::Client(zkwire::Error::ConnectionLoss).is_retryable());
+    /// assert!(!LockError::Client(zkwire::Error::SessionExpired).is_retryable());
+    /// assert!(!LockError::UpgradeRefused.is_retryable());
+    /// ```
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::Client(e) => e.is_retryable(),
@@ -136,6 +158,18 @@ impl LockError {
 }
 
 /// Why a hold can no longer be trusted ([`lost`](crate::MutexGuard::lost)).
+///
+/// ```no_run
+/// # async fn run(guard: zkwire_recipes::MutexGuard) {
+/// use zkwire_recipes::LostReason;
+///
+/// match guard.lost().await {
+///     LostReason::SessionEnded(state) => eprintln!("session over ({state:?}): make a new client"),
+///     LostReason::Unacknowledged(silent) => eprintln!("no word from the quorum for {silent:?}"),
+///     reason => eprintln!("lock lost: {reason}"),
+/// }
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LostReason {

@@ -484,6 +484,18 @@ pub(crate) fn ended(e: &Error) -> SessionState {
 macro_rules! guard_methods {
     ($($hold:ident).+, $token:expr) => {
         /// Whether the hold is still trusted: not lost (see [`lost`](Self::lost)).
+        ///
+        /// ```no_run
+        /// # async fn run(guard: zkwire_recipes::MutexGuard) {
+        /// for batch in 0..10 {
+        ///     if !guard.is_held() {
+        ///         eprintln!("lock lost before batch {batch}: stopping");
+        ///         break;
+        ///     }
+        ///     // ...write the batch...
+        /// }
+        /// # }
+        /// ```
         pub fn is_held(&self) -> bool {
             self.$($hold).+.is_held()
         }
@@ -498,6 +510,16 @@ macro_rules! guard_methods {
         /// guard is gone.
         ///
         /// The future is `'static`: it can be moved into another task.
+        ///
+        /// ```no_run
+        /// # async fn write_the_report() {}
+        /// # async fn run(guard: zkwire_recipes::MutexGuard) {
+        /// tokio::select! {
+        ///     reason = guard.lost() => eprintln!("lock lost ({reason}): the work was cancelled"),
+        ///     () = write_the_report() => {}
+        /// }
+        /// # }
+        /// ```
         pub fn lost(
             &self,
         ) -> impl ::std::future::Future<Output = $crate::LostReason> + Send + 'static {
@@ -551,27 +573,72 @@ macro_rules! guard_methods {
         }
 
         /// Whether a revocation has been requested (see [`revoked`](Self::revoked)).
+        ///
+        /// ```no_run
+        /// # use zkwire_recipes::{LockError, MutexGuard};
+        /// # async fn run(guard: MutexGuard) -> Result<(), LockError> {
+        /// for item in 0..1000 {
+        ///     if guard.revocation_requested() {
+        ///         println!("asked to release: stopping after {item} items");
+        ///         break;
+        ///     }
+        ///     // ...process the item...
+        /// }
+        /// guard.release().await?;
+        /// # Ok(()) }
+        /// ```
         pub fn revocation_requested(&self) -> bool {
             self.$($hold).+.revocation_requested()
         }
 
         #[doc = $token]
+        ///
+        /// ```no_run
+        /// # struct Storage;
+        /// # impl Storage { async fn put(&self, _key: &str, _value: &[u8], _token: i64) {} }
+        /// # async fn run(guard: zkwire_recipes::MutexGuard, storage: Storage) {
+        /// // The storage keeps the largest token it has seen and refuses smaller ones.
+        /// storage.put("report", b"...", guard.fencing_token()).await;
+        /// # }
+        /// ```
         pub fn fencing_token(&self) -> i64 {
             self.$($hold).+.fencing_token()
         }
 
         /// The full path of our node.
+        ///
+        /// ```no_run
+        /// # async fn run(guard: zkwire_recipes::MutexGuard) {
+        /// println!("holding the lock through {}", guard.path());
+        /// # }
+        /// ```
         pub fn path(&self) -> &str {
             &self.$($hold).+.node().path
         }
 
         /// The client the hold was taken with.
+        ///
+        /// ```no_run
+        /// # async fn run(guard: zkwire_recipes::MutexGuard) -> Result<(), zkwire::Error> {
+        /// let (report, _stat) = guard.client().get_data("/reports/latest").await?;
+        /// # let _ = report;
+        /// # Ok(()) }
+        /// ```
         pub fn client(&self) -> &::zkwire::Client {
             self.$($hold).+.client()
         }
 
         /// Runs `ops` atomically, on condition that our node still exists: a multi of
         /// `check(our node, any version)` followed by `ops`. Returns the results of `ops`.
+        ///
+        /// ```no_run
+        /// # use zkwire_recipes::{LockError, MutexGuard};
+        /// # async fn run(guard: MutexGuard) -> Result<(), LockError> {
+        /// use zkwire::Op;
+        /// // Applied only while our lock node exists: a holder that lost the lock writes nothing.
+        /// guard.multi_fenced(&[Op::set_data("/reports/state", "done", None)]).await?;
+        /// # Ok(()) }
+        /// ```
         ///
         /// # Errors
         /// [`LockError::Lost`](crate::LockError::Lost) with
@@ -588,6 +655,15 @@ macro_rules! guard_methods {
         /// Deletes our node and reports the outcome.
         ///
         /// `Ok(())` means this call deleted the node and the hold was never reported lost.
+        ///
+        /// ```no_run
+        /// # async fn run(guard: zkwire_recipes::MutexGuard) {
+        /// match guard.release().await {
+        ///     Ok(()) => println!("released; the lock was ours throughout"),
+        ///     Err(e) => eprintln!("{e}: the work under the lock may not have been exclusive"),
+        /// }
+        /// # }
+        /// ```
         ///
         /// # Errors
         /// [`LockError::Lost`](crate::LockError::Lost) when the node was already gone

@@ -85,6 +85,15 @@ enum Status {
 }
 
 /// One participant of an election, as listed by [`LeaderLatch::participants`].
+///
+/// ```no_run
+/// # use zkwire_recipes::{LeaderLatch, LockError};
+/// # async fn run(latch: LeaderLatch) -> Result<(), LockError> {
+/// let participants = latch.participants().await?;
+/// let leader = participants.iter().find(|p| p.is_leader).map(|p| p.id.as_str());
+/// println!("{} participants, leader {leader:?}", participants.len());
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Participant {
     /// The participant's id: its node's data (Curator's `Participant.getId()`).
@@ -98,12 +107,32 @@ pub struct Participant {
 impl LeaderLatch {
     /// A latch on `path` for participant `id` (stored as the node's data, as Curator's
     /// latch and `LeaderSelector` do). Nothing is sent until [`start`](Self::start).
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// use zkwire_recipes::LeaderLatch;
+    /// let latch = LeaderLatch::new(client, "/election/reports", "worker-7");
+    /// latch.start();
+    /// # }
+    /// ```
     pub fn new(client: Client, path: impl Into<String>, id: impl Into<String>) -> Self {
         Self::with_options(client, path, id, LockOptions::default())
     }
 
     /// A latch with `options` (ACLs, foreign children, lease margin, disconnect grace; the
     /// node data is always the id).
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// use std::time::Duration;
+    /// use zkwire_recipes::{LeaderLatch, LockOptions};
+    ///
+    /// // Step down at the first disconnection, not only when the session's lease runs out.
+    /// let options = LockOptions::new().with_disconnect_grace(Duration::ZERO);
+    /// let latch = LeaderLatch::with_options(client, "/election/reports", "worker-7", options);
+    /// # let _ = latch;
+    /// # }
+    /// ```
     pub fn with_options(
         client: Client,
         path: impl Into<String>,
@@ -124,16 +153,39 @@ impl LeaderLatch {
     }
 
     /// The election's directory.
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// let latch = zkwire_recipes::LeaderLatch::new(client, "/election/reports", "worker-7");
+    /// assert_eq!(latch.path(), "/election/reports");
+    /// # }
+    /// ```
     pub fn path(&self) -> &str {
         &self.shared.dir.path
     }
 
     /// This participant's id.
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// let latch = zkwire_recipes::LeaderLatch::new(client, "/election/reports", "worker-7");
+    /// assert_eq!(latch.id(), "worker-7");
+    /// # }
+    /// ```
     pub fn id(&self) -> &str {
         &self.shared.id
     }
 
     /// Joins the election in the background (a no-op while started). Needs a tokio runtime.
+    ///
+    /// ```no_run
+    /// # use zkwire_recipes::{LeaderLatch, LockError};
+    /// # async fn run(latch: LeaderLatch) -> Result<(), LockError> {
+    /// latch.start();
+    /// let leadership = latch.await_leadership().await?;
+    /// # let _ = leadership;
+    /// # Ok(()) }
+    /// ```
     pub fn start(&self) {
         let mut task = self
             .shared
@@ -153,6 +205,16 @@ impl LeaderLatch {
     /// then as [`start`](Self::start), with the leadership returned; otherwise leaves no
     /// node and returns `None`. A latch already started is not joined again: its leadership,
     /// if any, is returned.
+    ///
+    /// ```no_run
+    /// # use zkwire_recipes::{LeaderLatch, LockError};
+    /// # async fn run(latch: LeaderLatch) -> Result<(), LockError> {
+    /// match latch.try_lead().await? {
+    ///     Some(leadership) => println!("leading, with token {}", leadership.fencing_token()),
+    ///     None => println!("someone else participates; not joining"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// The client's errors; [`LockError::ForeignChild`] and [`LockError::SequenceWrapped`].
@@ -191,11 +253,27 @@ impl LeaderLatch {
     }
 
     /// Whether this participant leads now: granted, and the leadership still trusted.
+    ///
+    /// ```no_run
+    /// # fn run(latch: zkwire_recipes::LeaderLatch) {
+    /// if latch.has_leadership() {
+    ///     // ...a leader-only chore, checked again before the next one...
+    /// }
+    /// # }
+    /// ```
     pub fn has_leadership(&self) -> bool {
         self.leadership().is_some()
     }
 
     /// The current leadership, if this participant leads and it is still trusted.
+    ///
+    /// ```no_run
+    /// # fn run(latch: zkwire_recipes::LeaderLatch) {
+    /// if let Some(leadership) = latch.leadership() {
+    ///     println!("leading, with token {}", leadership.fencing_token());
+    /// }
+    /// # }
+    /// ```
     pub fn leadership(&self) -> Option<Leadership> {
         match &*self.shared.status.borrow() {
             Status::Leading(leadership) if leadership.is_held() => Some(leadership.clone()),
@@ -204,6 +282,17 @@ impl LeaderLatch {
     }
 
     /// Waits until this participant leads, and returns the leadership.
+    ///
+    /// ```no_run
+    /// # use zkwire_recipes::{LeaderLatch, LockError};
+    /// # async fn run(latch: LeaderLatch) -> Result<(), LockError> {
+    /// latch.start();
+    /// let leadership = latch.await_leadership().await?;
+    /// println!("leading, with token {}", leadership.fencing_token());
+    /// let reason = leadership.lost().await;
+    /// println!("no longer leading: {reason}");
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`LockError::Closed`] if the latch is not started or is closed while waiting; the
@@ -231,6 +320,16 @@ impl LeaderLatch {
     /// Every participant in election order, the leader first, read from the server now.
     /// A node that vanishes while being read is left out.
     ///
+    /// ```no_run
+    /// # use zkwire_recipes::{LeaderLatch, LockError};
+    /// # async fn run(latch: LeaderLatch) -> Result<(), LockError> {
+    /// for participant in latch.participants().await? {
+    ///     let role = if participant.is_leader { "leader" } else { "waiting" };
+    ///     println!("{} ({role})", participant.id);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// The client's errors; [`LockError::ForeignChild`] and [`LockError::SequenceWrapped`].
     pub async fn participants(&self) -> Result<Vec<Participant>, LockError> {
@@ -254,6 +353,16 @@ impl LeaderLatch {
 
     /// The current leader (of any client), `None` when nobody participates.
     ///
+    /// ```no_run
+    /// # use zkwire_recipes::{LeaderLatch, LockError};
+    /// # async fn run(latch: LeaderLatch) -> Result<(), LockError> {
+    /// match latch.leader().await? {
+    ///     Some(leader) => println!("{} leads", leader.id),
+    ///     None => println!("nobody participates"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// As [`participants`](Self::participants).
     pub async fn leader(&self) -> Result<Option<Participant>, LockError> {
@@ -263,6 +372,15 @@ impl LeaderLatch {
     /// Leaves the election: ends the leadership if held (it is withdrawn before the node is
     /// deleted), removes the node, and stops the participant. [`start`](Self::start) joins
     /// again later with a new node.
+    ///
+    /// ```no_run
+    /// # use zkwire_recipes::{LeaderLatch, LockError};
+    /// # async fn run(latch: LeaderLatch) -> Result<(), LockError> {
+    /// latch.start();
+    /// // ...until this process shuts down...
+    /// latch.close().await?; // the next participant in line takes over
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// The error that had stopped the participant, if any.
@@ -361,6 +479,18 @@ async fn participate(
 ///
 /// It only observes: the latch deletes the node when the leadership is lost or the latch is
 /// closed, whoever still holds a `Leadership`.
+///
+/// ```no_run
+/// # use zkwire_recipes::{LeaderLatch, LockError};
+/// # async fn run(latch: LeaderLatch) -> Result<(), LockError> {
+/// let leadership = latch.await_leadership().await?;
+/// let watched = leadership.clone();
+/// tokio::spawn(async move {
+///     let reason = watched.lost().await;
+///     eprintln!("leadership lost: {reason}");
+/// });
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Leadership {
     hold: Arc<Hold>,
@@ -372,6 +502,15 @@ impl Leadership {
     }
 
     /// Whether the leadership is still trusted (see [`lost`](Self::lost)).
+    ///
+    /// ```no_run
+    /// # async fn run(leadership: zkwire_recipes::Leadership) {
+    /// while leadership.is_held() {
+    ///     // ...one unit of leader-only work...
+    /// #   break;
+    /// }
+    /// # }
+    /// ```
     pub fn is_held(&self) -> bool {
         self.hold.is_held()
     }
@@ -381,6 +520,16 @@ impl Leadership {
     /// margin of ending without renewal, the session ended, the node was deleted or its data
     /// changed. Resolves with [`LostReason::Released`] once the latch withdrew it (closed).
     /// The future is `'static`.
+    ///
+    /// ```no_run
+    /// # async fn compact() {}
+    /// # async fn run(leadership: zkwire_recipes::Leadership) {
+    /// tokio::select! {
+    ///     reason = leadership.lost() => eprintln!("no longer leading ({reason}): cancelled"),
+    ///     () = compact() => {}
+    /// }
+    /// # }
+    /// ```
     pub fn lost(&self) -> impl std::future::Future<Output = LostReason> + Send + 'static {
         self.hold.lost()
     }
@@ -388,23 +537,56 @@ impl Leadership {
     /// Until when the leadership may be trusted as things stand: the session's lease
     /// deadline less the margin (as
     /// [`MutexGuard::trusted_until`](crate::MutexGuard::trusted_until)). `None` once lost.
+    ///
+    /// ```no_run
+    /// # fn run(leadership: zkwire_recipes::Leadership) {
+    /// match leadership.trusted_until() {
+    ///     Some(until) => println!("trusted until {until:?}: renewed as the server answers"),
+    ///     None => println!("no longer leading"),
+    /// }
+    /// # }
+    /// ```
     pub fn trusted_until(&self) -> Option<std::time::Instant> {
         self.hold.trusted_until()
     }
 
     /// A fencing token: the `czxid` of our latch node, strictly increasing across the
     /// successive leaders of the election.
+    ///
+    /// ```no_run
+    /// # struct Storage;
+    /// # impl Storage { async fn put(&self, _key: &str, _value: &[u8], _token: i64) {} }
+    /// # async fn run(leadership: zkwire_recipes::Leadership, storage: Storage) {
+    /// // The storage keeps the largest token it has seen and refuses smaller ones.
+    /// storage.put("schedule", b"...", leadership.fencing_token()).await;
+    /// # }
+    /// ```
     pub fn fencing_token(&self) -> i64 {
         self.hold.fencing_token()
     }
 
     /// Our latch node's full path.
+    ///
+    /// ```no_run
+    /// # fn run(leadership: zkwire_recipes::Leadership) {
+    /// println!("leading through {}", leadership.path());
+    /// # }
+    /// ```
     pub fn path(&self) -> &str {
         &self.hold.node().path
     }
 
     /// Runs `ops` atomically on condition that our latch node still exists (as
     /// [`MutexGuard::multi_fenced`](crate::MutexGuard::multi_fenced)).
+    ///
+    /// ```no_run
+    /// # use zkwire_recipes::{Leadership, LockError};
+    /// # async fn run(leadership: Leadership) -> Result<(), LockError> {
+    /// use zkwire::Op;
+    /// // Applied only while our latch node exists: a former leader writes nothing.
+    /// leadership.multi_fenced(&[Op::set_data("/schedule", "v2", None)]).await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`LockError::Lost`] with [`LostReason::NodeDeleted`] when our node is gone (nothing

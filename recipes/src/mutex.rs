@@ -84,11 +84,33 @@ pub struct Mutex {
 impl Mutex {
     /// A mutex on `path` with default [`LockOptions`]. Nothing is sent yet; an invalid path
     /// fails the first acquire.
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// use zkwire_recipes::Mutex;
+    /// let mutex = Mutex::new(client, "/locks/reports");
+    /// # let _ = mutex;
+    /// # }
+    /// ```
     pub fn new(client: Client, path: impl Into<String>) -> Self {
         Self::with_options(client, path, LockOptions::default())
     }
 
     /// A mutex on `path` with `options` (node data, ACLs, foreign-child policy, grace).
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// use std::time::Duration;
+    /// use zkwire_recipes::{LockOptions, Mutex};
+    ///
+    /// // Say who holds the lock, and give it up at the first disconnection.
+    /// let options = LockOptions::new()
+    ///     .with_data("worker-7")
+    ///     .with_disconnect_grace(Duration::ZERO);
+    /// let mutex = Mutex::with_options(client, "/locks/reports", options);
+    /// # let _ = mutex;
+    /// # }
+    /// ```
     pub fn with_options(client: Client, path: impl Into<String>, options: LockOptions) -> Self {
         Self {
             dir: Dir::new(client, path.into(), options),
@@ -96,6 +118,13 @@ impl Mutex {
     }
 
     /// The lock directory.
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// let mutex = zkwire_recipes::Mutex::new(client, "/locks/reports/");
+    /// assert_eq!(mutex.path(), "/locks/reports"); // a trailing `/` is dropped
+    /// # }
+    /// ```
     pub fn path(&self) -> &str {
         &self.dir.path
     }
@@ -103,6 +132,15 @@ impl Mutex {
     /// The full path of the node that holds the lock now (the first contender in lock
     /// order, of any client), `None` if no one holds or waits. A snapshot: pass it to
     /// [`revoke`](crate::revoke) to ask that holder to release.
+    ///
+    /// ```no_run
+    /// # async fn run(mutex: zkwire_recipes::Mutex) -> Result<(), zkwire_recipes::LockError> {
+    /// match mutex.holder().await? {
+    ///     Some(node) => println!("held through {node}"),
+    ///     None => println!("free"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// The client's errors; [`LockError::ForeignChild`] and [`LockError::SequenceWrapped`]
@@ -115,6 +153,15 @@ impl Mutex {
     }
 
     /// Waits until the lock is ours.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire_recipes::LockError> {
+    /// let mutex = zkwire_recipes::Mutex::new(client, "/locks/reports");
+    /// let guard = mutex.lock().await?;
+    /// // ...the critical section...
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`LockError::Client`] with a non-retryable error (session over, ACL, invalid path);
@@ -131,6 +178,18 @@ impl Mutex {
     /// Takes the lock if no one else holds or waits for it, without waiting; `Ok(None)`
     /// otherwise (our node is removed before returning, when connected).
     ///
+    /// ```no_run
+    /// # async fn run(mutex: zkwire_recipes::Mutex) -> Result<(), zkwire_recipes::LockError> {
+    /// match mutex.try_lock().await? {
+    ///     Some(guard) => {
+    ///         // ...the nightly report, by whichever process got there first...
+    ///         guard.release().await?;
+    ///     }
+    ///     None => println!("another process is on it"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// As [`lock`](Self::lock).
     ///
@@ -144,6 +203,19 @@ impl Mutex {
     /// whole call (create, retries and waits). On timeout our node is removed (in the
     /// foreground for up to 500 ms, then in the background) and [`LockError::Timeout`]
     /// returned.
+    ///
+    /// ```no_run
+    /// # async fn run(mutex: zkwire_recipes::Mutex) -> Result<(), zkwire_recipes::LockError> {
+    /// use std::time::Duration;
+    /// use zkwire_recipes::LockError;
+    ///
+    /// match mutex.lock_timeout(Duration::from_secs(5)).await {
+    ///     Ok(guard) => guard.release().await?,
+    ///     Err(LockError::Timeout) => println!("still busy after 5 s"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`LockError::Timeout`]; as [`lock`](Self::lock).
@@ -264,6 +336,14 @@ struct Granted {
 /// node in the background (retried until it succeeds or the session ends);
 /// [`release`](Self::release) does it in the foreground and reports how it went. Releasing
 /// or dropping a nested guard only ends that nesting level.
+///
+/// ```no_run
+/// # async fn run(mutex: zkwire_recipes::Mutex) -> Result<(), zkwire_recipes::LockError> {
+/// let guard = mutex.lock().await?;
+/// println!("holding {} with fencing token {}", guard.path(), guard.fencing_token());
+/// guard.release().await?; // or drop it: the node is then deleted in the background
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 #[must_use = "the lock is released when the guard is dropped"]
 pub struct MutexGuard {
@@ -329,7 +409,9 @@ impl MutexGuard {
     ///
     /// ```no_run
     /// # async fn run(mutex: zkwire_recipes::Mutex) -> Result<(), zkwire_recipes::LockError> {
-    /// async fn update_report(mutex: &zkwire_recipes::Mutex) -> Result<(), zkwire_recipes::LockError> {
+    /// use zkwire_recipes::{LockError, Mutex};
+    ///
+    /// async fn update_report(mutex: &Mutex) -> Result<(), LockError> {
     ///     let guard = mutex.lock().await?; // nested inside a scope: no request
     ///     // ...
     ///     guard.release().await
@@ -346,6 +428,17 @@ impl MutexGuard {
     }
 
     /// How many guards share this hold (1 when not nested).
+    ///
+    /// ```no_run
+    /// # async fn run(mutex: zkwire_recipes::Mutex) -> Result<(), zkwire_recipes::LockError> {
+    /// let guard = mutex.lock().await?;
+    /// assert_eq!(guard.nesting(), 1);
+    /// let nested = guard.lock_again()?;
+    /// assert_eq!(guard.nesting(), 2);
+    /// drop(nested);
+    /// assert_eq!(guard.nesting(), 1);
+    /// # Ok(()) }
+    /// ```
     pub fn nesting(&self) -> usize {
         Arc::strong_count(&self.granted)
     }

@@ -77,17 +77,45 @@ impl Default for LockOptions {
 impl LockOptions {
     /// The defaults: empty node data, open ACLs, foreign children rejected, holds trusted
     /// until [`lease_margin`] before the session's lease deadline.
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// use zkwire_recipes::{LockOptions, Mutex};
+    /// let options = LockOptions::new().with_data("host-1");
+    /// let mutex = Mutex::with_options(client, "/locks/reports", options);
+    /// # let _ = mutex;
+    /// # }
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
 
     /// The data of each lock node (default empty; Curator writes the host's IP address).
+    ///
+    /// ```
+    /// use zkwire_recipes::LockOptions;
+    /// // What `Mutex::holder` readers (and Curator's tools) show as the holder.
+    /// let options = LockOptions::new().with_data("host-1:8080");
+    /// # let _ = options;
+    /// ```
     pub fn with_data(mut self, data: impl Into<Bytes>) -> Self {
         self.data = data.into();
         self
     }
 
     /// The ACL of each lock node (default `world:anyone`, every permission).
+    ///
+    /// ```
+    /// use zkwire::Acl;
+    /// use zkwire_recipes::LockOptions;
+    ///
+    /// // Lock nodes only the identities of the holder's session may change (the session must have
+    /// // authenticated), readable by everyone.
+    /// let mut acl = Acl::creator_all();
+    /// acl.extend(Acl::read_unsafe());
+    /// let options = LockOptions::new().with_acl(acl);
+    /// # let _ = options;
+    /// ```
     pub fn with_acl(mut self, acl: Vec<Acl>) -> Self {
         self.acl = acl;
         self
@@ -95,6 +123,19 @@ impl LockOptions {
 
     /// The ACL of the container nodes created for missing parents (default open, as
     /// Curator without an `ACLProvider`).
+    ///
+    /// ```
+    /// use zkwire::{Acl, Id, Perms};
+    /// use zkwire_recipes::LockOptions;
+    ///
+    /// // Anyone may contend (list, create and delete children); only the admin may do the rest.
+    /// let parents = vec![
+    ///     Acl::new(Perms::READ | Perms::CREATE | Perms::DELETE, Id::anyone()),
+    ///     Acl::digest(Perms::ALL, "admin", "admin-password"),
+    /// ];
+    /// let options = LockOptions::new().with_parent_acl(parents);
+    /// # let _ = options;
+    /// ```
     pub fn with_parent_acl(mut self, acl: Vec<Acl>) -> Self {
         self.parent_acl = acl;
         self
@@ -102,6 +143,14 @@ impl LockOptions {
 
     /// What to do with children of the lock directory that are not contenders (default
     /// [`ForeignChildPolicy::Reject`]).
+    ///
+    /// ```
+    /// use zkwire_recipes::{ForeignChildPolicy, LockOptions};
+    /// // A directory other tools write into too: count their nodes as Curator does.
+    /// let policy = ForeignChildPolicy::CountLikeCurator;
+    /// let options = LockOptions::new().with_foreign_children(policy);
+    /// # let _ = options;
+    /// ```
     pub fn with_foreign_children(mut self, policy: ForeignChildPolicy) -> Self {
         self.foreign_children = policy;
         self
@@ -111,6 +160,14 @@ impl LockOptions {
     /// `Duration::ZERO`: at the first disconnection, Curator's advice for SUSPENDED). This
     /// only ever shortens a hold: the lease rule ([`lease_margin`]) applies whatever the
     /// connection state.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use zkwire_recipes::LockOptions;
+    /// // Curator's advice: treat a suspended connection as a lost lock.
+    /// let options = LockOptions::new().with_disconnect_grace(Duration::ZERO);
+    /// # let _ = options;
+    /// ```
     pub fn with_disconnect_grace(mut self, grace: Duration) -> Self {
         self.disconnect_grace = Some(grace);
         self
@@ -123,6 +180,14 @@ impl LockOptions {
     /// followers may be cut off from the leader: such a follower keeps answering our pings
     /// until it notices (up to `syncLimit × tickTime`), while the leader stops hearing of
     /// us. Adding that time to the margin keeps the hold safe in that case too.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use zkwire_recipes::LockOptions;
+    /// // The holder needs up to 3 s to stop its writers: end holds 3 s before the lease does.
+    /// let options = LockOptions::new().with_lease_margin(Duration::from_secs(3));
+    /// # let _ = options;
+    /// ```
     pub fn with_lease_margin(mut self, margin: Duration) -> Self {
         self.lease_margin = Some(margin);
         self
@@ -132,6 +197,12 @@ impl LockOptions {
     /// (default `true`; see the type's docs). With `false`, every waiting task creates its own
     /// node and contends in ZooKeeper, as before the local queue existed: more nodes, watches
     /// and notifications for the same grants. Reentrancy is the same either way.
+    ///
+    /// ```
+    /// use zkwire_recipes::LockOptions;
+    /// let options = LockOptions::new().with_local_queue(false);
+    /// # let _ = options;
+    /// ```
     pub fn with_local_queue(mut self, enabled: bool) -> Self {
         self.local_queue = enabled;
         self
@@ -144,6 +215,13 @@ impl LockOptions {
     /// its fencing token (they are one contender to ZooKeeper). A hand-off happens on
     /// [`release`](crate::MutexGuard::release) with a local waiter present and the hold still
     /// trusted; a dropped guard always gives the node back.
+    ///
+    /// ```
+    /// use zkwire_recipes::LockOptions;
+    /// // Up to 3 tasks of this process in a row on one node, then back to the end of the queue.
+    /// let options = LockOptions::new().with_local_handoff(3);
+    /// # let _ = options;
+    /// ```
     pub fn with_local_handoff(mut self, max: u32) -> Self {
         self.local_handoffs = max;
         self

@@ -40,10 +40,11 @@ use crate::sequence::{exclusive, shared, suffix_after, READ_MARKER, RW_MARKERS, 
 /// # Downgrade and upgrade
 /// A write holder may take the read lock ([`WriteGuard::downgrade_read`], or
 /// [`read`](Self::read) inside the write guard's [`scope`](WriteGuard::scope), or
-/// [`WriteGuard::downgrade`] to also drop the write lock). As in Curator ≥ 5.5 (CURATOR-621) the read node is EPHEMERAL, non-sequential,
-/// named with the writer's suffix (`_c_<uuid>-__READ__<writerSeq>`), so it ties with the
-/// writer's key and no queued writer can slip in between. It is created in a multi checked
-/// against our write node. Ties from any peer are tolerated.
+/// [`WriteGuard::downgrade`] to also drop the write lock). As in Curator ≥ 5.5
+/// (CURATOR-621) the read node is EPHEMERAL, non-sequential, named with the writer's suffix
+/// (`_c_<uuid>-__READ__<writerSeq>`), so it ties with the writer's key and no queued writer
+/// can slip in between. It is created in a multi checked against our write node. Ties from
+/// any peer are tolerated.
 ///
 /// A read→write upgrade would queue the writer behind our own reader and wait forever, so
 /// it is refused: [`ReadGuard::upgrade`] always, and [`write`](Self::write) inside a read
@@ -100,11 +101,31 @@ async fn release_granted(granted: Arc<Granted>) -> Result<(), LockError> {
 
 impl RwLock {
     /// A read/write lock on `path` with default [`LockOptions`].
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// use zkwire_recipes::RwLock;
+    /// let catalog = RwLock::new(client, "/locks/catalog");
+    /// # let _ = catalog;
+    /// # }
+    /// ```
     pub fn new(client: Client, path: impl Into<String>) -> Self {
         Self::with_options(client, path, LockOptions::default())
     }
 
     /// A read/write lock on `path` with `options`.
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// use std::time::Duration;
+    /// use zkwire_recipes::{LockOptions, RwLock};
+    ///
+    /// // Holds end 5 s before the server may expire the session, to leave time to stop.
+    /// let options = LockOptions::new().with_lease_margin(Duration::from_secs(5));
+    /// let catalog = RwLock::with_options(client, "/locks/catalog", options);
+    /// # let _ = catalog;
+    /// # }
+    /// ```
     pub fn with_options(client: Client, path: impl Into<String>, options: LockOptions) -> Self {
         Self {
             dir: Dir::new(client, path.into(), options),
@@ -126,12 +147,27 @@ impl RwLock {
     }
 
     /// The lock directory.
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// let catalog = zkwire_recipes::RwLock::new(client, "/locks/catalog");
+    /// assert_eq!(catalog.path(), "/locks/catalog");
+    /// # }
+    /// ```
     pub fn path(&self) -> &str {
         &self.dir.path
     }
 
     /// Waits for the read lock. Inside a write guard's scope the read lock is granted at
     /// once (a downgrade node, see the type docs).
+    ///
+    /// ```no_run
+    /// # async fn run(catalog: zkwire_recipes::RwLock) -> Result<(), zkwire_recipes::LockError> {
+    /// let read = catalog.read().await?;
+    /// // ...read the catalog: other readers may too, writers wait...
+    /// read.release().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`Mutex::lock`](crate::Mutex::lock).
@@ -144,6 +180,15 @@ impl RwLock {
 
     /// The read lock if no writer holds or waits before us, without waiting.
     ///
+    /// ```no_run
+    /// # async fn run(catalog: zkwire_recipes::RwLock) -> Result<(), zkwire_recipes::LockError> {
+    /// match catalog.try_read().await? {
+    ///     Some(read) => read.release().await?,
+    ///     None => println!("a writer holds the catalog or waits for it"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// As [`read`](Self::read).
     pub async fn try_read(&self) -> Result<Option<ReadGuard>, LockError> {
@@ -151,6 +196,19 @@ impl RwLock {
     }
 
     /// As [`read`](Self::read), with one monotonic deadline for the whole call.
+    ///
+    /// ```no_run
+    /// # async fn run(catalog: zkwire_recipes::RwLock) -> Result<(), zkwire_recipes::LockError> {
+    /// use std::time::Duration;
+    /// use zkwire_recipes::LockError;
+    ///
+    /// match catalog.read_timeout(Duration::from_secs(2)).await {
+    ///     Ok(read) => read.release().await?,
+    ///     Err(LockError::Timeout) => println!("the catalog is being rewritten; using the cache"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`LockError::Timeout`]; as [`read`](Self::read).
@@ -161,6 +219,14 @@ impl RwLock {
     }
 
     /// Waits for the write lock.
+    ///
+    /// ```no_run
+    /// # async fn run(catalog: zkwire_recipes::RwLock) -> Result<(), zkwire_recipes::LockError> {
+    /// let write = catalog.write().await?;
+    /// // ...rewrite the catalog: no reader and no other writer meanwhile...
+    /// write.release().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`LockError::UpgradeRefused`] inside a read guard's scope without the write lock;
@@ -177,6 +243,15 @@ impl RwLock {
 
     /// The write lock if no one else holds or waits for the lock, without waiting.
     ///
+    /// ```no_run
+    /// # async fn run(catalog: zkwire_recipes::RwLock) -> Result<(), zkwire_recipes::LockError> {
+    /// if let Some(write) = catalog.try_write().await? {
+    ///     // ...compact the catalog while nobody uses it...
+    ///     write.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// As [`write`](Self::write).
     pub async fn try_write(&self) -> Result<Option<WriteGuard>, LockError> {
@@ -184,6 +259,19 @@ impl RwLock {
     }
 
     /// As [`write`](Self::write), with one monotonic deadline for the whole call.
+    ///
+    /// ```no_run
+    /// # async fn run(catalog: zkwire_recipes::RwLock) -> Result<(), zkwire_recipes::LockError> {
+    /// use std::time::Duration;
+    /// use zkwire_recipes::LockError;
+    ///
+    /// match catalog.write_timeout(Duration::from_secs(30)).await {
+    ///     Ok(write) => write.release().await?,
+    ///     Err(LockError::Timeout) => println!("readers kept the catalog for 30 s; retry later"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`LockError::Timeout`]; as [`write`](Self::write).
@@ -315,6 +403,14 @@ fn tie_with(writer: &Hold) -> Tie {
 }
 
 /// Proof of holding the read lock of an [`RwLock`], until released or dropped.
+///
+/// ```no_run
+/// # async fn run(catalog: zkwire_recipes::RwLock) -> Result<(), zkwire_recipes::LockError> {
+/// let read = catalog.read().await?;
+/// println!("reading through {}", read.path());
+/// read.release().await?; // or drop it: the node is then deleted in the background
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 #[must_use = "the lock is released when the guard is dropped"]
 pub struct ReadGuard {
@@ -322,6 +418,17 @@ pub struct ReadGuard {
 }
 
 /// Proof of holding the write lock of an [`RwLock`], until released or dropped.
+///
+/// ```no_run
+/// # async fn run(catalog: zkwire_recipes::RwLock) -> Result<(), zkwire_recipes::LockError> {
+/// use zkwire::Op;
+///
+/// let write = catalog.write().await?;
+/// // Written only while the write lock is ours.
+/// write.multi_fenced(&[Op::set_data("/catalog", "v2", None)]).await?;
+/// write.release().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 #[must_use = "the lock is released when the guard is dropped"]
 pub struct WriteGuard {
@@ -348,6 +455,18 @@ impl ReadGuard {
     /// A nested guard of this hold, at once and with no request (as
     /// [`MutexGuard::lock_again`](crate::MutexGuard::lock_again)).
     ///
+    /// ```no_run
+    /// # async fn run(catalog: zkwire_recipes::RwLock) -> Result<(), zkwire_recipes::LockError> {
+    /// let read = catalog.read().await?;
+    /// let for_task = read.lock_again()?;
+    /// tokio::spawn(async move {
+    ///     // ...read under the same hold; it lasts until both guards are gone...
+    ///     drop(for_task);
+    /// });
+    /// read.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// [`LockError::Lost`] if the hold was lost.
     pub fn lock_again(&self) -> Result<Self, LockError> {
@@ -357,6 +476,17 @@ impl ReadGuard {
     /// Runs `future` with this hold re-entrant (as
     /// [`MutexGuard::scope`](crate::MutexGuard::scope)); see the [`RwLock`] type for what
     /// an acquire inside the scope gets.
+    ///
+    /// ```no_run
+    /// # async fn run(catalog: zkwire_recipes::RwLock) -> Result<(), zkwire_recipes::LockError> {
+    /// let read = catalog.read().await?;
+    /// // Inside the scope a read of the same lock is a nested guard: no request, no new node.
+    /// let nested = read.scope(catalog.read()).await?;
+    /// assert_eq!(nested.path(), read.path());
+    /// drop(nested);
+    /// read.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn scope<F: Future>(&self, future: F) -> F::Output {
         let granted = &self.granted;
         scope::enter(&granted.coordinator, &granted.key, granted, future).await
@@ -366,6 +496,19 @@ impl ReadGuard {
 
     /// Always [`LockError::UpgradeRefused`]: in Curator's layout a writer would wait behind
     /// this very read node forever. Release the read lock, then take the write lock.
+    ///
+    /// ```no_run
+    /// # async fn run(catalog: zkwire_recipes::RwLock) -> Result<(), zkwire_recipes::LockError> {
+    /// use zkwire_recipes::LockError;
+    ///
+    /// let read = catalog.read().await?;
+    /// assert_eq!(read.upgrade().err(), Some(LockError::UpgradeRefused));
+    /// // Release the read lock first, then queue for the write lock.
+    /// read.release().await?;
+    /// let write = catalog.write().await?;
+    /// # drop(write);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// Always.
@@ -382,6 +525,18 @@ impl WriteGuard {
     /// A nested guard of this hold, at once and with no request (as
     /// [`MutexGuard::lock_again`](crate::MutexGuard::lock_again)).
     ///
+    /// ```no_run
+    /// # async fn run(catalog: zkwire_recipes::RwLock) -> Result<(), zkwire_recipes::LockError> {
+    /// let write = catalog.write().await?;
+    /// let for_task = write.lock_again()?;
+    /// tokio::spawn(async move {
+    ///     // ...write under the same hold; it lasts until both guards are gone...
+    ///     drop(for_task);
+    /// });
+    /// write.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// [`LockError::Lost`] if the hold was lost.
     pub fn lock_again(&self) -> Result<Self, LockError> {
@@ -394,6 +549,16 @@ impl WriteGuard {
     /// Runs `future` with this hold re-entrant (as
     /// [`MutexGuard::scope`](crate::MutexGuard::scope)); see the [`RwLock`] type for what
     /// an acquire inside the scope gets.
+    ///
+    /// ```no_run
+    /// # async fn run(catalog: zkwire_recipes::RwLock) -> Result<(), zkwire_recipes::LockError> {
+    /// let write = catalog.write().await?;
+    /// // Inside the scope a read of the same lock is granted at once (a downgrade read node).
+    /// let read = write.scope(catalog.read()).await?;
+    /// write.release().await?; // still reading, and no writer got in between
+    /// read.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn scope<F: Future>(&self, future: F) -> F::Output {
         let granted = &self.granted;
         scope::enter(&granted.coordinator, &granted.key, granted, future).await
@@ -404,6 +569,17 @@ impl WriteGuard {
     /// Takes the read lock while holding the write lock (Curator's downgrade, first step):
     /// the read node ties with our write node and is granted at once. Release this guard
     /// afterwards to finish the downgrade.
+    ///
+    /// ```no_run
+    /// # async fn run(catalog: zkwire_recipes::RwLock) -> Result<(), zkwire_recipes::LockError> {
+    /// let write = catalog.write().await?;
+    /// // ...rewrite the catalog...
+    /// let read = write.downgrade_read().await?;
+    /// write.release().await?; // the downgrade is complete
+    /// // ...go on reading what was written: no writer got in between...
+    /// read.release().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`LockError::Lost`] if our write node is gone; the client's errors.
@@ -417,6 +593,16 @@ impl WriteGuard {
 
     /// Downgrades: takes the read lock, then releases the write lock. No writer can get in
     /// between.
+    ///
+    /// ```no_run
+    /// # async fn run(catalog: zkwire_recipes::RwLock) -> Result<(), zkwire_recipes::LockError> {
+    /// let write = catalog.write().await?;
+    /// // ...rewrite the catalog...
+    /// let read = write.downgrade().await?;
+    /// // ...go on reading what was written: no writer got in between...
+    /// read.release().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`downgrade_read`](Self::downgrade_read), and as [`release`](Self::release) (the

@@ -38,6 +38,18 @@ fn lease_contest() -> Contest {
 ///
 /// Every participant of a semaphore (ours and Curator's) must use the same limit: a
 /// participant with a larger one over-grants. Only the SharedCount variants can check it.
+///
+/// ```
+/// use zkwire_recipes::SemaphoreLimit;
+///
+/// // Every participant is configured with 5 (Curator's convention mode).
+/// let fixed = SemaphoreLimit::Fixed(5);
+/// // The limit is a Curator SharedCount node's value, read at every acquire.
+/// let shared = SemaphoreLimit::SharedCount("/config/workers".into());
+/// // 5, checked against the SharedCount node (created with 5 if missing).
+/// let checked = SemaphoreLimit::FixedChecked { max: 5, shared_count: "/config/workers".into() };
+/// # let _ = (fixed, shared, checked);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SemaphoreLimit {
@@ -146,12 +158,32 @@ pub struct Semaphore {
 impl Semaphore {
     /// A semaphore on `path` with default [`LockOptions`]. Nothing is sent yet; an invalid
     /// path fails the first acquire.
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// use zkwire_recipes::{Semaphore, SemaphoreLimit};
+    /// let workers = Semaphore::new(client, "/sem/workers", SemaphoreLimit::Fixed(5));
+    /// # let _ = workers;
+    /// # }
+    /// ```
     pub fn new(client: Client, path: impl Into<String>, limit: SemaphoreLimit) -> Self {
         Self::with_options(client, path, limit, LockOptions::default())
     }
 
     /// A semaphore on `path` with `options`: the data of each lease node (Curator's
     /// `setNodeData`), ACLs, foreign-child policy, disconnection grace of the leases.
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// use zkwire_recipes::{LockOptions, Semaphore, SemaphoreLimit};
+    ///
+    /// // Each lease node says who holds it (Curator's `setNodeData`).
+    /// let options = LockOptions::new().with_data("host-1");
+    /// let limit = SemaphoreLimit::Fixed(5);
+    /// let workers = Semaphore::with_options(client, "/sem/workers", limit, options);
+    /// # let _ = workers;
+    /// # }
+    /// ```
     pub fn with_options(
         client: Client,
         path: impl Into<String>,
@@ -170,16 +202,43 @@ impl Semaphore {
     }
 
     /// The semaphore's directory.
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// use zkwire_recipes::{Semaphore, SemaphoreLimit};
+    /// let workers = Semaphore::new(client, "/sem/workers/", SemaphoreLimit::Fixed(5));
+    /// assert_eq!(workers.path(), "/sem/workers"); // a trailing `/` is dropped
+    /// # }
+    /// ```
     pub fn path(&self) -> &str {
         &self.path
     }
 
     /// Where the limit comes from.
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// use zkwire_recipes::{Semaphore, SemaphoreLimit};
+    /// let workers = Semaphore::new(client, "/sem/workers", SemaphoreLimit::Fixed(5));
+    /// assert_eq!(workers.limit(), &SemaphoreLimit::Fixed(5));
+    /// # }
+    /// ```
     pub fn limit(&self) -> &SemaphoreLimit {
         &self.limit
     }
 
     /// Waits for `n` leases, all or nothing. `n = 0` returns no lease at once.
+    ///
+    /// ```no_run
+    /// # use zkwire_recipes::{LockError, Semaphore};
+    /// # async fn run(workers: Semaphore) -> Result<(), LockError> {
+    /// let leases = workers.acquire(2).await?; // both, or none
+    /// // ...run two jobs...
+    /// for lease in leases {
+    ///     lease.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`LockError::TooManyLeases`]; the limit errors ([`LockError::LimitMismatch`],
@@ -198,6 +257,20 @@ impl Semaphore {
     /// the whole call (the `locks` mutex, every lease, retries and waits). On timeout the
     /// leases already obtained are given back and [`LockError::Timeout`] returned.
     ///
+    /// ```no_run
+    /// # use zkwire_recipes::{LockError, Semaphore};
+    /// # async fn run(workers: Semaphore) -> Result<(), LockError> {
+    /// use std::time::Duration;
+    /// use zkwire_recipes::LockError;
+    ///
+    /// match workers.acquire_timeout(2, Duration::from_secs(10)).await {
+    ///     Ok(leases) => drop(leases), // ...after the two jobs ran; dropping returns them...
+    ///     Err(LockError::Timeout) => println!("no room for two jobs within 10 s"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// [`LockError::Timeout`]; as [`acquire`](Self::acquire).
     ///
@@ -213,6 +286,15 @@ impl Semaphore {
 
     /// One lease: [`acquire(1)`](Self::acquire).
     ///
+    /// ```no_run
+    /// # use zkwire_recipes::{LockError, Semaphore};
+    /// # async fn run(workers: Semaphore) -> Result<(), LockError> {
+    /// let lease = workers.acquire_one().await?;
+    /// // ...run the job...
+    /// lease.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// As [`acquire`](Self::acquire).
     ///
@@ -226,6 +308,20 @@ impl Semaphore {
     }
 
     /// One lease with a deadline: [`acquire_timeout(1, timeout)`](Self::acquire_timeout).
+    ///
+    /// ```no_run
+    /// # use zkwire_recipes::{LockError, Semaphore};
+    /// # async fn run(workers: Semaphore) -> Result<(), LockError> {
+    /// use std::time::Duration;
+    /// use zkwire_recipes::LockError;
+    ///
+    /// match workers.acquire_one_timeout(Duration::from_secs(10)).await {
+    ///     Ok(lease) => lease.release().await?,
+    ///     Err(LockError::Timeout) => println!("every worker slot stayed taken for 10 s"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`acquire_timeout`](Self::acquire_timeout).
@@ -242,6 +338,16 @@ impl Semaphore {
     /// One lease if one is free now, without waiting: `Ok(None)` when another participant
     /// holds the `locks` mutex or every lease is taken (what it created is removed first).
     /// Curator's `acquire(1, 0, unit)`.
+    ///
+    /// ```no_run
+    /// # use zkwire_recipes::{LockError, Semaphore};
+    /// # async fn run(workers: Semaphore) -> Result<(), LockError> {
+    /// match workers.try_acquire_one().await? {
+    ///     Some(lease) => lease.release().await?,
+    ///     None => println!("every worker slot is taken; skipping this round"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`acquire`](Self::acquire).
@@ -278,6 +384,14 @@ impl Semaphore {
     /// The current limit: the fixed number, or the SharedCount node's value (checked against
     /// the fixed one for [`SemaphoreLimit::FixedChecked`], whose node is created if missing).
     ///
+    /// ```no_run
+    /// # use zkwire_recipes::{LockError, Semaphore};
+    /// # async fn run(workers: Semaphore) -> Result<(), LockError> {
+    /// let max = workers.max_leases().await?;
+    /// println!("at most {max} workers");
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     /// The limit errors of [`acquire`](Self::acquire); the client's non-retryable errors.
     pub async fn max_leases(&self) -> Result<u32, LockError> {
@@ -286,6 +400,15 @@ impl Semaphore {
 
     /// The names of the lease nodes, granted or waiting (at most one waits: the `locks`
     /// holder's), as Curator's `getParticipantNodes`. Empty when the directory is absent.
+    ///
+    /// ```no_run
+    /// # use zkwire_recipes::{LockError, Semaphore};
+    /// # async fn run(workers: Semaphore) -> Result<(), LockError> {
+    /// let taken = workers.lease_nodes().await?.len();
+    /// let max = workers.max_leases().await?;
+    /// println!("{taken} of {max} worker slots taken");
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// The client's errors.
@@ -444,6 +567,15 @@ enum Turn {
 /// Dropping it deletes the lease node in the background (retried until it succeeds or the
 /// session ends); [`release`](Self::release) does it in the foreground and reports how it
 /// went.
+///
+/// ```no_run
+/// # use zkwire_recipes::{LockError, Semaphore};
+/// # async fn run(workers: Semaphore) -> Result<(), LockError> {
+/// let lease = workers.acquire_one().await?;
+/// println!("lease {} with fencing token {}", lease.path(), lease.fencing_token());
+/// lease.release().await?; // or drop it: the node is then deleted in the background
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 #[must_use = "the lease is returned when the guard is dropped"]
 pub struct Lease {

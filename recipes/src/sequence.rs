@@ -39,6 +39,14 @@ pub(crate) const RW_MARKERS: &[&str] = &[READ_MARKER, WRITE_MARKER];
 const WRAP_WARNING: i32 = i32::MAX - (1 << 24);
 
 /// What to do with a child of the lock directory that is not one of the recipe's contenders.
+///
+/// ```
+/// use zkwire_recipes::{ForeignChildPolicy, LockOptions};
+/// // Share a lock directory with kazoo's `Lock`, configured with
+/// // `extra_lock_patterns=["-lock-"]`.
+/// let options = LockOptions::new().with_foreign_children(ForeignChildPolicy::OrderKazoo);
+/// # let _ = options;
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum ForeignChildPolicy {

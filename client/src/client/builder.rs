@@ -82,12 +82,38 @@ impl ClientBuilder {
     /// How long one connection attempt may take, handshake included (default: the session
     /// timeout divided by the number of hosts, as the Java client, but at most half the session
     /// timeout, so that one attempt a server never answers leaves time for another).
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), zkwire::Error> {
+    /// use std::time::Duration;
+    ///
+    /// // Give up on a server that does not answer within 2 s, and try the next one.
+    /// let client = zkwire::Client::builder()
+    ///     .with_connect_timeout(Duration::from_secs(2))
+    ///     .connect("zk1:2181,zk2:2181,zk3:2181")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
         self.session.connect_timeout = Some(timeout);
         self
     }
 
     /// Allows read-only servers (default false).
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), zkwire::Error> {
+    /// use zkwire::SessionState;
+    ///
+    /// let client = zkwire::Client::builder()
+    ///     .with_read_only(true)
+    ///     .connect("zk1:2181,zk2:2181,zk3:2181")
+    ///     .await?;
+    /// if client.state() == SessionState::ConnectedReadOnly {
+    ///     println!("the quorum is out of reach: serving reads only");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn with_read_only(mut self, allowed: bool) -> Self {
         self.session.read_only = allowed;
         self
@@ -95,6 +121,17 @@ impl ClientBuilder {
 
     /// The largest reply accepted (default: the server's default `jute.maxbuffer`, 1 MiB − 1,
     /// plus 1 KiB of headers). A larger reply is a protocol error that drops the connection.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), zkwire::Error> {
+    /// // Servers started with -Djute.maxbuffer=4194304: nodes of up to 4 MiB.
+    /// let client = zkwire::Client::builder()
+    ///     .with_max_frame_len((4 << 20) + 1024)
+    ///     .with_max_request_len(4 << 20)
+    ///     .connect("127.0.0.1:2181")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_max_frame_len(mut self, len: usize) -> Self {
         self.session.max_frame_len = len;
         self
@@ -103,12 +140,35 @@ impl ClientBuilder {
     /// The largest request sent (default: [`JUTE_MAX_BUFFER`](crate::JUTE_MAX_BUFFER), the
     /// server's default `jute.maxbuffer`, 1 MiB − 1).
     /// A larger request fails locally with [`Error::RequestTooLarge`].
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), zkwire::Error> {
+    /// // Servers started with -Djute.maxbuffer=4194304: nodes of up to 4 MiB.
+    /// let client = zkwire::Client::builder()
+    ///     .with_max_request_len(4 << 20)
+    ///     .with_max_frame_len((4 << 20) + 1024)
+    ///     .connect("127.0.0.1:2181")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_max_request_len(mut self, len: usize) -> Self {
         self.session.max_request_len = len;
         self
     }
 
     /// A deadline for every request (default none); see [`Client::with_timeout`].
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), zkwire::Error> {
+    /// use std::time::Duration;
+    ///
+    /// // Every request gives up after 5 s with `Error::Timeout`.
+    /// let client = zkwire::Client::builder()
+    ///     .with_request_timeout(Duration::from_secs(5))
+    ///     .connect("127.0.0.1:2181")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = Some(timeout);
         self
@@ -116,6 +176,15 @@ impl ClientBuilder {
 
     /// Authenticates before any request (e.g. `("digest", b"user:password")`), and again on
     /// every reconnect.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), zkwire::Error> {
+    /// let client = zkwire::Client::builder()
+    ///     .with_auth("digest", "alice:alice-secret")
+    ///     .connect("127.0.0.1:2181")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_auth(mut self, scheme: impl Into<String>, auth: impl AsRef<[u8]>) -> Self {
         let auth = Bytes::copy_from_slice(auth.as_ref());
         self.session
@@ -153,6 +222,18 @@ impl ClientBuilder {
     /// Missing credentials, or a server the realm does not know, end the session at once:
     /// [`connect`](Self::connect) fails with [`ConnectError::Sasl`], which says why. A server
     /// that refuses the credentials ends it with [`Error::AuthFailed`]. Nothing is retried.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), zkwire::Error> {
+    /// use zkwire::Kerberos;
+    ///
+    /// // The ticket cache's principal (after `kinit`), to each server as zookeeper/<host>.
+    /// let client = zkwire::Client::builder()
+    ///     .with_sasl_kerberos(Kerberos::new())
+    ///     .connect("zk1.example.com:2181,zk2.example.com:2181")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     #[cfg(feature = "sasl-gssapi")]
     pub fn with_sasl_kerberos(mut self, kerberos: crate::Kerberos) -> Self {
         self.session.sasl = Some(Arc::new(kerberos));
@@ -176,6 +257,23 @@ impl ClientBuilder {
     /// Off by default because a service that holds ephemeral nodes (a leader, a lock holder)
     /// must notice that it lost them: with renewal on it must watch the state stream for
     /// `Expired` itself (the recipes' guards do).
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), zkwire::Error> {
+    /// use zkwire::SessionState;
+    ///
+    /// let client = zkwire::Client::builder()
+    ///     .with_session_renewal(true)
+    ///     .connect("127.0.0.1:2181")
+    ///     .await?;
+    /// let mut states = client.state_stream();
+    /// while let Some(state) = states.next().await {
+    ///     if state == SessionState::Expired {
+    ///         // The ephemeral nodes went with the old session: register this worker again.
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn with_session_renewal(mut self, enabled: bool) -> Self {
         self.session.renew_on_expiry = enabled;
         self
@@ -211,24 +309,72 @@ impl ClientBuilder {
     /// Off by default: a server restarting refuses connections for a moment, and a client
     /// started with its ensemble would give up too early. A running client keeps retrying
     /// either way and reports the verdict through [`Client::connect_error`].
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), zkwire::Error> {
+    /// use zkwire::Error;
+    ///
+    /// let connected = zkwire::Client::builder()
+    ///     .with_fail_fast(true)
+    ///     .connect("127.0.0.1:2181")
+    ///     .await;
+    /// if let Err(Error::Connect(e)) = &connected {
+    ///     eprintln!("is ZooKeeper running? {e}");
+    /// }
+    /// let client = connected?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_fail_fast(mut self, enabled: bool) -> Self {
         self.fail_fast = enabled;
         self
     }
 
     /// How many undelivered events a persistent watcher may hold (default 1024).
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), zkwire::Error> {
+    /// // A consumer that may fall far behind a busy subtree's watch.
+    /// let client = zkwire::Client::builder()
+    ///     .with_watch_capacity(16_384)
+    ///     .connect("127.0.0.1:2181")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_watch_capacity(mut self, capacity: usize) -> Self {
         self.watch_capacity = capacity.max(1);
         self
     }
 
     /// Resumes an existing session (its id and password) instead of creating one.
+    ///
+    /// ```no_run
+    /// # async fn run(id: i64, password: zkwire::bytes::Bytes) -> Result<(), zkwire::Error> {
+    /// // The session id and password the previous run of this process saved.
+    /// let client = zkwire::Client::builder()
+    ///     .with_session(id, password)
+    ///     .connect("127.0.0.1:2181")
+    ///     .await?;
+    /// assert_eq!(client.session_id(), id);
+    /// # Ok(()) }
+    /// ```
     pub fn with_session(mut self, session_id: i64, passwd: Bytes) -> Self {
         self.session.resume = Some((session_id, passwd));
         self
     }
 
     /// Speaks TLS to every host (feature `tls`): they must be `secureClientPort`s.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// use zkwire::TlsConfig;
+    ///
+    /// let tls = TlsConfig::new().with_ca_file("/etc/zookeeper/ca.pem")?;
+    /// let client = zkwire::Client::builder()
+    ///     .with_tls(tls)
+    ///     .connect("zk1.example.com:2281")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     #[cfg(feature = "tls")]
     pub fn with_tls(mut self, tls: crate::tls::TlsConfig) -> Self {
         self.tls = Some(tls);
@@ -239,6 +385,21 @@ impl ClientBuilder {
     /// (and, with credentials, until the server has accepted them).
     ///
     /// `connect_string` is `host[:port][,host[:port]…][/chroot]`.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), zkwire::Error> {
+    /// use zkwire::error::ConnectError;
+    /// use zkwire::Error;
+    ///
+    /// match zkwire::Client::builder().connect("zk1:2181,zk2:2181/app").await {
+    ///     Ok(client) => println!("session {:#x}", client.session_id()),
+    ///     Err(Error::Connect(ConnectError::NoChroot { chroot })) => {
+    ///         eprintln!("create {chroot} first");
+    ///     }
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::InvalidConnectString`]; [`Error::Connect`] as soon as every host has failed in
@@ -264,6 +425,17 @@ impl ClientBuilder {
     }
 
     /// As [`connect`](Self::connect), over streams opened by `connector`.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), zkwire::Error> {
+    /// use zkwire::TcpConnector;
+    ///
+    /// // Any `Connect` implementation; here the default one.
+    /// let client = zkwire::Client::builder()
+    ///     .connect_with("127.0.0.1:2181", TcpConnector)
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`connect`](Self::connect).
@@ -295,6 +467,16 @@ impl ClientBuilder {
     }
 
     /// Starts the client without waiting for a connection: requests queue until one is up.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), zkwire::Error> {
+    /// use zkwire::TcpConnector;
+    ///
+    /// // Start now, whether or not a server answers yet: requests wait for the connection.
+    /// let client = zkwire::Client::builder().spawn("127.0.0.1:2181", TcpConnector)?;
+    /// let (config, _stat) = client.get_data("/config").await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::InvalidConnectString`].

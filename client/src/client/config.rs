@@ -13,6 +13,25 @@ const CONFIG_NODE: &str = "/zookeeper/config";
 /// A change of the ensemble's membership, for [`Client::reconfig`].
 ///
 /// Server lines are as in the configuration: `server.4=host:2888:3888:participant;2181`.
+///
+/// ```
+/// use zkwire::Reconfig;
+///
+/// // Add server 4 and remove server 3...
+/// let change = Reconfig::Incremental {
+///     joining: vec!["server.4=zk4:2888:3888:participant;2181".into()],
+///     leaving: vec![3],
+/// };
+/// // ...or give the whole new membership.
+/// let members = Reconfig::Replace {
+///     members: vec![
+///         "server.1=zk1:2888:3888:participant;2181".into(),
+///         "server.2=zk2:2888:3888:participant;2181".into(),
+///         "server.4=zk4:2888:3888:participant;2181".into(),
+///     ],
+/// };
+/// # let _ = (change, members);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Reconfig {

@@ -29,6 +29,13 @@ use crate::proto::*;
 use crate::session::{Effect, Reply, Request, SessionState, WatchKind, WatcherId};
 
 /// A snapshot of a client's internal counters ([`Client::stats`]).
+///
+/// ```no_run
+/// # fn run(client: zkwire::Client) {
+/// let stats = client.stats();
+/// println!("{} in flight, {} queued, {} watchers", stats.in_flight, stats.queued, stats.watches);
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct ClientStats {
@@ -54,11 +61,37 @@ pub struct ClientStats {
 }
 
 /// Reads a client's counters without keeping it alive ([`Client::stats_handle`]).
+///
+/// ```no_run
+/// # fn run(client: zkwire::Client) {
+/// use std::time::Duration;
+///
+/// // Report the counters every minute, for as long as the client runs.
+/// let stats = client.stats_handle();
+/// tokio::spawn(async move {
+///     loop {
+///         let now = stats.stats();
+///         println!("{} requests, {} connections", now.requests, now.connections);
+///         if !now.driver_running {
+///             break;
+///         }
+///         tokio::time::sleep(Duration::from_secs(60)).await;
+///     }
+/// });
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct StatsHandle(Arc<Shared>);
 
 impl StatsHandle {
     /// The counters now.
+    ///
+    /// ```no_run
+    /// # fn run(handle: zkwire::StatsHandle) {
+    /// let stats = handle.stats();
+    /// println!("{} callers waiting for an answer", stats.waiting_callers);
+    /// # }
+    /// ```
     pub fn stats(&self) -> ClientStats {
         let s = &self.0;
         ClientStats {
@@ -78,6 +111,21 @@ impl StatsHandle {
 ///
 /// Cloning is cheap (an `Arc`). A background task owns the connection; it ends the session
 /// (closeSession) when the last clone is dropped, or at [`close`](Self::close).
+///
+/// ```no_run
+/// # async fn run() -> Result<(), zkwire::Error> {
+/// use zkwire::Client;
+///
+/// let client = Client::connect("127.0.0.1:2181").await?;
+/// let (config, _stat) = client.get_data("/config").await?;
+/// // Clones are cheap and share the session: one for each task.
+/// let worker = client.clone();
+/// tokio::spawn(async move {
+///     let _ = worker.set_data("/heartbeat", b"alive", None).await;
+/// });
+/// # let _ = config;
+/// # Ok(()) }
+/// ```
 ///
 /// # Ordering
 /// Requests are sent in the order their futures are first polled, and their replies (and
@@ -140,7 +188,17 @@ impl Client {
         ClientBuilder::default().connect(connect_string).await
     }
 
-    /// A builder for the connection settings. See [`ClientBuilder`] for an example.
+    /// A builder for the connection settings: see [`ClientBuilder`].
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), zkwire::Error> {
+    /// use std::time::Duration;
+    /// let client = zkwire::Client::builder()
+    ///     .with_session_timeout(Duration::from_secs(10))
+    ///     .connect("127.0.0.1:2181")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn builder() -> ClientBuilder {
         ClientBuilder::default()
     }
@@ -194,8 +252,16 @@ impl Client {
         })
     }
 
-    /// The session id (0 before the first handshake). See [`connect`](Self::connect) for an
-    /// example.
+    /// The session id (0 before the first handshake).
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// // Whether the ephemeral node /leader is this session's.
+    /// let stat = client.exists("/leader").await?;
+    /// let ours = stat.is_some_and(|stat| stat.ephemeral_owner == client.session_id());
+    /// # let _ = ours;
+    /// # Ok(()) }
+    /// ```
     pub fn session_id(&self) -> i64 {
         self.inner.shared.session_id.load(Ordering::Relaxed)
     }
@@ -299,8 +365,16 @@ impl Client {
         StatsHandle(self.inner.shared.clone())
     }
 
-    /// The session timeout the server granted, once connected. See
-    /// [`ClientBuilder::with_session_timeout`] for an example.
+    /// The session timeout the server granted, once connected (the server clamps the one
+    /// [`ClientBuilder::with_session_timeout`] asks for to its own bounds).
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// if let Some(timeout) = client.session_timeout() {
+    ///     println!("the session expires {timeout:?} after the servers last heard from us");
+    /// }
+    /// # }
+    /// ```
     pub fn session_timeout(&self) -> Option<Duration> {
         match self.inner.shared.negotiated_ms.load(Ordering::Relaxed) {
             0 => None,
@@ -313,6 +387,14 @@ impl Client {
     /// `None` otherwise, and again after any successful handshake. A running client keeps
     /// retrying regardless, with backoff, in case the configuration is fixed on the servers'
     /// side.
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// if let Some(e) = client.connect_error() {
+    ///     eprintln!("no server can be reached as configured (still trying): {e}");
+    /// }
+    /// # }
+    /// ```
     pub fn connect_error(&self) -> Option<crate::error::ConnectError> {
         self.inner.shared.connect_error.borrow().clone()
     }
@@ -396,6 +478,14 @@ impl Client {
     /// [`ClientBuilder::with_server_tick`]) plus the ping interval (at most T/3). A hold
     /// needs T to exceed this by its margin; the recipes refuse one that cannot be kept.
     /// `None` before the first handshake.
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// if let Some(staleness) = client.lease_staleness() {
+    ///     println!("the lease deadline may lag {staleness:?} behind now + the session timeout");
+    /// }
+    /// # }
+    /// ```
     pub fn lease_staleness(&self) -> Option<Duration> {
         let timeout = self.session_timeout()?;
         let relay = self.inner.relay_bound.unwrap_or(Duration::ZERO);
@@ -415,8 +505,16 @@ impl Client {
         *self.inner.shared.state.borrow()
     }
 
-    /// A stream of the session's state changes from now on. See [`StateStream`] for an
-    /// example.
+    /// A stream of the session's state changes from now on: see [`StateStream`].
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) {
+    /// let mut states = client.state_stream();
+    /// while let Some(state) = states.next().await {
+    ///     println!("session {state:?}");
+    /// }
+    /// # }
+    /// ```
     pub fn state_stream(&self) -> StateStream {
         StateStream::new(self.inner.shared.state_events.subscribe())
     }
@@ -551,7 +649,16 @@ impl Client {
     }
 
     /// As [`get_data`](Self::get_data), leaving a watch that fires when the data changes or
-    /// the node is deleted. See [`OneshotWatcher`] for an example.
+    /// the node is deleted. See [`OneshotWatcher`] for a loop that keeps a copy current.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// let (data, _stat, changed) = client.get_data_and_watch("/config").await?;
+    /// println!("config: {} bytes", data.len());
+    /// let event = changed.await; // NodeDataChanged, NodeDeleted, or the session's end
+    /// println!("{:?}", event.event_type);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::NoNode`] (and then no watch is left).
@@ -803,18 +910,36 @@ impl Client {
         self.call_op::<op::Auth>(&request).await
     }
 
-    /// The identities the session is authenticated with (servers 3.7+). See
-    /// [`add_auth`](Self::add_auth) for an example.
+    /// The identities the session is authenticated with (servers 3.7+).
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// for id in client.who_am_i().await? {
+    ///     println!("authenticated as {}:{}", id.auth_scheme, id.user);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn who_am_i(&self) -> Result<Vec<ClientInfo>, Error> {
         Ok(self.call_op::<op::WhoAmI>(&()).await?.client_info)
     }
 
     /// Adds a persistent watch on `path` (which need not exist), or a persistent recursive
-    /// one covering its whole subtree (servers 3.6+). The watch survives reconnects. See
-    /// [`PersistentWatcher`] for an example.
+    /// one covering its whole subtree (servers 3.6+). The watch survives reconnects: see
+    /// [`PersistentWatcher`].
     ///
     /// On servers before 3.9 a one-shot watch on the same path replaces the persistent one
     /// on the server (ZOOKEEPER-4466); avoid mixing them on one path there.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire::AddWatchMode;
+    ///
+    /// let mut changes = client.add_watch("/config", AddWatchMode::Persistent).await?;
+    /// while let Some(event) = changes.next().await {
+    ///     println!("{:?} at {}", event.event_type, event.path);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn add_watch(
         &self,
         path: &str,
@@ -874,8 +999,19 @@ impl Client {
             .await
     }
 
-    /// Checks that the server holds watches of `watcher_type` on `path`. See
-    /// [`remove_watches`](Self::remove_watches) for an example.
+    /// Checks that the server holds watches of `watcher_type` on `path`.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire::{Error, WatcherType};
+    ///
+    /// match client.check_watches("/config", WatcherType::Data).await {
+    ///     Ok(()) => println!("the server still watches /config for us"),
+    ///     Err(Error::NoWatcher) => println!("no data watch on /config"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::NoWatcher`].

@@ -10,6 +10,15 @@ use crate::proto::{
 };
 
 /// One write of a [`Client::multi`] transaction.
+///
+/// ```no_run
+/// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+/// use zkwire::Op;
+///
+/// // Both nodes change, or neither.
+/// client.multi(&[Op::set_data("/a", "1", None), Op::set_data("/b", "1", None)]).await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Op {
@@ -50,6 +59,13 @@ pub enum Op {
 
 impl Op {
     /// A create op, with options as [`Client::create`] takes them.
+    ///
+    /// ```
+    /// use zkwire::{CreateMode, CreateOptions, Op};
+    /// let sequential = CreateOptions::new(CreateMode::PersistentSequential);
+    /// let op = Op::create("/jobs/job-", b"payload", &sequential);
+    /// # let _ = op;
+    /// ```
     pub fn create(
         path: impl Into<String>,
         data: impl AsRef<[u8]>,
@@ -63,6 +79,12 @@ impl Op {
     }
 
     /// A delete op.
+    ///
+    /// ```
+    /// use zkwire::Op;
+    /// let op = Op::delete("/todo/job-1", Some(3)); // fails the multi unless at version 3
+    /// # let _ = op;
+    /// ```
     pub fn delete(path: impl Into<String>, version: Option<i32>) -> Self {
         Self::Delete {
             path: path.into(),
@@ -71,6 +93,12 @@ impl Op {
     }
 
     /// A setData op.
+    ///
+    /// ```
+    /// use zkwire::Op;
+    /// let op = Op::set_data("/config/db", "postgres://db2", None);
+    /// # let _ = op;
+    /// ```
     pub fn set_data(path: impl Into<String>, data: impl AsRef<[u8]>, version: Option<i32>) -> Self {
         Self::SetData {
             path: path.into(),
@@ -80,6 +108,21 @@ impl Op {
     }
 
     /// A check that the node exists, with data version `version` unless `None`.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire::Op;
+    ///
+    /// // Write /config/db only if /config/schema is still at the version read.
+    /// let (_schema, stat) = client.get_data("/config/schema").await?;
+    /// client
+    ///     .multi(&[
+    ///         Op::check("/config/schema", Some(stat.version)),
+    ///         Op::set_data("/config/db", "postgres://db2", None),
+    ///     ])
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn check(path: impl Into<String>, version: Option<i32>) -> Self {
         Self::Check {
             path: path.into(),
@@ -89,6 +132,16 @@ impl Op {
 }
 
 /// One read of a [`Client::multi_read`].
+///
+/// ```no_run
+/// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+/// use zkwire::ReadOp;
+///
+/// let reads = [ReadOp::GetData("/config".into()), ReadOp::GetChildren("/workers".into())];
+/// let results = client.multi_read(&reads).await?; // one round trip
+/// # let _ = results;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ReadOp {

@@ -25,6 +25,15 @@ pub struct CreateOptions {
 
 impl CreateOptions {
     /// A node of `mode`, open to everyone (`world:anyone` with every permission).
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire::{CreateMode, CreateOptions};
+    ///
+    /// let ephemeral = CreateOptions::new(CreateMode::Ephemeral);
+    /// client.create("/workers/host-1", b"", &ephemeral).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn new(mode: CreateMode) -> Self {
         Self {
             mode,
@@ -36,18 +45,45 @@ impl CreateOptions {
 
     /// The missing ancestors [`create_all`](crate::Client::create_all) makes are containers
     /// (which the server deletes once their last child is gone), not persistent nodes.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire::{CreateMode, CreateOptions};
+    ///
+    /// // /queues/orders goes away by itself once its last item is gone.
+    /// let item = CreateOptions::new(CreateMode::PersistentSequential).with_container_parents();
+    /// client.create_all("/queues/orders/item-", b"payload", &item).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_container_parents(mut self) -> Self {
         self.container_parents = true;
         self
     }
 
     /// Sets the ACL.
+    ///
+    /// ```
+    /// use zkwire::{Acl, CreateMode, CreateOptions};
+    /// let readable = CreateOptions::new(CreateMode::Persistent).with_acl(Acl::read_unsafe());
+    /// # let _ = readable;
+    /// ```
     pub fn with_acl(mut self, acl: Vec<Acl>) -> Self {
         self.acl = acl;
         self
     }
 
     /// Sets the TTL (required for the TTL modes, refused for the others).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use zkwire::{CreateMode, CreateOptions};
+    ///
+    /// // The server deletes the node once it has gone an hour unchanged and without children
+    /// // (servers with extended types enabled).
+    /// let hour = Duration::from_secs(3600);
+    /// let options = CreateOptions::new(CreateMode::PersistentWithTtl).with_ttl(hour);
+    /// # let _ = options;
+    /// ```
     pub fn with_ttl(mut self, ttl: Duration) -> Self {
         self.ttl = Some(ttl);
         self
@@ -55,6 +91,18 @@ impl CreateOptions {
 }
 
 /// The outcome of one op of a successful [`multi`](crate::Client::multi).
+///
+/// ```no_run
+/// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+/// use zkwire::{CreateMode, CreateOptions, Op, OpResult};
+///
+/// let sequential = CreateOptions::new(CreateMode::PersistentSequential);
+/// let results = client.multi(&[Op::create("/jobs/job-", b"", &sequential)]).await?;
+/// if let OpResult::Create { path, .. } = &results[0] {
+///     println!("created {path}");
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum OpResult {
@@ -77,6 +125,18 @@ pub enum OpResult {
 }
 
 /// The outcome of one op of a [`multi_read`](crate::Client::multi_read).
+///
+/// ```no_run
+/// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+/// use zkwire::{ReadOp, ReadResult};
+///
+/// for result in client.multi_read(&[ReadOp::GetChildren("/workers".into())]).await? {
+///     if let Ok(ReadResult::Children { children }) = result {
+///         println!("{} workers", children.len());
+///     }
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ReadResult {

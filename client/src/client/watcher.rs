@@ -122,8 +122,19 @@ impl PersistentWatcher {
         }
     }
 
-    /// The next event, or `None` once the watch has ended. See [`PersistentWatcher`] for an
-    /// example; the watcher is also a [`Stream`](futures_core::Stream) of the same events.
+    /// The next event, or `None` once the watch has ended. The watcher is also a
+    /// [`Stream`] of the same events.
+    ///
+    /// [`Stream`]: https://docs.rs/futures-core/0.3/futures_core/stream/trait.Stream.html
+    ///
+    /// ```no_run
+    /// # async fn run(mut changes: zkwire::PersistentWatcher) {
+    /// while let Some(event) = changes.next().await {
+    ///     println!("{:?} at {}", event.event_type, event.path);
+    /// }
+    /// println!("the watch has ended");
+    /// # }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel safe: an event is never lost by dropping the future.
@@ -199,9 +210,21 @@ impl StateStream {
         }
     }
 
-    /// The next state change, or `None` once the client's driver has stopped. See
-    /// [`StateStream`] for an example; it is also a [`Stream`](futures_core::Stream) of the
-    /// same states.
+    /// The next state change, or `None` once the client's driver has stopped. The stream is
+    /// also a [`Stream`] of the same states.
+    ///
+    /// [`Stream`]: https://docs.rs/futures-core/0.3/futures_core/stream/trait.Stream.html
+    ///
+    /// ```no_run
+    /// # async fn run(mut states: zkwire::StateStream) {
+    /// while let Some(state) = states.next().await {
+    ///     if state.is_terminal() {
+    ///         eprintln!("session over: {state:?}");
+    ///         break;
+    ///     }
+    /// }
+    /// # }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel safe: a state is never lost by dropping the future.

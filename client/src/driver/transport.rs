@@ -16,6 +16,30 @@ use super::diagnosis::NameNotResolved;
 /// The default, [`TcpConnector`], resolves the host name again at every attempt (so a
 /// server that moved to a new address is found, ZOOKEEPER-2184) and disables Nagle's
 /// algorithm. Tests substitute in-memory streams or a fault-injecting proxy.
+///
+/// ```no_run
+/// use std::io;
+/// use zkwire::{Connect, HostPort, TcpConnector};
+///
+/// /// Plain TCP, logging every connection attempt.
+/// #[derive(Clone)]
+/// struct Logged(TcpConnector);
+///
+/// impl Connect for Logged {
+///     type Stream = tokio::net::TcpStream;
+///
+///     async fn connect(&self, host: &HostPort) -> io::Result<Self::Stream> {
+///         eprintln!("connecting to {host}");
+///         self.0.connect(host).await
+///     }
+/// }
+///
+/// # async fn run() -> Result<(), zkwire::Error> {
+/// let client = zkwire::Client::builder()
+///     .connect_with("zk1:2181,zk2:2181", Logged(TcpConnector))
+///     .await?;
+/// # Ok(()) }
+/// ```
 pub trait Connect: Clone + Send + Sync + 'static {
     /// The stream type.
     type Stream: AsyncRead + AsyncWrite + Send + Unpin + 'static;
@@ -25,6 +49,30 @@ pub trait Connect: Clone + Send + Sync + 'static {
     /// A failure that retrying cannot fix (a refused certificate, say) is best returned as
     /// [`io::Error::other`] around a [`ConnectError`]: once every host fails so, connecting
     /// stops with that error instead of retrying until the session timeout.
+    ///
+    /// ```
+    /// use std::collections::HashMap;
+    /// use std::io;
+    /// use std::net::SocketAddr;
+    /// use std::sync::Arc;
+    /// use tokio::net::TcpStream;
+    /// use zkwire::{Connect, HostPort};
+    ///
+    /// /// Reaches the servers at fixed addresses, whatever DNS says.
+    /// #[derive(Clone)]
+    /// struct Pinned(Arc<HashMap<String, SocketAddr>>);
+    ///
+    /// impl Connect for Pinned {
+    ///     type Stream = TcpStream;
+    ///
+    ///     async fn connect(&self, host: &HostPort) -> io::Result<TcpStream> {
+    ///         match self.0.get(host.host()) {
+    ///             Some(addr) => TcpStream::connect(*addr).await,
+    ///             None => Err(io::Error::other(format!("no address for {host}"))),
+    ///         }
+    ///     }
+    /// }
+    /// ```
     fn connect(&self, host: &HostPort) -> impl Future<Output = io::Result<Self::Stream>> + Send;
 
     /// Called when `host` closed a connection before answering the ZooKeeper handshake,
@@ -32,6 +80,30 @@ pub trait Connect: Clone + Send + Sync + 'static {
     /// the transport (say, plaintext spoken to a TLS port), which retrying cannot fix.
     /// Returns `None` when it cannot tell, or when the server is merely not serving yet.
     /// The driver bounds it with the connect timeout. The default says nothing.
+    ///
+    /// ```
+    /// use std::io;
+    /// use zkwire::error::ConnectError;
+    /// use zkwire::{Connect, HostPort, TcpConnector};
+    ///
+    /// /// Plain TCP with a log line per attempt, and `TcpConnector`'s diagnosis: a server that
+    /// /// closes at once because it speaks TLS is then reported, not retried.
+    /// #[derive(Clone)]
+    /// struct Logged(TcpConnector);
+    ///
+    /// impl Connect for Logged {
+    ///     type Stream = tokio::net::TcpStream;
+    ///
+    ///     async fn connect(&self, host: &HostPort) -> io::Result<Self::Stream> {
+    ///         eprintln!("connecting to {host}");
+    ///         self.0.connect(host).await
+    ///     }
+    ///
+    ///     async fn diagnose_silent_close(&self, host: &HostPort) -> Option<ConnectError> {
+    ///         self.0.diagnose_silent_close(host).await
+    ///     }
+    /// }
+    /// ```
     fn diagnose_silent_close(
         &self,
         host: &HostPort,
@@ -42,6 +114,17 @@ pub trait Connect: Clone + Send + Sync + 'static {
 }
 
 /// Plain TCP.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), zkwire::Error> {
+/// use zkwire::TcpConnector;
+///
+/// // What `connect` uses without TLS.
+/// let client = zkwire::Client::builder()
+///     .connect_with("127.0.0.1:2181", TcpConnector)
+///     .await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TcpConnector;
 

@@ -7,6 +7,17 @@ use std::fmt;
 /// Names the innermost record being decoded when the problem was found and, when that record
 /// was nested, the outermost one (e.g. a truncated `Stat` inside a `GetDataResponse`). The
 /// message format is for humans and may change; match on [`kind`](Self::kind) instead.
+///
+/// ```
+/// # fn report(error: &zkwire::Error) {
+/// use zkwire::error::ProtocolError;
+/// use zkwire::Error;
+///
+/// if let Error::Protocol(ProtocolError::Decode(e)) = error {
+///     eprintln!("a server sent a malformed reply: {e}");
+/// }
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecodeError {
     record: &'static str,
@@ -15,6 +26,19 @@ pub struct DecodeError {
 }
 
 /// The ways a jute encoding can be malformed.
+///
+/// ```
+/// # fn report(error: &zkwire::Error) {
+/// use zkwire::error::{DecodeErrorKind, ProtocolError};
+/// use zkwire::Error;
+///
+/// if let Error::Protocol(ProtocolError::Decode(e)) = error {
+///     if let DecodeErrorKind::UnexpectedEnd { offset, .. } = e.kind() {
+///         eprintln!("a reply was cut short at byte {offset}");
+///     }
+/// }
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum DecodeErrorKind {
@@ -95,16 +119,51 @@ impl DecodeError {
     }
 
     /// The innermost record being decoded when the error was found.
+    ///
+    /// ```
+    /// # fn report(error: &zkwire::Error) {
+    /// use zkwire::error::ProtocolError;
+    /// use zkwire::Error;
+    ///
+    /// if let Error::Protocol(ProtocolError::Decode(e)) = error {
+    ///     eprintln!("malformed {} in a {} reply", e.record(), e.outer_record());
+    /// }
+    /// # }
+    /// ```
     pub fn record(&self) -> &'static str {
         self.record
     }
 
     /// The outermost record being decoded (equal to [`record`](Self::record) when not nested).
+    ///
+    /// ```
+    /// # fn report(error: &zkwire::Error) {
+    /// use zkwire::error::ProtocolError;
+    /// use zkwire::Error;
+    ///
+    /// if let Error::Protocol(ProtocolError::Decode(e)) = error {
+    ///     eprintln!("malformed {} in a {} reply", e.record(), e.outer_record());
+    /// }
+    /// # }
+    /// ```
     pub fn outer_record(&self) -> &'static str {
         self.outer
     }
 
     /// What went wrong.
+    ///
+    /// ```
+    /// # fn report(error: &zkwire::Error) {
+    /// use zkwire::error::{DecodeErrorKind, ProtocolError};
+    /// use zkwire::Error;
+    ///
+    /// if let Error::Protocol(ProtocolError::Decode(e)) = error {
+    ///     if let DecodeErrorKind::BadUtf8 { .. } = e.kind() {
+    ///         eprintln!("a server sent a path that is not UTF-8");
+    ///     }
+    /// }
+    /// # }
+    /// ```
     pub fn kind(&self) -> &DecodeErrorKind {
         &self.kind
     }

@@ -27,6 +27,17 @@ pub struct FrameDecoder {
 }
 
 /// A frame length that cannot be accepted.
+///
+/// ```
+/// # fn report(error: &zkwire::Error) {
+/// use zkwire::error::{FrameError, ProtocolError};
+/// use zkwire::Error;
+///
+/// if let Error::Protocol(ProtocolError::Frame(FrameError::TooLong { len, max })) = error {
+///     eprintln!("a {len}-byte reply exceeds {max}: raise `ClientBuilder::with_max_frame_len`");
+/// }
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum FrameError {

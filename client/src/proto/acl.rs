@@ -14,6 +14,15 @@ use crate::jute::{Decode, DecodeError, Encode, Reader};
 /// ```
 /// Both strings decode leniently (invalid UTF-8 becomes U+FFFD): servers copy them from other
 /// clients, and Java writes non-BMP characters as CESU-8.
+///
+/// ```
+/// use zkwire::Id;
+///
+/// let everyone = Id::anyone();
+/// assert_eq!((everyone.scheme.as_str(), everyone.id.as_str()), ("world", "anyone"));
+/// let office = Id::new("ip", "10.1.0.0/16");
+/// # let _ = office;
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Id {
     /// The scheme: `world`, `auth`, `digest`, `ip`, `sasl`, `x509`, …
@@ -24,6 +33,13 @@ pub struct Id {
 
 impl Id {
     /// An id from its scheme and value.
+    ///
+    /// ```
+    /// use zkwire::{Acl, Id, Perms};
+    /// // Read access for one host.
+    /// let entry = Acl::new(Perms::READ, Id::new("ip", "192.168.1.17"));
+    /// # let _ = entry;
+    /// ```
     pub fn new(scheme: impl Into<String>, id: impl Into<String>) -> Self {
         Self {
             scheme: scheme.into(),
@@ -32,11 +48,26 @@ impl Id {
     }
 
     /// `world:anyone`: everybody.
+    ///
+    /// ```
+    /// use zkwire::{Acl, Id, Perms};
+    /// assert_eq!(Id::anyone(), Id::new("world", "anyone"));
+    /// let readable_by_all = Acl::new(Perms::READ, Id::anyone());
+    /// # let _ = readable_by_all;
+    /// ```
     pub fn anyone() -> Self {
         Self::new("world", "anyone")
     }
 
     /// `auth:`: the ids the creating session has authenticated with.
+    ///
+    /// ```
+    /// use zkwire::{Acl, Id, Perms};
+    /// assert_eq!(Id::creator(), Id::new("auth", ""));
+    /// // Everything for whoever created the node (the session must have authenticated).
+    /// let owner_only = Acl::new(Perms::ALL, Id::creator());
+    /// # let _ = owner_only;
+    /// ```
     pub fn creator() -> Self {
         Self::new("auth", "")
     }
@@ -141,6 +172,14 @@ impl Perms {
     pub const ALL: Self = Self(31);
 
     /// Whether every permission in `other` is in `self`.
+    ///
+    /// ```
+    /// use zkwire::Perms;
+    /// let read_write = Perms::READ | Perms::WRITE;
+    /// assert!(read_write.contains(Perms::READ));
+    /// assert!(!read_write.contains(Perms::READ | Perms::DELETE));
+    /// assert!(Perms::ALL.contains(read_write));
+    /// ```
     pub const fn contains(self, other: Self) -> bool {
         self.0 & other.0 == other.0
     }
@@ -183,6 +222,20 @@ record! {
     /// ```text
     /// class ACL { int perms; Id id; }
     /// ```
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire::{Acl, CreateMode, CreateOptions, Id, Perms};
+    ///
+    /// // Everyone may read; alice (digest) may do everything.
+    /// let acl = vec![
+    ///     Acl::new(Perms::READ, Id::anyone()),
+    ///     Acl::digest(Perms::ALL, "alice", "alice-secret"),
+    /// ];
+    /// let options = CreateOptions::new(CreateMode::Persistent).with_acl(acl);
+    /// client.create("/reports", b"", &options).await?;
+    /// # Ok(()) }
+    /// ```
     #[derive(Hash)]
     pub struct Acl as "ACL" {
         /// The permissions granted.
@@ -194,26 +247,61 @@ record! {
 
 impl Acl {
     /// An entry granting `perms` to `id`.
+    ///
+    /// ```
+    /// use zkwire::{Acl, Id, Perms};
+    /// let entry = Acl::new(Perms::READ | Perms::WRITE, Id::new("ip", "10.0.0.0/8"));
+    /// assert!(entry.perms.contains(Perms::WRITE));
+    /// ```
     pub fn new(perms: Perms, id: Id) -> Self {
         Self { perms, id }
     }
 
     /// `OPEN_ACL_UNSAFE`: everything for everybody.
+    ///
+    /// ```
+    /// use zkwire::{Acl, Id, Perms};
+    /// assert_eq!(Acl::open_unsafe(), vec![Acl::new(Perms::ALL, Id::anyone())]);
+    /// ```
     pub fn open_unsafe() -> Vec<Self> {
         vec![Self::new(Perms::ALL, Id::anyone())]
     }
 
     /// `READ_ACL_UNSAFE`: read for everybody.
+    ///
+    /// ```
+    /// use zkwire::{Acl, CreateMode, CreateOptions};
+    /// // Published settings: everyone reads, nobody changes them (but a superuser).
+    /// let published = CreateOptions::new(CreateMode::Persistent).with_acl(Acl::read_unsafe());
+    /// # let _ = published;
+    /// ```
     pub fn read_unsafe() -> Vec<Self> {
         vec![Self::new(Perms::READ, Id::anyone())]
     }
 
     /// `CREATOR_ALL_ACL`: everything for the creator's authenticated ids.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire::{Acl, CreateMode, CreateOptions};
+    ///
+    /// client.add_auth("digest", "alice:alice-secret").await?;
+    /// // Only the session's identities (here digest:alice:...) may touch the node.
+    /// let private = CreateOptions::new(CreateMode::Persistent).with_acl(Acl::creator_all());
+    /// client.create("/alice", b"", &private).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn creator_all() -> Vec<Self> {
         vec![Self::new(Perms::ALL, Id::creator())]
     }
 
     /// An entry granting `perms` to `user` with `password`, as [`Id::digest`] computes it.
+    ///
+    /// ```
+    /// use zkwire::{Acl, Id, Perms};
+    /// let entry = Acl::digest(Perms::ALL, "super", "test");
+    /// assert_eq!(entry.id, Id::digest("super", "test"));
+    /// ```
     pub fn digest(perms: Perms, user: &str, password: &str) -> Self {
         Self::new(perms, Id::digest(user, password))
     }

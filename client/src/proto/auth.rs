@@ -79,6 +79,14 @@ pub(crate) const REDACTED: &str = "<redacted>";
 ///
 /// `class ClientInfo { ustring authScheme; ustring user; }`, decoded leniently like
 /// [`Id`](crate::Id).
+///
+/// ```no_run
+/// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+/// for id in client.who_am_i().await? {
+///     println!("authenticated as {}:{}", id.auth_scheme, id.user);
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ClientInfo {
     /// The scheme, e.g. `ip` or `digest`.

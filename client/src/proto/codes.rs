@@ -27,6 +27,17 @@ macro_rules! wire_enum {
 
         impl $name {
             /// The variant for a wire value, `Unknown` for values not in the table.
+            ///
+            /// ```
+            #[doc = concat!("# use zkwire::proto::", stringify!($name), ";")]
+            #[doc = concat!("let known = ", stringify!($name), "::from_i32(1);")]
+            /// assert_eq!(known.as_i32(), 1);
+            /// // A value from a newer server is kept, not refused:
+            #[doc = concat!(
+                "assert_eq!(", stringify!($name), "::from_i32(999), ",
+                stringify!($name), "::Unknown(999));"
+            )]
+            /// ```
             pub const fn from_i32(value: i32) -> Self {
                 match value {
                     $( $value => Self::$variant, )*
@@ -35,6 +46,13 @@ macro_rules! wire_enum {
             }
 
             /// The wire value.
+            ///
+            /// ```
+            #[doc = concat!("# use zkwire::proto::", stringify!($name), ";")]
+            #[doc = concat!("let value = ", stringify!($name), "::from_i32(2);")]
+            /// assert_eq!(value.as_i32(), 2);
+            #[doc = concat!("assert_eq!(", stringify!($name), "::Unknown(999).as_i32(), 999);")]
+            /// ```
             pub const fn as_i32(self) -> i32 {
                 match self {
                     $( Self::$variant => $value, )*
@@ -218,6 +236,19 @@ wire_enum! {
 
 wire_enum! {
     /// The type of a watch notification (`Watcher.Event.EventType`).
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire::EventType;
+    ///
+    /// let (_stat, watcher) = client.exists_and_watch("/ready").await?;
+    /// match watcher.await.event_type {
+    ///     EventType::NodeCreated => println!("ready"),
+    ///     EventType::None => println!("the session ended first"),
+    ///     other => println!("{other:?}"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub enum EventType as "EventType" {
         /// A session-state change (client-local).
         None = -1,
@@ -242,6 +273,18 @@ wire_enum! {
     /// The session state carried by a notification (`Watcher.Event.KeeperState`).
     ///
     /// Every server notification carries `SyncConnected`; the others are client-local.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire::{EventType, KeeperState};
+    ///
+    /// let (_data, _stat, watcher) = client.get_data_and_watch("/config").await?;
+    /// let event = watcher.await;
+    /// if event.event_type == EventType::None && event.state == KeeperState::Expired {
+    ///     println!("the session expired before /config changed");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub enum KeeperState as "KeeperState" {
         /// Java's deprecated `Unknown` state (-1).
         LegacyUnknown = -1,
@@ -266,6 +309,15 @@ wire_enum! {
 
 wire_enum! {
     /// Which watches `removeWatches`/`checkWatches` apply to (`Watcher.WatcherType`).
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire::WatcherType;
+    ///
+    /// // Remove every watch this session has on /config, whatever its kind.
+    /// client.remove_watches("/config", WatcherType::Any).await?;
+    /// # Ok(()) }
+    /// ```
     pub enum WatcherType as "WatcherType" {
         /// Child watches.
         Children = 1,
@@ -282,6 +334,17 @@ wire_enum! {
 
 wire_enum! {
     /// The mode of `addWatch` (`AddWatchMode`).
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire::AddWatchMode;
+    ///
+    /// // Changes to /config itself; changes anywhere under /services.
+    /// let config = client.add_watch("/config", AddWatchMode::Persistent).await?;
+    /// let services = client.add_watch("/services", AddWatchMode::PersistentRecursive).await?;
+    /// # drop((config, services));
+    /// # Ok(()) }
+    /// ```
     pub enum AddWatchMode as "AddWatchMode" {
         /// Fires for the node itself, and stays.
         Persistent = 0,
@@ -292,6 +355,17 @@ wire_enum! {
 
 wire_enum! {
     /// The `flags` of a create request (`CreateMode`).
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire::{CreateMode, CreateOptions};
+    ///
+    /// // A node that goes with the session, named with a sequence number.
+    /// let worker = CreateOptions::new(CreateMode::EphemeralSequential);
+    /// let (path, _stat) = client.create("/workers/w-", b"host-1", &worker).await?;
+    /// println!("registered as {path}");
+    /// # Ok(()) }
+    /// ```
     pub enum CreateMode as "CreateMode" {
         /// A node that stays until deleted.
         Persistent = 0,
@@ -312,6 +386,12 @@ wire_enum! {
 
 impl CreateMode {
     /// Whether the server appends a sequence number to the path.
+    ///
+    /// ```
+    /// use zkwire::CreateMode;
+    /// assert!(CreateMode::EphemeralSequential.is_sequential());
+    /// assert!(!CreateMode::Ephemeral.is_sequential());
+    /// ```
     pub const fn is_sequential(self) -> bool {
         matches!(
             self,
@@ -322,11 +402,23 @@ impl CreateMode {
     }
 
     /// Whether the node is deleted when its session ends.
+    ///
+    /// ```
+    /// use zkwire::CreateMode;
+    /// assert!(CreateMode::Ephemeral.is_ephemeral());
+    /// assert!(!CreateMode::Container.is_ephemeral());
+    /// ```
     pub const fn is_ephemeral(self) -> bool {
         matches!(self, Self::Ephemeral | Self::EphemeralSequential)
     }
 
     /// Whether the mode needs a TTL (and the createTTL opcode).
+    ///
+    /// ```
+    /// use zkwire::CreateMode;
+    /// assert!(CreateMode::PersistentWithTtl.is_ttl());
+    /// assert!(!CreateMode::Persistent.is_ttl());
+    /// ```
     pub const fn is_ttl(self) -> bool {
         matches!(
             self,

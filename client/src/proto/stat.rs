@@ -12,6 +12,17 @@ record! {
     ///     long ephemeralOwner; int dataLength; int numChildren; long pzxid;
     /// }
     /// ```
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// if let Some(stat) = client.exists("/leader").await? {
+    ///     println!("version {}, {} bytes", stat.version, stat.data_length);
+    ///     if stat.ephemeral_owner == client.session_id() {
+    ///         println!("we lead: the node goes with our session");
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
     #[derive(Default, Copy, Hash)]
     pub struct Stat as "Stat" {
         /// The zxid of the change that created the node.

@@ -64,6 +64,18 @@ impl Default for Kerberos {
 impl Kerberos {
     /// The default principal of the ticket cache (or of the client keytab), to each server
     /// as `zookeeper/<host>`.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), zkwire::Error> {
+    /// use zkwire::Kerberos;
+    ///
+    /// // The ticket cache's principal (after `kinit`), to each server as zookeeper/<host>.
+    /// let client = zkwire::Client::builder()
+    ///     .with_sasl_kerberos(Kerberos::new())
+    ///     .connect("zk1.example.com:2181")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     #[must_use]
     pub fn new() -> Self {
         Self {
@@ -74,6 +86,12 @@ impl Kerberos {
     }
 
     /// Authenticates as `principal` (`user@REALM`) rather than the cache's default one.
+    ///
+    /// ```
+    /// use zkwire::Kerberos;
+    /// let kerberos = Kerberos::new().with_principal("reports@EXAMPLE.COM");
+    /// assert_eq!(kerberos.principal(), Some("reports@EXAMPLE.COM"));
+    /// ```
     #[must_use]
     pub fn with_principal(mut self, principal: impl Into<String>) -> Self {
         self.principal = Some(principal.into());
@@ -81,6 +99,13 @@ impl Kerberos {
     }
 
     /// The service part of the servers' principal (`zookeeper` by default).
+    ///
+    /// ```
+    /// use zkwire::Kerberos;
+    /// // Servers whose principals are zk/<host>@REALM.
+    /// let kerberos = Kerberos::new().with_service("zk");
+    /// # let _ = kerberos;
+    /// ```
     #[must_use]
     pub fn with_service(mut self, service: impl Into<String>) -> Self {
         self.service = service.into();
@@ -89,6 +114,13 @@ impl Kerberos {
 
     /// Names every server's principal after `host` instead of the host each connection goes
     /// to: for connect strings of IP addresses, or servers that share one principal.
+    ///
+    /// ```
+    /// use zkwire::Kerberos;
+    /// // A connect string of IP addresses; every server is zookeeper/zk.example.com.
+    /// let kerberos = Kerberos::new().with_server_host("zk.example.com");
+    /// # let _ = kerberos;
+    /// ```
     #[must_use]
     pub fn with_server_host(mut self, host: impl Into<String>) -> Self {
         self.server_host = Some(host.into());
@@ -96,6 +128,11 @@ impl Kerberos {
     }
 
     /// The principal this configuration asks for, if not the default one.
+    ///
+    /// ```
+    /// use zkwire::Kerberos;
+    /// assert_eq!(Kerberos::new().principal(), None); // the ticket cache's default
+    /// ```
     #[must_use]
     pub fn principal(&self) -> Option<&str> {
         self.principal.as_deref()

@@ -130,6 +130,14 @@ pub struct Reply {
 ///
 /// The session reports server paths; [`Client`](crate::Client) watchers report the path as
 /// the application sees it (chroot stripped).
+///
+/// ```no_run
+/// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+/// let (_children, _stat, watcher) = client.get_children_and_watch("/jobs").await?;
+/// let event = watcher.await;
+/// println!("{:?} on {} (state {:?})", event.event_type, event.path, event.state);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WatchedEvent {
     /// What happened; [`EventType::None`] when the session ended before the watch fired.
@@ -144,6 +152,19 @@ pub struct WatchedEvent {
 }
 
 /// The session's state, as reported on the state stream.
+///
+/// ```no_run
+/// # fn run(client: zkwire::Client) {
+/// use zkwire::SessionState;
+///
+/// match client.state() {
+///     SessionState::Connected => println!("connected"),
+///     SessionState::ConnectedReadOnly => println!("connected to a read-only server"),
+///     SessionState::Connecting | SessionState::Disconnected => println!("requests wait"),
+///     state => println!("the session is over: {state:?}"),
+/// }
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum SessionState {
@@ -165,11 +186,23 @@ pub enum SessionState {
 
 impl SessionState {
     /// Whether the session is over for good.
+    ///
+    /// ```
+    /// use zkwire::SessionState;
+    /// assert!(SessionState::Expired.is_terminal());
+    /// assert!(!SessionState::Disconnected.is_terminal()); // the session may be resumed
+    /// ```
     pub fn is_terminal(self) -> bool {
         matches!(self, Self::Expired | Self::AuthFailed | Self::Closed)
     }
 
     /// Whether requests can be sent now.
+    ///
+    /// ```
+    /// use zkwire::SessionState;
+    /// assert!(SessionState::ConnectedReadOnly.is_connected());
+    /// assert!(!SessionState::Disconnected.is_connected());
+    /// ```
     pub fn is_connected(self) -> bool {
         matches!(self, Self::Connected | Self::ConnectedReadOnly)
     }
