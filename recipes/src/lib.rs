@@ -108,12 +108,15 @@
 //! dropped outside one leaves its node until the session ends.
 #![forbid(unsafe_code)]
 
+mod barrier;
 mod cache;
 mod cleanup;
 mod coordinator;
 mod counter;
+mod discovery;
 mod election;
 mod error;
+mod group;
 mod guid;
 mod hold;
 mod internals;
@@ -121,6 +124,7 @@ mod latch;
 mod local;
 mod mutex;
 mod options;
+mod persistent;
 mod poll;
 mod revoke;
 mod rwlock;
@@ -128,13 +132,20 @@ mod scope;
 mod semaphore;
 mod sequence;
 
+pub use barrier::{DistributedBarrier, DistributedDoubleBarrier};
 pub use cache::{CacheEvent, CacheEvents, CachedNode, TreeCache, TreeCacheBuilder};
 pub use counter::{AtomicCounter, CountChanges, SharedCount, Versioned};
+pub use discovery::{
+    InstanceFormatError, ProviderStrategy, Registration, ServiceCache, ServiceDiscovery,
+    ServiceInstance, ServiceInstanceBuilder, ServiceProvider, ServiceType, UriPart, UriSpec,
+};
 pub use election::LeaderElection;
 pub use error::{LockError, LostReason};
+pub use group::GroupMember;
 pub use latch::{LeaderLatch, Leadership, Participant};
 pub use mutex::{Mutex, MutexGuard};
 pub use options::{lease_margin, LockOptions};
+pub use persistent::{NodeEvent, NodeEvents, PersistentNode};
 pub use revoke::revoke;
 pub use rwlock::{ReadGuard, RwLock, WriteGuard};
 pub use semaphore::{Lease, Semaphore, SemaphoreLimit};

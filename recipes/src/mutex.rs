@@ -70,8 +70,10 @@ use crate::sequence::MUTEX_MARKERS;
 ///   [`MutexGuard::lost`] next to the critical section, and use
 ///   [`fencing_token`](MutexGuard::fencing_token) or
 ///   [`multi_fenced`](MutexGuard::multi_fenced) wherever a stale holder could do damage.
-/// - **Session expiry while waiting** fails the acquire with
-///   [`zkwire::Error::SessionExpired`] (the client is over; make a new one).
+/// - **Session expiry while waiting** depends on the client: without session renewal it
+///   fails the acquire with [`zkwire::Error::SessionExpired`] (the client is over; make a
+///   new one); with [`zkwire::ClientBuilder::with_session_renewal`] the acquire starts over
+///   on the new session, with a new node (docs/renewal.md in the repository).
 /// - **Connection loss** is retried inside the acquire; a create whose reply was lost is
 ///   recovered by guid (only if our session owns the node found).
 /// - **Foreign children or a wrapped sequence** in the directory fail the acquire

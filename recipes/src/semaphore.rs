@@ -128,8 +128,10 @@ pub enum SemaphoreLimit {
 /// - **Lost leases.** A lease is an ephemeral node: it goes with the session. Await
 ///   [`Lease::lost`] next to the work it protects, and fence what a stale holder could
 ///   damage ([`Lease::multi_fenced`], [`Lease::fencing_token`]).
-/// - **Session expiry while waiting** fails the acquire with
-///   [`zkwire::Error::SessionExpired`]; the leases obtained so far go with the session.
+/// - **Session expiry while waiting**: the leases obtained so far go with the session;
+///   without session renewal the acquire fails with [`zkwire::Error::SessionExpired`]; with
+///   [`zkwire::ClientBuilder::with_session_renewal`] its requests wait for the new session
+///   instead (docs/renewal.md in the repository).
 /// - **A limit that cannot be met** (`n` larger than the limit, now or after a change of the
 ///   SharedCount while waiting) fails with [`LockError::TooManyLeases`] instead of waiting
 ///   forever while holding the `locks` mutex.

@@ -1,0 +1,586 @@
+//! `ServiceDiscovery` against a real server: register, query, update and unregister in
+//! every service type; an instance of a killed session disappears (and comes back if its
+//! client renews its session); and zkwire and Apache Curator 5.4.0 discovery
+//! (`curator-x-discovery`, `JsonInstanceSerializer` with a `Map` payload, driven through a
+//! small Java program) read each other's instances field by field.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+mod support;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use zkwire::Error;
+use zkwire_recipes::{
+    LockError, NodeEvent, ProviderStrategy, ServiceCache, ServiceDiscovery, ServiceInstance,
+    ServiceProvider, ServiceType, UriSpec,
+};
+use zkwire_testing::java;
+use zkwire_testing::support::{builder, connect_with_timeout, fresh_chroot, kill_client_session};
+
+use support::process::ProcessIo;
+
+const T: Duration = Duration::from_secs(4);
+/// The bound of every wait in these tests.
+const STEP: Duration = Duration::from_secs(20);
+
+/// An instance with every field set.
+fn full_instance(name: &str, id: &str) -> ServiceInstance {
+    ServiceInstance::builder(name)
+        .id(id)
+        .address("10.0.0.7")
+        .port(8080)
+        .ssl_port(8443)
+        .payload(json!({"zone": "eu-1", "weight": 3, "tags": ["a", "b"], "nested": {"x": true}}))
+        .registration_time_utc(1_700_000_000_123)
+        .uri_spec(UriSpec::parse("{scheme}://{address}:{port}/v1").unwrap())
+        .build()
+}
+
+/// Polls `query` until it gives `want`; panics after STEP with what it gave.
+async fn wait_for_ids(discovery: &ServiceDiscovery, name: &str, want: &[&str]) {
+    let deadline = Instant::now() + STEP;
+    loop {
+        let seen: Vec<String> = discovery
+            .query_for_instances(name)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|i| i.id)
+            .collect();
+        if seen == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{name}: {seen:?}, not {want:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn register_query_update_and_unregister() {
+    tokio::time::timeout(4 * STEP, async {
+        let cs = fresh_chroot("discovery_basic").await;
+        let client = connect_with_timeout(&cs, T).await;
+        let reader = connect_with_timeout(&cs, T).await;
+        let discovery = ServiceDiscovery::new(client.clone(), "/services");
+        let view = ServiceDiscovery::new(reader.clone(), "/services");
+        assert!(view.query_for_names().await.unwrap().is_empty());
+
+        let api = full_instance("api", "api-1");
+        let mut api_reg = discovery.register(api.clone()).await.unwrap();
+        assert_eq!(api_reg.path().as_deref(), Some("/services/api/api-1"));
+        let plain = ServiceInstance::builder("api").build();
+        let plain_reg = discovery.register(plain.clone()).await.unwrap();
+        let db = ServiceInstance::builder("db")
+            .id("db-1")
+            .service_type(ServiceType::Static)
+            .build();
+        let db_reg = discovery.register(db.clone()).await.unwrap();
+        let perm = ServiceInstance::builder("db")
+            .id("db-2")
+            .service_type(ServiceType::Permanent)
+            .build();
+        let perm_reg = discovery.register(perm.clone()).await.unwrap();
+        let seq = ServiceInstance::builder("jobs")
+            .id("job-")
+            .service_type(ServiceType::DynamicSequential)
+            .build();
+        let seq_reg = discovery.register(seq.clone()).await.unwrap();
+
+        assert_eq!(view.query_for_names().await.unwrap(), ["api", "db", "jobs"]);
+        let mut want = vec![api.clone(), plain.clone()];
+        want.sort_by(|a, b| a.id.cmp(&b.id));
+        assert_eq!(view.query_for_instances("api").await.unwrap(), want);
+        assert_eq!(
+            view.query_for_instance("api", "api-1").await.unwrap(),
+            Some(api.clone())
+        );
+        assert_eq!(view.query_for_instance("api", "nope").await.unwrap(), None);
+        assert_eq!(view.query_for_instances("nope").await.unwrap(), []);
+        assert_eq!(
+            view.query_for_instances("db").await.unwrap(),
+            [db, perm.clone()]
+        );
+        assert_eq!(view.query_for_instances("jobs").await.unwrap(), [seq]);
+
+        // The modes are Curator's.
+        let owner = |p: String| {
+            let reader = reader.clone();
+            async move { reader.exists(&p).await.unwrap().unwrap().ephemeral_owner }
+        };
+        assert_eq!(
+            owner("/services/api/api-1".into()).await,
+            client.session_id()
+        );
+        assert_eq!(owner("/services/db/db-1".into()).await, 0);
+        assert_eq!(owner("/services/db/db-2".into()).await, 0);
+        let seq_path = seq_reg.path().unwrap();
+        assert!(seq_path.starts_with("/services/jobs/_c_"), "{seq_path}");
+        assert!(seq_path.contains("-job-00000000"), "{seq_path}");
+        assert_eq!(owner(seq_path).await, client.session_id());
+
+        // Update: the node gets the new JSON; a changed id is refused.
+        let mut moved = api.clone();
+        moved.port = Some(9090);
+        moved.payload = Some(json!({"zone": "eu-2"}));
+        api_reg.update(moved.clone()).await.unwrap();
+        assert_eq!(
+            view.query_for_instance("api", "api-1").await.unwrap(),
+            Some(moved.clone())
+        );
+        let mut other = moved.clone();
+        other.id = "api-9".into();
+        assert!(matches!(
+            api_reg.update(other).await,
+            Err(LockError::Client(Error::InvalidArgument(_)))
+        ));
+
+        // An outside delete: registered again.
+        reader.delete("/services/api/api-1", None).await.unwrap();
+        let mut both = vec![plain.id.as_str(), "api-1"];
+        both.sort_unstable();
+        wait_for_ids(&view, "api", &both).await;
+        assert_eq!(
+            view.query_for_instance("api", "api-1").await.unwrap(),
+            Some(moved)
+        );
+
+        // Unregister; a dropped registration unregisters too, a permanent one stays.
+        api_reg.unregister().await.unwrap();
+        drop(plain_reg);
+        db_reg.unregister().await.unwrap();
+        seq_reg.unregister().await.unwrap();
+        drop(perm_reg);
+        wait_for_ids(&view, "api", &[]).await;
+        wait_for_ids(&view, "jobs", &[]).await;
+        assert_eq!(
+            view.query_for_instances("db").await.unwrap(),
+            std::slice::from_ref(&perm)
+        );
+        let perm_reg = discovery.register(perm).await.unwrap();
+        perm_reg.unregister().await.unwrap();
+        wait_for_ids(&view, "db", &[]).await;
+
+        // Bad names.
+        for (name, id) in [("a/b", "x"), ("a", "x/y")] {
+            let bad = ServiceInstance::builder(name).id(id).build();
+            assert!(matches!(
+                discovery.register(bad).await,
+                Err(LockError::Client(Error::InvalidArgument(_)))
+            ));
+        }
+        client.close().await.unwrap();
+        reader.close().await.unwrap();
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_sessions_instance_disappears_and_a_renewing_one_comes_back() {
+    tokio::time::timeout(4 * STEP, async {
+        let cs = fresh_chroot("discovery_killed").await;
+        let watcher = connect_with_timeout(&cs, T).await;
+        let plain = connect_with_timeout(&cs, T).await;
+        let renewing = builder()
+            .with_session_timeout(T)
+            .with_session_renewal(true)
+            .connect(&cs)
+            .await
+            .unwrap();
+        let view = ServiceDiscovery::new(watcher.clone(), "/services");
+        let doomed = ServiceDiscovery::new(plain.clone(), "/services")
+            .register(full_instance("api", "doomed"))
+            .await
+            .unwrap();
+        let phoenix_instance = full_instance("api", "phoenix");
+        let phoenix = ServiceDiscovery::new(renewing.clone(), "/services")
+            .register(phoenix_instance.clone())
+            .await
+            .unwrap();
+        wait_for_ids(&view, "api", &["doomed", "phoenix"]).await;
+
+        // Without renewal: gone for good.
+        let killed = Instant::now();
+        kill_client_session(&plain).await.unwrap();
+        wait_for_ids(&view, "api", &["phoenix"]).await;
+        println!(
+            "the killed instance disappeared after {:?}",
+            killed.elapsed()
+        );
+        // Its node saw the expiry, or finds the node gone with the session when closed.
+        let unregistered = doomed.unregister().await;
+        assert!(
+            matches!(
+                unregistered,
+                Ok(()) | Err(LockError::Client(Error::SessionExpired))
+            ),
+            "{unregistered:?}"
+        );
+
+        // With renewal: registered again by the new session, with the same JSON.
+        let old = renewing.session_id();
+        let mut events = phoenix.node().unwrap().events();
+        kill_client_session(&renewing).await.unwrap();
+        let created = tokio::time::timeout(STEP, async {
+            loop {
+                if let Some(NodeEvent::Created { path }) = events.next().await {
+                    return path;
+                }
+            }
+        })
+        .await
+        .expect("registered again");
+        assert_eq!(created, "/services/api/phoenix");
+        let (_, stat) = watcher.get_data("/services/api/phoenix").await.unwrap();
+        assert_ne!(stat.ephemeral_owner, old);
+        assert_eq!(stat.ephemeral_owner, renewing.session_id());
+        assert_eq!(
+            view.query_for_instance("api", "phoenix").await.unwrap(),
+            Some(phoenix_instance)
+        );
+        phoenix.unregister().await.unwrap();
+        wait_for_ids(&view, "api", &[]).await;
+        watcher.close().await.unwrap();
+        renewing.close().await.unwrap();
+    })
+    .await
+    .expect("bounded");
+}
+
+/// Curator discovery in a JVM: `CuratorDiscovery <connect> <basePath>`, then commands on
+/// stdin: `GET <name> <id>` (answers `JSON <Curator's JSON of what it read>` then
+/// `CLASS <payload class>`, or `NONE`), `RAW <path>` (the same, read with payload class
+/// `Object`), `REGISTER <name> <id>` (registers a DYNAMIC
+/// instance with every field set, payload a Map; answers `OK`), `UNREGISTER` (`OK`),
+/// `NAMES` (`NAMES a b ...`). Kept here, written out and compiled at run time.
+const CURATOR_DISCOVERY: &str = r#"
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.TreeSet;
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.retry.ExponentialBackoffRetry;
+import org.apache.curator.x.discovery.ServiceDiscovery;
+import org.apache.curator.x.discovery.ServiceDiscoveryBuilder;
+import org.apache.curator.x.discovery.ServiceInstance;
+import org.apache.curator.x.discovery.ServiceType;
+import org.apache.curator.x.discovery.UriSpec;
+import org.apache.curator.x.discovery.details.JsonInstanceSerializer;
+
+public final class CuratorDiscovery {
+    public static void main(String[] args) throws Exception {
+        try (CuratorFramework client = CuratorFrameworkFactory.newClient(
+                args[0], 10_000, 10_000, new ExponentialBackoffRetry(50, 10))) {
+            client.start();
+            client.blockUntilConnected();
+            JsonInstanceSerializer<Map> serializer = new JsonInstanceSerializer<>(Map.class);
+            ServiceDiscovery<Map> discovery = ServiceDiscoveryBuilder.builder(Map.class)
+                .client(client).basePath(args[1]).serializer(serializer).build();
+            discovery.start();
+            ServiceInstance<Map> mine = null;
+            BufferedReader in = new BufferedReader(
+                new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            System.out.println("READY");
+            System.out.flush();
+            String line;
+            while ((line = in.readLine()) != null) {
+                String[] w = line.split(" ");
+                if (w[0].equals("GET")) {
+                    ServiceInstance<Map> found = discovery.queryForInstance(w[1], w[2]);
+                    if (found == null) {
+                        System.out.println("NONE");
+                    } else {
+                        System.out.println("JSON " + new String(
+                            serializer.serialize(found), StandardCharsets.UTF_8));
+                        Object payload = found.getPayload();
+                        System.out.println("CLASS "
+                            + (payload == null ? "null" : payload.getClass().getName()));
+                    }
+                } else if (w[0].equals("RAW")) {
+                    JsonInstanceSerializer<Object> any =
+                        new JsonInstanceSerializer<>(Object.class);
+                    ServiceInstance<Object> found =
+                        any.deserialize(client.getData().forPath(w[1]));
+                    System.out.println("JSON " + new String(
+                        any.serialize(found), StandardCharsets.UTF_8));
+                    System.out.println("CLASS " + found.getPayload().getClass().getName());
+                } else if (w[0].equals("REGISTER")) {
+                    Map<String, Object> payload = new LinkedHashMap<>();
+                    payload.put("zone", "us-2");
+                    payload.put("weight", 7);
+                    payload.put("tags", Arrays.asList("x", "y"));
+                    mine = ServiceInstance.<Map>builder().name(w[1]).id(w[2])
+                        .address("192.168.1.9").port(7070).sslPort(7443).payload(payload)
+                        .registrationTimeUTC(1_600_000_000_456L)
+                        .serviceType(ServiceType.DYNAMIC)
+                        .uriSpec(new UriSpec("{scheme}://{address}:{ssl-port}/x")).build();
+                    discovery.registerService(mine);
+                    System.out.println("OK");
+                } else if (w[0].equals("UNREGISTER")) {
+                    discovery.unregisterService(mine);
+                    System.out.println("OK");
+                } else if (w[0].equals("NAMES")) {
+                    StringBuilder out = new StringBuilder("NAMES");
+                    for (String name : new TreeSet<>(discovery.queryForNames())) {
+                        out.append(' ').append(name);
+                    }
+                    System.out.println(out);
+                }
+                System.out.flush();
+            }
+            discovery.close();
+        } catch (Exception e) {
+            e.printStackTrace();
+            System.exit(2);
+        }
+    }
+}
+"#;
+
+/// Curator's classpath with curator-x-discovery and Jackson (Debian's
+/// `libcurator-discovery-java`).
+fn discovery_classpath() -> OsString {
+    let base = java::curator_classpath().unwrap_or_else(|e| panic!("{e}"));
+    let dir = Path::new("/usr/share/java");
+    let extra = [
+        "curator-x-discovery.jar",
+        "jackson-databind.jar",
+        "jackson-core.jar",
+        "jackson-annotations.jar",
+    ]
+    .map(|jar| dir.join(jar));
+    for jar in &extra {
+        assert!(
+            jar.is_file(),
+            "{} missing: install it with `apt-get install -y libcurator-discovery-java`",
+            jar.display()
+        );
+    }
+    let paths = std::env::split_paths(&base).chain(extra);
+    std::env::join_paths(paths).unwrap()
+}
+
+/// The Curator discovery program, compiled against Debian's jars. Panics with what to
+/// install when Java or Curator is missing: the test never skips.
+fn curator_discovery_program() -> (java::JavaProgram, OsString) {
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("zkwire-curator-discovery-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = dir.join("CuratorDiscovery.java");
+    std::fs::write(&source, CURATOR_DISCOVERY).unwrap();
+    let classpath = discovery_classpath();
+    let started = Instant::now();
+    let program = java::compile(&[&source], &classpath).unwrap_or_else(|e| panic!("{e}"));
+    println!("CuratorDiscovery.java compiled in {:?}", started.elapsed());
+    let _ = std::fs::remove_dir_all(&dir);
+    (program, classpath)
+}
+
+/// A running Curator discovery.
+struct CuratorDiscovery {
+    _child: java::JavaChild,
+    io: ProcessIo,
+}
+
+impl CuratorDiscovery {
+    async fn start(program: &java::JavaProgram, args: &[&str]) -> Self {
+        let mut child = program
+            .spawn("CuratorDiscovery", args)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut io = ProcessIo::new(
+            "Curator",
+            child.take_stdin().unwrap(),
+            child.take_stdout().unwrap(),
+            child.take_stderr().unwrap(),
+        );
+        assert_eq!(io.next_line(Duration::from_secs(60)).await, "READY");
+        Self { _child: child, io }
+    }
+
+    /// Sends `command` and returns the answer line.
+    async fn ask(&mut self, command: &str) -> String {
+        self.io.send(command);
+        self.io.next_line(STEP).await
+    }
+
+    /// What Curator reads at `name/id`: its own JSON of it, and the payload's class.
+    async fn get(&mut self, name: &str, id: &str) -> Option<(String, String)> {
+        self.read(&format!("GET {name} {id}")).await
+    }
+
+    /// The answer to a `GET` or `RAW`.
+    async fn read(&mut self, command: &str) -> Option<(String, String)> {
+        let line = self.ask(command).await;
+        if line == "NONE" {
+            return None;
+        }
+        let json = line.strip_prefix("JSON ").expect(&line).to_owned();
+        let class_line = self.io.next_line(STEP).await;
+        let class = class_line
+            .strip_prefix("CLASS ")
+            .expect(&class_line)
+            .to_owned();
+        Some((json, class))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zkwire_and_curator_discovery_read_each_others_instances() {
+    let (program, _) = tokio::task::block_in_place(curator_discovery_program);
+    tokio::time::timeout(6 * STEP, async {
+        let cs = fresh_chroot("discovery_curator").await;
+        let client = connect_with_timeout(&cs, T).await;
+        let discovery = ServiceDiscovery::new(client.clone(), "/services");
+        let mut curator = CuratorDiscovery::start(&program, &[&cs, "/services"]).await;
+
+        // Ours, read by Curator: every field equal, the payload parsed as a Map.
+        let ours = full_instance("api", "zk-1");
+        let ours_reg = discovery.register(ours.clone()).await.unwrap();
+        let (json, class) = curator
+            .get("api", "zk-1")
+            .await
+            .expect("Curator finds ours");
+        assert_eq!(class, "java.util.LinkedHashMap");
+        let read_back = ServiceInstance::from_json(json.as_bytes()).unwrap();
+        assert_eq!(read_back, ours, "Curator's JSON of ours: {json}");
+        let (data, _) = client.get_data("/services/api/zk-1").await.unwrap();
+        assert_eq!(
+            std::str::from_utf8(&data).unwrap(),
+            json,
+            "Curator writes what we write, byte for byte"
+        );
+        // A payload that is not an object, and none.
+        let mut scalar = full_instance("api", "zk-2");
+        scalar.payload = Some(json!(["one", 2]));
+        let scalar_reg = discovery.register(scalar.clone()).await.unwrap();
+        // (A reader with payload class Map refuses a list, as Curator's own would.)
+        let (json, class) = curator.read("RAW /services/api/zk-2").await.unwrap();
+        assert_eq!(class, "java.util.ArrayList", "{json}");
+        assert_eq!(ServiceInstance::from_json(json.as_bytes()).unwrap(), scalar);
+        let mut none = full_instance("api", "zk-3");
+        none.payload = None;
+        none.uri_spec = None;
+        none.port = None;
+        let none_reg = discovery.register(none.clone()).await.unwrap();
+        let (json, class) = curator.get("api", "zk-3").await.unwrap();
+        assert_eq!(class, "null");
+        assert_eq!(ServiceInstance::from_json(json.as_bytes()).unwrap(), none);
+
+        // Curator's, read by us.
+        assert_eq!(curator.ask("REGISTER web java-1").await, "OK");
+        let theirs = discovery
+            .query_for_instance("web", "java-1")
+            .await
+            .unwrap()
+            .expect("we find Curator's");
+        let want = ServiceInstance::builder("web")
+            .id("java-1")
+            .address("192.168.1.9")
+            .port(7070)
+            .ssl_port(7443)
+            .payload(json!({"zone": "us-2", "weight": 7, "tags": ["x", "y"]}))
+            .registration_time_utc(1_600_000_000_456)
+            .uri_spec(UriSpec::parse("{scheme}://{address}:{ssl-port}/x").unwrap())
+            .build();
+        assert_eq!(theirs, want);
+        let (_, stat) = client.get_data("/services/web/java-1").await.unwrap();
+        assert_ne!(
+            stat.ephemeral_owner, 0,
+            "DYNAMIC is ephemeral in Curator too"
+        );
+        assert_eq!(discovery.query_for_names().await.unwrap(), ["api", "web"]);
+        assert_eq!(curator.ask("NAMES").await, "NAMES api web");
+
+        // Leaving, both ways.
+        assert_eq!(curator.ask("UNREGISTER").await, "OK");
+        assert_eq!(discovery.query_for_instances("web").await.unwrap(), []);
+        ours_reg.unregister().await.unwrap();
+        scalar_reg.unregister().await.unwrap();
+        none_reg.unregister().await.unwrap();
+        assert_eq!(curator.get("api", "zk-1").await, None);
+        client.close().await.unwrap();
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_follows_the_instances_and_providers_pick_by_strategy() {
+    tokio::time::timeout(4 * STEP, async {
+        let cs = fresh_chroot("discovery_cache").await;
+        let client = connect_with_timeout(&cs, T).await;
+        let discovery = ServiceDiscovery::new(client.clone(), "/services");
+        // The service's directory does not exist yet.
+        let (cache, mut changes) = ServiceCache::start(&discovery, "api").await.unwrap();
+        assert!(cache.instances().is_empty());
+        let round = ServiceProvider::start(&discovery, "api", ProviderStrategy::RoundRobin)
+            .await
+            .unwrap();
+        let sticky = ServiceProvider::start(&discovery, "api", ProviderStrategy::Sticky)
+            .await
+            .unwrap();
+        let random = ServiceProvider::start(&discovery, "api", ProviderStrategy::Random)
+            .await
+            .unwrap();
+        assert_eq!(round.instance(), None);
+
+        let mut regs = Vec::new();
+        for id in ["a", "b", "c"] {
+            regs.push(discovery.register(full_instance("api", id)).await.unwrap());
+        }
+        let ids = |instances: Vec<ServiceInstance>| -> Vec<String> {
+            instances.into_iter().map(|i| i.id).collect()
+        };
+        let deadline = Instant::now() + STEP;
+        while ids(cache.instances()) != ["a", "b", "c"]
+            || round.all_instances().len() != 3
+            || sticky.all_instances().len() != 3
+            || random.all_instances().len() != 3
+        {
+            assert!(Instant::now() < deadline, "{:?}", ids(cache.instances()));
+            let _ = tokio::time::timeout(Duration::from_millis(50), changes.next()).await;
+        }
+        assert_eq!(cache.instances()[0], full_instance("api", "a"));
+
+        // Round robin: each in turn. Sticky: one, until it goes. Random: one of them.
+        let picks: Vec<String> = (0..6).map(|_| round.instance().unwrap().id).collect();
+        assert_eq!(picks, ["a", "b", "c", "a", "b", "c"]);
+        let first = sticky.instance().unwrap().id;
+        for _ in 0..5 {
+            assert_eq!(sticky.instance().unwrap().id, first);
+        }
+        for _ in 0..20 {
+            let id = random.instance().unwrap().id;
+            assert!(["a", "b", "c"].contains(&id.as_str()));
+        }
+        let index = ["a", "b", "c"].iter().position(|id| *id == first).unwrap();
+        regs.remove(index).unregister().await.unwrap();
+        let deadline = Instant::now() + STEP;
+        while sticky.all_instances().len() != 2 {
+            assert!(Instant::now() < deadline);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let second = sticky.instance().unwrap().id;
+        assert_ne!(second, first);
+        assert_eq!(sticky.instance().unwrap().id, second);
+
+        for reg in regs {
+            reg.unregister().await.unwrap();
+        }
+        let deadline = Instant::now() + STEP;
+        while !cache.instances().is_empty() {
+            assert!(Instant::now() < deadline);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        client.close().await.unwrap();
+    })
+    .await
+    .expect("bounded");
+}

@@ -1,0 +1,435 @@
+//! `PersistentNode` against a real server: re-created after an outside delete and after a
+//! session renewal, data kept across re-creates, one node per protected sequential node,
+//! close deletes, a create refused by the parent's ACL, an expired session without
+//! renewal, and the rules for a node already at our path (docs/recipes.md §12).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
+
+use std::time::{Duration, Instant};
+
+use zkwire::{Acl, Client, CreateMode, CreateOptions, Error, Perms, SessionState};
+use zkwire_recipes::{LockError, NodeEvent, NodeEvents, PersistentNode};
+use zkwire_testing::support::{builder, connect_with_timeout, fresh_chroot, kill_client_session};
+
+const T: Duration = Duration::from_secs(4);
+/// The bound of every wait in these tests.
+const STEP: Duration = Duration::from_secs(15);
+
+/// The next event that `want` accepts, at most [`STEP`] away; the events skipped on the way
+/// are returned with it.
+async fn next_matching(
+    events: &mut NodeEvents,
+    want: impl Fn(&NodeEvent) -> bool,
+) -> (NodeEvent, Vec<NodeEvent>) {
+    let mut skipped = Vec::new();
+    let deadline = tokio::time::Instant::now() + STEP;
+    loop {
+        let event = tokio::time::timeout_at(deadline, events.next())
+            .await
+            .unwrap_or_else(|_| panic!("no matching event in {STEP:?}; saw {skipped:?}"))
+            .expect("the node's events go on");
+        if want(&event) {
+            return (event, skipped);
+        }
+        skipped.push(event);
+    }
+}
+
+/// Polls until `path` exists on `client` with `data`, and returns when; panics after STEP.
+async fn wait_for_node(client: &Client, path: &str, data: &[u8]) -> zkwire::Stat {
+    let deadline = Instant::now() + STEP;
+    loop {
+        if let Ok((got, stat)) = client.get_data(path).await {
+            if got == data {
+                return stat;
+            }
+        }
+        assert!(Instant::now() < deadline, "{path} never held {data:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Polls until `path` is gone; panics after STEP.
+async fn wait_for_absence(client: &Client, path: &str) {
+    let deadline = Instant::now() + STEP;
+    while client.exists(path).await.unwrap().is_some() {
+        assert!(Instant::now() < deadline, "{path} still exists");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn children(client: &Client, dir: &str) -> Vec<String> {
+    let mut names = client.get_children(dir).await.unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ephemeral_node_comes_back_within_a_second_after_an_outside_delete() {
+    let cs = fresh_chroot("persistent_outside_delete").await;
+    let c = connect_with_timeout(&cs, T).await;
+    let other = connect_with_timeout(&cs, T).await;
+    // Two missing parents: created as containers.
+    let node = PersistentNode::ephemeral(c.clone(), "/svc/members/a", "one");
+    let mut events = node.events();
+    node.start();
+    assert!(node.wait_for_initial_create(STEP).await.unwrap());
+    assert_eq!(node.actual_path().as_deref(), Some("/svc/members/a"));
+    let (svc, _) = other.get_data("/svc").await.unwrap();
+    assert!(svc.is_empty());
+    let created = next_matching(&mut events, |e| matches!(e, NodeEvent::Created { .. })).await;
+    assert_eq!(
+        created.0,
+        NodeEvent::Created {
+            path: "/svc/members/a".into()
+        }
+    );
+
+    for round in 0..5 {
+        other.delete("/svc/members/a", None).await.unwrap();
+        let deleted_at = Instant::now();
+        let stat = wait_for_node(&other, "/svc/members/a", b"one").await;
+        let took = deleted_at.elapsed();
+        println!("round {round}: back after {took:?}");
+        assert!(took < Duration::from_secs(1), "re-created in {took:?}");
+        assert_eq!(stat.ephemeral_owner, c.session_id());
+        next_matching(&mut events, |e| matches!(e, NodeEvent::Deleted { .. })).await;
+        next_matching(&mut events, |e| matches!(e, NodeEvent::Created { .. })).await;
+    }
+    node.close().await.unwrap();
+    assert!(other.exists("/svc/members/a").await.unwrap().is_none());
+    c.close().await.unwrap();
+    other.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ephemeral_node_comes_back_on_the_new_session_after_a_renewal() {
+    let cs = fresh_chroot("persistent_renewal").await;
+    let renewing = builder()
+        .with_session_timeout(T)
+        .with_session_renewal(true)
+        .connect(&cs)
+        .await
+        .unwrap();
+    let other = connect_with_timeout(&cs, T).await;
+    let node = PersistentNode::ephemeral(renewing.clone(), "/m/a", "data");
+    let mut events = node.events();
+    node.start();
+    assert!(node.wait_for_initial_create(STEP).await.unwrap());
+    let old = wait_for_node(&other, "/m/a", b"data").await.ephemeral_owner;
+    assert_eq!(old, renewing.session_id());
+
+    let started = Instant::now();
+    kill_client_session(&renewing).await.unwrap();
+    let deadline = Instant::now() + STEP;
+    let stat = loop {
+        let stat = wait_for_node(&other, "/m/a", b"data").await;
+        if stat.ephemeral_owner != old {
+            break stat;
+        }
+        assert!(Instant::now() < deadline, "still the old session's node");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    println!("back on the new session after {:?}", started.elapsed());
+    assert_eq!(stat.ephemeral_owner, renewing.session_id());
+    assert_ne!(renewing.session_id(), old);
+    let (deleted, _) = next_matching(&mut events, |e| matches!(e, NodeEvent::Deleted { .. })).await;
+    assert_eq!(
+        deleted,
+        NodeEvent::Deleted {
+            path: "/m/a".into()
+        }
+    );
+    next_matching(&mut events, |e| matches!(e, NodeEvent::Created { .. })).await;
+    node.close().await.unwrap();
+    wait_for_absence(&other, "/m/a").await;
+    renewing.close().await.unwrap();
+    other.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_set_is_written_and_survives_re_creation() {
+    let cs = fresh_chroot("persistent_data").await;
+    let c = connect_with_timeout(&cs, T).await;
+    let other = connect_with_timeout(&cs, T).await;
+    let node = PersistentNode::ephemeral(c.clone(), "/d/a", "v0");
+    // Before start: only what the first create writes.
+    node.set_data("v1").await.unwrap();
+    node.start();
+    assert!(node.wait_for_initial_create(STEP).await.unwrap());
+    wait_for_node(&other, "/d/a", b"v1").await;
+
+    let mut events = node.events();
+    node.set_data("v2").await.unwrap();
+    let (data, _) = other.get_data("/d/a").await.unwrap();
+    assert_eq!(&data[..], b"v2", "written by the time set_data returns");
+    let (set, _) = next_matching(&mut events, |e| matches!(e, NodeEvent::DataSet { .. })).await;
+    assert!(
+        matches!(set, NodeEvent::DataSet { ref path, .. } if path == "/d/a"),
+        "{set:?}"
+    );
+
+    // Deleted from outside while new data is set: the re-create writes the last data.
+    for round in 0..20u32 {
+        let value = format!("v{}", round + 3);
+        let (deleted, set) = tokio::join!(other.delete("/d/a", None), node.set_data(value.clone()));
+        set.unwrap();
+        deleted.unwrap();
+        wait_for_node(&other, "/d/a", value.as_bytes()).await;
+    }
+    assert_eq!(&node.data()[..], b"v22");
+    node.close().await.unwrap();
+    c.close().await.unwrap();
+    other.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protected_sequential_node_is_one_node_with_a_new_number_at_each_re_create() {
+    let cs = fresh_chroot("persistent_sequential").await;
+    let c = connect_with_timeout(&cs, T).await;
+    let other = connect_with_timeout(&cs, T).await;
+    let node = PersistentNode::new(c.clone(), "/q/item-", CreateMode::EphemeralSequential, "x");
+    node.start();
+    assert!(node.wait_for_initial_create(STEP).await.unwrap());
+    let mut seen = Vec::new();
+    for _ in 0..5 {
+        let path = node.actual_path().expect("created");
+        let name = path.strip_prefix("/q/").unwrap();
+        // `_c_` + 36-character uuid + `-`, then the name and ten digits.
+        assert!(
+            name.starts_with("_c_") && name.len() == 40 + "item-".len() + 10,
+            "{name}"
+        );
+        assert_eq!(&name[40..45], "item-", "{name}");
+        assert_eq!(
+            children(&other, "/q").await,
+            vec![name.to_owned()],
+            "exactly one node"
+        );
+        assert!(
+            !seen.contains(&path),
+            "a new sequence number each time: {seen:?}"
+        );
+        seen.push(path.clone());
+        other.delete(&path, None).await.unwrap();
+        let deadline = Instant::now() + STEP;
+        while node.actual_path().is_none_or(|p| p == path) {
+            assert!(Instant::now() < deadline, "not re-created");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    let prefix = &seen[0].strip_prefix("/q/").unwrap()[..40];
+    assert!(
+        seen.iter().all(|p| p.contains(prefix)),
+        "one guid: {seen:?}"
+    );
+    assert_eq!(children(&other, "/q").await.len(), 1);
+    node.close().await.unwrap();
+    assert!(children(&other, "/q").await.is_empty());
+    c.close().await.unwrap();
+    other.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_deletes_and_dropping_deletes_in_the_background() {
+    let cs = fresh_chroot("persistent_close").await;
+    let c = connect_with_timeout(&cs, T).await;
+    let other = connect_with_timeout(&cs, T).await;
+    for mode in [
+        CreateMode::Ephemeral,
+        CreateMode::Persistent,
+        CreateMode::PersistentSequential,
+    ] {
+        let node = PersistentNode::new(c.clone(), "/c/n", mode, "");
+        let mut events = node.events();
+        node.start();
+        assert!(node.wait_for_initial_create(STEP).await.unwrap());
+        let path = node.actual_path().unwrap();
+        node.close().await.unwrap();
+        assert!(
+            other.exists(&path).await.unwrap().is_none(),
+            "{mode:?}: {path} deleted"
+        );
+        assert_eq!(node.actual_path(), None);
+        let (stopped, _) = next_matching(&mut events, |e| matches!(e, NodeEvent::Stopped(_))).await;
+        assert_eq!(stopped, NodeEvent::Stopped(None));
+        assert!(matches!(
+            node.wait_for_initial_create(Duration::from_millis(10))
+                .await,
+            Err(LockError::Closed)
+        ));
+    }
+    // Started again after a close: a new node.
+    let node = PersistentNode::new(c.clone(), "/c/p", CreateMode::Persistent, "again");
+    node.start();
+    assert!(node.wait_for_initial_create(STEP).await.unwrap());
+    node.close().await.unwrap();
+    node.start();
+    assert!(node.wait_for_initial_create(STEP).await.unwrap());
+    wait_for_node(&other, "/c/p", b"again").await;
+    drop(node);
+    wait_for_absence(&other, "/c/p").await;
+    c.close().await.unwrap();
+    other.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_the_parent_acl_refuses_times_out_and_succeeds_once_allowed() {
+    let cs = fresh_chroot("persistent_acl").await;
+    let c = connect_with_timeout(&cs, T).await;
+    let admin = connect_with_timeout(&cs, T).await;
+    // Anyone may read it and change its ACL, nobody may create under it.
+    let no_create = vec![Acl::new(Perms::READ | Perms::ADMIN, zkwire::Id::anyone())];
+    let read_only = CreateOptions::new(CreateMode::Persistent).with_acl(no_create);
+    admin.create("/locked", b"", &read_only).await.unwrap();
+
+    let node = PersistentNode::ephemeral(c.clone(), "/locked/a", "x");
+    let mut events = node.events();
+    node.start();
+    let started = Instant::now();
+    assert!(!node
+        .wait_for_initial_create(Duration::from_secs(1))
+        .await
+        .unwrap());
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    let (error, _) = next_matching(&mut events, |e| matches!(e, NodeEvent::Error(_))).await;
+    assert_eq!(error, NodeEvent::Error(Error::NoAuth));
+    assert_eq!(node.actual_path(), None);
+
+    // The ACL opens: the next try (at most 2 s later) creates the node.
+    admin
+        .set_acl("/locked", &Acl::open_unsafe(), None)
+        .await
+        .unwrap();
+    assert!(node.wait_for_initial_create(STEP).await.unwrap());
+    wait_for_node(&admin, "/locked/a", b"x").await;
+    node.close().await.unwrap();
+    c.close().await.unwrap();
+    admin.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_session_without_renewal_stops_the_node_and_says_why() {
+    let cs = fresh_chroot("persistent_expired").await;
+    let c = connect_with_timeout(&cs, T).await;
+    let other = connect_with_timeout(&cs, T).await;
+    let node = PersistentNode::ephemeral(c.clone(), "/e/a", "x");
+    let mut events = node.events();
+    node.start();
+    assert!(node.wait_for_initial_create(STEP).await.unwrap());
+    let mut states = c.state_stream();
+    kill_client_session(&c).await.unwrap();
+    let (stopped, skipped) =
+        next_matching(&mut events, |e| matches!(e, NodeEvent::Stopped(_))).await;
+    assert_eq!(
+        stopped,
+        NodeEvent::Stopped(Some(Error::SessionExpired)),
+        "{skipped:?}"
+    );
+    assert_eq!(node.actual_path(), None);
+    assert!(other.exists("/e/a").await.unwrap().is_none());
+    assert_eq!(
+        node.close().await,
+        Err(LockError::Client(Error::SessionExpired))
+    );
+    while let Ok(Some(state)) = tokio::time::timeout(STEP, states.next()).await {
+        if state == SessionState::Expired {
+            break;
+        }
+    }
+    other.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_node_is_replaced_at_start_and_a_live_twin_is_adopted_without_a_fight() {
+    let cs = fresh_chroot("persistent_existing").await;
+    let previous_run = connect_with_timeout(&cs, T).await;
+    let c = connect_with_timeout(&cs, T).await;
+    let twin = connect_with_timeout(&cs, T).await;
+    // What a previous run of this process left, its session not expired yet.
+    let ephemeral = CreateOptions::new(CreateMode::Ephemeral).with_container_parents();
+    previous_run
+        .create_all("/g/a", b"old", &ephemeral)
+        .await
+        .unwrap();
+
+    let node = PersistentNode::ephemeral(c.clone(), "/g/a", "new");
+    let mut events = node.events();
+    node.start();
+    let (replaced, _) =
+        next_matching(&mut events, |e| matches!(e, NodeEvent::Replaced { .. })).await;
+    let owner = previous_run.session_id();
+    let path = "/g/a".to_owned();
+    assert_eq!(replaced, NodeEvent::Replaced { path, owner });
+    let stat = wait_for_node(&c, "/g/a", b"new").await;
+    assert_eq!(stat.ephemeral_owner, c.session_id());
+
+    // A second node on the same path (a duplicate id): at most one replacement on each
+    // side, then one of them adopts the other's node. No fight follows.
+    let second = PersistentNode::ephemeral(twin.clone(), "/g/a", "twin");
+    let mut second_events = second.events();
+    second.start();
+    assert!(second.wait_for_initial_create(STEP).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let settled = c.exists("/g/a").await.unwrap().expect("one node stays");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let later = c.exists("/g/a").await.unwrap().expect("one node stays");
+    assert_eq!(later.czxid, settled.czxid, "no delete since");
+    let owners = [c.session_id(), twin.session_id()];
+    assert!(owners.contains(&later.ephemeral_owner), "{later:?}");
+    let mut replacements = 0;
+    for stream in [&mut events, &mut second_events] {
+        while let Ok(Some(event)) =
+            tokio::time::timeout(Duration::from_millis(10), stream.next()).await
+        {
+            println!("{event:?}");
+            replacements += usize::from(matches!(event, NodeEvent::Replaced { .. }));
+        }
+    }
+    assert_eq!(replacements, 1, "the twin replaced ours once, nothing more");
+    // The twin leaves (deleting the node, whoever created it): ours owns it again.
+    second.close().await.unwrap();
+    let deadline = Instant::now() + STEP;
+    while wait_for_node(&twin, "/g/a", b"new").await.ephemeral_owner != c.session_id() {
+        assert!(Instant::now() < deadline, "not re-created by ours");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    node.close().await.unwrap();
+    for client in [previous_run, c, twin] {
+        client.close().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persistent_and_ttl_nodes_are_kept_too() {
+    let cs = fresh_chroot("persistent_modes").await;
+    let c = connect_with_timeout(&cs, T).await;
+    let other = connect_with_timeout(&cs, T).await;
+    let ttl = PersistentNode::new(c.clone(), "/t/ttl", CreateMode::PersistentWithTtl, "t")
+        .with_ttl(Duration::from_secs(60));
+    let persistent = PersistentNode::new(c.clone(), "/t/p", CreateMode::Persistent, "p");
+    for node in [&ttl, &persistent] {
+        node.start();
+        assert!(node.wait_for_initial_create(STEP).await.unwrap());
+        let path = node.actual_path().unwrap();
+        let before = wait_for_node(&other, &path, &node.data()).await;
+        other.delete(&path, None).await.unwrap();
+        let after = wait_for_node(&other, &path, &node.data()).await;
+        assert!(after.czxid > before.czxid, "{path} created again");
+        assert_eq!(
+            after.ephemeral_owner, before.ephemeral_owner,
+            "same kind of node"
+        );
+    }
+    // A TTL mode without a TTL is refused before anything is sent: the task stops.
+    let bad = PersistentNode::new(c.clone(), "/t/bad", CreateMode::PersistentWithTtl, "");
+    bad.start();
+    assert!(matches!(
+        bad.wait_for_initial_create(STEP).await,
+        Err(LockError::Client(Error::InvalidArgument(_)))
+    ));
+    ttl.close().await.unwrap();
+    persistent.close().await.unwrap();
+    assert!(children(&other, "/t").await.is_empty());
+    c.close().await.unwrap();
+    other.close().await.unwrap();
+}
