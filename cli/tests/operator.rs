@@ -361,7 +361,9 @@ fn locks_watch_follows_changes() {
     let lines = common::lines_of(watcher.stdout.take().unwrap());
     let limit = Duration::from_secs(30);
     common::wait_line(&lines, "/w: no one holds or waits", limit);
-    zkw(&cs, &["lock", "/w", "--", "true"]).ok();
+    // Held for a second, so that the watcher sees the holder whatever the machine's load
+    // (a hold shorter than the watcher's re-read may come and go unseen).
+    zkw(&cs, &["lock", "/w", "--", "sleep", "1"]).ok();
     common::wait_line(&lines, "/w: mutex", limit);
     common::wait_line(&lines, "holder", limit);
     common::wait_line(&lines, "/w: no one holds or waits", limit);
