@@ -501,7 +501,7 @@ fn lost_text(e: &LockError) -> String {
 
 /// Passes a signal zkw received on to the command. In the foreground the terminal already
 /// sent Ctrl-C to the command too, so SIGINT is not passed twice.
-fn forward(running: &Running, name: &str, foreground: bool) {
+pub(crate) fn forward(running: &Running, name: &str, foreground: bool) {
     let signal = match name {
         "INT" if foreground => return,
         "INT" => Signal::INT,
@@ -543,7 +543,7 @@ fn acquire_failure(args: &LockArgs, kind: Kind, error: &LockError) -> Failure {
 }
 
 /// zkw's exit code when a signal stops it: 128 + the signal's number.
-fn signal_exit_code(name: &str) -> u8 {
+pub(crate) fn signal_exit_code(name: &str) -> u8 {
     match name {
         "HUP" => 129,
         "TERM" => 143,
@@ -709,14 +709,14 @@ async fn lead(latch: LeaderLatch, timeout: Option<Duration>) -> Result<Held, Loc
 }
 
 /// The signals zkw handles while it waits for a lock or a command: SIGINT, SIGTERM, SIGHUP.
-struct Signals {
+pub(crate) struct Signals {
     int: tokio::signal::unix::Signal,
     term: tokio::signal::unix::Signal,
     hup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
-    fn new() -> Result<Self, Failure> {
+    pub(crate) fn new() -> Result<Self, Failure> {
         let listen = |kind| {
             signal(kind).map_err(|e| Failure::new(FAILED, format!("cannot handle signals: {e}")))
         };
@@ -728,7 +728,7 @@ impl Signals {
     }
 
     /// The name of the next signal received (`INT`, `TERM` or `HUP`).
-    async fn any(&mut self) -> &'static str {
+    pub(crate) async fn any(&mut self) -> &'static str {
         tokio::select! {
             _ = self.int.recv() => "INT",
             _ = self.term.recv() => "TERM",

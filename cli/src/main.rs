@@ -11,12 +11,14 @@ mod cli;
 mod connect;
 mod demo;
 mod demo_worker;
+mod discovery;
 mod fail;
 mod format;
 mod lock;
 mod locks;
 mod nodes;
 mod out;
+mod register;
 mod sandbox;
 mod secure;
 mod shell;
@@ -215,8 +217,12 @@ pub(crate) async fn dispatch(g: &Global, command: &Command) -> Result<u8, Failur
             lock::run(g, &a.hold, a.revocable, None, kind).await
         }
         Command::Leader(a) => lock::run(g, &a.hold, false, a.id.as_deref(), Kind::Leader).await,
+        Command::Register(a) => register::register(g, a).await,
+        Command::Barrier(a) => register::barrier(g, a).await,
         Command::Revoke(a) => done(lock::revoke(g, a).await),
         Command::Locks(a) => done(locks::locks(g, a).await),
+        Command::Members(a) => done(discovery::members(g, a).await),
+        Command::Services(a) => done(discovery::services(g, a).await),
         Command::Sandbox(a) => done(sandbox::sandbox(g, a).await),
         Command::Demo(a) => demo::demo(a).await,
         Command::Shell | Command::Completions(_) | Command::DemoWorker(_) => Err(Failure::usage(
