@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use zkwire::Client;
 
-/// States by kind and key, held weakly.
-type States = HashMap<(TypeId, String), Weak<dyn Any + Send + Sync>>;
+/// States by kind, then by key (so that a lookup borrows the key), held weakly.
+type States = HashMap<TypeId, HashMap<String, Weak<dyn Any + Send + Sync>>>;
 
 /// The recipes' in-process state of one client.
 #[derive(Default)]
@@ -34,21 +34,22 @@ impl Coordinator {
         client.extension::<Self>()
     }
 
-    /// The state of kind `S` under `key`, created on first use.
+    /// The state of kind `S` under `key`, created on first use. A lock acquire calls this:
+    /// finding a live state allocates nothing.
     pub(crate) fn state<S: Any + Default + Send + Sync>(&self, key: &str) -> Arc<S> {
         let mut states = self.states.lock().unwrap_or_else(PoisonError::into_inner);
-        // Drop the entries no one holds any more, so the map stays as small as the set of
-        // states in use.
-        states.retain(|_, state| state.strong_count() > 0);
-        let id = (TypeId::of::<S>(), key.to_owned());
-        if let Some(state) = states.get(&id).and_then(Weak::upgrade) {
+        let of_kind = states.entry(TypeId::of::<S>()).or_default();
+        if let Some(state) = of_kind.get(key).and_then(Weak::upgrade) {
             if let Ok(state) = state.downcast::<S>() {
                 return state;
             }
         }
+        // Creating one: drop the entries no one holds any more first, so the map stays as
+        // small as the set of states in use.
+        of_kind.retain(|_, state| state.strong_count() > 0);
         let state = Arc::new(S::default());
         let weak: Weak<dyn Any + Send + Sync> = Arc::downgrade(&state) as Weak<_>;
-        states.insert(id, weak);
+        of_kind.insert(key.to_owned(), weak);
         state
     }
 
@@ -56,7 +57,11 @@ impl Coordinator {
     #[cfg(test)]
     pub(crate) fn live(&self) -> usize {
         let states = self.states.lock().unwrap_or_else(PoisonError::into_inner);
-        states.values().filter(|s| s.strong_count() > 0).count()
+        states
+            .values()
+            .flat_map(HashMap::values)
+            .filter(|s| s.strong_count() > 0)
+            .count()
     }
 }
 
