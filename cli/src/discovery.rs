@@ -2,15 +2,14 @@
 //! layout, and the services and instances in Curator's `ServiceDiscovery` layout, read from
 //! the nodes; `--watch` prints again at every change until Ctrl-C.
 
-use std::future::Future;
-
 use serde_json::{json, Map, Value};
-use zkwire::{AddWatchMode, Client, Error, EventType};
+use zkwire::{Client, Error};
 use zkwire_recipes::{ServiceDiscovery, ServiceInstance};
 
 use crate::cli::{MembersArgs, ServicesArgs};
 use crate::connect::Global;
-use crate::fail::{Failure, UNAVAILABLE};
+use crate::fail::Failure;
+use crate::follow::follow;
 use crate::format::{data_json, data_line, session_id, utc_time};
 use crate::nodes::check_path;
 use crate::out;
@@ -43,7 +42,7 @@ pub(crate) async fn members(g: &Global, a: &MembersArgs) -> Result<(), Failure> 
     }
     let client = g.connect().await?;
     let session = &client;
-    let result = follow(g, &client, path, move || async move {
+    let result = follow(g, &client, path, true, move || async move {
         match read_members(g, session, path).await? {
             Some(members) => print_members(g, path, &members),
             None if g.json => print_members(g, path, &[]),
@@ -126,7 +125,10 @@ pub(crate) async fn services(g: &Global, a: &ServicesArgs) -> Result<(), Failure
     }
     let client = g.connect().await?;
     let timed = client.with_timeout(g.session_timeout);
-    let result = follow(g, &client, &a.base, || show_services(g, timed.clone(), a)).await;
+    let result = follow(g, &client, &a.base, true, || {
+        show_services(g, timed.clone(), a)
+    })
+    .await;
     g.close(&client).await;
     result
 }
@@ -200,35 +202,4 @@ fn instance_json(i: &ServiceInstance) -> Value {
         "payload": i.payload,
         "uri_spec": i.uri_spec.as_ref().map(ToString::to_string),
     })
-}
-
-/// `--watch`: `show`, then `show` again after every event at or below `path` (which need
-/// not exist), until Ctrl-C; text rounds are separated by a blank line.
-async fn follow<F, Fut>(g: &Global, client: &Client, path: &str, mut show: F) -> Result<(), Failure>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<(), Failure>>,
-{
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
-    let mut events = client
-        .with_timeout(g.session_timeout)
-        .add_watch(path, AddWatchMode::PersistentRecursive)
-        .await
-        .map_err(|e| Failure::zk(path, &e))?;
-    for round in 0_u64.. {
-        // Text rounds apart: a blank line before each but the first.
-        if round > 0 && !g.json {
-            out::line("")?;
-        }
-        show().await?;
-        tokio::select! {
-            _ = &mut ctrl_c => return Ok(()),
-            event = events.next() => match event {
-                Some(e) if e.event_type != EventType::None => {}
-                _ => return Err(Failure::new(UNAVAILABLE, "the session ended; the watch is gone")),
-            },
-        }
-    }
-    Ok(())
 }

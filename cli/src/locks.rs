@@ -4,11 +4,12 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
-use zkwire::{AddWatchMode, Client, Error, EventType};
+use zkwire::{Client, Error};
 
 use crate::cli::{show, LocksArgs};
 use crate::connect::Global;
-use crate::fail::{Failure, UNAVAILABLE};
+use crate::fail::Failure;
+use crate::follow::follow;
 use crate::format::{data_json, data_line, session_id};
 use crate::nodes::check_path;
 use crate::out;
@@ -88,37 +89,24 @@ pub(crate) async fn locks(g: &Global, a: &LocksArgs) -> Result<(), Failure> {
         return print(g, &a.path, layout, &contenders);
     }
     let client = g.connect().await?;
-    let result = follow(g, &client, &a.path).await;
+    let result = follow_lock(g, &client, &a.path).await;
     g.close(&client).await;
     result
 }
 
 /// `--watch`: prints, then prints again after every event under the path.
-async fn follow(g: &Global, client: &Client, path: &str) -> Result<(), Failure> {
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
-    let mut events = client
-        .with_timeout(g.session_timeout)
-        .add_watch(path, AddWatchMode::PersistentRecursive)
-        .await
-        .map_err(|e| Failure::zk(path, &e))?;
-    loop {
+async fn follow_lock(g: &Global, client: &Client, path: &str) -> Result<(), Failure> {
+    follow(g, client, path, false, || async {
         // Watched, a path may not exist yet: the lock appears once someone takes it.
         match inspect(g, client, path).await? {
-            Some((layout, contenders)) => print(g, path, layout, &contenders)?,
-            None if g.json => print(g, path, Layout::None, &[])?,
+            Some((layout, contenders)) => print(g, path, layout, &contenders),
+            None if g.json => print(g, path, Layout::None, &[]),
             None => out::line(&format!(
                 "{path}: no one holds or waits (the node does not exist yet)"
-            ))?,
+            )),
         }
-        tokio::select! {
-            _ = &mut ctrl_c => return Ok(()),
-            event = events.next() => match event {
-                Some(e) if e.event_type != EventType::None => {}
-                _ => return Err(Failure::new(UNAVAILABLE, "the session ended; the watch is gone")),
-            },
-        }
-    }
+    })
+    .await
 }
 
 /// Reads the lock's nodes: the layout and the contenders in Curator's order; `None` when

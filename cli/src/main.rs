@@ -13,6 +13,7 @@ mod demo;
 mod demo_worker;
 mod discovery;
 mod fail;
+mod follow;
 mod format;
 mod lock;
 mod locks;
