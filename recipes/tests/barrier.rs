@@ -1,21 +1,19 @@
 //! Barriers against a real server: a `DistributedBarrier` holds its waiters until removed;
 //! four `DistributedDoubleBarrier` members enter together and leave together; an enter
-//! that times out or is dropped leaves no member node behind; and zkwire and Apache Curator
-//! 5.4.0 members (Curator's `DistributedDoubleBarrier`, driven through a small Java program)
-//! enter and leave one double barrier together.
+//! that times out or is dropped leaves no member node behind; zkwire and Apache Curator
+//! 5.4.0 members (Curator's barriers, driven through a small Java program) enter and leave
+//! one double barrier together for 20 rounds, and hold each other at one barrier.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 mod support;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use zkwire::Client;
 use zkwire_recipes::{DistributedBarrier, DistributedDoubleBarrier};
-use zkwire_testing::java;
 use zkwire_testing::support::{connect_with_timeout, fresh_chroot};
 
-use support::process::ProcessIo;
+use support::jvm::{compile_curator, Jvm};
 
 const T: Duration = Duration::from_secs(4);
 /// The bound of every wait in these tests.
@@ -188,28 +186,31 @@ async fn an_enter_that_times_out_or_is_dropped_leaves_no_member() {
     .expect("bounded");
 }
 
-/// A Curator `DistributedDoubleBarrier` member in a JVM: `CuratorDoubleBarrier <connect>
-/// <path> <qty>`, then commands on stdin: `ENTER` (answers `ENTERED <true|false>`), `LEAVE`
-/// (`LEFT <true|false>`), each bounded by 20 s. Kept here, written out and compiled at run
-/// time.
-const CURATOR_DOUBLE_BARRIER: &str = r#"
+/// Curator's barriers in a JVM: `CuratorBarriers <connect> <double-path> <qty> <path>`, then
+/// commands on stdin, each bounded by 20 s: `ENTER` (answers `ENTERED <true|false>`) and
+/// `LEAVE` (`LEFT <true|false>`) on a `DistributedDoubleBarrier` at `double-path`; `SET`
+/// (`SET`), `REMOVE` (`REMOVED`) and `WAIT` (`WAITED <true|false>`) on a `DistributedBarrier`
+/// at `path`. Kept here, written out and compiled at run time.
+const CURATOR_BARRIERS: &str = r#"
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.TimeUnit;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.barriers.DistributedBarrier;
 import org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 
-public final class CuratorDoubleBarrier {
+public final class CuratorBarriers {
     public static void main(String[] args) throws Exception {
         try (CuratorFramework client = CuratorFrameworkFactory.newClient(
                 args[0], 10_000, 10_000, new ExponentialBackoffRetry(50, 10))) {
             client.start();
             client.blockUntilConnected();
-            DistributedDoubleBarrier barrier =
+            DistributedDoubleBarrier twice =
                 new DistributedDoubleBarrier(client, args[1], Integer.parseInt(args[2]));
+            DistributedBarrier once = new DistributedBarrier(client, args[3]);
             BufferedReader in = new BufferedReader(
                 new InputStreamReader(System.in, StandardCharsets.UTF_8));
             System.out.println("READY");
@@ -217,9 +218,17 @@ public final class CuratorDoubleBarrier {
             String line;
             while ((line = in.readLine()) != null) {
                 if (line.equals("ENTER")) {
-                    System.out.println("ENTERED " + barrier.enter(20, TimeUnit.SECONDS));
+                    System.out.println("ENTERED " + twice.enter(20, TimeUnit.SECONDS));
                 } else if (line.equals("LEAVE")) {
-                    System.out.println("LEFT " + barrier.leave(20, TimeUnit.SECONDS));
+                    System.out.println("LEFT " + twice.leave(20, TimeUnit.SECONDS));
+                } else if (line.equals("SET")) {
+                    once.setBarrier();
+                    System.out.println("SET");
+                } else if (line.equals("REMOVE")) {
+                    once.removeBarrier();
+                    System.out.println("REMOVED");
+                } else if (line.equals("WAIT")) {
+                    System.out.println("WAITED " + once.waitOnBarrier(20, TimeUnit.SECONDS));
                 }
                 System.out.flush();
             }
@@ -231,105 +240,171 @@ public final class CuratorDoubleBarrier {
 }
 "#;
 
-/// A running Curator member.
-struct CuratorMember {
-    _child: java::JavaChild,
-    io: ProcessIo,
+/// How long members that must stay blocked are watched for, in each of the 20 mixed rounds.
+const ROUND_HELD: Duration = Duration::from_millis(150);
+
+/// A double barrier's members: ours (indices 0 and 1; `None` while a task has it) and
+/// Curator's (2 and 3).
+struct Mixed {
+    ours: Vec<Option<DistributedDoubleBarrier>>,
+    theirs: Vec<Jvm>,
 }
 
-impl CuratorMember {
-    async fn start(program: &java::JavaProgram, args: &[&str]) -> Self {
-        let mut child = program
-            .spawn("CuratorDoubleBarrier", args)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let mut io = ProcessIo::new(
-            "Curator",
-            child.take_stdin().unwrap(),
-            child.take_stdout().unwrap(),
-            child.take_stderr().unwrap(),
+impl Mixed {
+    /// One phase of one round, `enter` or `leave`: every member but `last` starts it and none
+    /// of ours may finish before `last` starts it; then `last` does and every member finishes
+    /// with `true`. Returns how many Curator members finished before `last` started: none may
+    /// on enter; on leave a Curator 5.4 member may (docs/recipes.md §14).
+    async fn phase(&mut self, last: usize, leave: bool) -> usize {
+        let (command, answer) = if leave {
+            ("LEAVE", "LEFT true")
+        } else {
+            ("ENTER", "ENTERED true")
+        };
+        let mut tasks = Vec::new();
+        for i in (0..2).filter(|&i| i != last) {
+            let mut m = self.ours[i].take().unwrap();
+            tasks.push((
+                i,
+                tokio::spawn(async move {
+                    let done = if leave {
+                        m.leave(STEP).await
+                    } else {
+                        m.enter(STEP).await
+                    };
+                    let done = done.unwrap();
+                    (m, done)
+                }),
+            ));
+        }
+        for i in (2..4).filter(|&i| i != last) {
+            self.theirs[i - 2].io.send(command);
+        }
+        tokio::time::sleep(ROUND_HELD).await;
+        assert!(
+            tasks.iter().all(|(_, t)| !t.is_finished()),
+            "one of ours got through {command} before member {last}"
         );
-        assert_eq!(io.next_line(Duration::from_secs(60)).await, "READY");
-        Self { _child: child, io }
+        let mut early = vec![false; 2];
+        for i in (2..4).filter(|&i| i != last) {
+            let line = tokio::time::timeout(
+                Duration::from_millis(1),
+                self.theirs[i - 2].io.next_line(STEP),
+            );
+            if let Ok(line) = line.await {
+                assert!(
+                    leave,
+                    "Curator got through {command} before member {last}: {line}"
+                );
+                assert_eq!(line, answer);
+                early[i - 2] = true;
+            }
+        }
+        if last < 2 {
+            let m = self.ours[last].as_mut().unwrap();
+            let done = if leave {
+                m.leave(STEP).await
+            } else {
+                m.enter(STEP).await
+            };
+            assert!(done.unwrap(), "member {last}'s {command}");
+        } else {
+            self.theirs[last - 2].io.send(command);
+        }
+        for (i, task) in tasks {
+            let (m, done) = task.await.unwrap();
+            assert!(done, "member {i}'s {command}");
+            self.ours[i] = Some(m);
+        }
+        for (jvm, early) in self.theirs.iter_mut().zip(&early) {
+            if !early {
+                assert_eq!(jvm.io.next_line(STEP).await, answer);
+            }
+        }
+        early.iter().filter(|&&e| e).count()
     }
 }
 
-fn curator_double_barrier_program() -> java::JavaProgram {
-    let dir: PathBuf =
-        std::env::temp_dir().join(format!("zkwire-curator-barrier-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let source = dir.join("CuratorDoubleBarrier.java");
-    std::fs::write(&source, CURATOR_DOUBLE_BARRIER).unwrap();
-    let classpath = java::curator_classpath().unwrap_or_else(|e| panic!("{e}"));
-    let program = java::compile(&[&source], &classpath).unwrap_or_else(|e| panic!("{e}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    program
-}
-
+/// Two zkwire and two Curator members of one double barrier, 20 rounds, the last to arrive
+/// taking turns: nobody gets in before all four are in, and none of ours gets out before
+/// all four leave.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zkwire_and_curator_members_enter_and_leave_together() {
-    let program = tokio::task::block_in_place(curator_double_barrier_program);
-    tokio::time::timeout(6 * STEP, async {
+async fn zkwire_and_curator_members_enter_and_leave_together_for_20_rounds() {
+    let program =
+        tokio::task::block_in_place(|| compile_curator("CuratorBarriers", CURATOR_BARRIERS));
+    tokio::time::timeout(12 * STEP, async {
         let cs = fresh_chroot("barrier_curator").await;
         let all = clients(&cs, 2).await;
-        let mut curators = Vec::new();
+        let mut mixed = Mixed {
+            ours: all
+                .iter()
+                .map(|c| Some(DistributedDoubleBarrier::new(c.clone(), "/b/mixed", 4)))
+                .collect(),
+            theirs: Vec::new(),
+        };
         for _ in 0..2 {
-            curators.push(CuratorMember::start(&program, &[&cs, "/b/mixed", "4"]).await);
+            let args = [cs.as_str(), "/b/mixed", "4", "/b/gate"];
+            mixed
+                .theirs
+                .push(Jvm::start(&program, "CuratorBarriers", &args).await);
         }
-        let mut a = DistributedDoubleBarrier::new(all[0].clone(), "/b/mixed", 4);
-        let mut b = DistributedDoubleBarrier::new(all[1].clone(), "/b/mixed", 4);
-
-        // Two Curator members and one of ours enter and wait for the fourth (ours).
-        for curator in &mut curators {
-            curator.io.send("ENTER");
+        let mut early_leaves = 0;
+        for round in 0..20 {
+            mixed.phase(round % 4, false).await;
+            let inside = all[0].get_children("/b/mixed").await.unwrap();
+            assert_eq!(
+                inside.len(),
+                5,
+                "round {round}: 4 members and ready: {inside:?}"
+            );
+            early_leaves += mixed.phase((round + 1) % 4, true).await;
+            wait_until_empty(&all[0], "/b/mixed").await;
         }
-        let entering = tokio::spawn(async move {
-            let entered = a.enter(STEP).await.unwrap();
-            (a, entered)
-        });
-        tokio::time::sleep(HELD).await;
-        assert!(!entering.is_finished(), "held until 4 entered");
-        for curator in &mut curators {
-            let early = tokio::time::timeout(HELD, curator.io.next_line(STEP)).await;
-            assert!(early.is_err(), "Curator entered early: {early:?}");
-        }
-        assert!(b.enter(STEP).await.unwrap());
-        let (mut a, entered) = entering.await.unwrap();
-        assert!(entered);
-        for curator in &mut curators {
-            assert_eq!(curator.io.next_line(STEP).await, "ENTERED true");
-        }
-
-        // Three leave (two Curator's) and wait for the fourth (ours). Ours is held until
-        // then; a Curator 5.4 member is not always: it stops waiting as soon as a single
-        // member node is left, whoever's it is (docs/recipes.md §14), which happens here
-        // when ours was the highest-named node it watched.
-        for curator in &mut curators {
-            curator.io.send("LEAVE");
-        }
-        let leaving = tokio::spawn(async move { a.leave(STEP).await.unwrap() });
-        tokio::time::sleep(HELD).await;
-        assert!(!leaving.is_finished(), "held until 4 left");
-        let mut early = Vec::new();
-        for curator in &mut curators {
-            let line = tokio::time::timeout(HELD, curator.io.next_line(STEP)).await;
-            early.push(line.ok());
-        }
-        println!("Curator members' answers before the fourth left: {early:?}");
-        assert!(
-            early.iter().flatten().all(|line| line == "LEFT true"),
-            "{early:?}"
-        );
-        assert!(b.leave(STEP).await.unwrap());
-        assert!(leaving.await.unwrap());
-        for (curator, early) in curators.iter_mut().zip(&early) {
-            if early.is_none() {
-                assert_eq!(curator.io.next_line(STEP).await, "LEFT true");
-            }
-        }
-        wait_until_empty(&all[0], "/b/mixed").await;
+        println!("20 rounds; Curator members left before the last one {early_leaves} times");
         for c in all {
             c.close().await.unwrap();
         }
+    })
+    .await
+    .expect("bounded");
+}
+
+/// One `DistributedBarrier` path, zkwire and Curator on either side: each holds the other's
+/// waiter until it removes the barrier.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zkwire_and_curator_hold_each_other_at_one_barrier() {
+    let program =
+        tokio::task::block_in_place(|| compile_curator("CuratorBarriers", CURATOR_BARRIERS));
+    tokio::time::timeout(4 * STEP, async {
+        let cs = fresh_chroot("barrier_single_curator").await;
+        let client = connect_with_timeout(&cs, T).await;
+        let ours = DistributedBarrier::new(client.clone(), "/b/gate");
+        let args = [cs.as_str(), "/b/mixed", "2", "/b/gate"];
+        let mut curator = Jvm::start(&program, "CuratorBarriers", &args).await;
+        assert_eq!(
+            curator.ask("WAIT", STEP).await,
+            "WAITED true",
+            "not set: go"
+        );
+
+        // Ours sets, Curator's waits until ours removes.
+        ours.set_barrier().await.unwrap();
+        curator.io.send("WAIT");
+        let early = tokio::time::timeout(HELD, curator.io.next_line(STEP)).await;
+        assert!(early.is_err(), "Curator passed a set barrier: {early:?}");
+        ours.remove_barrier().await.unwrap();
+        assert_eq!(curator.io.next_line(STEP).await, "WAITED true");
+
+        // Curator's sets, ours waits until Curator's removes.
+        assert_eq!(curator.ask("SET", STEP).await, "SET");
+        let waiter = DistributedBarrier::new(client.clone(), "/b/gate");
+        let waiting = tokio::spawn(async move { waiter.wait_on_barrier(STEP).await });
+        tokio::time::sleep(HELD).await;
+        assert!(!waiting.is_finished(), "ours passed Curator's barrier");
+        assert_eq!(curator.ask("REMOVE", STEP).await, "REMOVED");
+        assert!(waiting.await.unwrap().unwrap());
+        assert!(client.exists("/b/gate").await.unwrap().is_none());
+        client.close().await.unwrap();
     })
     .await
     .expect("bounded");

@@ -8,7 +8,7 @@
 mod support;
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -20,7 +20,7 @@ use zkwire_recipes::{
 use zkwire_testing::java;
 use zkwire_testing::support::{builder, connect_with_timeout, fresh_chroot, kill_client_session};
 
-use support::process::ProcessIo;
+use support::jvm::{compile_inline, Jvm};
 
 const T: Duration = Duration::from_secs(4);
 /// The bound of every wait in these tests.
@@ -255,24 +255,31 @@ async fn a_killed_sessions_instance_disappears_and_a_renewing_one_comes_back() {
 /// `CLASS <payload class>`, or `NONE`), `RAW <path>` (the same, read with payload class
 /// `Object`), `REGISTER <name> <id>` (registers a DYNAMIC
 /// instance with every field set, payload a Map; answers `OK`), `UNREGISTER` (`OK`),
-/// `NAMES` (`NAMES a b ...`). Kept here, written out and compiled at run time.
+/// `NAMES` (`NAMES a b ...`), `PICK <name> <n>` (n picks of a round-robin `ServiceProvider`
+/// for name, started on first use: `PICKED id ...`, `-` for none), `CACHE <name>` (the ids
+/// a `ServiceCache` for name, started on first use, holds: `CACHE id ...`, sorted). Kept
+/// here, written out and compiled at run time.
 const CURATOR_DISCOVERY: &str = r#"
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.TreeSet;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.retry.ExponentialBackoffRetry;
+import org.apache.curator.x.discovery.ServiceCache;
 import org.apache.curator.x.discovery.ServiceDiscovery;
 import org.apache.curator.x.discovery.ServiceDiscoveryBuilder;
 import org.apache.curator.x.discovery.ServiceInstance;
+import org.apache.curator.x.discovery.ServiceProvider;
 import org.apache.curator.x.discovery.ServiceType;
 import org.apache.curator.x.discovery.UriSpec;
 import org.apache.curator.x.discovery.details.JsonInstanceSerializer;
+import org.apache.curator.x.discovery.strategies.RoundRobinStrategy;
 
 public final class CuratorDiscovery {
     public static void main(String[] args) throws Exception {
@@ -285,6 +292,8 @@ public final class CuratorDiscovery {
                 .client(client).basePath(args[1]).serializer(serializer).build();
             discovery.start();
             ServiceInstance<Map> mine = null;
+            Map<String, ServiceProvider<Map>> providers = new HashMap<>();
+            Map<String, ServiceCache<Map>> caches = new HashMap<>();
             BufferedReader in = new BufferedReader(
                 new InputStreamReader(System.in, StandardCharsets.UTF_8));
             System.out.println("READY");
@@ -326,6 +335,36 @@ public final class CuratorDiscovery {
                 } else if (w[0].equals("UNREGISTER")) {
                     discovery.unregisterService(mine);
                     System.out.println("OK");
+                } else if (w[0].equals("PICK")) {
+                    ServiceProvider<Map> provider = providers.get(w[1]);
+                    if (provider == null) {
+                        provider = discovery.serviceProviderBuilder().serviceName(w[1])
+                            .providerStrategy(new RoundRobinStrategy<Map>()).build();
+                        provider.start();
+                        providers.put(w[1], provider);
+                    }
+                    StringBuilder out = new StringBuilder("PICKED");
+                    for (int i = 0; i < Integer.parseInt(w[2]); i++) {
+                        ServiceInstance<Map> picked = provider.getInstance();
+                        out.append(' ').append(picked == null ? "-" : picked.getId());
+                    }
+                    System.out.println(out);
+                } else if (w[0].equals("CACHE")) {
+                    ServiceCache<Map> cache = caches.get(w[1]);
+                    if (cache == null) {
+                        cache = discovery.serviceCacheBuilder().name(w[1]).build();
+                        cache.start();
+                        caches.put(w[1], cache);
+                    }
+                    TreeSet<String> ids = new TreeSet<>();
+                    for (ServiceInstance<Map> instance : cache.getInstances()) {
+                        ids.add(instance.getId());
+                    }
+                    StringBuilder out = new StringBuilder("CACHE");
+                    for (String id : ids) {
+                        out.append(' ').append(id);
+                    }
+                    System.out.println(out);
                 } else if (w[0].equals("NAMES")) {
                     StringBuilder out = new StringBuilder("NAMES");
                     for (String name : new TreeSet<>(discovery.queryForNames())) {
@@ -334,6 +373,12 @@ public final class CuratorDiscovery {
                     System.out.println(out);
                 }
                 System.out.flush();
+            }
+            for (ServiceProvider<Map> provider : providers.values()) {
+                provider.close();
+            }
+            for (ServiceCache<Map> cache : caches.values()) {
+                cache.close();
             }
             discovery.close();
         } catch (Exception e) {
@@ -367,52 +412,42 @@ fn discovery_classpath() -> OsString {
     std::env::join_paths(paths).unwrap()
 }
 
-/// The Curator discovery program, compiled against Debian's jars. Panics with what to
-/// install when Java or Curator is missing: the test never skips.
-fn curator_discovery_program() -> (java::JavaProgram, OsString) {
-    let dir: PathBuf =
-        std::env::temp_dir().join(format!("zkwire-curator-discovery-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let source = dir.join("CuratorDiscovery.java");
-    std::fs::write(&source, CURATOR_DISCOVERY).unwrap();
-    let classpath = discovery_classpath();
-    let started = Instant::now();
-    let program = java::compile(&[&source], &classpath).unwrap_or_else(|e| panic!("{e}"));
-    println!("CuratorDiscovery.java compiled in {:?}", started.elapsed());
-    let _ = std::fs::remove_dir_all(&dir);
-    (program, classpath)
-}
-
-/// A running Curator discovery.
-struct CuratorDiscovery {
-    _child: java::JavaChild,
-    io: ProcessIo,
-}
+/// A running Curator discovery (`CuratorDiscovery`).
+struct CuratorDiscovery(Jvm);
 
 impl CuratorDiscovery {
     async fn start(program: &java::JavaProgram, args: &[&str]) -> Self {
-        let mut child = program
-            .spawn("CuratorDiscovery", args)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let mut io = ProcessIo::new(
-            "Curator",
-            child.take_stdin().unwrap(),
-            child.take_stdout().unwrap(),
-            child.take_stderr().unwrap(),
-        );
-        assert_eq!(io.next_line(Duration::from_secs(60)).await, "READY");
-        Self { _child: child, io }
+        Self(Jvm::start(program, "CuratorDiscovery", args).await)
     }
 
     /// Sends `command` and returns the answer line.
     async fn ask(&mut self, command: &str) -> String {
-        self.io.send(command);
-        self.io.next_line(STEP).await
+        self.0.ask(command, STEP).await
     }
 
     /// What Curator reads at `name/id`: its own JSON of it, and the payload's class.
     async fn get(&mut self, name: &str, id: &str) -> Option<(String, String)> {
         self.read(&format!("GET {name} {id}")).await
+    }
+
+    /// Polls until Curator's `ServiceCache` for `name` holds exactly `want` (sorted ids).
+    async fn wait_for_cache(&mut self, name: &str, want: &[&str]) {
+        let want = std::iter::once("CACHE")
+            .chain(want.iter().copied())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let deadline = Instant::now() + STEP;
+        loop {
+            let seen = self.ask(&format!("CACHE {name}")).await;
+            if seen == want {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "Curator's cache: {seen}, not {want}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// The answer to a `GET` or `RAW`.
@@ -422,7 +457,7 @@ impl CuratorDiscovery {
             return None;
         }
         let json = line.strip_prefix("JSON ").expect(&line).to_owned();
-        let class_line = self.io.next_line(STEP).await;
+        let class_line = self.0.io.next_line(STEP).await;
         let class = class_line
             .strip_prefix("CLASS ")
             .expect(&class_line)
@@ -433,7 +468,13 @@ impl CuratorDiscovery {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zkwire_and_curator_discovery_read_each_others_instances() {
-    let (program, _) = tokio::task::block_in_place(curator_discovery_program);
+    let program = tokio::task::block_in_place(|| {
+        compile_inline(
+            "CuratorDiscovery",
+            CURATOR_DISCOVERY,
+            &discovery_classpath(),
+        )
+    });
     tokio::time::timeout(6 * STEP, async {
         let cs = fresh_chroot("discovery_curator").await;
         let client = connect_with_timeout(&cs, T).await;
@@ -580,6 +621,104 @@ async fn a_cache_follows_the_instances_and_providers_pick_by_strategy() {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         client.close().await.unwrap();
+    })
+    .await
+    .expect("bounded");
+}
+
+/// Polls until our `ServiceCache` holds exactly the ids `want` (sorted).
+async fn wait_for_cached(cache: &ServiceCache, want: &[&str]) {
+    let deadline = Instant::now() + STEP;
+    loop {
+        let mut ids: Vec<String> = cache.instances().into_iter().map(|i| i.id).collect();
+        ids.sort();
+        if ids == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "our cache: {ids:?}, not {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Instances of both sides under one name: Curator's round-robin `ServiceProvider` picks
+/// among all of them; both sides' caches follow a killed session's instance away and a
+/// renewed session's instance back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curator_picks_among_mixed_instances_and_both_caches_follow_kills_and_renewals() {
+    let program = tokio::task::block_in_place(|| {
+        compile_inline(
+            "CuratorDiscovery",
+            CURATOR_DISCOVERY,
+            &discovery_classpath(),
+        )
+    });
+    tokio::time::timeout(6 * STEP, async {
+        let cs = fresh_chroot("discovery_mixed").await;
+        let watcher = connect_with_timeout(&cs, T).await;
+        let plain = connect_with_timeout(&cs, T).await;
+        let renewing = builder()
+            .with_session_timeout(T)
+            .with_session_renewal(true)
+            .connect(&cs)
+            .await
+            .unwrap();
+        let _doomed = ServiceDiscovery::new(plain.clone(), "/services")
+            .register(full_instance("api", "zk-doomed"))
+            .await
+            .unwrap();
+        let phoenix = ServiceDiscovery::new(renewing.clone(), "/services")
+            .register(full_instance("api", "zk-phoenix"))
+            .await
+            .unwrap();
+        let mut curator = CuratorDiscovery::start(&program, &[&cs, "/services"]).await;
+        assert_eq!(curator.ask("REGISTER api java-1").await, "OK");
+        let (ours, _changes) =
+            ServiceCache::start(&ServiceDiscovery::new(watcher.clone(), "/services"), "api")
+                .await
+                .unwrap();
+        let all = ["java-1", "zk-doomed", "zk-phoenix"];
+        wait_for_cached(&ours, &all).await;
+        curator.wait_for_cache("api", &all).await;
+
+        // Curator's provider picks each of the three, ours and theirs, in turn.
+        let deadline = Instant::now() + STEP;
+        loop {
+            let line = curator.ask("PICK api 6").await;
+            let mut picked: Vec<&str> = line.split(' ').skip(1).collect();
+            picked.sort();
+            picked.dedup();
+            if picked == all {
+                break;
+            }
+            assert!(Instant::now() < deadline, "Curator's picks: {line}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+
+        // A killed session's instance leaves both caches; a renewed one comes back to both.
+        kill_client_session(&plain).await.unwrap();
+        let old = renewing.session_id();
+        kill_client_session(&renewing).await.unwrap();
+        let deadline = Instant::now() + STEP;
+        while renewing.session_id() == old {
+            assert!(Instant::now() < deadline, "not renewed");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let after = ["java-1", "zk-phoenix"];
+        wait_for_cached(&ours, &after).await;
+        curator.wait_for_cache("api", &after).await;
+        let (_, stat) = watcher.get_data("/services/api/zk-phoenix").await.unwrap();
+        assert_eq!(stat.ephemeral_owner, renewing.session_id(), "re-registered");
+
+        assert_eq!(curator.ask("UNREGISTER").await, "OK");
+        phoenix.unregister().await.unwrap();
+        wait_for_cached(&ours, &[]).await;
+        curator.wait_for_cache("api", &[]).await;
+        for c in [watcher, renewing] {
+            c.close().await.unwrap();
+        }
     })
     .await
     .expect("bounded");

@@ -233,7 +233,7 @@ async fn nodes_come_back_caches_converge_and_nothing_is_orphaned_under_churn() {
     // last fault ended (so each renewal is timed without a new fault in its way), or on the
     // cache's client.
     let started = Instant::now();
-    let mut quiet_from = vec![Instant::now(); MEMBERS];
+    let mut quiet_from = [Instant::now(); MEMBERS];
     let mut faults = BTreeMap::<&str, usize>::new();
     while started.elapsed() < churn {
         let target = rng.below(MEMBERS as u64 + 1) as usize;

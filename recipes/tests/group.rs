@@ -7,7 +7,6 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use zkwire::{Client, Error};
@@ -15,7 +14,7 @@ use zkwire_recipes::{GroupMember, LockError, NodeEvent};
 use zkwire_testing::java;
 use zkwire_testing::support::{builder, connect_with_timeout, fresh_chroot, kill_client_session};
 
-use support::process::ProcessIo;
+use support::jvm::{compile_curator, Jvm};
 
 const T: Duration = Duration::from_secs(4);
 /// The bound of every wait in these tests.
@@ -273,47 +272,17 @@ public final class CuratorGroup {
 }
 "#;
 
-/// The Curator member program, compiled against Debian's Curator jars. Panics with what to
-/// install when Java or Curator is missing: the test never skips.
-fn curator_group_program() -> java::JavaProgram {
-    let dir: PathBuf =
-        std::env::temp_dir().join(format!("zkwire-curator-group-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let source = dir.join("CuratorGroup.java");
-    std::fs::write(&source, CURATOR_GROUP).unwrap();
-    let classpath = java::curator_classpath().unwrap_or_else(|e| panic!("{e}"));
-    let started = Instant::now();
-    let program = java::compile(&[&source], &classpath).unwrap_or_else(|e| panic!("{e}"));
-    println!("CuratorGroup.java compiled in {:?}", started.elapsed());
-    let _ = std::fs::remove_dir_all(&dir);
-    program
-}
-
-/// A running Curator member.
-struct CuratorMember {
-    _child: java::JavaChild,
-    io: ProcessIo,
-}
+/// A running Curator member (`CuratorGroup`).
+struct CuratorMember(Jvm);
 
 impl CuratorMember {
     async fn start(program: &java::JavaProgram, args: &[&str]) -> Self {
-        let mut child = program
-            .spawn("CuratorGroup", args)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let mut io = ProcessIo::new(
-            "Curator",
-            child.take_stdin().unwrap(),
-            child.take_stdout().unwrap(),
-            child.take_stderr().unwrap(),
-        );
-        assert_eq!(io.next_line(Duration::from_secs(60)).await, "READY");
-        Self { _child: child, io }
+        Self(Jvm::start(program, "CuratorGroup", args).await)
     }
 
     /// Sends `command` and returns the answer line.
     async fn ask(&mut self, command: &str) -> String {
-        self.io.send(command);
-        self.io.next_line(STEP).await
+        self.0.ask(command, STEP).await
     }
 
     /// Polls until Curator's view is exactly `want`.
@@ -341,7 +310,7 @@ impl CuratorMember {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zkwire_and_curator_members_see_each_other() {
-    let program = tokio::task::block_in_place(curator_group_program);
+    let program = tokio::task::block_in_place(|| compile_curator("CuratorGroup", CURATOR_GROUP));
     let cs = fresh_chroot("group_curator").await;
     let a_client = connect_with_timeout(&cs, T).await;
     let b_client = connect_with_timeout(&cs, T).await;

@@ -5,6 +5,7 @@
 //! Each test binary includes this module with `mod support;` and uses its own part of it.
 #![allow(dead_code)]
 
+pub(crate) mod jvm;
 pub(crate) mod process;
 pub(crate) mod referee;
 

@@ -1,0 +1,59 @@
+//! A Java program given as source text in a test, and its running process spoken to line by
+//! line: the Curator side of the membership, discovery and barrier interop tests.
+
+use std::ffi::OsStr;
+use std::time::{Duration, Instant};
+
+use zkwire_testing::java::{self, JavaChild, JavaProgram};
+
+use super::process::ProcessIo;
+
+/// Compiles `source`, the Java class `class`, against `classpath`. Panics with what to
+/// install when Java or Curator is missing: these tests never skip.
+pub(crate) fn compile_inline(class: &str, source: &str, classpath: &OsStr) -> JavaProgram {
+    let dir = std::env::temp_dir().join(format!("zkwire-{class}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{class}.java"));
+    std::fs::write(&file, source).unwrap();
+    let started = Instant::now();
+    let program = java::compile(&[&file], classpath).unwrap_or_else(|e| panic!("{e}"));
+    println!("{class}.java compiled in {:?}", started.elapsed());
+    let _ = std::fs::remove_dir_all(&dir);
+    program
+}
+
+/// [`compile_inline`] against Debian's Curator jars.
+pub(crate) fn compile_curator(class: &str, source: &str) -> JavaProgram {
+    let classpath = java::curator_classpath().unwrap_or_else(|e| panic!("{e}"));
+    compile_inline(class, source, &classpath)
+}
+
+/// A running program that prints `READY` once started, then answers commands on stdin with
+/// lines on stdout.
+pub(crate) struct Jvm {
+    _child: JavaChild,
+    /// Its pipes.
+    pub(crate) io: ProcessIo,
+}
+
+impl Jvm {
+    /// Starts `class` of `program` with `args` and waits (up to a minute) for `READY`.
+    pub(crate) async fn start(program: &JavaProgram, class: &str, args: &[&str]) -> Self {
+        let mut child = program.spawn(class, args).unwrap_or_else(|e| panic!("{e}"));
+        let mut io = ProcessIo::new(
+            "Curator",
+            child.take_stdin().unwrap(),
+            child.take_stdout().unwrap(),
+            child.take_stderr().unwrap(),
+        );
+        let ready = io.next_line(Duration::from_secs(60)).await;
+        assert_eq!(ready, "READY", "{}", io.stderr());
+        Self { _child: child, io }
+    }
+
+    /// Sends `command` and returns the answer line, waiting at most `within`.
+    pub(crate) async fn ask(&mut self, command: &str, within: Duration) -> String {
+        self.io.send(command);
+        self.io.next_line(within).await
+    }
+}
