@@ -13,7 +13,8 @@ FUZZ_SECONDS ?= 20
 deps:
 	@./.ci/install-deps
 
-demo: deps
+demo:
+	@./.ci/install-deps --demo
 	$(CARGO) run -q -p zkwire-cli --bin zkw -- demo
 
 test: deps
