@@ -82,6 +82,20 @@ impl Global {
     /// # Errors
     /// [`UNAVAILABLE`] when no server answered; a usage failure for a bad connect string.
     pub(crate) async fn connect(&self) -> Result<Client, Failure> {
+        self.connect_with(false).await
+    }
+
+    /// As [`connect`](Self::connect), but a session that expires is replaced by a new one
+    /// (docs/renewal.md): for commands whose nodes come back on their own after an expiry
+    /// (`register`). The shell's shared session is returned as it is.
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect).
+    pub(crate) async fn connect_renewing(&self) -> Result<Client, Failure> {
+        self.connect_with(true).await
+    }
+
+    async fn connect_with(&self, renewal: bool) -> Result<Client, Failure> {
         if let Some(client) = &self.shared {
             return Ok(client.clone());
         }
@@ -89,6 +103,7 @@ impl Global {
         // timeout: give up once every host has refused or failed to resolve.
         let builder = Client::builder()
             .with_session_timeout(self.session_timeout)
+            .with_session_renewal(renewal)
             .with_fail_fast(true);
         let builder = match self.server_tick {
             Some(tick) => builder.with_server_tick(tick),

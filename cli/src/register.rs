@@ -3,11 +3,20 @@
 //! (Curator's `DistributedDoubleBarrier`). The command runs as under `zkw lock`: in a
 //! process group of its own (unless `--foreground`), signals passed on, and zkw waits for
 //! the whole group before it unregisters or leaves.
+//!
+//! While the command runs, zkw watches the session: `register` renews an expired session
+//! and registers the instance again on the new one, saying so on stderr; `barrier` says
+//! when the session expired, since the member's node went with it and the others may then
+//! leave without waiting for this member.
+
+use std::future::Future;
 
 use std::time::Duration;
 
 use zkwire::Client;
-use zkwire_recipes::{DistributedDoubleBarrier, ServiceDiscovery, ServiceInstance};
+use zkwire_recipes::{
+    DistributedDoubleBarrier, NodeEvent, NodeEvents, ServiceDiscovery, ServiceInstance,
+};
 
 use crate::child::{exit_code, Running};
 use crate::cli::{show as show_duration, BarrierArgs, RegisterArgs};
@@ -34,7 +43,7 @@ pub(crate) async fn register(g: &Global, a: &RegisterArgs) -> Result<u8, Failure
     }
     // From here on, Ctrl-C and SIGTERM are ours to handle: nothing may stay registered.
     let mut signals = Signals::new()?;
-    let client = g.connect().await?;
+    let client = g.connect_renewing().await?;
     let result = register_and_run(g, &client, a, &mut signals).await;
     g.close(&client).await;
     result
@@ -73,9 +82,13 @@ async fn register_and_run(
         name = signals.any() => return Err(interrupted(name, &format!("registering {node}"))),
     };
     let env = [(SERVICE_ID_ENV, registration.instance().id.clone())];
+    let events = registration.node().map(|node| node.events());
     let running = Running::spawn(&a.command, &env, a.foreground);
     let code = match running {
-        Ok(mut running) => run_to_end(&mut running, signals, a.foreground).await,
+        Ok(mut running) => {
+            let watch = report_registration(events);
+            run_to_end(&mut running, signals, a.foreground, watch).await
+        }
         Err(failure) => Err(failure),
     };
     // The command and its whole group are over: the instance goes.
@@ -122,9 +135,12 @@ async fn barrier_and_run(
         ));
     }
     let node = barrier.member_path().unwrap_or_default().to_owned();
-    let env = [(BARRIER_NODE_ENV, node)];
+    let env = [(BARRIER_NODE_ENV, node.clone())];
     let code = match Running::spawn(&a.command, &env, a.foreground) {
-        Ok(mut running) => run_to_end(&mut running, signals, a.foreground).await?,
+        Ok(mut running) => {
+            let watch = report_expiry(client, &node);
+            run_to_end(&mut running, signals, a.foreground, watch).await?
+        }
         Err(failure) => {
             // Leave without waiting for the others: this member did nothing.
             drop(barrier);
@@ -165,16 +181,57 @@ async fn leave(barrier: &mut DistributedDoubleBarrier) -> Result<(), zkwire_reci
     Ok(())
 }
 
-/// Waits for the command and every process of its group, passing signals on; its code.
+/// Says on stderr what becomes of the registration while the command runs: the instance
+/// gone (its session expired, or someone deleted it) and registered again. Never returns.
+async fn report_registration(events: Option<NodeEvents>) {
+    if let Some(mut events) = events {
+        while let Some(event) = events.next().await {
+            match event {
+                NodeEvent::Deleted { path } => out::note(&format!(
+                    "{path} is gone (the session expired or the node was deleted); \
+                     registering it again"
+                )),
+                NodeEvent::Created { path } => out::note(&format!("registered again at {path}")),
+                NodeEvent::Stopped(Some(e)) => {
+                    out::note(&format!("the instance is no longer registered: {e}"));
+                }
+                _ => {}
+            }
+        }
+    }
+    std::future::pending().await
+}
+
+/// Says on stderr when the session ends while the command runs: this member's barrier node
+/// `node` went with it. Never returns.
+async fn report_expiry(client: &Client, node: &str) {
+    let mut states = client.state_stream();
+    while let Some(state) = states.next().await {
+        if state.is_terminal() {
+            out::note(&format!(
+                "the session ended ({state:?}) while the command ran: {node} went with it, \
+                 so the other members may leave without waiting for this one"
+            ));
+            break;
+        }
+    }
+    std::future::pending().await
+}
+
+/// Waits for the command and every process of its group, passing signals on, while `watch`
+/// reports on the session; the command's code.
 async fn run_to_end(
     running: &mut Running,
     signals: &mut Signals,
     foreground: bool,
+    watch: impl Future<Output = ()>,
 ) -> Result<u8, Failure> {
+    tokio::pin!(watch);
     let status = loop {
         tokio::select! {
             status = running.wait_group() => break status,
             name = signals.any() => forward(running, name, foreground),
+            () = &mut watch => {}
         }
     };
     status
