@@ -2,7 +2,8 @@
 
 use bytes::Bytes;
 
-use super::{data_and_stat, Client};
+use super::reads::data_and_stat;
+use super::Client;
 use crate::error::Error;
 use crate::proto::op;
 use crate::proto::{GetDataRequest, ReconfigRequest, Stat};

@@ -2,7 +2,8 @@
 
 use bytes::Bytes;
 
-use super::{Client, CreateOptions, CreateRecord, OpResult, ReadResult};
+use super::writes::CreateRecord;
+use super::{Client, CreateOptions, OpResult, ReadResult};
 use crate::error::{Error, ProtocolError};
 use crate::proto::{
     op, CheckVersionRequest, DeleteRequest, ErrorCode, GetChildrenRequest, GetDataRequest, MultiOp,

@@ -6,79 +6,38 @@
 //! rotation and backoff of `hosts`, and routes the session's events to the callers' channels.
 
 mod command;
+mod connection;
 mod diagnosis;
 mod hosts;
+mod registry;
+mod shared;
 mod transport;
 
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use bytes::{Buf, Bytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 pub(crate) use command::{Command, ReplyTo, Submission};
+pub(crate) use registry::WatcherSink;
+pub(crate) use shared::Shared;
 #[cfg(feature = "tls")]
 pub(crate) use transport::tcp_connect;
 pub use transport::{Connect, TcpConnector};
 
 use self::diagnosis::Diagnosis;
 use self::hosts::Hosts;
+use self::registry::{Registry, Route};
+use self::shared::RunningGuard;
 use crate::connect_string::HostPort;
-use crate::error::{ConnectError, Error, HostFailure};
-use crate::session::{
-    DropReason, Event, IdMap, Reply, RequestId, Session, SessionState, WatchedEvent, WatcherId,
-};
-
-/// Where a watcher's events go.
-#[derive(Debug)]
-pub(crate) enum WatcherSink {
-    /// A one-shot watch: one event, then the watcher is gone.
-    Oneshot(oneshot::Sender<WatchedEvent>),
-    /// A persistent watch: a bounded stream; a receiver that falls behind by the whole
-    /// capacity loses the watch (the stream ends) instead of growing memory without bound.
-    Stream(mpsc::Sender<WatchedEvent>),
-}
-
-/// State the driver publishes to client handles.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) session_id: AtomicI64,
-    pub(crate) negotiated_ms: AtomicU64,
-    pub(crate) passwd: Mutex<Bytes>,
-    pub(crate) state: watch::Sender<SessionState>,
-    pub(crate) state_events: broadcast::Sender<SessionState>,
-    pub(crate) in_flight: AtomicUsize,
-    pub(crate) queued: AtomicUsize,
-    pub(crate) watches: AtomicUsize,
-    pub(crate) waiting: AtomicUsize,
-    pub(crate) driver_running: AtomicBool,
-    pub(crate) connections: AtomicUsize,
-    /// Sessions established so far (more than one after a renewal).
-    pub(crate) sessions: AtomicU64,
-    /// The next local watcher id, shared by every handle of the client (whatever its chroot).
-    pub(crate) next_watcher: AtomicU64,
-    /// Requests callers have submitted.
-    pub(crate) submitted: AtomicU64,
-    /// Why connecting is hopeless as configured, while it is (see `diagnosis`).
-    pub(crate) connect_error: watch::Sender<Option<ConnectError>>,
-    /// Each host's latest connect failure since the last handshake (see `diagnosis`).
-    pub(crate) host_failures: Mutex<Vec<HostFailure>>,
-    /// The session's lease deadline ([`Session::lease_deadline`]) as nanoseconds after
-    /// `epoch`, [`NO_LEASE`] when there is none.
-    lease_nanos: AtomicU64,
-    /// Woken whenever the published lease deadline moves back (a smaller session timeout
-    /// negotiated, the session ended): a sleep until an earlier reading must wake.
-    pub(crate) lease_moved_back: tokio::sync::Notify,
-    epoch: std::time::Instant,
-    /// What layers on top keep per client ([`crate::Client::extension`]).
-    pub(crate) extensions: crate::extensions::Extensions,
-}
+use crate::error::{ConnectError, Error};
+use crate::session::{DropReason, Event, Reply, Session, SessionState, WatchedEvent, WatcherId};
 
 /// The receive buffer's room for one read at first: a handshake reply, a few small replies.
 const MIN_READ_ROOM: usize = 2 * 1024;
@@ -90,70 +49,6 @@ const MIN_USEFUL_READ: usize = 128;
 /// How many waiting commands one driver step takes after the one it woke for: enough to
 /// batch what callers submit together, few enough that reads and timers are not starved.
 const COMMAND_BATCH: usize = 64;
-
-/// [`Shared::lease_nanos`] when the session has no lease.
-const NO_LEASE: u64 = u64::MAX;
-
-impl Shared {
-    /// `epoch` is an instant no later than any lease deadline the session can report (its
-    /// creation).
-    pub(crate) fn new(epoch: std::time::Instant) -> Self {
-        Self {
-            session_id: AtomicI64::new(0),
-            negotiated_ms: AtomicU64::new(0),
-            passwd: Mutex::new(Bytes::new()),
-            state: watch::Sender::new(SessionState::Connecting),
-            // State changes are rare; a receiver that falls this far behind skips to the newest.
-            state_events: broadcast::Sender::new(16),
-            in_flight: AtomicUsize::new(0),
-            queued: AtomicUsize::new(0),
-            watches: AtomicUsize::new(0),
-            waiting: AtomicUsize::new(0),
-            driver_running: AtomicBool::new(true),
-            connections: AtomicUsize::new(0),
-            sessions: AtomicU64::new(0),
-            next_watcher: AtomicU64::new(0),
-            submitted: AtomicU64::new(0),
-            connect_error: watch::Sender::new(None),
-            host_failures: Mutex::new(Vec::new()),
-            lease_nanos: AtomicU64::new(NO_LEASE),
-            lease_moved_back: tokio::sync::Notify::new(),
-            epoch,
-            extensions: crate::extensions::Extensions::default(),
-        }
-    }
-
-    /// The lease deadline last published by the driver.
-    pub(crate) fn lease_deadline(&self) -> Option<std::time::Instant> {
-        match self.lease_nanos.load(Ordering::Acquire) {
-            NO_LEASE => None,
-            nanos => self.epoch.checked_add(Duration::from_nanos(nanos)),
-        }
-    }
-
-    fn publish_lease(&self, deadline: Option<std::time::Instant>) {
-        let nanos = deadline.map_or(NO_LEASE, |d| {
-            let since = d.saturating_duration_since(self.epoch).as_nanos();
-            u64::try_from(since)
-                .unwrap_or(NO_LEASE - 1)
-                .min(NO_LEASE - 1)
-        });
-        let before = self.lease_nanos.swap(nanos, Ordering::AcqRel);
-        // NO_LEASE is the largest value: a lease that ends counts as moving back too.
-        if before != NO_LEASE && (nanos < before || nanos == NO_LEASE) {
-            self.lease_moved_back.notify_waiters();
-        }
-    }
-}
-
-/// Marks the driver stopped however its task ends (return, panic or runtime shutdown).
-struct RunningGuard(Arc<Shared>);
-
-impl Drop for RunningGuard {
-    fn drop(&mut self) {
-        self.0.driver_running.store(false, Ordering::Release);
-    }
-}
 
 /// An answer or a watch event waiting to be handed out.
 enum Outgoing {
@@ -173,11 +68,9 @@ pub(crate) struct Driver<C: Connect> {
     commands: mpsc::Receiver<Command>,
     commands_closed: bool,
     shared: Arc<Shared>,
-    replies: IdMap<RequestId, ReplyTo>,
-    watchers: IdMap<WatcherId, WatcherSink>,
-    /// The request that will register each watcher, until its reply is dispatched, and back.
-    watch_requests: IdMap<WatcherId, RequestId>,
-    request_watchers: IdMap<RequestId, WatcherId>,
+    /// Every request callers wait on and every local watcher, with where their answers and
+    /// events go.
+    registry: Registry,
     reader: Option<ReadHalf<C::Stream>>,
     writer: Option<WriteHalf<C::Stream>>,
     out: Bytes,
@@ -219,10 +112,7 @@ impl<C: Connect> Driver<C> {
             commands,
             commands_closed: false,
             shared,
-            replies: IdMap::default(),
-            watchers: IdMap::default(),
-            watch_requests: IdMap::default(),
-            request_watchers: IdMap::default(),
+            registry: Registry::default(),
             reader: None,
             writer: None,
             out: Bytes::new(),
@@ -268,10 +158,10 @@ impl<C: Connect> Driver<C> {
             .store(self.session.in_flight(), Ordering::Relaxed);
         s.queued.store(self.session.queued(), Ordering::Relaxed);
         s.watches.store(
-            self.watchers.len().max(self.session.watch_count()),
+            self.registry.watchers().max(self.session.watch_count()),
             Ordering::Relaxed,
         );
-        s.waiting.store(self.replies.len(), Ordering::Relaxed);
+        s.waiting.store(self.registry.waiting(), Ordering::Relaxed);
         s.publish_lease(self.session.lease_deadline());
     }
 
@@ -317,71 +207,20 @@ impl<C: Connect> Driver<C> {
         }
     }
 
-    /// While a read-only server serves us, look for a read/write one in the background
-    /// (the `isro` four-letter word, 100 ms doubling to 60 s between probes, as the Java
-    /// client).
-    fn update_rw_probe(&mut self) {
-        if self.session.state() != SessionState::ConnectedReadOnly {
-            self.rw_probe = None;
-            return;
-        }
-        if self.rw_probe.is_none() {
-            let others: Vec<HostPort> = self
-                .hosts
-                .all()
-                .iter()
-                .filter(|h| Some(*h) != self.current_host.as_ref())
-                .cloned()
-                .collect();
-            let candidates = if others.is_empty() {
-                self.hosts.all().to_vec()
-            } else {
-                others
-            };
-            self.rw_probe = Some(Box::pin(find_rw_server(self.connector.clone(), candidates)));
-        }
-    }
-
-    fn on_rw_server_found(&mut self, host: HostPort) {
-        tracing::debug!(%host, "read/write server found; leaving the read-only server");
-        self.rw_probe = None;
-        self.hosts.prefer(host);
-        self.close_transport();
-        self.session.handle_disconnected(now());
-    }
-
     fn on_command(&mut self, cmd: Option<Command>) {
         let now = now();
         match cmd {
             Some(Command::Submit(submission)) => {
                 let (request, reply, watcher) = submission.into_parts();
-                let watcher_id = watcher.map(|(id, sink)| {
-                    self.watchers.insert(id, sink);
-                    id
-                });
                 let id = self.session.submit(now, request);
                 self.shared.submitted.fetch_add(1, Ordering::Relaxed);
-                self.replies.insert(id, reply);
-                if let Some(watcher_id) = watcher_id {
-                    self.watch_requests.insert(watcher_id, id);
-                    self.request_watchers.insert(id, watcher_id);
-                }
+                self.registry.register(id, reply, watcher);
             }
             Some(Command::Close { reply }) => {
                 let id = self.session.close(now);
-                self.replies.insert(id, reply);
+                self.registry.register(id, reply, None);
             }
-            Some(Command::RemoveWatcher(id)) => {
-                self.watchers.remove(&id);
-                self.session.remove_watcher(id);
-                // Dropped before its request was answered: abandon the request, so that its
-                // reply does not register a watcher nobody listens to.
-                if let Some(request) = self.watch_requests.remove(&id) {
-                    self.request_watchers.remove(&request);
-                    self.session.cancel(request);
-                    self.replies.remove(&request);
-                }
-            }
+            Some(Command::RemoveWatcher(id)) => self.drop_watcher(id),
             None => {
                 // Every handle is gone: end the session now rather than leave it (and its
                 // ephemeral nodes) to expire on the server.
@@ -485,104 +324,22 @@ impl<C: Connect> Driver<C> {
         }
     }
 
-    fn on_connect_result(&mut self, stream: io::Result<C::Stream>) {
-        self.connecting = None;
-        match stream {
-            Ok(stream) => {
-                self.prune_cancelled();
-                self.shared.connections.fetch_add(1, Ordering::Relaxed);
-                let (reader, writer) = tokio::io::split(stream);
-                self.reader = Some(reader);
-                self.writer = Some(writer);
-                self.handshaking = true;
-                self.received = false;
-                let host = self.current_host.as_ref().map_or("", |h| h.host());
-                self.session.handle_connected(now(), host);
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "connect attempt failed");
-                self.hosts.on_failed();
-                if let Some(host) = &self.current_host {
-                    self.diagnosis.on_connect_failed(host, &e);
-                    self.publish_verdict();
-                }
-            }
-        }
-    }
-
-    /// The server closed the connection before answering the handshake, without a byte: ask
-    /// the connector why, once per host and failure streak.
-    fn on_silent_close(&mut self) {
-        let Some(host) = self.current_host.clone() else {
-            return;
-        };
-        if self.silent_close_probe.is_some() || !self.diagnosis.on_silent_close(&host) {
-            return;
-        }
-        let connector = self.connector.clone();
-        let timeout = self.session.connect_timeout();
-        self.silent_close_probe = Some(Box::pin(async move {
-            let found = tokio::time::timeout(timeout, connector.diagnose_silent_close(&host)).await;
-            (host, found.ok().flatten())
-        }));
-    }
-
-    /// Sets whether every host refused or unresolvable once is a verdict.
-    pub(crate) fn set_fail_fast(&mut self, on: bool) {
-        self.diagnosis.set_fail_fast(on);
-    }
-
-    fn publish_verdict(&self) {
-        if let Ok(mut failures) = self.shared.host_failures.lock() {
-            *failures = self.diagnosis.latest();
-        }
-        let verdict = self.diagnosis.verdict();
-        if let Some(v) = &verdict {
-            tracing::warn!(error = %v, "no server can be connected to as configured");
-        }
-        self.shared.connect_error.send_if_modified(|current| {
-            let changed = *current != verdict;
-            *current = verdict;
-            changed
-        });
-    }
-
-    fn start_connect_if_wanted(&mut self) {
-        if !self.session.wants_connection() || self.connecting.is_some() || self.reader.is_some() {
-            return;
-        }
-        self.prune_cancelled();
-        let (host, pause) = self.hosts.next();
-        let timeout = self.session.connect_timeout();
-        let connector = self.connector.clone();
-        tracing::debug!(%host, ?pause, "connecting");
-        self.current_host = Some(host.clone());
-        self.connecting = Some(Box::pin(async move {
-            // A zero pause must not wait for the next timer tick.
-            if !pause.is_zero() {
-                tokio::time::sleep(pause).await;
-            }
-            match tokio::time::timeout(timeout, connector.connect(&host)).await {
-                Ok(result) => result,
-                Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")),
-            }
-        }));
-    }
-
     /// Requests whose callers left before they were written are never sent.
     fn prune_cancelled(&mut self) {
         if self.session.queued() == 0 {
             return;
         }
-        let gone: Vec<RequestId> = self
-            .replies
-            .iter()
-            .filter(|(_, tx)| tx.is_closed())
-            .map(|(id, _)| *id)
-            .collect();
-        for id in gone {
+        for id in self.registry.take_abandoned() {
             self.session.cancel(id);
-            self.replies.remove(&id);
+        }
+    }
+
+    /// Ends `watcher`, here and in the session. Dropped before its request was answered, it
+    /// abandons the request, so that the reply does not register a watcher nobody listens to.
+    fn drop_watcher(&mut self, watcher: WatcherId) {
+        self.session.remove_watcher(watcher);
+        if let Some(request) = self.registry.drop_watcher(watcher) {
+            self.session.cancel(request);
         }
     }
 
@@ -600,17 +357,6 @@ impl<C: Connect> Driver<C> {
         }
     }
 
-    fn close_transport(&mut self) {
-        if self.handshaking {
-            self.hosts.on_failed();
-            self.handshaking = false;
-        }
-        self.reader = None;
-        self.writer = None;
-        self.out = Bytes::new();
-        self.unflushed = false;
-    }
-
     /// Routes the session's events.
     ///
     /// State changes and counters are published before any caller or watcher is woken, so
@@ -623,11 +369,8 @@ impl<C: Connect> Driver<C> {
         while let Some(event) = self.session.poll_event() {
             match event {
                 Event::Reply { id, result } => {
-                    if let Some(tx) = self.replies.remove(&id) {
+                    if let Some(tx) = self.registry.take_reply(id) {
                         outbox.push(Outgoing::Answer(tx, result));
-                    }
-                    if let Some(watcher) = self.request_watchers.remove(&id) {
-                        self.watch_requests.remove(&watcher);
                     }
                 }
                 Event::Watch { watcher, event } => {
@@ -660,8 +403,7 @@ impl<C: Connect> Driver<C> {
                     if tx.try_send(event).is_err() {
                         // Full (the consumer fell behind by the whole capacity) or gone: the
                         // watch ends rather than grow memory without bound.
-                        self.watchers.remove(&watcher);
-                        self.session.remove_watcher(watcher);
+                        self.drop_watcher(watcher);
                     }
                 }
             }
@@ -674,18 +416,15 @@ impl<C: Connect> Driver<C> {
     fn take_sink(&mut self, watcher: WatcherId, event: WatchedEvent) -> Option<Outgoing> {
         let ends = event.state != crate::proto::KeeperState::SyncConnected
             && !self.session.is_watching(watcher);
-        match self.watchers.remove(&watcher) {
-            Some(WatcherSink::Oneshot(tx)) => Some(Outgoing::Oneshot(tx, event)),
-            Some(WatcherSink::Stream(tx)) => {
-                if ends {
+        match self.registry.route_event(watcher, ends) {
+            Route::Oneshot(tx) => Some(Outgoing::Oneshot(tx, event)),
+            Route::Stream { tx, last } => {
+                if last {
                     self.session.remove_watcher(watcher);
-                } else {
-                    self.watchers
-                        .insert(watcher, WatcherSink::Stream(tx.clone()));
                 }
                 Some(Outgoing::Stream(watcher, tx, event))
             }
-            None => {
+            Route::Gone => {
                 self.session.remove_watcher(watcher);
                 None
             }
@@ -734,34 +473,6 @@ impl<C: Connect> Driver<C> {
         let _ = self.shared.state_events.send(state);
         self.shared.state.send_replace(state);
     }
-}
-
-/// Probes `hosts` in turn until one answers `isro` with `rw`.
-async fn find_rw_server<C: Connect>(connector: C, hosts: Vec<HostPort>) -> HostPort {
-    let mut pause = Duration::from_millis(100);
-    loop {
-        for host in &hosts {
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_secs(60));
-            if is_read_write(&connector, host).await {
-                return host.clone();
-            }
-        }
-    }
-}
-
-async fn is_read_write<C: Connect>(connector: &C, host: &HostPort) -> bool {
-    let probe = async {
-        let mut stream = connector.connect(host).await?;
-        stream.write_all(b"isro").await?;
-        let mut answer = [0u8; 2];
-        stream.read_exact(&mut answer).await?;
-        Ok::<_, io::Error>(answer == *b"rw")
-    };
-    matches!(
-        tokio::time::timeout(Duration::from_secs(1), probe).await,
-        Ok(Ok(true))
-    )
 }
 
 async fn poll_probe<T>(probe: Option<&mut Pin<Box<dyn Future<Output = T> + Send>>>) -> T {

@@ -1,0 +1,115 @@
+use super::*;
+use crate::error::Error;
+use crate::session::Reply;
+
+type Answer = oneshot::Receiver<Result<Reply, Error>>;
+
+fn route() -> (ReplyTo, Answer) {
+    oneshot::channel()
+}
+
+fn oneshot_watcher(id: u64) -> (LocalWatcher, oneshot::Receiver<WatchedEvent>) {
+    let (tx, rx) = oneshot::channel();
+    ((WatcherId(id), WatcherSink::Oneshot(tx)), rx)
+}
+
+fn stream_watcher(id: u64) -> (LocalWatcher, mpsc::Receiver<WatchedEvent>) {
+    let (tx, rx) = mpsc::channel(4);
+    ((WatcherId(id), WatcherSink::Stream(tx)), rx)
+}
+
+#[test]
+fn a_reply_route_is_taken_once() {
+    let mut registry = Registry::default();
+    let (tx, mut rx) = route();
+    registry.register(RequestId(1), tx, None);
+    assert_eq!(registry.waiting(), 1);
+    let taken = registry.take_reply(RequestId(1));
+    assert!(taken.is_some());
+    assert!(registry.take_reply(RequestId(1)).is_none());
+    assert_eq!(registry.waiting(), 0);
+    let _ = taken.map(|tx| tx.send(Err(Error::Closed)));
+    assert!(matches!(rx.try_recv(), Ok(Err(Error::Closed))));
+}
+
+#[test]
+fn an_answered_request_unlinks_its_watcher_and_keeps_the_sink() {
+    let mut registry = Registry::default();
+    let (tx, _rx) = route();
+    let (watcher, _events) = oneshot_watcher(7);
+    registry.register(RequestId(1), tx, Some(watcher));
+    assert!(registry.take_reply(RequestId(1)).is_some());
+    assert_eq!(registry.watchers(), 1);
+    // Dropping the watcher now abandons no request.
+    assert_eq!(registry.drop_watcher(WatcherId(7)), None);
+    assert_eq!(registry.watchers(), 0);
+}
+
+#[test]
+fn a_watcher_dropped_before_its_reply_abandons_its_request() {
+    let mut registry = Registry::default();
+    let (tx, mut rx) = route();
+    let (watcher, _events) = oneshot_watcher(7);
+    registry.register(RequestId(1), tx, Some(watcher));
+    assert_eq!(registry.drop_watcher(WatcherId(7)), Some(RequestId(1)));
+    assert!(registry.take_reply(RequestId(1)).is_none());
+    assert_eq!((registry.waiting(), registry.watchers()), (0, 0));
+    // The route is gone: its caller sees the channel closed, never an answer.
+    assert!(matches!(
+        rx.try_recv(),
+        Err(oneshot::error::TryRecvError::Closed)
+    ));
+}
+
+#[test]
+fn requests_whose_callers_left_are_taken() {
+    let mut registry = Registry::default();
+    let (left, gone) = route();
+    let (stays, _waiting) = route();
+    let (watcher, _events) = oneshot_watcher(3);
+    registry.register(RequestId(1), left, Some(watcher));
+    registry.register(RequestId(2), stays, None);
+    drop(gone);
+    assert_eq!(registry.take_abandoned(), vec![RequestId(1)]);
+    assert_eq!(registry.waiting(), 1);
+    // Its watcher is no longer linked to it.
+    assert_eq!(registry.drop_watcher(WatcherId(3)), None);
+}
+
+#[test]
+fn a_oneshot_sink_goes_with_its_event() {
+    let mut registry = Registry::default();
+    let (tx, _rx) = route();
+    let (watcher, _events) = oneshot_watcher(7);
+    registry.register(RequestId(1), tx, Some(watcher));
+    assert!(matches!(
+        registry.route_event(WatcherId(7), false),
+        Route::Oneshot(_)
+    ));
+    assert!(matches!(
+        registry.route_event(WatcherId(7), false),
+        Route::Gone
+    ));
+}
+
+#[test]
+fn a_stream_sink_stays_until_its_last_event() {
+    let mut registry = Registry::default();
+    let (tx, _rx) = route();
+    let (watcher, _events) = stream_watcher(7);
+    registry.register(RequestId(1), tx, Some(watcher));
+    assert!(matches!(
+        registry.route_event(WatcherId(7), false),
+        Route::Stream { last: false, .. }
+    ));
+    assert_eq!(registry.watchers(), 1);
+    assert!(matches!(
+        registry.route_event(WatcherId(7), true),
+        Route::Stream { last: true, .. }
+    ));
+    assert_eq!(registry.watchers(), 0);
+    assert!(matches!(
+        registry.route_event(WatcherId(7), false),
+        Route::Gone
+    ));
+}

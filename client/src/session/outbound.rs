@@ -1,0 +1,150 @@
+//! Frames out and the clock: writing queued requests once the connection is open, and what
+//! falls due (request deadlines, connect and read timeouts, pings, the lease's `sync`).
+
+use std::time::{Duration, Instant};
+
+use bytes::BufMut;
+
+use super::pending::{Pending, PendingAuth, Queued, Target};
+use super::{timers, Conn, DropReason, Session, SessionState};
+use crate::error::Error;
+use crate::jute::{encode_frame, Encode};
+use crate::proto::{OpCode, RequestHeader, SyncRequest, AUTH_XID, PING_XID};
+
+impl Session {
+    pub(super) fn flush(&mut self, now: Instant) {
+        if self.conn != Conn::Open {
+            return;
+        }
+        while let Some(Queued { id, request }) = self.queued.pop_front() {
+            // A driver may handle input (e.g. the ConnectResponse) before a timer that is
+            // already due: a request whose deadline passed must still never be written.
+            if request.deadline.is_some_and(|d| d <= now) {
+                self.answer(id, Err(Error::Timeout));
+                continue;
+            }
+            if request.op == OpCode::Auth {
+                self.write_frame(AUTH_XID, OpCode::Auth, &request.body);
+                let auth = PendingAuth {
+                    id: Some(id),
+                    body: request.body,
+                    replay: true,
+                    sent: now,
+                };
+                self.pending_auth.push_back(auth);
+                continue;
+            }
+            let xid = self.xids.next();
+            self.write_frame(xid, request.op, &request.body);
+            let target = Target::User {
+                id,
+                effect: request.effect,
+                abandoned: false,
+            };
+            self.pending.push_back(Pending {
+                xid,
+                op: request.op,
+                target,
+                sent: now,
+            });
+        }
+    }
+
+    pub(super) fn write_frame(&mut self, xid: i32, op: OpCode, body: &[u8]) {
+        // One reservation per frame (length, header, body), not one per put.
+        self.transmit.reserve(12 + body.len());
+        encode_frame(&mut self.transmit, |buf| {
+            RequestHeader { xid, op }.encode(buf);
+            buf.put_slice(body);
+        });
+    }
+
+    /// Fires due timers: request deadlines, connect and read timeouts, pings, expiry.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.expire_deadlines(now);
+        match self.conn {
+            Conn::Idle => {
+                if self
+                    .timers
+                    .expiry_at(self.negotiated, self.session_id)
+                    .is_some_and(|t| t <= now)
+                    && !self.state.is_terminal()
+                {
+                    self.expire();
+                }
+            }
+            Conn::AwaitingConnectResponse => {
+                let deadline = self.timers.connect_deadline(self.connect_timeout());
+                if deadline.is_some_and(|d| d <= now) {
+                    self.drop_connection(DropReason::ConnectTimeout);
+                }
+            }
+            Conn::Authenticating { .. } => {
+                let timeout = self.negotiated_or_requested();
+                let read_deadline = self.timers.read_deadline(timeout, self.oldest_unanswered());
+                if read_deadline.is_some_and(|d| d <= now) {
+                    self.drop_connection(DropReason::ReadTimeout);
+                }
+            }
+            Conn::Open => self.handle_open_timers(now),
+        }
+    }
+
+    pub(super) fn handle_open_timers(&mut self, now: Instant) {
+        let timeout = self.negotiated_or_requested();
+        let read_deadline = self.timers.read_deadline(timeout, self.oldest_unanswered());
+        if read_deadline.is_some_and(|d| d <= now) {
+            self.drop_connection(DropReason::ReadTimeout);
+        } else if self.timers.ping_at(timeout).is_some_and(|d| d <= now) {
+            self.write_frame(PING_XID, OpCode::Ping, &[]);
+            self.pending.push_back(Pending {
+                xid: PING_XID,
+                op: OpCode::Ping,
+                target: Target::Ping,
+                sent: now,
+            });
+            self.timers.on_ping_sent();
+        } else if self.vouch_at(timeout).is_some_and(|d| d <= now) {
+            self.write_vouch(now);
+        }
+    }
+
+    /// When our next `sync` is due, on a connection to a read/write server.
+    pub(super) fn vouch_at(&self, timeout: Duration) -> Option<Instant> {
+        if self.state != SessionState::Connected {
+            return None;
+        }
+        self.lease.vouch_at(timers::vouch_interval(timeout))
+    }
+
+    /// Sends a `sync` of the root: the leader answers it only while the server we talk to
+    /// follows it, which vouches for our earlier requests (docs/lease.md).
+    pub(super) fn write_vouch(&mut self, now: Instant) {
+        let body = SyncRequest {
+            path: "/".to_owned(),
+        }
+        .to_bytes();
+        let xid = self.xids.next();
+        self.write_frame(xid, OpCode::Sync, &body);
+        self.pending.push_back(Pending {
+            xid,
+            op: OpCode::Sync,
+            target: Target::Vouch,
+            sent: now,
+        });
+        self.lease.on_vouch_sent(now);
+    }
+
+    pub(super) fn expire_deadlines(&mut self, now: Instant) {
+        while let Some(id) = self.deadlines.pop_due(now) {
+            if let Some(at) = self.queued.iter().position(|q| q.id == id) {
+                self.queued.remove(at);
+            } else {
+                // Written: the reply, when it comes, only keeps the FIFO in step.
+                let _ = self.pending.iter_mut().any(|p| p.abandon(id))
+                    || self.pending_auth.iter_mut().any(|p| p.abandon(id));
+            }
+            self.answer(id, Err(Error::Timeout));
+        }
+    }
+}
