@@ -93,6 +93,8 @@ impl Rewriter {
 
 #[cfg(test)]
 mod tests {
+    use std::net::Ipv4Addr;
+
     use super::*;
 
     fn message(version: i64, sid: i64, addr: &str) -> Vec<u8> {
