@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex as StdMutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::process::Command;
-use zkwire_testing::server::ZkEnsemble;
+use zkwire_sandbox::server::ZkEnsemble;
 
 use crate::cli::show as show_duration;
 use crate::cli::DemoArgs;

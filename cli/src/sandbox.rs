@@ -3,12 +3,11 @@
 
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
-use zkwire_testing::server::{ServerConfig, ZkEnsemble, ZkServer};
-use zkwire_testing::support::TEST_TICK;
+use zkwire_sandbox::server::{ServerConfig, ZkEnsemble, ZkServer, DEFAULT_TICK};
 
 /// Where a client of the sandbox finds its servers' tick (`zkw --server-tick`).
 const TICK_ENV: &str = "ZKW_SERVER_TICK";
-use zkwire_testing::tls::{ClientAuth, StoreType, TlsMaterial};
+use zkwire_sandbox::tls::{ClientAuth, StoreType, TlsMaterial};
 
 use crate::cli::SandboxArgs;
 use crate::connect::{Global, SERVER_ENV};
@@ -153,10 +152,10 @@ fn print_started(
         });
         return out::line(&format!(
             "export {SERVER_ENV}={connect} {TICK_ENV}={}ms{files}",
-            TEST_TICK.as_millis()
+            DEFAULT_TICK.as_millis()
         ));
     }
-    let tick_ms = u64::try_from(TEST_TICK.as_millis()).unwrap_or(u64::MAX);
+    let tick_ms = u64::try_from(DEFAULT_TICK.as_millis()).unwrap_or(u64::MAX);
     let mut doc = json!({"connect_string": connect, "servers": nodes, "server_tick_ms": tick_ms});
     if let (Some(m), Value::Object(fields)) = (tls, &mut doc) {
         fields.insert("tls_ca".into(), json!(m.ca_cert().display().to_string()));

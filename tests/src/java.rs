@@ -15,7 +15,7 @@
 //! * `ZKWIRE_CURATOR_CLASSPATH` — a complete classpath replacing [`curator_classpath`]'s
 //!   jars.
 //! * `JAVA`, `JAVA_HOME` — as for the servers ([`crate::server`]); `javac` is looked up
-//!   next to the `java` binary, then on `PATH`.
+//!   next to the `java` binary, then on `PATH` (the lookups are [`zkwire_sandbox::java`]'s).
 
 use std::env;
 use std::ffi::{OsStr, OsString};
@@ -27,7 +27,8 @@ use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Output,
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::server::{DEFAULT_JAR_DIR, JAVA_ENV};
+pub use zkwire_sandbox::java::JDK_INSTALL_HINT;
+use zkwire_sandbox::java::{self as sandbox_java, jar_classpath, JdkNotFound};
 
 /// Environment variable holding a complete classpath that replaces [`curator_classpath`]'s.
 pub const CURATOR_CLASSPATH_ENV: &str = "ZKWIRE_CURATOR_CLASSPATH";
@@ -37,12 +38,7 @@ pub const CURATOR_INSTALL_HINT: &str =
     "Apache Curator not found: install it with `apt-get install -y libcurator-recipes-java` (Debian) \
      or set ZKWIRE_CURATOR_CLASSPATH";
 
-/// What to install when the JDK is missing.
-pub const JDK_INSTALL_HINT: &str =
-    "javac/java not found: install a JDK with `apt-get install -y openjdk-17-jdk-headless` (Debian), \
-     or set JAVA / JAVA_HOME";
-
-/// The jars (in [`DEFAULT_JAR_DIR`]) a Curator 5.4 recipes program needs.
+/// The jars (in [`DEFAULT_JAR_DIR`](zkwire_sandbox::java::DEFAULT_JAR_DIR)) a Curator 5.4 recipes program needs.
 const CURATOR_JARS: &[&str] = &[
     "curator-recipes.jar",
     "curator-framework.jar",
@@ -105,13 +101,19 @@ impl std::error::Error for JavaError {
     }
 }
 
+impl From<JdkNotFound> for JavaError {
+    fn from(e: JdkNotFound) -> Self {
+        Self::JdkNotFound(e.detail().to_owned())
+    }
+}
+
 fn io_error(context: impl Into<String>) -> impl FnOnce(io::Error) -> JavaError {
     let context = context.into();
     move |source| JavaError::Io { context, source }
 }
 
 /// The classpath of Apache Curator 5 with its dependencies: `ZKWIRE_CURATOR_CLASSPATH` if
-/// set, else the Debian jars in [`DEFAULT_JAR_DIR`].
+/// set, else the Debian jars in [`DEFAULT_JAR_DIR`](zkwire_sandbox::java::DEFAULT_JAR_DIR).
 ///
 /// # Errors
 /// [`JavaError::CuratorNotFound`] naming the missing jars and the package to install.
@@ -123,95 +125,22 @@ pub fn curator_classpath() -> Result<OsString, JavaError> {
         .map_err(|missing| JavaError::CuratorNotFound(format!("missing {missing}")))
 }
 
-/// A classpath of jars in [`DEFAULT_JAR_DIR`]: every `required` one, and the `optional` ones
-/// that are present. The one place the harness looks for jars (servers and Java programs).
-///
-/// # Errors
-/// The missing required jars (or a jar path the platform cannot join), as one line.
-pub(crate) fn jar_classpath(required: &[&str], optional: &[&str]) -> Result<OsString, String> {
-    let dir = Path::new(DEFAULT_JAR_DIR);
-    let missing: Vec<String> = required
-        .iter()
-        .map(|jar| dir.join(jar))
-        .filter(|p| !p.is_file())
-        .map(|p| p.display().to_string())
-        .collect();
-    if !missing.is_empty() {
-        return Err(missing.join(", "));
-    }
-    let jars = required.iter().map(|jar| dir.join(jar)).chain(
-        optional
-            .iter()
-            .map(|jar| dir.join(jar))
-            .filter(|p| p.is_file()),
-    );
-    env::join_paths(jars).map_err(|e| format!("bad jar path: {e}"))
-}
-
-/// The `java` binary: `$JAVA`, `java` on `PATH`, or `$JAVA_HOME/bin/java`.
+/// The `java` binary: `$JAVA`, `java` on `PATH`, or `$JAVA_HOME/bin/java`
+/// ([`zkwire_sandbox::java::java_binary`]).
 ///
 /// # Errors
 /// [`JavaError::JdkNotFound`].
 pub fn java_binary() -> Result<PathBuf, JavaError> {
-    if let Some(java) = env::var_os(JAVA_ENV).filter(|v| !v.is_empty()) {
-        let java = PathBuf::from(java);
-        if java.components().count() > 1 {
-            return if java.is_file() {
-                Ok(java)
-            } else {
-                Err(JavaError::JdkNotFound(format!(
-                    "{JAVA_ENV}={} does not exist",
-                    java.display()
-                )))
-            };
-        }
-        return find_on_path(java.as_os_str()).ok_or_else(|| {
-            JavaError::JdkNotFound(format!("{JAVA_ENV}={} is not on PATH", java.display()))
-        });
-    }
-    find_tool("java")
+    Ok(sandbox_java::java_binary()?)
 }
 
 /// The `javac` binary: next to [`java_binary`] (following symlinks), on `PATH`, or in
-/// `$JAVA_HOME/bin`.
+/// `$JAVA_HOME/bin` ([`zkwire_sandbox::java::javac_binary`]).
 ///
 /// # Errors
 /// [`JavaError::JdkNotFound`].
 pub fn javac_binary() -> Result<PathBuf, JavaError> {
-    if let Ok(java) = java_binary() {
-        let real = fs::canonicalize(&java).unwrap_or(java);
-        if let Some(sibling) = real
-            .parent()
-            .map(|d| d.join("javac"))
-            .filter(|p| p.is_file())
-        {
-            return Ok(sibling);
-        }
-    }
-    find_tool("javac")
-}
-
-fn find_tool(name: &str) -> Result<PathBuf, JavaError> {
-    if let Some(found) = find_on_path(OsStr::new(name)) {
-        return Ok(found);
-    }
-    if let Some(home) = env::var_os("JAVA_HOME").filter(|v| !v.is_empty()) {
-        let candidate = PathBuf::from(home).join("bin").join(name);
-        if candidate.is_file() {
-            return Ok(candidate);
-        }
-    }
-    Err(JavaError::JdkNotFound(format!(
-        "no `{name}` on PATH or in $JAVA_HOME/bin"
-    )))
-}
-
-/// `name` in a directory of `PATH`.
-pub(crate) fn find_on_path(name: &OsStr) -> Option<PathBuf> {
-    let path = env::var_os("PATH")?;
-    env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|p| p.is_file())
+    Ok(sandbox_java::javac_binary()?)
 }
 
 /// A compiled Java program: its classes in a temporary directory (removed on drop) and the

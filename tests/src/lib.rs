@@ -1,12 +1,14 @@
 //! Test harness for zkwire: real ZooKeeper servers and ensembles, and shared test helpers.
+//!
+//! The servers, TLS material and Kerberos realm are [`zkwire_sandbox`]'s, re-exported here at
+//! their old paths ([`server`], [`tls`], [`kerberos`]).
 #![forbid(unsafe_code)]
 
 pub mod evil;
 pub mod java;
-pub mod kerberos;
 pub mod partition;
 pub mod proxy;
 pub mod rng;
-pub mod server;
 pub mod support;
-pub mod tls;
+
+pub use zkwire_sandbox::{kerberos, server, tls};
