@@ -17,6 +17,7 @@ pub mod frames;
 mod header;
 mod multi;
 pub mod ops;
+mod sample;
 mod stat;
 mod watch;
 
@@ -37,6 +38,10 @@ pub use header::{
 };
 pub use multi::{MultiHeader, MultiOp, MultiRequest, MultiResponse, MultiResult};
 pub use ops::{op, visit_reply, Operation, ReplyRecord, ReplyVisitor, OPERATIONS};
+#[cfg(any(test, feature = "unstable"))]
+pub use ops::{visit_op, OpVisitor};
+#[cfg(any(test, feature = "unstable"))]
+pub use sample::{Sample, SAMPLE_DATA, SAMPLE_STAT};
 pub use stat::Stat;
 pub use watch::{
     AddWatchRequest, CheckWatchesRequest, ErrorResponse, RemoveWatchesRequest, SetWatches,
