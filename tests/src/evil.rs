@@ -24,8 +24,8 @@ use tokio::task::{JoinHandle, JoinSet};
 use zkwire::jute::{Decode, Encode, FrameDecoder, Reader};
 use zkwire::proto::frames::{frame, reply_frame};
 use zkwire::proto::{
-    visit_op, ConnectRequest, ConnectResponse, CreateRequest, ErrorCode, OpCode, OpVisitor,
-    Operation, RequestHeader, Sample, SyncRequest, AUTH_XID, PING_XID, SAMPLE_DATA,
+    sample_reply, ConnectRequest, ConnectResponse, CreateRequest, ErrorCode, OpCode, RequestHeader,
+    SyncRequest, AUTH_XID, PING_XID, SAMPLE_DATA,
 };
 
 use crate::support::read_frame;
@@ -343,7 +343,7 @@ pub fn connect_response_frame(timeout: i32, session_id: i64) -> Bytes {
 }
 
 /// The body of a successful reply to `op`, as a healthy server would send it for the
-/// request `body`: the [`Sample`] of the reply record the table of operations gives `op`
+/// request `body`: the [`Sample`](zkwire::proto::Sample) of the reply record the table of operations gives `op`
 /// (data [`HEALTHY_DATA`], Stat [`zkwire::proto::SAMPLE_STAT`]) about the path of a create or
 /// sync request (`/` for other requests); empty for an op code not in the table.
 pub fn healthy_reply(op: OpCode, body: &Bytes) -> Bytes {
@@ -351,22 +351,7 @@ pub fn healthy_reply(op: OpCode, body: &Bytes) -> Bytes {
         .map(|r| r.path)
         .or_else(|_| SyncRequest::decode_exact(body).map(|r| r.path))
         .unwrap_or_else(|_| "/".to_owned());
-    visit_op(op, HealthyReply(&path)).unwrap_or_default()
-}
-
-/// The encoded sample of an operation's reply record about a path.
-struct HealthyReply<'a>(&'a str);
-
-impl OpVisitor for HealthyReply<'_> {
-    type Output = Bytes;
-
-    fn op<O: Operation>(self) -> Bytes
-    where
-        O::Request: Sample,
-        O::Reply: Sample,
-    {
-        O::Reply::sample(self.0).to_bytes()
-    }
+    sample_reply(op, &path).unwrap_or_default()
 }
 
 /// A `sync` of `/`: what the client's lease sends in the background.

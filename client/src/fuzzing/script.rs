@@ -8,11 +8,10 @@ use bytes::Bytes;
 use crate::jute::{Encode, DEFAULT_MAX_FRAME_LEN, JUTE_MAX_BUFFER};
 use crate::proto::frames::frame;
 use crate::proto::{
-    op, visit_op, Acl, AddWatchMode, AddWatchRequest, AuthPacket, CheckVersionRequest,
+    op, sample_request, Acl, AddWatchMode, AddWatchRequest, AuthPacket, CheckVersionRequest,
     ConnectResponse, CreateMode, CreateRequest, DeleteRequest, ErrorCode, EventType, ExistsRequest,
     GetChildren2Request, GetChildrenRequest, GetDataRequest, KeeperState, MultiOp, MultiRequest,
-    OpCode, OpVisitor, Operation, RemoveWatchesRequest, Sample, SetDataRequest, SyncRequest,
-    WatcherType, OPERATIONS,
+    OpCode, Operation, RemoveWatchesRequest, SetDataRequest, SyncRequest, WatcherType, OPERATIONS,
 };
 use crate::session::{Effect, Request, SessionConfig, WatchKind};
 
@@ -112,7 +111,7 @@ pub(super) fn request(byte: u8, flags: u8, max_request_len: usize) -> (Request, 
         .checked_sub(WRITTEN_KINDS)
         .and_then(|i| user_ops().nth(i))
     {
-        let body = visit_op(op, SampleRequest(&path)).unwrap_or_default();
+        let body = sample_request(op, &path).unwrap_or_default();
         return (Request::new(op, body), None);
     }
     let watch = flags & 8 != 0;
@@ -213,21 +212,6 @@ fn remove_watches(flags: u8, path: String) -> (Request, Option<WatchSpec>) {
         ..Request::new(op, body)
     };
     (request, None)
-}
-
-/// The encoded sample of an operation's request record about a path.
-struct SampleRequest<'a>(&'a str);
-
-impl OpVisitor for SampleRequest<'_> {
-    type Output = Bytes;
-
-    fn op<O: Operation>(self) -> Bytes
-    where
-        O::Request: Sample,
-        O::Reply: Sample,
-    {
-        O::Request::sample(self.0).to_bytes()
-    }
 }
 
 /// The op code and encoded request record of an operation.

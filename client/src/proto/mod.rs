@@ -35,7 +35,7 @@ pub use ops::{op, visit_reply, Operation, ReplyRecord, ReplyVisitor, OPERATIONS}
 #[cfg(any(test, feature = "unstable"))]
 pub use ops::{visit_op, OpVisitor};
 #[cfg(any(test, feature = "unstable"))]
-pub use sample::{Sample, SAMPLE_DATA, SAMPLE_STAT};
+pub use sample::{sample_reply, sample_request, Sample, SAMPLE_DATA, SAMPLE_STAT};
 pub use stat::Stat;
 pub use watch::{
     AddWatchRequest, CheckWatchesRequest, ErrorResponse, RemoveWatchesRequest, SetWatches,

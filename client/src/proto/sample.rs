@@ -7,7 +7,12 @@
 //! every record of the table has one.
 
 #[cfg(any(test, feature = "unstable"))]
-use super::{ReplyRecord, Stat};
+use bytes::Bytes;
+
+#[cfg(any(test, feature = "unstable"))]
+use super::{visit_op, OpCode, OpVisitor, Operation, ReplyRecord, Stat};
+#[cfg(any(test, feature = "unstable"))]
+use crate::jute::Encode;
 
 /// A well-formed value of a record, built without a server (the codec and the comparisons
 /// come with [`ReplyRecord`]).
@@ -42,6 +47,44 @@ pub const SAMPLE_STAT: Stat = Stat {
     num_children: 0,
     pzxid: 0,
 };
+
+/// The encoded sample of the request record the table of operations gives `op`, about server
+/// path `path`; `None` for an op code not in the table.
+#[cfg(any(test, feature = "unstable"))]
+pub fn sample_request(op: OpCode, path: &str) -> Option<Bytes> {
+    visit_op(op, Encoded { path, reply: false })
+}
+
+/// The encoded sample of the record a successful reply to `op` carries, about server path
+/// `path`; `None` for an op code not in the table.
+#[cfg(any(test, feature = "unstable"))]
+pub fn sample_reply(op: OpCode, path: &str) -> Option<Bytes> {
+    visit_op(op, Encoded { path, reply: true })
+}
+
+/// Encodes an operation's request sample, or its reply sample.
+#[cfg(any(test, feature = "unstable"))]
+struct Encoded<'a> {
+    path: &'a str,
+    reply: bool,
+}
+
+#[cfg(any(test, feature = "unstable"))]
+impl OpVisitor for Encoded<'_> {
+    type Output = Bytes;
+
+    fn op<O: Operation>(self) -> Bytes
+    where
+        O::Request: Sample,
+        O::Reply: Sample,
+    {
+        if self.reply {
+            O::Reply::sample(self.path).to_bytes()
+        } else {
+            O::Request::sample(self.path).to_bytes()
+        }
+    }
+}
 
 /// Implements [`Sample`] (under the `unstable` feature and in tests):
 /// `Record: canonical, |path| value;` per row.
