@@ -11,7 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{chroot, command, finish, run, scratch, spawn_holder, zkw, ZKW};
-use zkwire::{Client, CreateMode, CreateOptions};
+use zkwire::{Client, CreateOptions};
 
 /// Runs `f` with a client on the chroot `cs`.
 fn with_client(cs: &str, f: impl AsyncFnOnce(Client)) {
@@ -112,7 +112,7 @@ fn rm_recursive_asks_before_deleting_the_root_or_a_large_tree() {
     assert_eq!(zkw(&cs, &["ls", "/"]).ok(), "keep\n");
     // 101 nodes below /big: asked; "n" keeps them, "y" deletes them.
     with_client(&cs, async |client| {
-        let persistent = CreateOptions::new(CreateMode::Persistent);
+        let persistent = CreateOptions::persistent();
         client.create("/big", b"", &persistent).await.unwrap();
         for i in 0..101 {
             client

@@ -1,5 +1,5 @@
 //! Quick smoke run against a server given as the first argument.
-use zkwire::{AddWatchMode, Client, CreateMode, CreateOptions, Op};
+use zkwire::{AddWatchMode, Client, CreateOptions, Op};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), zkwire::Error> {
@@ -15,11 +15,7 @@ async fn main() -> Result<(), zkwire::Error> {
     let _ = client.delete("/smoke/child", None).await;
     let _ = client.delete("/smoke", None).await;
     let (path, stat) = client
-        .create(
-            "/smoke",
-            b"hello",
-            &CreateOptions::new(CreateMode::Persistent),
-        )
+        .create("/smoke", b"hello", &CreateOptions::persistent())
         .await?;
     println!("created {path} czxid {}", stat.czxid);
     let (data, _, watcher) = client.get_data_and_watch("/smoke").await?;
@@ -33,11 +29,7 @@ async fn main() -> Result<(), zkwire::Error> {
     let results = client
         .multi(&[
             Op::check("/smoke", Some(1)),
-            Op::create(
-                "/smoke/child",
-                &b"c"[..],
-                &CreateOptions::new(CreateMode::Ephemeral),
-            ),
+            Op::create("/smoke/child", &b"c"[..], &CreateOptions::ephemeral()),
         ])
         .await?;
     println!("multi: {results:?}");

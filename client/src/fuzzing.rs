@@ -16,7 +16,9 @@
 mod codec;
 mod model;
 mod script;
+mod seeds;
 mod stateful;
 
 pub use codec::{decode_reply, frame_decoder, roundtrip};
+pub use seeds::{seeds, Seed};
 pub use stateful::session;

@@ -894,6 +894,74 @@ codec_props! {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Every op of the table of operations, from its records' samples.
+// ---------------------------------------------------------------------------------------------
+
+/// The request and reply records of every op of the table, from their samples: a new op is
+/// covered here as soon as it has its table row (records with fields worth generating get
+/// `codec_props!` rows above as well).
+mod operations {
+    use super::*;
+    use zkwire::proto::{visit_op, OpVisitor, Operation, Sample, OPERATIONS};
+
+    /// Properties 1 and 2 and framing on the samples, property 4 on corrupted samples.
+    struct SampleProps<'a> {
+        prefix: Index,
+        extra: u8,
+        edits: &'a [Edit],
+        cut: Option<Index>,
+    }
+
+    impl SampleProps<'_> {
+        fn check<T: Sample>(&self) -> Check {
+            for path in ["/", "/a/b"] {
+                let v = T::sample(path);
+                check_encode_decode::<T>(&v)?;
+                check_decode_encode::<T>(&v, b"head", b"tail")?;
+                check_framing::<T>(&v, self.prefix, self.extra, Framing::Delimited)?;
+                let canon = if T::CANONICAL {
+                    Canon::Exact
+                } else {
+                    Canon::Lossy
+                };
+                check_hostile::<T>(&mutate(&v.to_bytes(), self.edits, self.cut), canon)?;
+            }
+            Ok(())
+        }
+    }
+
+    impl OpVisitor for SampleProps<'_> {
+        type Output = Check;
+
+        fn op<O: Operation>(self) -> Check
+        where
+            O::Request: Sample,
+            O::Reply: Sample,
+        {
+            self.check::<O::Request>()?;
+            self.check::<O::Reply>()
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn every_operation_round_trips_its_samples(
+            prefix in any::<Index>(),
+            extra in any::<u8>(),
+            edits in vec(edit(), 1..4),
+            cut in option::weighted(0.25, any::<Index>()),
+        ) {
+            for &op in OPERATIONS {
+                let props = SampleProps { prefix, extra, edits: &edits, cut };
+                visit_op(op, props).unwrap_or_else(|| panic!("{op:?} is not in the table"))?;
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Properties beyond the generic ones.
 // ---------------------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::task::JoinSet;
 use tokio::time::Instant;
-use zkwire::{Acl, Client, CreateMode, CreateOptions, Error, Perms};
+use zkwire::{Acl, Client, CreateOptions, Error, Perms};
 use zkwire_recipes::{CacheEvent, CacheEvents, CachedNode, TreeCache};
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::rng::SplitMix64;
@@ -24,10 +24,6 @@ async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
     tokio::time::timeout(STEP, f)
         .await
         .unwrap_or_else(|_| panic!("timed out after {STEP:?}: {what}"))
-}
-
-fn persistent() -> CreateOptions {
-    CreateOptions::new(CreateMode::Persistent)
 }
 
 async fn next(events: &mut CacheEvents) -> CacheEvent {
@@ -73,7 +69,10 @@ async fn initial_tree_then_events_with_old_and_new_data() {
         ("/t/a/x", "2"),
         ("/t/b", "3"),
     ] {
-        writer.create(path, data, &persistent()).await.unwrap();
+        writer
+            .create(path, data, &CreateOptions::persistent())
+            .await
+            .unwrap();
     }
     let reader = Client::connect(&cs).await.unwrap();
     let (cache, mut events) = TreeCache::builder(reader.clone(), "/t")
@@ -104,7 +103,10 @@ async fn initial_tree_then_events_with_old_and_new_data() {
         }
         other => panic!("{other:?}"),
     }
-    writer.create("/t/b/y", "4", &persistent()).await.unwrap();
+    writer
+        .create("/t/b/y", "4", &CreateOptions::persistent())
+        .await
+        .unwrap();
     assert!(
         matches!(next(&mut events).await, CacheEvent::Created { path, .. } if path == "/t/b/y")
     );
@@ -130,7 +132,10 @@ async fn initial_tree_then_events_with_old_and_new_data() {
     }
     assert_eq!(gone.last().unwrap(), "/t", "the root last: {gone:?}");
     assert!(cache.is_empty());
-    writer.create("/t", "again", &persistent()).await.unwrap();
+    writer
+        .create("/t", "again", &CreateOptions::persistent())
+        .await
+        .unwrap();
     assert!(matches!(next(&mut events).await, CacheEvent::Created { path, .. } if path == "/t"));
     drop(cache);
     assert_eq!(within("stream ends", events.next()).await, None);
@@ -144,13 +149,19 @@ async fn an_unreadable_node_is_reported_then_cached_once_readable() {
     let cs = fresh_chroot("cache_noauth").await;
     let writer = Client::connect(&cs).await.unwrap();
     writer.add_auth("digest", "alice:secret").await.unwrap();
-    writer.create("/u", "root", &persistent()).await.unwrap();
-    writer.create("/u/open", "1", &persistent()).await.unwrap();
+    writer
+        .create("/u", "root", &CreateOptions::persistent())
+        .await
+        .unwrap();
+    writer
+        .create("/u/open", "1", &CreateOptions::persistent())
+        .await
+        .unwrap();
     let alice_only = vec![Acl::digest(Perms::ALL, "alice", "secret")];
-    let secret = persistent().with_acl(alice_only);
+    let secret = CreateOptions::persistent().with_acl(alice_only);
     writer.create("/u/secret", "2", &secret).await.unwrap();
     writer
-        .create("/u/secret/inner", "i", &persistent())
+        .create("/u/secret/inner", "i", &CreateOptions::persistent())
         .await
         .unwrap();
     let reader = Client::connect(&cs).await.unwrap();
@@ -202,7 +213,10 @@ async fn depth_limit_filter_and_single_node() {
     let cs = fresh_chroot("cache_selection").await;
     let writer = Client::connect(&cs).await.unwrap();
     for path in ["/t", "/t/keep", "/t/keep/deep", "/t/skip", "/t/keep2"] {
-        writer.create(path, b"", &persistent()).await.unwrap();
+        writer
+            .create(path, b"", &CreateOptions::persistent())
+            .await
+            .unwrap();
     }
     let reader = Client::connect(&cs).await.unwrap();
     let (shallow, _) = TreeCache::builder(reader.clone(), "/t")
@@ -224,7 +238,7 @@ async fn depth_limit_filter_and_single_node() {
     assert_eq!(single.len(), 1);
 
     writer
-        .create("/t/keep/deep/er", b"", &persistent())
+        .create("/t/keep/deep/er", b"", &CreateOptions::persistent())
         .await
         .unwrap();
     writer.set_data("/t/skip", b"x", None).await.unwrap();
@@ -303,7 +317,10 @@ async fn the_cache_converges_under_churn_cuts_and_a_session_kill() {
     let proxy = FaultProxy::start(shared_server().addr()).await.unwrap();
     let via = format!("{}/cache_churn", proxy.connect_string());
     let writer = Client::connect(&direct).await.unwrap();
-    writer.create("/churn", b"", &persistent()).await.unwrap();
+    writer
+        .create("/churn", b"", &CreateOptions::persistent())
+        .await
+        .unwrap();
     let reader = zkwire_testing::support::builder()
         .with_session_timeout(Duration::from_secs(4))
         .with_session_renewal(true)
@@ -342,7 +359,10 @@ async fn the_cache_converges_under_churn_cuts_and_a_session_kill() {
                 let path = churn_path(&mut rng);
                 let value = rng.next_u64().to_string();
                 let ok = match rng.below(10) {
-                    0..=3 => writer.create(&path, &value, &persistent()).await.is_ok(),
+                    0..=3 => writer
+                        .create(&path, &value, &CreateOptions::persistent())
+                        .await
+                        .is_ok(),
                     4..=7 => writer.set_data(&path, &value, None).await.is_ok(),
                     _ => writer.delete(&path, None).await.is_ok(),
                 };
@@ -393,7 +413,10 @@ async fn the_cache_converges_under_churn_cuts_and_a_session_kill() {
         let path = churn_path(&mut rng);
         let value = format!("blind {}", rng.next_u64());
         let ok = match rng.below(3) {
-            0 => writer.create(&path, &value, &persistent()).await.is_ok(),
+            0 => writer
+                .create(&path, &value, &CreateOptions::persistent())
+                .await
+                .is_ok(),
             1 => writer.set_data(&path, &value, None).await.is_ok(),
             _ => writer.delete(&path, None).await.is_ok(),
         };

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use zkwire::proto::OpCode;
-use zkwire::{Client, CreateMode, CreateOptions, Error};
+use zkwire::{Client, CreateOptions, Error};
 use zkwire_recipes::{LockError, Mutex};
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::server::{shared_server, ServerConfig, ZkServer};
@@ -37,7 +37,7 @@ async fn m16_create_reply_lost_is_recovered_by_guid() {
     let (cs, proxy, via) = proxied("recipes_m16").await;
     let observer = connect(&cs).await;
     observer
-        .create("/l", b"", &CreateOptions::new(CreateMode::Persistent))
+        .create("/l", b"", &CreateOptions::persistent())
         .await
         .unwrap();
     let a = connect(&via).await;
@@ -83,7 +83,7 @@ async fn m17_session_killed_before_the_retry() {
     let (cs, proxy, via) = proxied("recipes_m17").await;
     let observer = connect(&cs).await;
     observer
-        .create("/l", b"", &CreateOptions::new(CreateMode::Persistent))
+        .create("/l", b"", &CreateOptions::persistent())
         .await
         .unwrap();
     let a = connect(&via).await;
@@ -172,7 +172,7 @@ async fn final_failure_is_swept_by_guid_in_the_background() {
     let (cs, proxy, via) = proxied("recipes_sweep").await;
     let observer = connect(&cs).await;
     observer
-        .create("/l", b"", &CreateOptions::new(CreateMode::Persistent))
+        .create("/l", b"", &CreateOptions::persistent())
         .await
         .unwrap();
     let a = connect(&via).await;
@@ -290,7 +290,7 @@ async fn handoff_after_a_reconnect_never_grants_a_deleted_node() {
     for trial in 0..10u64 {
         let dir = format!("/l{trial}");
         observer
-            .create(&dir, b"", &CreateOptions::new(CreateMode::Persistent))
+            .create(&dir, b"", &CreateOptions::persistent())
             .await
             .unwrap();
         // The predecessor sorts first by name as well as by sequence.
@@ -298,7 +298,7 @@ async fn handoff_after_a_reconnect_never_grants_a_deleted_node() {
             .create(
                 &format!("{dir}/_c_00000000-0000-0000-0000-000000000000-lock-"),
                 b"",
-                &CreateOptions::new(CreateMode::EphemeralSequential),
+                &CreateOptions::ephemeral_sequential(),
             )
             .await
             .unwrap();

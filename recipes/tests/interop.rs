@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use support::referee::{Kind, Referee, Tally};
 use support::CuratorJvm;
 use support::{connect, hold};
-use zkwire::{CreateMode, CreateOptions};
+use zkwire::CreateOptions;
 use zkwire_recipes::{LockOptions, Semaphore, SemaphoreLimit};
 use zkwire_testing::support::fresh_chroot;
 
@@ -199,11 +199,7 @@ async fn interop_semaphore_with_curator() {
     let admin = connect(&cs).await;
     // A Curator SharedCount node: 4 bytes, big-endian.
     admin
-        .create(
-            "/count",
-            &MAX.to_be_bytes(),
-            &CreateOptions::new(CreateMode::Persistent),
-        )
+        .create("/count", &MAX.to_be_bytes(), &CreateOptions::persistent())
         .await
         .unwrap();
     let referee = Arc::new(Referee::start(MAX));

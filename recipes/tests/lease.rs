@@ -29,7 +29,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
-use zkwire::{AddWatchMode, Client, CreateMode, CreateOptions, SessionState};
+use zkwire::{AddWatchMode, Client, CreateOptions, SessionState};
 use zkwire_recipes::{LockError, LostReason, Mutex, MutexGuard};
 use zkwire_testing::proxy::{Direction, FaultProxy};
 use zkwire_testing::rng::SplitMix64;
@@ -104,10 +104,6 @@ struct Rig {
     background: JoinSet<()>,
 }
 
-fn persistent() -> CreateOptions {
-    CreateOptions::new(CreateMode::Persistent)
-}
-
 async fn connect(cs: &str) -> Client {
     within(STEP, "connect", connect_with_timeout(cs, T)).await
 }
@@ -124,7 +120,7 @@ async fn rig(name: &str, seed: u64) -> Rig {
     within(
         STEP,
         "create /w",
-        writer.create(WATCHED, b"0", &persistent()),
+        writer.create(WATCHED, b"0", &CreateOptions::persistent()),
     )
     .await
     .unwrap();

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zkwire::{Client, CreateMode, CreateOptions, Error, Op, OpResult};
+use zkwire::{Client, CreateOptions, Error, Op, OpResult};
 use zkwire_recipes::{ForeignChildPolicy, LockError, LockOptions, LostReason, Mutex};
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::server::shared_server;
@@ -20,10 +20,6 @@ const T: Duration = Duration::from_secs(2);
 
 async fn connect(cs: &str) -> Client {
     connect_with_timeout(cs, T).await
-}
-
-fn ephemeral() -> CreateOptions {
-    CreateOptions::new(CreateMode::Ephemeral)
 }
 
 /// docs/faults.md #18: 8 sessions × 2 tasks × 250 cycles = 4,000 lock/unlock cycles, holds of
@@ -287,7 +283,7 @@ async fn lost_on_external_delete_and_change_and_fenced_multi() {
     let cs = fresh_chroot("recipes_lost_delete").await;
     let (a, admin) = (connect(&cs).await, connect(&cs).await);
     admin
-        .create("/res", b"0", &CreateOptions::new(CreateMode::Persistent))
+        .create("/res", b"0", &CreateOptions::persistent())
         .await
         .unwrap();
     let mutex = Mutex::new(a.clone(), "/l");
@@ -358,7 +354,7 @@ async fn lost_on_external_delete_and_change_and_fenced_multi() {
 async fn check_minus_one_matches_any_version() {
     let cs = fresh_chroot("recipes_check_any").await;
     let c = connect(&cs).await;
-    c.create("/n", b"", &CreateOptions::new(CreateMode::Persistent))
+    c.create("/n", b"", &CreateOptions::persistent())
         .await
         .unwrap();
     for _ in 0..3 {
@@ -455,10 +451,13 @@ async fn foreign_child_detected() {
     let cs = fresh_chroot("recipes_foreign").await;
     let (a, admin) = (connect(&cs).await, connect(&cs).await);
     admin
-        .create("/l", b"", &CreateOptions::new(CreateMode::Persistent))
+        .create("/l", b"", &CreateOptions::persistent())
         .await
         .unwrap();
-    admin.create("/l/config", b"", &ephemeral()).await.unwrap();
+    admin
+        .create("/l/config", b"", &CreateOptions::ephemeral())
+        .await
+        .unwrap();
     let r = Mutex::new(a.clone(), "/l").lock_timeout(T).await;
     assert_eq!(
         r.err(),
@@ -482,7 +481,7 @@ async fn foreign_child_detected() {
     g.release().await.unwrap();
     // ...but "0-foreign" sorts before any sequence: Curator would wedge behind it (CURATOR-43).
     admin
-        .create("/l/0-foreign", b"", &ephemeral())
+        .create("/l/0-foreign", b"", &CreateOptions::ephemeral())
         .await
         .unwrap();
     let r = Mutex::with_options(a.clone(), "/l", curator_like)
@@ -502,7 +501,7 @@ async fn sequence_wrap_detected() {
     let cs = fresh_chroot("recipes_wrap").await;
     let (a, admin) = (connect(&cs).await, connect(&cs).await);
     admin
-        .create("/l", b"", &CreateOptions::new(CreateMode::Persistent))
+        .create("/l", b"", &CreateOptions::persistent())
         .await
         .unwrap();
     let wrapped = "_c_0b8f1a44-1f4e-4c3a-9d42-5c7e2b0d6a11-lock--2147483648";
@@ -510,12 +509,12 @@ async fn sequence_wrap_detected() {
         .create(
             "/l/_c_6e1c0a2b-7f3d-4e5a-8b9c-0d1e2f3a4b5c-lock-0000000001",
             b"",
-            &ephemeral(),
+            &CreateOptions::ephemeral(),
         )
         .await
         .unwrap();
     admin
-        .create(&format!("/l/{wrapped}"), b"", &ephemeral())
+        .create(&format!("/l/{wrapped}"), b"", &CreateOptions::ephemeral())
         .await
         .unwrap();
     let r = Mutex::new(a.clone(), "/l").lock_timeout(T).await;

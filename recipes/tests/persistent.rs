@@ -279,7 +279,7 @@ async fn a_create_the_parent_acl_refuses_times_out_and_succeeds_once_allowed() {
     let admin = connect_with_timeout(&cs, T).await;
     // Anyone may read it and change its ACL, nobody may create under it.
     let no_create = vec![Acl::new(Perms::READ | Perms::ADMIN, zkwire::Id::anyone())];
-    let read_only = CreateOptions::new(CreateMode::Persistent).with_acl(no_create);
+    let read_only = CreateOptions::persistent().with_acl(no_create);
     admin.create("/locked", b"", &read_only).await.unwrap();
 
     let node = PersistentNode::ephemeral(c.clone(), "/locked/a", "x");
@@ -346,7 +346,7 @@ async fn a_stale_node_is_replaced_at_start_and_a_live_twin_is_adopted_without_a_
     let c = connect_with_timeout(&cs, T).await;
     let twin = connect_with_timeout(&cs, T).await;
     // What a previous run of this process left, its session not expired yet.
-    let ephemeral = CreateOptions::new(CreateMode::Ephemeral).with_container_parents();
+    let ephemeral = CreateOptions::ephemeral().with_container_parents();
     previous_run
         .create_all("/g/a", b"old", &ephemeral)
         .await

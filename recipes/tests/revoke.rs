@@ -23,7 +23,7 @@ use std::future::Future;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use support::process::ProcessIo;
-use zkwire::{Client, CreateMode, CreateOptions};
+use zkwire::{Client, CreateOptions};
 use zkwire_recipes::{revoke, LockError, LostReason, Mutex, RwLock, Semaphore, SemaphoreLimit};
 use zkwire_testing::java::JavaChild;
 use zkwire_testing::support::{connect_with_timeout, fresh_chroot, sorted_children};
@@ -310,7 +310,7 @@ async fn holder_names_the_holding_node() {
         let watch = Mutex::new(observer.clone(), LOCK);
         assert_eq!(watch.holder().await.unwrap(), None, "missing directory");
         observer
-            .create("/empty", b"", &CreateOptions::new(CreateMode::Persistent))
+            .create("/empty", b"", &CreateOptions::persistent())
             .await
             .unwrap();
         let empty = Mutex::new(observer.clone(), "/empty");

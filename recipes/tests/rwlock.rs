@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zkwire::{Client, CreateMode, CreateOptions};
+use zkwire::{Client, CreateOptions};
 use zkwire_recipes::{LockError, RwLock};
 use zkwire_testing::support::{connect_with_timeout, fresh_chroot, sorted_children};
 
@@ -246,7 +246,7 @@ async fn ties_from_peers_and_lost_writer() {
     let w = peer_rw.write().await.unwrap();
     let seq = w.path().rsplit("__WRIT__").next().unwrap().to_owned();
     let tie = format!("/rw/_c_a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d-__READ__{seq}");
-    peer.create(&tie, b"", &CreateOptions::new(CreateMode::Ephemeral))
+    peer.create(&tie, b"", &CreateOptions::ephemeral())
         .await
         .unwrap();
     w.release().await.unwrap();

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zkwire::{Client, CreateMode, CreateOptions, SessionState};
+use zkwire::{Client, CreateOptions, SessionState};
 use zkwire_recipes::{
     ForeignChildPolicy, LockError, LockOptions, LostReason, Semaphore, SemaphoreLimit,
 };
@@ -21,10 +21,6 @@ const T: Duration = Duration::from_secs(2);
 
 async fn connect(cs: &str) -> Client {
     connect_with_timeout(cs, T).await
-}
-
-fn persistent() -> CreateOptions {
-    CreateOptions::new(CreateMode::Persistent)
 }
 
 /// A tiny deterministic generator (xorshift), so that runs are reproducible.
@@ -186,9 +182,16 @@ async fn shared_count_limit() {
             path: "/config/max".into()
         })
     );
-    admin.create("/config", b"", &persistent()).await.unwrap();
     admin
-        .create("/config/max", &1_i32.to_be_bytes(), &persistent())
+        .create("/config", b"", &CreateOptions::persistent())
+        .await
+        .unwrap();
+    admin
+        .create(
+            "/config/max",
+            &1_i32.to_be_bytes(),
+            &CreateOptions::persistent(),
+        )
         .await
         .unwrap();
     let first = sa.acquire_one().await.unwrap();
@@ -336,13 +339,9 @@ async fn cancel_lost_and_foreign() {
         Err(LockError::Lost(LostReason::NodeDeleted))
     );
 
-    c.create(
-        "/s/leases/config",
-        b"",
-        &CreateOptions::new(CreateMode::Ephemeral),
-    )
-    .await
-    .unwrap();
+    c.create("/s/leases/config", b"", &CreateOptions::ephemeral())
+        .await
+        .unwrap();
     let sb = Semaphore::new(b.clone(), "/s", SemaphoreLimit::Fixed(2));
     assert_eq!(
         sb.acquire_one().await.err(),

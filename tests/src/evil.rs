@@ -24,9 +24,8 @@ use tokio::task::{JoinHandle, JoinSet};
 use zkwire::jute::{Decode, Encode, FrameDecoder, Reader};
 use zkwire::proto::frames::{frame, reply_frame};
 use zkwire::proto::{
-    ConnectRequest, ConnectResponse, Create2Response, CreateRequest, CreateResponse, ErrorCode,
-    ExistsResponse, GetChildren2Response, GetChildrenResponse, GetDataResponse, OpCode,
-    RequestHeader, SetDataResponse, Stat, SyncRequest, SyncResponse, AUTH_XID, PING_XID,
+    sample_reply, ConnectRequest, ConnectResponse, CreateRequest, ErrorCode, OpCode, RequestHeader,
+    SyncRequest, AUTH_XID, PING_XID, SAMPLE_DATA,
 };
 
 use crate::support::read_frame;
@@ -38,7 +37,7 @@ pub const EVIL_SESSION_ID: i64 = 0x0e71_0000_0000_0001;
 pub const EVIL_PASSWD: [u8; 16] = *b"evil-password-16";
 
 /// The data a healthy [`EvilConn::serve`] returns for every `getData`.
-pub const HEALTHY_DATA: &[u8] = b"healthy";
+pub const HEALTHY_DATA: &[u8] = SAMPLE_DATA;
 
 /// A fake ZooKeeper server on loopback that plays a script on each connection.
 #[derive(Debug)]
@@ -344,46 +343,15 @@ pub fn connect_response_frame(timeout: i32, session_id: i64) -> Bytes {
 }
 
 /// The body of a successful reply to `op`, as a healthy server would send it for the
-/// request `body`.
+/// request `body`: the [`Sample`](zkwire::proto::Sample) of the reply record the table of operations gives `op`
+/// (data [`HEALTHY_DATA`], Stat [`zkwire::proto::SAMPLE_STAT`]) about the path of a create or
+/// sync request (`/` for other requests); empty for an op code not in the table.
 pub fn healthy_reply(op: OpCode, body: &Bytes) -> Bytes {
-    let stat = Stat {
-        czxid: 1,
-        mzxid: 1,
-        version: 0,
-        ..Stat::default()
-    };
-    let path = || {
-        CreateRequest::decode_exact(body)
-            .map(|r| r.path)
-            .or_else(|_| SyncRequest::decode_exact(body).map(|r| r.path))
-            .unwrap_or_else(|_| "/".to_owned())
-    };
-    match op {
-        OpCode::GetData => GetDataResponse {
-            data: Some(Bytes::from_static(HEALTHY_DATA)),
-            stat,
-        }
-        .to_bytes(),
-        OpCode::Exists => ExistsResponse { stat }.to_bytes(),
-        OpCode::SetData => SetDataResponse { stat }.to_bytes(),
-        OpCode::GetChildren => GetChildrenResponse {
-            children: vec!["a".to_owned()],
-        }
-        .to_bytes(),
-        OpCode::GetChildren2 => GetChildren2Response {
-            children: vec!["a".to_owned()],
-            stat,
-        }
-        .to_bytes(),
-        OpCode::Create => CreateResponse { path: path() }.to_bytes(),
-        OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => {
-            Create2Response { path: path(), stat }.to_bytes()
-        }
-        OpCode::Sync => SyncResponse { path: path() }.to_bytes(),
-        // addWatch answers with an ErrorResponse record carrying 0.
-        OpCode::AddWatch => Bytes::from_static(&[0, 0, 0, 0]),
-        _ => Bytes::new(),
-    }
+    let path = CreateRequest::decode_exact(body)
+        .map(|r| r.path)
+        .or_else(|_| SyncRequest::decode_exact(body).map(|r| r.path))
+        .unwrap_or_else(|_| "/".to_owned());
+    sample_reply(op, &path).unwrap_or_default()
 }
 
 /// A `sync` of `/`: what the client's lease sends in the background.

@@ -10,7 +10,7 @@ use tokio::net::TcpStream;
 use zkwire::jute::{Decode, Encode, FrameDecoder};
 use zkwire::proto::frames::{frame, request_frame};
 use zkwire::proto::{ConnectRequest, ConnectResponse, OpCode};
-use zkwire::{Client, CreateMode, CreateOptions, Error};
+use zkwire::{Client, CreateOptions, Error};
 
 use crate::server::shared_server;
 
@@ -35,7 +35,7 @@ pub async fn fresh_chroot(name: &str) -> String {
     delete_recursive(&root, &chroot)
         .await
         .expect("clean the chroot");
-    root.create(&chroot, b"", &CreateOptions::new(CreateMode::Persistent))
+    root.create(&chroot, b"", &CreateOptions::persistent())
         .await
         .expect("create the chroot");
     root.close().await.expect("close");
@@ -302,7 +302,7 @@ pub async fn create_queued_across_a_reconnect(
     wait_for_state(&mut states, zkwire::SessionState::Disconnected).await;
     let queued = {
         let (client, path) = (client.clone(), path.to_owned());
-        let persistent = CreateOptions::new(CreateMode::Persistent);
+        let persistent = CreateOptions::persistent();
         tokio::spawn(async move { client.create(&path, b"q", &persistent).await })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::task::{block_in_place, JoinSet};
-use zkwire::{Client, CreateMode, CreateOptions, Error, SessionState};
+use zkwire::{Client, CreateOptions, Error, SessionState};
 use zkwire_testing::server::ZkEnsemble;
 use zkwire_testing::support::{assert_no_leaks_to, sockets_to};
 
@@ -32,7 +32,7 @@ async fn writers(client: &Client, tasks: usize, stop: Arc<AtomicBool>) -> JoinSe
         let (client, stop) = (client.clone(), stop.clone());
         set.spawn(async move {
             let mut w = Writes::default();
-            let opts = CreateOptions::new(CreateMode::Persistent);
+            let opts = CreateOptions::persistent();
             for n in 0.. {
                 if stop.load(Ordering::Relaxed) {
                     break;
@@ -94,7 +94,7 @@ async fn m25_leader_kill_with_writes_in_flight() {
         .await
         .unwrap();
     client
-        .create("/w", b"", &CreateOptions::new(CreateMode::Persistent))
+        .create("/w", b"", &CreateOptions::persistent())
         .await
         .unwrap();
     let session = client.session_id();
@@ -145,7 +145,7 @@ async fn m25_quorum_loss_then_recovery_keeps_the_session() {
         .await
         .unwrap();
     client
-        .create("/w", b"", &CreateOptions::new(CreateMode::Persistent))
+        .create("/w", b"", &CreateOptions::persistent())
         .await
         .unwrap();
     let session = client.session_id();
@@ -201,7 +201,7 @@ async fn m03_session_stomp() {
         .await
         .unwrap();
     first
-        .create("/w", b"", &CreateOptions::new(CreateMode::Persistent))
+        .create("/w", b"", &CreateOptions::persistent())
         .await
         .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -259,7 +259,7 @@ async fn read_only_server_then_back_to_read_write() {
     let mut ensemble = block_in_place(|| ZkEnsemble::start_with(3, config)).unwrap();
     let setup = Client::connect(&ensemble.connect_string()).await.unwrap();
     setup
-        .create("/ro", b"data", &CreateOptions::new(CreateMode::Persistent))
+        .create("/ro", b"data", &CreateOptions::persistent())
         .await
         .unwrap();
     setup.close().await.unwrap();

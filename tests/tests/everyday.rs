@@ -3,19 +3,15 @@
 //! ensemble's configuration read and changed with `get_config` / `reconfig`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
-use zkwire::{Acl, Client, CreateMode, CreateOptions, Error, Id, Perms, Reconfig};
+use zkwire::{Acl, Client, CreateOptions, Error, Id, Perms, Reconfig};
 use zkwire_testing::server::{ServerConfig, ZkEnsemble};
 use zkwire_testing::support::{client_in_chroot, fresh_chroot};
-
-fn persistent() -> CreateOptions {
-    CreateOptions::new(CreateMode::Persistent)
-}
 
 #[tokio::test]
 async fn create_all_makes_the_ancestors_and_delete_all_the_subtree() {
     let c = client_in_chroot("everyday_tree").await;
     let (path, stat) = c
-        .create_all("/a/b/c", b"leaf", &persistent())
+        .create_all("/a/b/c", b"leaf", &CreateOptions::persistent())
         .await
         .unwrap();
     assert_eq!((path.as_str(), stat.data_length), ("/a/b/c", 4));
@@ -26,12 +22,14 @@ async fn create_all_makes_the_ancestors_and_delete_all_the_subtree() {
     );
     // Existing ancestors are kept; a sequential node gets its ancestors too.
     c.set_data("/a", b"kept", None).await.unwrap();
-    let opts = CreateOptions::new(CreateMode::PersistentSequential).with_container_parents();
+    let opts = CreateOptions::persistent_sequential().with_container_parents();
     let (seq, _) = c.create_all("/a/x/y/job-", b"", &opts).await.unwrap();
     assert!(seq.starts_with("/a/x/y/job-"), "{seq}");
     assert_eq!(c.get_data("/a").await.unwrap().0, b"kept".as_slice());
     assert_eq!(
-        c.create_all("/a/b/c", b"", &persistent()).await.err(),
+        c.create_all("/a/b/c", b"", &CreateOptions::persistent())
+            .await
+            .err(),
         Some(Error::NodeExists)
     );
 
@@ -60,7 +58,9 @@ async fn create_all_and_delete_all_race_on_one_tree() {
     let build = |c: Client, who: &'static str| async move {
         for i in 0..EACH {
             let path = format!("/t/{}/{}/{who}-{i}", i % 3, i % 5);
-            c.create_all(&path, b"", &persistent()).await.unwrap();
+            c.create_all(&path, b"", &CreateOptions::persistent())
+                .await
+                .unwrap();
         }
     };
     tokio::join!(build(a.clone(), "a"), build(b.clone(), "b"));
@@ -89,7 +89,7 @@ async fn create_all_and_delete_all_race_on_one_tree() {
     for i in 0..EACH {
         let path = format!("/t/{}/again-{i}", i % 4);
         // A racing delete may remove an ancestor between the creates; create_all recreates it.
-        match a.create_all(&path, b"", &persistent()).await {
+        match a.create_all(&path, b"", &CreateOptions::persistent()).await {
             Ok(_) => {}
             Err(e) => panic!("create_all under a racing delete_all: {e}"),
         }
@@ -112,7 +112,11 @@ async fn the_digest_helper_matches_the_servers_digest() {
     alice.add_auth("digest", b"alice:secret").await.unwrap();
     let acl = vec![Acl::digest(Perms::ALL, "alice", "secret")];
     alice
-        .create("/private", b"hers", &persistent().with_acl(acl.clone()))
+        .create(
+            "/private",
+            b"hers",
+            &CreateOptions::persistent().with_acl(acl.clone()),
+        )
         .await
         .unwrap();
     assert_eq!(alice.get_acl("/private").await.unwrap().0, acl);
@@ -217,7 +221,9 @@ async fn event_streams_are_streams() {
         .add_watch("/", AddWatchMode::PersistentRecursive)
         .await
         .unwrap();
-    c.create("/s", b"", &persistent()).await.unwrap();
+    c.create("/s", b"", &CreateOptions::persistent())
+        .await
+        .unwrap();
     let event = poll_next(&mut events).await.unwrap();
     assert_eq!(
         (event.event_type, event.path.as_str()),
@@ -233,7 +239,7 @@ async fn event_streams_are_streams() {
 async fn a_handle_rooted_at_a_sub_path_shares_the_session() {
     use zkwire::{AddWatchMode, EventType};
     let c = client_in_chroot("everyday_sub").await;
-    c.create_all("/tenants/a", b"", &persistent())
+    c.create_all("/tenants/a", b"", &CreateOptions::persistent())
         .await
         .unwrap();
     let tenant = c.chroot("/tenants/a").unwrap();
@@ -242,7 +248,10 @@ async fn a_handle_rooted_at_a_sub_path_shares_the_session() {
         .add_watch("/", AddWatchMode::PersistentRecursive)
         .await
         .unwrap();
-    let (path, _) = tenant.create("/config", b"x", &persistent()).await.unwrap();
+    let (path, _) = tenant
+        .create("/config", b"x", &CreateOptions::persistent())
+        .await
+        .unwrap();
     assert_eq!(path, "/config");
     assert_eq!(
         c.get_data("/tenants/a/config").await.unwrap().0,

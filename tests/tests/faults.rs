@@ -9,8 +9,8 @@
 use std::time::{Duration, Instant};
 
 use zkwire::{
-    Acl, Client, CreateMode, CreateOptions, Error, EventType, KeeperState, OneshotWatcher,
-    SessionState, StateStream,
+    Acl, Client, CreateOptions, Error, EventType, KeeperState, OneshotWatcher, SessionState,
+    StateStream,
 };
 use zkwire_testing::server::ZkServer;
 use zkwire_testing::support::{assert_no_leaks, fresh_chroot, kill_client_session, open_fds};
@@ -34,10 +34,6 @@ fn serial(test: impl std::future::Future<Output = ()>) {
 }
 
 const T: Duration = Duration::from_secs(2);
-
-fn persistent() -> CreateOptions {
-    CreateOptions::new(CreateMode::Persistent)
-}
 
 async fn connect(cs: &str, timeout: Duration) -> Client {
     zkwire_testing::support::builder()
@@ -162,7 +158,7 @@ async fn m02_real_session_kill_reports_expiry_once_body() {
     let fds = open_fds();
     let a = connect(&cs, T).await;
     let observer = connect(&cs, T).await;
-    a.create("/eph", b"", &CreateOptions::new(CreateMode::Ephemeral))
+    a.create("/eph", b"", &CreateOptions::ephemeral())
         .await
         .unwrap();
     let (_, watcher) = a.exists_and_watch("/never").await.unwrap();
@@ -250,8 +246,12 @@ async fn m12_watches_survive_a_server_restart_body() {
     let mut server = ZkServer::start().unwrap();
     let fds = open_fds();
     let a = connect_for_restart(&server).await;
-    a.create("/d", b"", &persistent()).await.unwrap();
-    a.create("/c", b"", &persistent()).await.unwrap();
+    a.create("/d", b"", &CreateOptions::persistent())
+        .await
+        .unwrap();
+    a.create("/c", b"", &CreateOptions::persistent())
+        .await
+        .unwrap();
     let (_, _, mut data) = a.get_data_and_watch("/d").await.unwrap();
     let (_, _, mut child) = a.get_children_and_watch("/c").await.unwrap();
     let (_, mut exist) = a.exists_and_watch("/missing").await.unwrap();
@@ -277,8 +277,12 @@ async fn m12_watches_survive_a_server_restart_body() {
     }
 
     a.set_data("/d", b"1", None).await.unwrap();
-    a.create("/c/k", b"", &persistent()).await.unwrap();
-    a.create("/missing", b"", &persistent()).await.unwrap();
+    a.create("/c/k", b"", &CreateOptions::persistent())
+        .await
+        .unwrap();
+    a.create("/missing", b"", &CreateOptions::persistent())
+        .await
+        .unwrap();
     assert_eq!(fired(data).await.event_type, EventType::NodeDataChanged);
     assert_eq!(
         fired(child).await.event_type,
@@ -307,7 +311,7 @@ async fn m26_bad_auth_is_terminal_good_auth_is_replayed_body() {
 
     let a = connect_for_restart(&server).await;
     a.add_auth("digest", b"alice:secret").await.unwrap();
-    let private = persistent().with_acl(Acl::creator_all());
+    let private = CreateOptions::persistent().with_acl(Acl::creator_all());
     a.create("/private", b"s", &private).await.unwrap();
     let mut states = a.state_stream();
     restart(&mut server);

@@ -71,3 +71,31 @@ fn session_inputs() {
     let n = replay("session", zkwire::fuzzing::session);
     assert!(n >= 5, "only {n} session inputs: is fuzz/seeds in place?");
 }
+
+/// The committed seeds are the ones `zkwire::fuzzing::seeds` builds from the golden fixtures
+/// and the selector tables (the table of operations among them), so a seed's selector byte
+/// still names the record or op it was made for. `ZKWIRE_WRITE_SEEDS=1` rewrites them. Seeds
+/// not built there (hand-made session scripts) are only replayed.
+#[test]
+fn seeds_are_generated_from_the_tables() {
+    let fixtures = fuzz_dir().join("../tests/golden/fixtures.txt");
+    let fixtures = fs::read_to_string(fixtures).unwrap();
+    let write = std::env::var_os("ZKWIRE_WRITE_SEEDS").is_some();
+    let mut stale = Vec::new();
+    for seed in zkwire::fuzzing::seeds(&fixtures) {
+        let path = fuzz_dir().join("seeds").join(seed.target).join(&seed.name);
+        if fs::read(&path).ok().as_deref() == Some(&seed.data[..]) {
+            continue;
+        }
+        if write {
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(&path, &seed.data).unwrap();
+        } else {
+            stale.push(path);
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "stale seeds (ZKWIRE_WRITE_SEEDS=1 rewrites them): {stale:?}"
+    );
+}

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use zkwire::error::ConnectError;
-use zkwire::{Acl, ClientBuilder, CreateMode, CreateOptions, Error, Id, Kerberos, Perms};
+use zkwire::{Acl, ClientBuilder, CreateOptions, Error, Id, Kerberos, Perms};
 use zkwire_testing::kerberos::{Kdc, REALM};
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::server::{ServerConfig, ZkServer};
@@ -62,10 +62,6 @@ fn builder() -> ClientBuilder {
     zkwire_testing::support::builder().with_session_timeout(T)
 }
 
-fn persistent() -> CreateOptions {
-    CreateOptions::new(CreateMode::Persistent)
-}
-
 fn blocking<R>(f: impl FnOnce() -> R) -> R {
     tokio::task::block_in_place(f)
 }
@@ -89,9 +85,13 @@ async fn kerberos_identity_and_sasl_acls() {
 
     let path = format!("/kerberos-acl-{}", std::process::id());
     let only_bob = vec![Acl::new(Perms::ALL, Id::new("sasl", &principal))];
-    bob.create(&path, b"bob's", &persistent().with_acl(only_bob))
-        .await
-        .unwrap();
+    bob.create(
+        &path,
+        b"bob's",
+        &CreateOptions::persistent().with_acl(only_bob),
+    )
+    .await
+    .unwrap();
     let anonymous = builder().connect(&by_name(server)).await.unwrap();
     assert_eq!(anonymous.get_data(&path).await.err(), Some(Error::NoAuth));
     assert_eq!(bob.get_data(&path).await.unwrap().0, b"bob's".as_slice());

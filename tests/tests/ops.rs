@@ -10,15 +10,11 @@ use zkwire::{
 use zkwire_testing::server::shared_server;
 use zkwire_testing::support::{client_in_chroot, fresh_chroot};
 
-fn opts(mode: CreateMode) -> CreateOptions {
-    CreateOptions::new(mode)
-}
-
 #[tokio::test]
 async fn create_in_every_mode_returns_path_and_stat() {
     let c = client_in_chroot("ops_create").await;
     let (path, stat) = c
-        .create("/p", b"data", &opts(CreateMode::Persistent))
+        .create("/p", b"data", &CreateOptions::persistent())
         .await
         .unwrap();
     assert_eq!(path, "/p");
@@ -28,18 +24,18 @@ async fn create_in_every_mode_returns_path_and_stat() {
     );
 
     let (path, stat) = c
-        .create("/e", b"", &opts(CreateMode::Ephemeral))
+        .create("/e", b"", &CreateOptions::ephemeral())
         .await
         .unwrap();
     assert_eq!(path, "/e");
     assert_eq!(stat.ephemeral_owner, c.session_id());
 
     let (s1, _) = c
-        .create("/p/s-", b"", &opts(CreateMode::PersistentSequential))
+        .create("/p/s-", b"", &CreateOptions::persistent_sequential())
         .await
         .unwrap();
     let (s2, st2) = c
-        .create("/p/s-", b"", &opts(CreateMode::EphemeralSequential))
+        .create("/p/s-", b"", &CreateOptions::ephemeral_sequential())
         .await
         .unwrap();
     assert_eq!(s1, "/p/s-0000000000");
@@ -47,40 +43,44 @@ async fn create_in_every_mode_returns_path_and_stat() {
     assert_eq!(st2.ephemeral_owner, c.session_id());
 
     let (path, stat) = c
-        .create("/c", b"", &opts(CreateMode::Container))
+        .create("/c", b"", &CreateOptions::container())
         .await
         .unwrap();
     assert_eq!(path, "/c");
     // The server maps its container and TTL owner markers back to 0 in client Stats.
     assert_eq!(stat.ephemeral_owner, 0);
 
-    let ttl = opts(CreateMode::PersistentWithTtl).with_ttl(Duration::from_secs(60));
+    let ttl = CreateOptions::persistent_with_ttl(Duration::from_secs(60));
     let (path, stat) = c.create("/t", b"x", &ttl).await.unwrap();
     assert_eq!((path.as_str(), stat.data_length), ("/t", 1));
-    let ttl_seq = opts(CreateMode::PersistentSequentialWithTtl).with_ttl(Duration::from_secs(60));
+    let ttl_seq = CreateOptions::persistent_sequential_with_ttl(Duration::from_secs(60));
     let (path, _) = c.create("/t-", b"x", &ttl_seq).await.unwrap();
     assert!(path.starts_with("/t-00000"), "{path}");
 
     assert_eq!(
-        c.create("/p", b"", &opts(CreateMode::Persistent)).await,
+        c.create("/p", b"", &CreateOptions::persistent()).await,
         Err(Error::NodeExists)
     );
     assert_eq!(
-        c.create("/no/parent", b"", &opts(CreateMode::Persistent))
+        c.create("/no/parent", b"", &CreateOptions::persistent())
             .await,
         Err(Error::NoNode)
     );
     assert_eq!(
-        c.create("/e/kid", b"", &opts(CreateMode::Persistent)).await,
+        c.create("/e/kid", b"", &CreateOptions::persistent()).await,
         Err(Error::NoChildrenForEphemerals)
     );
     assert!(matches!(
-        c.create("/t2", b"", &opts(CreateMode::PersistentWithTtl))
-            .await,
+        c.create(
+            "/t2",
+            b"",
+            &CreateOptions::new(CreateMode::PersistentWithTtl)
+        )
+        .await,
         Err(Error::InvalidArgument(_))
     ));
     assert!(matches!(
-        c.create("bad", b"", &opts(CreateMode::Persistent)).await,
+        c.create("bad", b"", &CreateOptions::persistent()).await,
         Err(Error::InvalidPath(_))
     ));
     c.close().await.unwrap();
@@ -91,7 +91,7 @@ async fn data_exists_delete_with_versions() {
     let c = client_in_chroot("ops_data").await;
     assert_eq!(c.exists("/n").await.unwrap(), None);
     assert_eq!(c.get_data("/n").await, Err(Error::NoNode));
-    c.create("/n", b"v0", &opts(CreateMode::Persistent))
+    c.create("/n", b"v0", &CreateOptions::persistent())
         .await
         .unwrap();
     let (data, stat) = c.get_data("/n").await.unwrap();
@@ -106,7 +106,7 @@ async fn data_exists_delete_with_versions() {
     let stat = c.set_data("/n", b"", None).await.unwrap();
     assert_eq!(stat.data_length, 0);
 
-    c.create("/n/kid", b"", &opts(CreateMode::Persistent))
+    c.create("/n/kid", b"", &CreateOptions::persistent())
         .await
         .unwrap();
     assert_eq!(c.delete("/n", None).await, Err(Error::NotEmpty));
@@ -120,15 +120,15 @@ async fn data_exists_delete_with_versions() {
 #[tokio::test]
 async fn children_counts_ephemerals_and_sync() {
     let c = client_in_chroot("ops_children").await;
-    c.create("/d", b"", &opts(CreateMode::Persistent))
+    c.create("/d", b"", &CreateOptions::persistent())
         .await
         .unwrap();
     for name in ["a", "b", "c"] {
-        c.create(&format!("/d/{name}"), b"", &opts(CreateMode::Persistent))
+        c.create(&format!("/d/{name}"), b"", &CreateOptions::persistent())
             .await
             .unwrap();
     }
-    c.create("/d/a/x", b"", &opts(CreateMode::Ephemeral))
+    c.create("/d/a/x", b"", &CreateOptions::ephemeral())
         .await
         .unwrap();
     let mut kids = c.get_children("/d").await.unwrap();
@@ -161,7 +161,7 @@ async fn acls_and_digest_auth() {
         "{who:?}"
     );
 
-    let creator_only = opts(CreateMode::Persistent).with_acl(Acl::creator_all());
+    let creator_only = CreateOptions::persistent().with_acl(Acl::creator_all());
     alice.create("/private", b"s", &creator_only).await.unwrap();
     let (acl, _) = alice.get_acl("/private").await.unwrap();
     assert_eq!(acl.len(), 1);
@@ -206,14 +206,14 @@ async fn acls_and_digest_auth() {
 #[tokio::test]
 async fn multi_success_failure_and_multi_read() {
     let c = client_in_chroot("ops_multi").await;
-    c.create("/m", b"0", &opts(CreateMode::Persistent))
+    c.create("/m", b"0", &CreateOptions::persistent())
         .await
         .unwrap();
     let results = c
         .multi(&[
             Op::check("/m", Some(0)),
-            Op::create("/m/a", &b"a"[..], &opts(CreateMode::Persistent)),
-            Op::create("/m/s-", &b""[..], &opts(CreateMode::PersistentSequential)),
+            Op::create("/m/a", &b"a"[..], &CreateOptions::persistent()),
+            Op::create("/m/s-", &b""[..], &CreateOptions::persistent_sequential()),
             Op::set_data("/m", &b"1"[..], Some(0)),
             Op::delete("/m/a", None),
         ])
@@ -228,7 +228,7 @@ async fn multi_success_failure_and_multi_read() {
     // A failing op rolls everything back and says which op failed.
     let failed = c
         .multi(&[
-            Op::create("/m/b", &b""[..], &opts(CreateMode::Persistent)),
+            Op::create("/m/b", &b""[..], &CreateOptions::persistent()),
             Op::check("/m", Some(99)),
         ])
         .await;
@@ -261,7 +261,7 @@ async fn chroot_is_added_and_stripped() {
     let cs = fresh_chroot("ops_chroot").await;
     let c = Client::connect(&cs).await.unwrap();
     let (path, _) = c
-        .create("/x", b"", &opts(CreateMode::Persistent))
+        .create("/x", b"", &CreateOptions::persistent())
         .await
         .unwrap();
     assert_eq!(path, "/x");
@@ -280,7 +280,7 @@ async fn close_removes_ephemerals_and_fails_later_requests() {
     let cs = fresh_chroot("ops_close").await;
     let c = Client::connect(&cs).await.unwrap();
     let observer = Client::connect(&cs).await.unwrap();
-    c.create("/eph", b"", &opts(CreateMode::Ephemeral))
+    c.create("/eph", b"", &CreateOptions::ephemeral())
         .await
         .unwrap();
     let mut states = c.state_stream();
@@ -300,7 +300,7 @@ async fn close_removes_ephemerals_and_fails_later_requests() {
 #[tokio::test]
 async fn oversized_request_fails_locally_without_reconnecting() {
     let c = client_in_chroot("ops_oversized").await;
-    c.create("/big", b"", &opts(CreateMode::Persistent))
+    c.create("/big", b"", &CreateOptions::persistent())
         .await
         .unwrap();
     let session = c.session_id();

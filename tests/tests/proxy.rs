@@ -11,9 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use zkwire::proto::OpCode;
-use zkwire::{
-    AddWatchMode, Client, CreateMode, CreateOptions, Error, EventType, SessionState, StateStream,
-};
+use zkwire::{AddWatchMode, Client, CreateOptions, Error, EventType, SessionState, StateStream};
 use zkwire_testing::proxy::{Direction, FaultProxy, MAX_BUFFERED};
 use zkwire_testing::server::{four_letter_word, shared_server};
 use zkwire_testing::support::fresh_chroot;
@@ -637,17 +635,17 @@ async fn wait_state(states: &mut StateStream, want: SessionState, limit: Duratio
     .await
 }
 
-fn persistent() -> CreateOptions {
-    CreateOptions::new(CreateMode::Persistent)
-}
-
 #[tokio::test]
 async fn forwards_plain_operations() {
     let (proxy, cs, _) = proxied("proxy_plain").await;
     let c = connect(&cs, Duration::from_secs(4)).await;
-    within(STEP, "create", c.create("/n", b"v1", &persistent()))
-        .await
-        .unwrap();
+    within(
+        STEP,
+        "create",
+        c.create("/n", b"v1", &CreateOptions::persistent()),
+    )
+    .await
+    .unwrap();
     within(STEP, "set", c.set_data("/n", b"v2", Some(0)))
         .await
         .unwrap();
@@ -717,7 +715,11 @@ async fn cut_all_and_reset_all_keep_the_session() {
         within(
             STEP,
             "create",
-            c.create(&format!("/after_{reset}"), b"", &persistent()),
+            c.create(
+                &format!("/after_{reset}"),
+                b"",
+                &CreateOptions::persistent(),
+            ),
         )
         .await
         .unwrap();
@@ -736,10 +738,14 @@ async fn reply_lost_after_create_reached_the_server() {
     let session = c.session_id();
     let mut states = c.state_stream();
     proxy.cut_after_request(OpCode::Create2, 2);
-    within(STEP, "first create", c.create("/first", b"", &persistent()))
-        .await
-        .unwrap();
-    let ephemeral = CreateOptions::new(CreateMode::Ephemeral);
+    within(
+        STEP,
+        "first create",
+        c.create("/first", b"", &CreateOptions::persistent()),
+    )
+    .await
+    .unwrap();
+    let ephemeral = CreateOptions::ephemeral();
     let lost = within(STEP, "second create", c.create("/second", b"", &ephemeral)).await;
     assert_eq!(lost, Err(Error::ConnectionLoss));
     assert_eq!(proxy.triggered(), 1);
@@ -795,9 +801,13 @@ async fn blackhole_past_the_read_timeout_then_release_before_expiry() {
     proxy.blackhole(false);
     wait_state(&mut states, SessionState::Connected, Duration::from_secs(4)).await;
     assert_eq!(c.session_id(), session, "the session survived");
-    within(STEP, "create", c.create("/healed", b"", &persistent()))
-        .await
-        .unwrap();
+    within(
+        STEP,
+        "create",
+        c.create("/healed", b"", &CreateOptions::persistent()),
+    )
+    .await
+    .unwrap();
     within(STEP, "close", c.close()).await.unwrap();
 }
 
@@ -841,16 +851,20 @@ async fn operations_survive_one_byte_writes() {
     proxy.split_frames(true);
     let c = connect(&cs, Duration::from_secs(4)).await;
     let data: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
-    within(STEP, "create", c.create("/n", &data, &persistent()))
-        .await
-        .unwrap();
+    within(
+        STEP,
+        "create",
+        c.create("/n", &data, &CreateOptions::persistent()),
+    )
+    .await
+    .unwrap();
     let (got, stat) = within(STEP, "get", c.get_data("/n")).await.unwrap();
     assert_eq!((&got[..], stat.data_length), (&data[..], 3000));
     for i in 0..5 {
         within(
             STEP,
             "create kid",
-            c.create(&format!("/n/k{i}"), b"", &persistent()),
+            c.create(&format!("/n/k{i}"), b"", &CreateOptions::persistent()),
         )
         .await
         .unwrap();
@@ -869,9 +883,13 @@ async fn delayed_frames_slow_round_trips() {
     let c = connect(&cs, Duration::from_secs(4)).await;
     proxy.delay(Duration::from_millis(200));
     let started = Instant::now();
-    within(STEP, "create", c.create("/n", b"", &persistent()))
-        .await
-        .unwrap();
+    within(
+        STEP,
+        "create",
+        c.create("/n", b"", &CreateOptions::persistent()),
+    )
+    .await
+    .unwrap();
     let rtt = started.elapsed();
     assert!(rtt >= Duration::from_millis(400), "round trip {rtt:?}");
     proxy.delay(Duration::ZERO);
@@ -889,9 +907,13 @@ async fn held_replies_arrive_after_the_write_was_applied() {
     let (proxy, cs, direct) = proxied("proxy_one_way").await;
     let c = connect(&cs, Duration::from_secs(4)).await;
     let observer = connect(&direct, Duration::from_secs(4)).await;
-    within(STEP, "create", c.create("/n", b"old", &persistent()))
-        .await
-        .unwrap();
+    within(
+        STEP,
+        "create",
+        c.create("/n", b"old", &CreateOptions::persistent()),
+    )
+    .await
+    .unwrap();
     proxy.hold_server_to_client(true);
     let write = tokio::spawn({
         let c = c.clone();
@@ -937,9 +959,13 @@ async fn set_watches_after_a_cut_carry_every_watched_path() {
     let name = "proxy_setwatches";
     let (proxy, cs, _) = proxied(name).await;
     let c = connect(&cs, Duration::from_secs(4)).await;
-    within(STEP, "create", c.create("/a", b"", &persistent()))
-        .await
-        .unwrap();
+    within(
+        STEP,
+        "create",
+        c.create("/a", b"", &CreateOptions::persistent()),
+    )
+    .await
+    .unwrap();
     let (_, _, data_watch) = within(STEP, "data watch", c.get_data_and_watch("/a"))
         .await
         .unwrap();
@@ -1003,9 +1029,13 @@ async fn in_flight_requests_fail_with_connection_loss_on_a_cut() {
     let (proxy, cs, _) = proxied("proxy_in_flight").await;
     let c = connect(&cs, Duration::from_secs(4)).await;
     let session = c.session_id();
-    within(STEP, "create", c.create("/n", b"", &persistent()))
-        .await
-        .unwrap();
+    within(
+        STEP,
+        "create",
+        c.create("/n", b"", &CreateOptions::persistent()),
+    )
+    .await
+    .unwrap();
     let mut states = c.state_stream();
     proxy.hold_server_to_client(true);
     let reads: Vec<_> = (0..5)
@@ -1103,7 +1133,7 @@ async fn many_watches_are_re_registered_in_bounded_batches() {
     within(
         STEP,
         "create",
-        observer.create(&paths[1234], b"", &persistent()),
+        observer.create(&paths[1234], b"", &CreateOptions::persistent()),
     )
     .await
     .unwrap();
@@ -1125,9 +1155,13 @@ async fn dropped_requests_go_unanswered_while_notifications_flow() {
     let (proxy, cs, direct) = proxied("proxy_drop_requests").await;
     let c = connect(&cs, Duration::from_secs(4)).await;
     let observer = connect(&direct, Duration::from_secs(4)).await;
-    within(STEP, "create", observer.create("/n", b"0", &persistent()))
-        .await
-        .unwrap();
+    within(
+        STEP,
+        "create",
+        observer.create("/n", b"0", &CreateOptions::persistent()),
+    )
+    .await
+    .unwrap();
     let mut watch = within(
         STEP,
         "add watch",
@@ -1196,9 +1230,13 @@ async fn delayed_replies_arrive_after_the_write_was_applied() {
     let (proxy, cs, direct) = proxied("proxy_delay_replies").await;
     let c = connect(&cs, Duration::from_secs(4)).await;
     let observer = connect(&direct, Duration::from_secs(4)).await;
-    within(STEP, "create", c.create("/n", b"old", &persistent()))
-        .await
-        .unwrap();
+    within(
+        STEP,
+        "create",
+        c.create("/n", b"old", &CreateOptions::persistent()),
+    )
+    .await
+    .unwrap();
     let min = Duration::from_millis(700);
     proxy.delay_direction(
         Direction::ServerToClient,

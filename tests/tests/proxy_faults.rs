@@ -9,16 +9,11 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 use zkwire::proto::OpCode;
 use zkwire::{
-    AddWatchMode, Client, CreateMode, CreateOptions, Error, EventType, Op, SessionState,
-    StateStream,
+    AddWatchMode, Client, CreateOptions, Error, EventType, Op, SessionState, StateStream,
 };
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::server::{shared_server, ZkServer};
 use zkwire_testing::support::{assert_no_leaks_to, fresh_chroot};
-
-fn persistent() -> CreateOptions {
-    CreateOptions::new(CreateMode::Persistent)
-}
 
 async fn proxy_to(server: &ZkServer) -> FaultProxy {
     FaultProxy::start(server.addr()).await.unwrap()
@@ -83,7 +78,9 @@ async fn m13_watch_catch_up_after_a_partition() {
     let a = through(&proxy, &direct, Duration::from_secs(6)).await;
     let b = Client::connect(&direct).await.unwrap();
     for p in ["/d", "/c", "/gone"] {
-        b.create(p, b"", &persistent()).await.unwrap();
+        b.create(p, b"", &CreateOptions::persistent())
+            .await
+            .unwrap();
     }
     let (_, _, data) = a.get_data_and_watch("/d").await.unwrap();
     let (_, _, child) = a.get_children_and_watch("/c").await.unwrap();
@@ -96,10 +93,16 @@ async fn m13_watch_catch_up_after_a_partition() {
 
     proxy.blackhole_drop(true);
     b.set_data("/d", b"1", None).await.unwrap();
-    b.create("/c/k", b"", &persistent()).await.unwrap();
+    b.create("/c/k", b"", &CreateOptions::persistent())
+        .await
+        .unwrap();
     b.delete("/gone", None).await.unwrap();
-    b.create("/e1", b"", &persistent()).await.unwrap();
-    b.create("/e2", b"", &persistent()).await.unwrap();
+    b.create("/e1", b"", &CreateOptions::persistent())
+        .await
+        .unwrap();
+    b.create("/e2", b"", &CreateOptions::persistent())
+        .await
+        .unwrap();
     b.delete("/e2", None).await.unwrap();
     proxy.cut_all();
     proxy.blackhole_drop(false);
@@ -128,7 +131,9 @@ async fn m13_watch_catch_up_after_a_partition() {
         "an unchanged node fires nothing: {nothing:?}"
     );
     // The watches that did not fire are armed again: they fire once on the next change.
-    b.create("/e2", b"", &persistent()).await.unwrap();
+    b.create("/e2", b"", &CreateOptions::persistent())
+        .await
+        .unwrap();
     assert_eq!(event(gap).await, EventType::NodeCreated);
     b.set_data("/c", b"x", None).await.unwrap();
     assert_eq!(event(untouched).await, EventType::NodeDataChanged);
@@ -168,11 +173,13 @@ async fn m14_watches_pending_at_a_cut_are_not_registered() {
     );
 
     for i in 0..10 {
-        b.create(&format!("/p{i}"), b"", &persistent())
+        b.create(&format!("/p{i}"), b"", &CreateOptions::persistent())
             .await
             .unwrap();
     }
-    b.create("/ok", b"", &persistent()).await.unwrap();
+    b.create("/ok", b"", &CreateOptions::persistent())
+        .await
+        .unwrap();
     let fired = tokio::time::timeout(Duration::from_secs(3), ok)
         .await
         .expect("fires");
@@ -189,7 +196,9 @@ async fn recursive_watch_survives_three_cuts() {
     let proxy = proxy_to(shared_server()).await;
     let a = through(&proxy, &direct, Duration::from_secs(6)).await;
     let b = Client::connect(&direct).await.unwrap();
-    b.create("/r", b"", &persistent()).await.unwrap();
+    b.create("/r", b"", &CreateOptions::persistent())
+        .await
+        .unwrap();
     let mut w = a
         .add_watch("/r", AddWatchMode::PersistentRecursive)
         .await
@@ -199,7 +208,9 @@ async fn recursive_watch_survives_three_cuts() {
         proxy.cut_all();
         reconnected(&mut states, Duration::from_secs(6)).await;
         let path = format!("/r/after-cut-{cut}");
-        b.create(&path, b"", &persistent()).await.unwrap();
+        b.create(&path, b"", &CreateOptions::persistent())
+            .await
+            .unwrap();
         let e = tokio::time::timeout(Duration::from_secs(3), w.next())
             .await
             .expect("delivered")
@@ -229,7 +240,9 @@ async fn m15_ten_thousand_watches_survive_a_restart() {
     let mut server = ZkServer::start().unwrap();
     let proxy = proxy_to(&server).await;
     let b = Client::connect(&server.connect_string()).await.unwrap();
-    b.create("/w", b"", &persistent()).await.unwrap();
+    b.create("/w", b"", &CreateOptions::persistent())
+        .await
+        .unwrap();
     let paths: Vec<String> = (0..N)
         .map(|i| format!("/w/{i:05}-{}", "x".repeat(101)))
         .collect();
@@ -237,7 +250,7 @@ async fn m15_ten_thousand_watches_survive_a_restart() {
     for chunk in paths.chunks(500) {
         let ops: Vec<Op> = chunk
             .iter()
-            .map(|p| Op::create(p.as_str(), &b""[..], &persistent()))
+            .map(|p| Op::create(p.as_str(), &b""[..], &CreateOptions::persistent()))
             .collect();
         b.multi(&ops).await.unwrap();
     }
@@ -320,7 +333,9 @@ async fn dropped_watch_call_registers_nothing() {
     let direct = fresh_chroot("dropped_watch").await;
     let proxy = proxy_to(shared_server()).await;
     let a = through(&proxy, &direct, Duration::from_secs(6)).await;
-    a.create("/n", b"", &persistent()).await.unwrap();
+    a.create("/n", b"", &CreateOptions::persistent())
+        .await
+        .unwrap();
     proxy.hold_server_to_client(true);
     let before = proxy.requests_seen(OpCode::GetData);
     let call = {

@@ -5,16 +5,11 @@
 use std::time::Duration;
 
 use zkwire::{
-    AddWatchMode, Client, CreateMode, CreateOptions, Error, EventType, KeeperState, SessionState,
-    WatchedEvent,
+    AddWatchMode, Client, CreateOptions, Error, EventType, KeeperState, SessionState, WatchedEvent,
 };
 use zkwire_testing::support::{fresh_chroot, kill_client_session};
 
 const T: Duration = Duration::from_secs(4);
-
-fn persistent() -> CreateOptions {
-    CreateOptions::new(CreateMode::Persistent)
-}
 
 async fn next_event(stream: &mut zkwire::PersistentWatcher) -> WatchedEvent {
     tokio::time::timeout(3 * T, stream.next())
@@ -42,7 +37,7 @@ async fn a_killed_session_is_replaced_on_the_same_client() {
         .await
         .unwrap();
     client
-        .create("/eph", b"", &CreateOptions::new(CreateMode::Ephemeral))
+        .create("/eph", b"", &CreateOptions::ephemeral())
         .await
         .unwrap();
     assert_eq!(
@@ -57,7 +52,11 @@ async fn a_killed_session_is_replaced_on_the_same_client() {
     // Made while the old session is being found dead: runs on the new one.
     let queued = {
         let client = client.clone();
-        tokio::spawn(async move { client.create("/made-meanwhile", b"", &persistent()).await })
+        tokio::spawn(async move {
+            client
+                .create("/made-meanwhile", b"", &CreateOptions::persistent())
+                .await
+        })
     };
 
     let mut seen = Vec::new();
@@ -97,7 +96,10 @@ async fn a_killed_session_is_replaced_on_the_same_client() {
         .await
         .unwrap()
         .expect("the request made meanwhile ran");
-    other.create("/after", b"", &persistent()).await.unwrap();
+    other
+        .create("/after", b"", &CreateOptions::persistent())
+        .await
+        .unwrap();
     let mut paths = Vec::new();
     while paths.len() < 2 {
         let event = next_event(&mut events).await;

@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 
 use zkwire::error::ConnectError;
 use zkwire::{
-    Acl, ClientBuilder, CreateMode, CreateOptions, Error, EventType, Id, Perms, SessionState,
-    TlsConfig,
+    Acl, ClientBuilder, CreateOptions, Error, EventType, Id, Perms, SessionState, TlsConfig,
 };
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::server::{ServerConfig, ZkEnsemble, ZkServer};
@@ -80,15 +79,11 @@ fn blocking<R>(f: impl FnOnce() -> R) -> R {
     tokio::task::block_in_place(f)
 }
 
-fn persistent() -> CreateOptions {
-    CreateOptions::new(CreateMode::Persistent)
-}
-
 /// A fresh chroot on `cs` for one test, created through `tls`.
 async fn chroot(cs: &str, tls: TlsConfig, name: &str) -> String {
     let root = builder().with_tls(tls).connect(cs).await.unwrap();
     let path = format!("/{name}-{}", std::process::id());
-    match root.create(&path, b"", &persistent()).await {
+    match root.create(&path, b"", &CreateOptions::persistent()).await {
         Ok(_) | Err(Error::NodeExists) => {}
         Err(e) => panic!("creating {path}: {e}"),
     }
@@ -158,7 +153,11 @@ async fn x509_acls_are_enforced_and_certificates_are_optional_with_want() {
     let anonymous = builder().with_tls(trusting()).connect(&cs).await.unwrap();
     let only_client = vec![Acl::new(Perms::ALL, Id::new("x509", CLIENT_ID))];
     holder
-        .create("/secret", b"s", &persistent().with_acl(only_client))
+        .create(
+            "/secret",
+            b"s",
+            &CreateOptions::persistent().with_acl(only_client),
+        )
         .await
         .unwrap();
     assert_eq!(&holder.get_data("/secret").await.unwrap().0[..], b"s");
@@ -226,7 +225,10 @@ async fn tls_sessions_survive_a_cut_and_a_restart_with_watches_restored() {
         .connect(&via_proxy)
         .await
         .unwrap();
-    client.create("/w", b"", &persistent()).await.unwrap();
+    client
+        .create("/w", b"", &CreateOptions::persistent())
+        .await
+        .unwrap();
     let session = client.session_id();
     let (_, _, first) = client.get_data_and_watch("/w").await.unwrap();
     let mut states = client.state_stream();
@@ -271,7 +273,7 @@ async fn tls_ensemble_leader_kill_with_watches_restored() {
         .await
         .unwrap();
     client
-        .create("/leader-kill", b"", &persistent())
+        .create("/leader-kill", b"", &CreateOptions::persistent())
         .await
         .unwrap();
     let (_, _, watch) = client.get_data_and_watch("/leader-kill").await.unwrap();

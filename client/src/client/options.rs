@@ -43,6 +43,93 @@ impl CreateOptions {
         }
     }
 
+    /// A persistent node: it stays until deleted ([`CreateMode::Persistent`]).
+    ///
+    /// ```
+    /// use zkwire::{CreateMode, CreateOptions};
+    /// assert_eq!(CreateOptions::persistent(), CreateOptions::new(CreateMode::Persistent));
+    /// ```
+    pub fn persistent() -> Self {
+        Self::new(CreateMode::Persistent)
+    }
+
+    /// An ephemeral node: deleted when its session ends ([`CreateMode::Ephemeral`]).
+    ///
+    /// ```
+    /// use zkwire::{CreateMode, CreateOptions};
+    /// assert_eq!(CreateOptions::ephemeral(), CreateOptions::new(CreateMode::Ephemeral));
+    /// ```
+    pub fn ephemeral() -> Self {
+        Self::new(CreateMode::Ephemeral)
+    }
+
+    /// A persistent node whose name the server suffixes with a sequence number
+    /// ([`CreateMode::PersistentSequential`]).
+    ///
+    /// ```
+    /// use zkwire::{CreateMode, CreateOptions};
+    /// let options = CreateOptions::persistent_sequential();
+    /// assert_eq!(options, CreateOptions::new(CreateMode::PersistentSequential));
+    /// ```
+    pub fn persistent_sequential() -> Self {
+        Self::new(CreateMode::PersistentSequential)
+    }
+
+    /// An ephemeral node whose name the server suffixes with a sequence number
+    /// ([`CreateMode::EphemeralSequential`]).
+    ///
+    /// ```
+    /// use zkwire::{CreateMode, CreateOptions};
+    /// let options = CreateOptions::ephemeral_sequential();
+    /// assert_eq!(options, CreateOptions::new(CreateMode::EphemeralSequential));
+    /// ```
+    pub fn ephemeral_sequential() -> Self {
+        Self::new(CreateMode::EphemeralSequential)
+    }
+
+    /// A container: the server deletes it once its last child is gone
+    /// ([`CreateMode::Container`]).
+    ///
+    /// ```
+    /// use zkwire::{CreateMode, CreateOptions};
+    /// assert_eq!(CreateOptions::container(), CreateOptions::new(CreateMode::Container));
+    /// ```
+    pub fn container() -> Self {
+        Self::new(CreateMode::Container)
+    }
+
+    /// A persistent node the server deletes once it has gone `ttl` unchanged and without
+    /// children ([`CreateMode::PersistentWithTtl`]; servers with extended types enabled).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use zkwire::{CreateMode, CreateOptions};
+    ///
+    /// let hour = Duration::from_secs(3600);
+    /// let options = CreateOptions::persistent_with_ttl(hour);
+    /// assert_eq!(options, CreateOptions::new(CreateMode::PersistentWithTtl).with_ttl(hour));
+    /// ```
+    pub fn persistent_with_ttl(ttl: Duration) -> Self {
+        Self::new(CreateMode::PersistentWithTtl).with_ttl(ttl)
+    }
+
+    /// A persistent sequential node with a TTL, as
+    /// [`persistent_with_ttl`](Self::persistent_with_ttl)
+    /// ([`CreateMode::PersistentSequentialWithTtl`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use zkwire::{CreateMode, CreateOptions};
+    ///
+    /// let minute = Duration::from_secs(60);
+    /// let options = CreateOptions::persistent_sequential_with_ttl(minute);
+    /// let mode = CreateMode::PersistentSequentialWithTtl;
+    /// assert_eq!(options, CreateOptions::new(mode).with_ttl(minute));
+    /// ```
+    pub fn persistent_sequential_with_ttl(ttl: Duration) -> Self {
+        Self::new(CreateMode::PersistentSequentialWithTtl).with_ttl(ttl)
+    }
+
     /// The missing ancestors [`create_all`](crate::Client::create_all) makes are containers
     /// (which the server deletes once their last child is gone), not persistent nodes.
     ///

@@ -110,7 +110,7 @@ pub fn decode_reply(data: &[u8]) {
     match OPERATIONS.iter().chain(&MORE_REPLY_OPS).nth(pick) {
         Some(&op) => reply(op, &frame),
         None if pick == op_count => {
-            if let Some(response) = check::<ConnectResponse>(&frame) {
+            if let Some(response) = check::<ConnectResponse>(&frame, false) {
                 let _ = response.is_expired();
             }
         }
@@ -129,7 +129,8 @@ pub fn decode_reply(data: &[u8]) {
 
 /// Decodes bytes as one record and, if that succeeds, re-encodes it.
 ///
-/// Input: `selector | encoding`; the selector picks one of the protocol's records. Records
+/// Input: `selector | encoding`; the selector picks one of the protocol's records (see
+/// [`record_selector`]). Records
 /// whose encoding is canonical must re-encode to the very same bytes. Records with a lenient
 /// field (a boolean, where any nonzero byte is true; a lossy-UTF-8 ACL id or `whoAmI` string; a
 /// multi header whose fields the decoder ignores) must re-encode to bytes that decode to an
@@ -143,7 +144,20 @@ pub fn roundtrip(data: &[u8]) {
         return;
     };
     let bytes = Bytes::copy_from_slice(encoding);
-    RECORD_CHECKS[usize::from(selector) % RECORD_CHECKS.len()](&bytes);
+    let index = usize::from(selector) % record_count();
+    match index.checked_sub(MORE_RECORD_CHECKS.len()) {
+        None => MORE_RECORD_CHECKS[index](&bytes),
+        Some(k) => {
+            let reply = k % 2 == 1;
+            visit_op(
+                OPERATIONS[k / 2],
+                CheckRecord {
+                    bytes: &bytes,
+                    reply,
+                },
+            );
+        }
+    }
 }
 
 /// The frame caps [`frame_decoder`] picks from.
@@ -152,23 +166,18 @@ const FRAME_CAPS: [usize; 7] = [0, 1, 5, 16, 255, 4096, DEFAULT_MAX_FRAME_LEN];
 /// The op codes [`decode_reply`] picks from after those of the table of operations.
 const MORE_REPLY_OPS: [OpCode; 2] = [OpCode::Unknown(999), OpCode::Notification];
 
-/// Writes the record table of [`roundtrip`]: each record with whether its encoding is
-/// canonical (every accepted input is the one encoding of its value).
+/// Writes the table of the records [`roundtrip`] checks besides those of the table of
+/// operations: each record with whether its encoding is canonical (every accepted input is the
+/// one encoding of its value; [`Sample::CANONICAL`] says it for the others).
 macro_rules! records {
     ($($ty:ty => $canonical:expr,)*) => {
         /// One [`check`] per record, in table order (fuzz inputs select them by index: append
         /// new rows at the end).
-        const RECORD_CHECKS: &[fn(&Bytes)] = &[$(|b: &Bytes| { check::<$ty>(b); },)*];
+        const MORE_RECORD_CHECKS: &[fn(&Bytes)] = &[$(|b: &Bytes| { check::<$ty>(b, $canonical); },)*];
 
-        /// Whether the table says `T`'s encoding is canonical; `()` (no record) is.
-        ///
-        /// # Panics
-        /// When `T` is not in the table.
-        fn canonical<T: 'static>() -> bool {
-            let id = TypeId::of::<T>();
-            $( if id == TypeId::of::<$ty>() { return $canonical; } )*
-            assert!(id == TypeId::of::<()>(), "{} is not in the record table", type_name::<T>());
-            true
+        /// The index of `T` in [`MORE_RECORD_CHECKS`].
+        fn more_record_index<T: 'static>() -> Option<usize> {
+            [$(TypeId::of::<$ty>()),*].iter().position(|&id| id == TypeId::of::<T>())
         }
     };
 }
@@ -182,49 +191,88 @@ records! {
     Id => false,
     Acl => false,
     Perms => true,
-    CreateRequest => false,
-    CreateTtlRequest => false,
-    CreateResponse => true,
-    Create2Response => true,
-    DeleteRequest => true,
-    ExistsRequest => false,
-    ExistsResponse => true,
-    GetDataRequest => false,
-    GetDataResponse => true,
-    SetDataRequest => true,
-    SetDataResponse => true,
-    GetAclRequest => true,
-    GetAclResponse => false,
-    SetAclRequest => false,
-    SetAclResponse => true,
-    GetChildrenRequest => false,
-    GetChildrenResponse => true,
-    GetChildren2Request => false,
-    GetChildren2Response => true,
-    GetAllChildrenNumberRequest => true,
-    GetAllChildrenNumberResponse => true,
-    GetEphemeralsRequest => true,
-    GetEphemeralsResponse => true,
-    SyncRequest => true,
-    SyncResponse => true,
-    CheckVersionRequest => true,
-    ReconfigRequest => true,
     MultiHeader => false,
-    MultiRequest => false,
-    MultiResponse => false,
     WatcherEvent => true,
-    SetWatches => true,
-    SetWatches2 => true,
-    AddWatchRequest => true,
-    RemoveWatchesRequest => true,
-    CheckWatchesRequest => true,
-    ErrorResponse => true,
-    AuthPacket => true,
     ClientInfo => false,
-    WhoAmIResponse => false,
     OpCode => true,
     ErrorCode => true,
-    SaslToken => true,
+}
+
+/// How many records [`roundtrip`] picks from: those of [`MORE_RECORD_CHECKS`], then the
+/// request and the reply record of each op of the table of operations, in table order (a
+/// record several ops share is picked by each of them).
+fn record_count() -> usize {
+    MORE_RECORD_CHECKS.len() + 2 * OPERATIONS.len()
+}
+
+/// The [`roundtrip`] selector of record `T`.
+///
+/// # Panics
+/// When `T` is neither in [`MORE_RECORD_CHECKS`] nor a record of the table of operations.
+pub(super) fn record_selector<T: 'static>() -> u8 {
+    let index = more_record_index::<T>().or_else(|| {
+        let ids = OPERATIONS.iter().flat_map(|&op| {
+            let (request, reply) =
+                visit_op(op, RecordIds).unwrap_or((TypeId::of::<()>(), TypeId::of::<()>()));
+            [request, reply]
+        });
+        let at = ids.into_iter().position(|id| id == TypeId::of::<T>())?;
+        Some(MORE_RECORD_CHECKS.len() + at)
+    });
+    let index =
+        index.unwrap_or_else(|| panic!("{} is not a record roundtrip checks", type_name::<T>()));
+    u8::try_from(index).unwrap_or_else(|_| panic!("selector {index} does not fit a byte"))
+}
+
+/// The [`decode_reply`] selector of the reply to `op`: its position among the ops of the
+/// table, then [`MORE_REPLY_OPS`]; one past those is the handshake, two past a notification.
+pub(super) fn reply_selector(op: Option<OpCode>) -> u8 {
+    let ops = OPERATIONS.iter().chain(&MORE_REPLY_OPS);
+    let index = match op {
+        Some(op) => ops
+            .clone()
+            .position(|&o| o == op)
+            .unwrap_or_else(|| panic!("{op:?} has no selector")),
+        None => ops.count(),
+    };
+    u8::try_from(index).unwrap_or_else(|_| panic!("selector {index} does not fit a byte"))
+}
+
+/// The type ids of an operation's request and reply records.
+struct RecordIds;
+
+impl OpVisitor for RecordIds {
+    type Output = (TypeId, TypeId);
+
+    fn op<O: Operation>(self) -> Self::Output
+    where
+        O::Request: Sample,
+        O::Reply: Sample,
+    {
+        (TypeId::of::<O::Request>(), TypeId::of::<O::Reply>())
+    }
+}
+
+/// [`check`]s bytes as an operation's request record (`reply` false) or reply record.
+struct CheckRecord<'a> {
+    bytes: &'a Bytes,
+    reply: bool,
+}
+
+impl OpVisitor for CheckRecord<'_> {
+    type Output = ();
+
+    fn op<O: Operation>(self)
+    where
+        O::Request: Sample,
+        O::Reply: Sample,
+    {
+        if self.reply {
+            check::<O::Reply>(self.bytes, O::Reply::CANONICAL);
+        } else {
+            check::<O::Request>(self.bytes, O::Request::CANONICAL);
+        }
+    }
 }
 
 /// Splits a whole stream at once: the frames, then the bytes left over or the error.
@@ -270,7 +318,7 @@ fn reply(op: OpCode, frame: &Bytes) {
     };
     let body = frame.slice(r.position()..);
     if header.xid == NOTIFICATION_XID {
-        if let Some(event) = check::<WatcherEvent>(&body) {
+        if let Some(event) = check::<WatcherEvent>(&body, true) {
             client_path(&event.path);
             let mut at = Some(event.path.as_str());
             while let Some(p) = at {
@@ -280,8 +328,9 @@ fn reply(op: OpCode, frame: &Bytes) {
     } else if header.err != ErrorCode::Ok {
         let e = Error::from_code(header.err);
         let _ = (e.is_retryable(), e.is_terminal(), e.to_string());
-    } else {
-        visit_reply(op, AsClient(&body));
+    } else if visit_op(op, AsClient(&body)).is_none() && !matches!(op, OpCode::Unknown(_)) {
+        // A named op code the client never sends: its reply has no record.
+        check::<()>(&body, true);
     }
 }
 
@@ -289,16 +338,18 @@ fn reply(op: OpCode, frame: &Bytes) {
 /// operations names), and uses it as the `Client` would.
 struct AsClient<'a>(&'a Bytes);
 
-impl ReplyVisitor for AsClient<'_> {
+impl OpVisitor for AsClient<'_> {
     type Output = ();
 
-    fn record<T: ReplyRecord>(self) {
-        if let Some(value) = check::<T>(self.0) {
+    fn op<O: Operation>(self)
+    where
+        O::Request: Sample,
+        O::Reply: Sample,
+    {
+        if let Some(value) = check::<O::Reply>(self.0, O::Reply::CANONICAL) {
             client_use(&value);
         }
     }
-
-    fn unknown(self) {}
 }
 
 /// What the `Client` makes of a reply record: server paths mapped back under a chroot, child
@@ -348,9 +399,9 @@ fn client_path(server_path: &str) {
 
 /// Decodes `bytes` as a whole `T`, checking `skip` against `decode` and the re-encoding.
 ///
-/// When the record table says `T` is canonical, re-encoding must give the input back;
-/// otherwise it must give bytes that decode to the same value.
-fn check<T: Decode + Encode + PartialEq + Debug + 'static>(bytes: &Bytes) -> Option<T> {
+/// When `canonical`, re-encoding must give the input back; otherwise it must give bytes that
+/// decode to the same value.
+fn check<T: Decode + Encode + PartialEq + Debug>(bytes: &Bytes, canonical: bool) -> Option<T> {
     let mut skipper = Reader::new(bytes);
     let skipped = skipper.skip::<T>();
     let mut reader = Reader::new(bytes);
@@ -380,7 +431,7 @@ fn check<T: Decode + Encode + PartialEq + Debug + 'static>(bytes: &Bytes) -> Opt
         value.encoded_len(),
         "encoded_len is wrong for {value:?}"
     );
-    if canonical::<T>() {
+    if canonical {
         assert_eq!(
             &encoded, bytes,
             "re-encoding of {value:?} differs from its input"
@@ -400,23 +451,38 @@ fn check<T: Decode + Encode + PartialEq + Debug + 'static>(bytes: &Bytes) -> Opt
 mod tests {
     use super::*;
 
-    /// Looks the visited record up in the record table.
-    struct InRecordTable;
+    /// Checks an operation's request and reply samples as [`roundtrip`] does.
+    struct CheckSamples;
 
-    impl ReplyVisitor for InRecordTable {
+    impl OpVisitor for CheckSamples {
         type Output = ();
 
-        fn record<T: ReplyRecord>(self) {
-            let _ = canonical::<T>();
+        fn op<O: Operation>(self)
+        where
+            O::Request: Sample,
+            O::Reply: Sample,
+        {
+            let request = O::Request::sample("/a/b").to_bytes();
+            let reply = O::Reply::sample("/a/b").to_bytes();
+            assert!(check::<O::Request>(&request, O::Request::CANONICAL).is_some());
+            assert!(check::<O::Reply>(&reply, O::Reply::CANONICAL).is_some());
         }
-
-        fn unknown(self) {}
     }
 
     #[test]
-    fn every_reply_record_is_in_the_record_table() {
-        for &op in OPERATIONS.iter().chain(&MORE_REPLY_OPS) {
-            visit_reply(op, InRecordTable);
+    fn every_operations_samples_pass_the_record_checks() {
+        for &op in OPERATIONS {
+            assert!(visit_op(op, CheckSamples).is_some());
         }
+    }
+
+    #[test]
+    fn selectors_pick_the_records_and_replies_they_name() {
+        let create = usize::from(record_selector::<CreateRequest>());
+        assert_eq!(create, MORE_RECORD_CHECKS.len());
+        assert_eq!(usize::from(record_selector::<Stat>()), 4);
+        assert_eq!(reply_selector(Some(OpCode::Create)), 0);
+        let notification = reply_selector(Some(OpCode::Notification));
+        assert_eq!(reply_selector(None), notification + 1);
     }
 }

@@ -8,10 +8,10 @@ use bytes::Bytes;
 use crate::jute::{Encode, DEFAULT_MAX_FRAME_LEN, JUTE_MAX_BUFFER};
 use crate::proto::frames::frame;
 use crate::proto::{
-    op, Acl, AddWatchMode, AddWatchRequest, AuthPacket, CheckVersionRequest, ConnectResponse,
-    CreateMode, CreateRequest, DeleteRequest, ErrorCode, EventType, ExistsRequest,
+    op, sample_request, Acl, AddWatchMode, AddWatchRequest, AuthPacket, CheckVersionRequest,
+    ConnectResponse, CreateMode, CreateRequest, DeleteRequest, ErrorCode, EventType, ExistsRequest,
     GetChildren2Request, GetChildrenRequest, GetDataRequest, KeeperState, MultiOp, MultiRequest,
-    OpCode, Operation, RemoveWatchesRequest, SetDataRequest, SyncRequest, WatcherType,
+    OpCode, Operation, RemoveWatchesRequest, SetDataRequest, SyncRequest, WatcherType, OPERATIONS,
 };
 use crate::session::{Effect, Request, SessionConfig, WatchKind};
 
@@ -98,50 +98,31 @@ pub(super) fn connect_frame(sel: u8) -> Bytes {
     frame(|b| response.encode(b))
 }
 
-/// A request of kind `kind % 15` on a path chosen by `flags` (bit 3: with a watch), and the
-/// watch it registers on success. The watcher id in a returned `Effect::Watch` is a
-/// placeholder for the harness to replace.
-pub(super) fn request(kind: u8, flags: u8, max_request_len: usize) -> (Request, Option<WatchSpec>) {
+/// A request of kind `byte % (15 + n)` on a path chosen by `flags` (bit 3: with a watch), and
+/// the watch it registers on success: kinds 0 to 14 are written below (watches, effects, auth,
+/// an oversized and an unknown request), kind `15 + i` is the sample request
+/// ([`Sample`](crate::proto::Sample)) of the `i`th of the `n` ops of the table of operations a
+/// user may submit (every op but the session's own, [`SESSION_OPS`]). The watcher id in a
+/// returned `Effect::Watch` is a placeholder for the harness to replace.
+pub(super) fn request(byte: u8, flags: u8, max_request_len: usize) -> (Request, Option<WatchSpec>) {
     let path = SUBMIT_PATHS[usize::from(flags & 7) % SUBMIT_PATHS.len()].to_owned();
+    let kind = usize::from(byte) % request_kinds();
+    if let Some(&op) = kind
+        .checked_sub(WRITTEN_KINDS)
+        .and_then(|i| user_ops().nth(i))
+    {
+        let body = sample_request(op, &path).unwrap_or_default();
+        return (Request::new(op, body), None);
+    }
     let watch = flags & 8 != 0;
     let p = path.clone();
-    let (op, body) = match kind % 15 {
+    let (op, body) = match kind {
         0 => typed::<op::GetData>(&GetDataRequest { path: p, watch }),
         1 => typed::<op::Exists>(&ExistsRequest { path: p, watch }),
         2 => typed::<op::GetChildren>(&GetChildrenRequest { path: p, watch }),
         3 => typed::<op::GetChildren2>(&GetChildren2Request { path: p, watch }),
-        4 | 5 => {
-            let (mode, kind) = if kind % 15 == 4 {
-                (AddWatchMode::Persistent, WatchKind::Persistent)
-            } else {
-                (
-                    AddWatchMode::PersistentRecursive,
-                    WatchKind::PersistentRecursive,
-                )
-            };
-            let (op, body) = typed::<op::AddWatch>(&AddWatchRequest { path: p, mode });
-            let spec = WatchSpec {
-                path,
-                kind,
-                exists: false,
-            };
-            return (Request::new(op, body), Some(spec));
-        }
-        6 => {
-            let watcher_type = WATCHER_TYPES[usize::from(flags >> 4) % WATCHER_TYPES.len()];
-            let (op, body) = typed::<op::RemoveWatches>(&RemoveWatchesRequest {
-                path: p,
-                watcher_type,
-            });
-            let effect = Effect::RemoveWatches { path, watcher_type };
-            return (
-                Request {
-                    effect,
-                    ..Request::new(op, body)
-                },
-                None,
-            );
-        }
+        4 | 5 => return add_watch(kind == 5, path),
+        6 => return remove_watches(flags, path),
         7 => typed::<op::SetData>(&SetDataRequest {
             path: p,
             data: None,
@@ -169,7 +150,7 @@ pub(super) fn request(kind: u8, flags: u8, max_request_len: usize) -> (Request, 
         ),
         _ => (
             OpCode::Unknown(i32::from(flags) + 200),
-            Bytes::copy_from_slice(&[kind, flags]),
+            Bytes::copy_from_slice(&[byte, flags]),
         ),
     };
     let kind = match op {
@@ -183,6 +164,54 @@ pub(super) fn request(kind: u8, flags: u8, max_request_len: usize) -> (Request, 
         exists: op == OpCode::Exists,
     });
     (Request::new(op, body), spec)
+}
+
+/// How many request kinds there are: [`request`] reads its kind byte modulo this.
+pub(super) fn request_kinds() -> usize {
+    WRITTEN_KINDS + user_ops().count()
+}
+
+/// The ops of the table of operations a user may submit, in table order.
+fn user_ops() -> impl Iterator<Item = &'static OpCode> {
+    OPERATIONS.iter().filter(|op| !SESSION_OPS.contains(op))
+}
+
+/// An addWatch of `path`, persistent or persistent recursive, and the watch it registers.
+fn add_watch(recursive: bool, path: String) -> (Request, Option<WatchSpec>) {
+    let (mode, kind) = if recursive {
+        (
+            AddWatchMode::PersistentRecursive,
+            WatchKind::PersistentRecursive,
+        )
+    } else {
+        (AddWatchMode::Persistent, WatchKind::Persistent)
+    };
+    let request = AddWatchRequest {
+        path: path.clone(),
+        mode,
+    };
+    let (op, body) = typed::<op::AddWatch>(&request);
+    let spec = WatchSpec {
+        path,
+        kind,
+        exists: false,
+    };
+    (Request::new(op, body), Some(spec))
+}
+
+/// A removeWatches of `path`, of the watcher type `flags >> 4` picks, with its effect.
+fn remove_watches(flags: u8, path: String) -> (Request, Option<WatchSpec>) {
+    let watcher_type = WATCHER_TYPES[usize::from(flags >> 4) % WATCHER_TYPES.len()];
+    let (op, body) = typed::<op::RemoveWatches>(&RemoveWatchesRequest {
+        path: path.clone(),
+        watcher_type,
+    });
+    let effect = Effect::RemoveWatches { path, watcher_type };
+    let request = Request {
+        effect,
+        ..Request::new(op, body)
+    };
+    (request, None)
 }
 
 /// The op code and encoded request record of an operation.
@@ -204,6 +233,19 @@ fn create(path: String) -> CreateRequest {
         mode: CreateMode::Persistent,
     }
 }
+
+/// How many request kinds [`request`] writes out before those of the table of operations.
+pub(super) const WRITTEN_KINDS: usize = 15;
+
+/// The ops of the table only the session itself sends (auth has a written kind of its own).
+const SESSION_OPS: [OpCode; 6] = [
+    OpCode::Auth,
+    OpCode::SetWatches,
+    OpCode::SetWatches2,
+    OpCode::Ping,
+    OpCode::CloseSession,
+    OpCode::Sasl,
+];
 
 const SESSION_ID: i64 = 0x0100_0000_0000_0042;
 const PASSWD: [u8; 16] = *b"0123456789abcdef";

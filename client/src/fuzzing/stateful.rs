@@ -25,8 +25,9 @@ use crate::session::{Effect, Request, RequestId, Session, SessionConfig, Session
 /// read-only, a 48-byte request limit, a 64-byte frame limit, a resumed session, a
 /// configured credential and renewal after expiry. Then each op is one byte (`op % 14`) and
 /// its arguments; missing bytes read as 0:
-/// - 0 `kind flags [deadline]`: submit a request (`kind % 15`: reads, creates, writes, auth,
-///   multi, add/remove watches, one over the request limit, an unknown op); `flags` picks
+/// - 0 `kind flags [deadline]`: submit a request (`script::request`: reads, creates, writes,
+///   auth, multi, add/remove watches, one over the request limit, an unknown op, then the
+///   sample request of every op of the table a user may submit); `flags` picks
 ///   the path, bit 3 asks for a watch, bit 7 for a deadline `deadline × 10` ms away;
 /// - 1: open a transport if the session wants one (else check that doing so is a no-op);
 /// - 2 `sel [len body] split`: while awaiting a ConnectResponse, the one `sel` picks

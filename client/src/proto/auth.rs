@@ -4,6 +4,7 @@ use std::fmt;
 
 use bytes::{BufMut, Bytes};
 
+use super::sample::samples;
 use crate::jute::{decode_lossy_string, encode_str, record, skip_lossy_string, str_encoded_len};
 use crate::jute::{Decode, DecodeError, Encode, Reader};
 
@@ -170,6 +171,19 @@ impl Decode for SaslToken {
     fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
         r.skip::<Option<Bytes>>()
     }
+}
+
+samples! {
+    AuthPacket: true, |_path| Self::new("digest", Bytes::from_static(b"user:secret"));
+    WhoAmIResponse: false, |_path| Self {
+        client_info: vec![ClientInfo {
+            auth_scheme: "ip".to_owned(),
+            user: "127.0.0.1".to_owned(),
+        }],
+    };
+    SaslToken: true, |_path| Self {
+        token: Some(Bytes::from_static(b"token")),
+    };
 }
 
 #[cfg(test)]

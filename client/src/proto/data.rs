@@ -4,7 +4,10 @@
 
 use bytes::Bytes;
 
+use super::sample::samples;
 use super::{Acl, CreateMode, Stat};
+#[cfg(any(test, feature = "unstable"))]
+use super::{SAMPLE_DATA, SAMPLE_STAT};
 use crate::jute::record;
 
 record! {
@@ -280,4 +283,64 @@ record! {
         /// Expected current config version, -1 for any.
         pub cur_config_id: i64,
     }
+}
+
+samples! {
+    CreateRequest: false, |path| Self {
+        path: path.to_owned(),
+        data: Some(Bytes::from_static(SAMPLE_DATA)),
+        acl: Acl::open_unsafe(),
+        mode: CreateMode::Persistent,
+    };
+    CreateTtlRequest: false, |path| Self {
+        path: path.to_owned(),
+        data: Some(Bytes::from_static(SAMPLE_DATA)),
+        acl: Acl::open_unsafe(),
+        mode: CreateMode::PersistentWithTtl,
+        ttl: 60_000,
+    };
+    CreateResponse: true, |path| Self { path: path.to_owned() };
+    Create2Response: true, |path| Self { path: path.to_owned(), stat: SAMPLE_STAT };
+    DeleteRequest: true, |path| Self { path: path.to_owned(), version: -1 };
+    ExistsRequest: false, |path| Self { path: path.to_owned(), watch: false };
+    ExistsResponse: true, |_path| Self { stat: SAMPLE_STAT };
+    GetDataRequest: false, |path| Self { path: path.to_owned(), watch: false };
+    GetDataResponse: true, |_path| Self {
+        data: Some(Bytes::from_static(SAMPLE_DATA)),
+        stat: SAMPLE_STAT,
+    };
+    SetDataRequest: true, |path| Self {
+        path: path.to_owned(),
+        data: Some(Bytes::from_static(SAMPLE_DATA)),
+        version: -1,
+    };
+    SetDataResponse: true, |_path| Self { stat: SAMPLE_STAT };
+    GetAclRequest: true, |path| Self { path: path.to_owned() };
+    GetAclResponse: false, |_path| Self { acl: Acl::open_unsafe(), stat: SAMPLE_STAT };
+    SetAclRequest: false, |path| Self {
+        path: path.to_owned(),
+        acl: Acl::open_unsafe(),
+        version: -1,
+    };
+    SetAclResponse: true, |_path| Self { stat: SAMPLE_STAT };
+    GetChildrenRequest: false, |path| Self { path: path.to_owned(), watch: false };
+    GetChildrenResponse: true, |_path| Self { children: vec!["a".to_owned()] };
+    GetChildren2Request: false, |path| Self { path: path.to_owned(), watch: false };
+    GetChildren2Response: true, |_path| Self {
+        children: vec!["a".to_owned()],
+        stat: SAMPLE_STAT,
+    };
+    GetAllChildrenNumberRequest: true, |path| Self { path: path.to_owned() };
+    GetAllChildrenNumberResponse: true, |_path| Self { total_number: 1 };
+    GetEphemeralsRequest: true, |path| Self { prefix_path: path.to_owned() };
+    GetEphemeralsResponse: true, |path| Self { ephemerals: vec![path.to_owned()] };
+    SyncRequest: true, |path| Self { path: path.to_owned() };
+    SyncResponse: true, |path| Self { path: path.to_owned() };
+    CheckVersionRequest: true, |path| Self { path: path.to_owned(), version: 0 };
+    ReconfigRequest: true, |_path| Self {
+        joining_servers: Some("server.4=127.0.0.1:2891:3891;2184".to_owned()),
+        leaving_servers: None,
+        new_members: None,
+        cur_config_id: -1,
+    };
 }

@@ -17,6 +17,7 @@ pub mod frames;
 mod header;
 mod multi;
 pub mod ops;
+mod sample;
 mod stat;
 mod watch;
 
@@ -24,19 +25,17 @@ pub use acl::{Acl, Id, Perms};
 pub use auth::{AuthPacket, ClientInfo, SaslToken, WhoAmIResponse};
 pub use codes::{AddWatchMode, CreateMode, ErrorCode, EventType, KeeperState, OpCode, WatcherType};
 pub use connect::{ConnectRequest, ConnectResponse};
-pub use data::{
-    CheckVersionRequest, Create2Response, CreateRequest, CreateResponse, CreateTtlRequest,
-    DeleteRequest, ExistsRequest, ExistsResponse, GetAclRequest, GetAclResponse,
-    GetAllChildrenNumberRequest, GetAllChildrenNumberResponse, GetChildren2Request,
-    GetChildren2Response, GetChildrenRequest, GetChildrenResponse, GetDataRequest, GetDataResponse,
-    GetEphemeralsRequest, GetEphemeralsResponse, ReconfigRequest, SetAclRequest, SetAclResponse,
-    SetDataRequest, SetDataResponse, SyncRequest, SyncResponse,
-};
+// Every record of `data` (the node operations), so that a new op's records need no line here.
+pub use data::*;
 pub use header::{
     ReplyHeader, RequestHeader, AUTH_XID, NOTIFICATION_XID, PING_XID, SET_WATCHES_XID,
 };
 pub use multi::{MultiHeader, MultiOp, MultiRequest, MultiResponse, MultiResult};
 pub use ops::{op, visit_reply, Operation, ReplyRecord, ReplyVisitor, OPERATIONS};
+#[cfg(any(test, feature = "unstable"))]
+pub use ops::{visit_op, OpVisitor};
+#[cfg(any(test, feature = "unstable"))]
+pub use sample::{sample_reply, sample_request, Sample, SAMPLE_DATA, SAMPLE_STAT};
 pub use stat::Stat;
 pub use watch::{
     AddWatchRequest, CheckWatchesRequest, ErrorResponse, RemoveWatchesRequest, SetWatches,

@@ -8,10 +8,10 @@
 
 use bytes::BufMut;
 
-use super::{
-    op, Create2Response, CreateResponse, ErrorCode, ErrorResponse, GetChildrenResponse,
-    GetDataResponse, OpCode, Operation, SetDataResponse,
-};
+use super::sample::samples;
+#[cfg(any(test, feature = "unstable"))]
+use super::CheckVersionRequest;
+use super::{op, ErrorCode, ErrorResponse, OpCode, Operation};
 use crate::jute::{record, Decode, DecodeError, DecodeErrorKind, Encode, Reader};
 
 record! {
@@ -176,98 +176,94 @@ impl Decode for MultiRequest {
     }
 }
 
-/// The outcome of one op in a [`MultiResponse`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum MultiResult {
-    /// `create` succeeded: the server path created.
-    Create(CreateResponse),
-    /// `create2`, `createContainer` or `createTTL` succeeded.
-    Create2(Create2Response),
-    /// `delete` succeeded.
-    Delete,
-    /// `setData` succeeded.
-    SetData(SetDataResponse),
-    /// `check` succeeded.
-    Check,
-    /// `getChildren` succeeded (multiRead).
-    GetChildren(GetChildrenResponse),
-    /// `getData` succeeded (multiRead).
-    GetData(GetDataResponse),
-    /// The op failed with this code, or was rolled back (`Ok` before the failing op,
-    /// `RuntimeInconsistency` after it).
-    Error(ErrorCode),
+/// Defines [`MultiResult`]: one variant per op code a successful multi result may carry,
+/// holding the reply record the table of operations gives that op code, or none.
+macro_rules! multi_results {
+    (
+        with_record { $( $(#[$doc:meta])* $op:ident, )* }
+        without_record { $( $(#[$empty_doc:meta])* $empty:ident, )* }
+    ) => {
+        /// The outcome of one op in a [`MultiResponse`].
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub enum MultiResult {
+            $( $(#[$doc])* $op(<op::$op as Operation>::Reply), )*
+            $( $(#[$empty_doc])* $empty, )*
+            /// The op failed with this code, or was rolled back (`Ok` before the failing op,
+            /// `RuntimeInconsistency` after it).
+            Error(ErrorCode),
+        }
+
+        impl MultiResult {
+            fn header(&self) -> MultiHeader {
+                let (op, err) = match self {
+                    $( Self::$op(_) => (OpCode::$op, ErrorCode::Ok), )*
+                    $( Self::$empty => (OpCode::$empty, ErrorCode::Ok), )*
+                    Self::Error(err) => (OpCode::Error, *err),
+                };
+                MultiHeader {
+                    op,
+                    done: false,
+                    err,
+                }
+            }
+
+            fn body_len(&self) -> usize {
+                match self {
+                    $( Self::$op(r) => r.encoded_len(), )*
+                    $( Self::$empty => 0, )*
+                    Self::Error(err) => ErrorResponse { err: *err }.encoded_len(),
+                }
+            }
+
+            fn encode_body<B: BufMut>(&self, buf: &mut B) {
+                match self {
+                    $( Self::$op(r) => r.encode(buf), )*
+                    $( Self::$empty => {} )*
+                    Self::Error(err) => ErrorResponse { err: *err }.encode(buf),
+                }
+            }
+
+            fn decode_body(op: OpCode, r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+                Ok(match op {
+                    $( OpCode::$op => Self::$op(r.read()?), )*
+                    $( OpCode::$empty => Self::$empty, )*
+                    // Java takes the code from the body, not the header; so do we.
+                    OpCode::Error => Self::Error(r.read::<ErrorResponse>()?.err),
+                    other => return Err(unknown_op(other)),
+                })
+            }
+
+            fn skip_body(op: OpCode, r: &mut Reader<'_>) -> Result<(), DecodeError> {
+                match op {
+                    $( OpCode::$op => r.skip::<<op::$op as Operation>::Reply>(), )*
+                    $( OpCode::$empty => Ok(()), )*
+                    OpCode::Error => r.skip::<ErrorResponse>(),
+                    other => Err(unknown_op(other)),
+                }
+            }
+        }
+    };
 }
 
-impl MultiResult {
-    fn header(&self) -> MultiHeader {
-        let (op, err) = match self {
-            Self::Create(_) => (OpCode::Create, ErrorCode::Ok),
-            Self::Create2(_) => (OpCode::Create2, ErrorCode::Ok),
-            Self::Delete => (OpCode::Delete, ErrorCode::Ok),
-            Self::SetData(_) => (OpCode::SetData, ErrorCode::Ok),
-            Self::Check => (OpCode::Check, ErrorCode::Ok),
-            Self::GetChildren(_) => (OpCode::GetChildren, ErrorCode::Ok),
-            Self::GetData(_) => (OpCode::GetData, ErrorCode::Ok),
-            Self::Error(err) => (OpCode::Error, *err),
-        };
-        MultiHeader {
-            op,
-            done: false,
-            err,
-        }
+multi_results! {
+    with_record {
+        /// `create` succeeded: the server path created.
+        Create,
+        /// `create2`, `createContainer` or `createTTL` succeeded.
+        Create2,
+        /// `setData` succeeded.
+        SetData,
+        /// `getChildren` succeeded (multiRead).
+        GetChildren,
+        /// `getData` succeeded (multiRead).
+        GetData,
     }
-
-    fn body_len(&self) -> usize {
-        match self {
-            Self::Create(r) => r.encoded_len(),
-            Self::Create2(r) => r.encoded_len(),
-            Self::SetData(r) => r.encoded_len(),
-            Self::GetChildren(r) => r.encoded_len(),
-            Self::GetData(r) => r.encoded_len(),
-            Self::Error(_) => 4,
-            Self::Delete | Self::Check => 0,
-        }
-    }
-
-    fn encode_body<B: BufMut>(&self, buf: &mut B) {
-        match self {
-            Self::Create(r) => r.encode(buf),
-            Self::Create2(r) => r.encode(buf),
-            Self::SetData(r) => r.encode(buf),
-            Self::GetChildren(r) => r.encode(buf),
-            Self::GetData(r) => r.encode(buf),
-            Self::Error(err) => ErrorResponse { err: *err }.encode(buf),
-            Self::Delete | Self::Check => {}
-        }
-    }
-
-    fn decode_body(op: OpCode, r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(match op {
-            OpCode::Create => Self::Create(r.read()?),
-            OpCode::Create2 => Self::Create2(r.read()?),
-            OpCode::Delete => Self::Delete,
-            OpCode::SetData => Self::SetData(r.read()?),
-            OpCode::Check => Self::Check,
-            OpCode::GetChildren => Self::GetChildren(r.read()?),
-            OpCode::GetData => Self::GetData(r.read()?),
-            // Java takes the code from the body, not the header; so do we.
-            OpCode::Error => Self::Error(r.read::<ErrorResponse>()?.err),
-            other => return Err(unknown_op(other)),
-        })
-    }
-
-    fn skip_body(op: OpCode, r: &mut Reader<'_>) -> Result<(), DecodeError> {
-        match op {
-            OpCode::Create => r.skip::<CreateResponse>(),
-            OpCode::Create2 => r.skip::<Create2Response>(),
-            OpCode::Delete | OpCode::Check => Ok(()),
-            OpCode::SetData => r.skip::<SetDataResponse>(),
-            OpCode::GetChildren => r.skip::<GetChildrenResponse>(),
-            OpCode::GetData => r.skip::<GetDataResponse>(),
-            OpCode::Error => r.skip::<ErrorResponse>(),
-            other => Err(unknown_op(other)),
-        }
+    without_record {
+        /// `delete` succeeded.
+        Delete,
+        /// `check` succeeded.
+        Check,
     }
 }
 
@@ -330,4 +326,16 @@ fn unknown_op(op: OpCode) -> DecodeError {
         what: "multi op type",
         value: op.as_i32(),
     })
+}
+
+samples! {
+    MultiRequest: false, |path| Self {
+        ops: vec![MultiOp::Check(CheckVersionRequest {
+            path: path.to_owned(),
+            version: 0,
+        })],
+    };
+    MultiResponse: false, |_path| Self {
+        results: vec![MultiResult::Check],
+    };
 }

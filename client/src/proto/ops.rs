@@ -9,7 +9,10 @@
 //!   reply check and the fuzz oracles check the same record for the same op code;
 //! - [`MultiOp`](super::MultiOp) holds, for each op allowed inside a multi, the request
 //!   record the table gives that op code;
-//! - [`OPERATIONS`] lists the op codes in table order.
+//! - [`OPERATIONS`] lists the op codes in table order;
+//! - `visit_op` (tests and the `unstable` feature) hands a [`Operation`] whose records have
+//!   [`Sample`](super::Sample)s to an `OpVisitor`: the hostile server's healthy replies, the
+//!   session fuzz target's requests, the round-trip samples and the fuzz seeds come from it.
 //!
 //! The replies are the ones ZooKeeper's `FinalRequestProcessor` builds (servers 3.8 and 3.9).
 //! A reply whose header carries an error has no record, whatever the op.
@@ -18,6 +21,8 @@ use std::fmt::Debug;
 
 use bytes::BufMut;
 
+#[cfg(any(test, feature = "unstable"))]
+use super::Sample;
 use super::{
     AddWatchRequest, AuthPacket, CheckVersionRequest, CheckWatchesRequest, Create2Response,
     CreateRequest, CreateResponse, CreateTtlRequest, DeleteRequest, ErrorResponse, ExistsRequest,
@@ -64,8 +69,21 @@ pub trait ReplyVisitor {
     fn unknown(self) -> Self::Output;
 }
 
-/// Writes the table: the marker types, their [`Operation`] impls, [`OPERATIONS`] and
-/// [`visit_reply`].
+/// Something to do with an operation of the table, whose marker type [`visit_op`] picks.
+#[cfg(any(test, feature = "unstable"))]
+pub trait OpVisitor {
+    /// What the visit returns.
+    type Output;
+
+    /// Called with the operation's marker type; its request and reply records have samples.
+    fn op<O: Operation>(self) -> Self::Output
+    where
+        O::Request: Sample,
+        O::Reply: Sample;
+}
+
+/// Writes the table: the marker types, their [`Operation`] impls, [`OPERATIONS`],
+/// [`visit_reply`] and `visit_op`.
 macro_rules! operations {
     ($( $(#[$doc:meta])* $op:ident: $request:ty => $reply:ty; )*) => {
         /// Marker types naming the operations, one per op code of the table; see
@@ -96,6 +114,16 @@ macro_rules! operations {
                 $( OpCode::$op => visitor.record::<$reply>(), )*
                 OpCode::Unknown(_) => visitor.unknown(),
                 _ => visitor.record::<()>(),
+            }
+        }
+
+        /// Calls `visitor` with the operation of `op`; `None` for an op code not in the
+        /// table.
+        #[cfg(any(test, feature = "unstable"))]
+        pub fn visit_op<V: OpVisitor>(op: OpCode, visitor: V) -> Option<V::Output> {
+            match op {
+                $( OpCode::$op => Some(visitor.op::<op::$op>()), )*
+                _ => None,
             }
         }
     };
@@ -188,6 +216,13 @@ impl Decode for () {
     fn skip(_r: &mut Reader<'_>) -> Result<(), DecodeError> {
         Ok(())
     }
+}
+
+#[cfg(any(test, feature = "unstable"))]
+impl Sample for () {
+    const CANONICAL: bool = true;
+
+    fn sample(_path: &str) -> Self {}
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Watch records: notifications, SetWatches, addWatch, removeWatches, checkWatches.
 
+use super::sample::samples;
 use super::{AddWatchMode, ErrorCode, EventType, KeeperState, WatcherType};
 use crate::jute::record;
 
@@ -89,4 +90,34 @@ record! {
         /// The error code (0 for addWatch).
         pub err: ErrorCode,
     }
+}
+
+samples! {
+    SetWatches: true, |path| Self {
+        relative_zxid: 1,
+        data_watches: vec![path.to_owned()],
+        exist_watches: Vec::new(),
+        child_watches: Vec::new(),
+    };
+    SetWatches2: true, |path| Self {
+        relative_zxid: 1,
+        data_watches: vec![path.to_owned()],
+        exist_watches: Vec::new(),
+        child_watches: Vec::new(),
+        persistent_watches: Vec::new(),
+        persistent_recursive_watches: Vec::new(),
+    };
+    AddWatchRequest: true, |path| Self {
+        path: path.to_owned(),
+        mode: AddWatchMode::PersistentRecursive,
+    };
+    RemoveWatchesRequest: true, |path| Self {
+        path: path.to_owned(),
+        watcher_type: WatcherType::Any,
+    };
+    CheckWatchesRequest: true, |path| Self {
+        path: path.to_owned(),
+        watcher_type: WatcherType::Any,
+    };
+    ErrorResponse: true, |_path| Self { err: ErrorCode::Ok };
 }
