@@ -7,6 +7,9 @@
 //!     [--rounds N] [--sessions N]
 //! ```
 //!
+//! `--help` lists every flag (parsed with clap, see `args.rs`); a bad command line exits
+//! with code 1.
+//!
 //! Without `--server` a standalone server is started through `zkwire-testing` (ZooKeeper
 //! and a JDK must be installed: `make deps`). Every workload is bounded in time; the
 //! clients of one cell run one after another, round after round, so that load from other
