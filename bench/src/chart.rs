@@ -37,16 +37,7 @@ pub(crate) fn parse_lines(text: &str) -> Result<Vec<Point>, BenchError> {
 
 /// `zkwire-bench chart FILE [DIR]`: the charts of the JSON lines in FILE, written to DIR
 /// (default: the current directory).
-pub(crate) fn main(args: &[String]) -> Result<bool, BenchError> {
-    let (file, dir) = match args {
-        [file] => (file, Path::new(".")),
-        [file, dir] => (file, Path::new(dir.as_str())),
-        _ => {
-            return Err(BenchError::msg(
-                "usage: zkwire-bench chart FILE.jsonl [DIR]",
-            ))
-        }
-    };
+pub(crate) fn main(file: &Path, dir: &Path) -> Result<bool, BenchError> {
     let text = std::fs::read_to_string(file)?;
     for written in write_all(&parse_lines(&text)?, dir)? {
         eprintln!("wrote {}", written.display());

@@ -79,120 +79,150 @@ fn time(mut f: impl FnMut()) -> Measured {
     m
 }
 
-pub(crate) fn run(results: &mut Results, clients: &[Who]) {
-    let data = Bytes::from_static(&[b'x'; PAYLOAD]);
-    let get = GetDataRequest {
-        path: PATH.to_owned(),
-        watch: false,
-    };
-    let set = SetDataRequest {
-        path: PATH.to_owned(),
-        data: Some(data.clone()),
-        version: -1,
-    };
-    let create = CreateRequest {
-        path: format!("{LOCK_DIR}/_c_4f1b2a9e-55aa-4c1e-9a0b-1c2d3e4f5a6b-lock-"),
-        data: Some(data.clone()),
-        acl: Acl::open_unsafe(),
-        mode: CreateMode::EphemeralSequential,
-    };
-    let get_reply = reply_frame(&GetDataResponse {
-        data: Some(data.clone()),
-        stat: stat(),
-    });
-    let set_reply = reply_frame(&SetDataResponse { stat: stat() });
-    let children_reply = reply_frame(&GetChildrenResponse {
-        children: children(),
-    });
-    let mut event = Vec::new();
-    ReplyHeader {
-        xid: -1,
-        zxid: -1,
-        err: ErrorCode::Ok,
-    }
-    .encode(&mut event);
-    WatcherEvent {
-        event_type: EventType::NodeDeleted,
-        state: KeeperState::SyncConnected,
-        path: format!("{LOCK_DIR}/x"),
-    }
-    .encode(&mut event);
-    let event = Bytes::from(event);
-    let mut buf = BytesMut::with_capacity(1024);
+/// The records timed, built once: requests to encode, reply frames to decode.
+struct Records {
+    data: Bytes,
+    get: GetDataRequest,
+    set: SetDataRequest,
+    create: CreateRequest,
+    get_reply: Bytes,
+    set_reply: Bytes,
+    children_reply: Bytes,
+    event: Bytes,
+}
 
+impl Records {
+    fn new() -> Self {
+        let data = Bytes::from_static(&[b'x'; PAYLOAD]);
+        let mut event = Vec::new();
+        ReplyHeader {
+            xid: -1,
+            zxid: -1,
+            err: ErrorCode::Ok,
+        }
+        .encode(&mut event);
+        WatcherEvent {
+            event_type: EventType::NodeDeleted,
+            state: KeeperState::SyncConnected,
+            path: format!("{LOCK_DIR}/x"),
+        }
+        .encode(&mut event);
+        Self {
+            get: GetDataRequest {
+                path: PATH.to_owned(),
+                watch: false,
+            },
+            set: SetDataRequest {
+                path: PATH.to_owned(),
+                data: Some(data.clone()),
+                version: -1,
+            },
+            create: CreateRequest {
+                path: format!("{LOCK_DIR}/_c_4f1b2a9e-55aa-4c1e-9a0b-1c2d3e4f5a6b-lock-"),
+                data: Some(data.clone()),
+                acl: Acl::open_unsafe(),
+                mode: CreateMode::EphemeralSequential,
+            },
+            get_reply: reply_frame(&GetDataResponse {
+                data: Some(data.clone()),
+                stat: stat(),
+            }),
+            set_reply: reply_frame(&SetDataResponse { stat: stat() }),
+            children_reply: reply_frame(&GetChildrenResponse {
+                children: children(),
+            }),
+            event: Bytes::from(event),
+            data,
+        }
+    }
+}
+
+pub(crate) fn run(results: &mut Results, clients: &[Who]) {
+    let records = Records::new();
+    let mut buf = BytesMut::with_capacity(1024);
     for &who in clients {
-        let rows: Vec<(&str, Measured)> = match who {
-            Who::Zkwire => vec![
-                (
-                    "encode GetData",
-                    time(|| zk_encode(&mut buf, OpCode::GetData, &get)),
-                ),
-                (
-                    "encode SetData",
-                    time(|| zk_encode(&mut buf, OpCode::SetData, &set)),
-                ),
-                (
-                    "encode Create2",
-                    time(|| zk_encode(&mut buf, OpCode::Create2, &create)),
-                ),
-                (
-                    "decode GetData reply",
-                    time(|| zk_decode::<GetDataResponse>(&get_reply)),
-                ),
-                (
-                    "decode SetData reply",
-                    time(|| zk_decode::<SetDataResponse>(&set_reply)),
-                ),
-                (
-                    "decode GetChildren reply",
-                    time(|| zk_decode::<GetChildrenResponse>(&children_reply)),
-                ),
-                (
-                    "decode notification",
-                    time(|| zk_decode::<WatcherEvent>(&event)),
-                ),
-            ],
-            Who::Raw => vec![
-                ("encode GetData", time(|| raw_encode_get(&mut buf, PATH))),
-                (
-                    "encode SetData",
-                    time(|| raw_encode_set(&mut buf, PATH, &data)),
-                ),
-                (
-                    "encode Create2",
-                    time(|| raw_encode_create(&mut buf, &create.path, &data)),
-                ),
-                (
-                    "decode GetData reply",
-                    time(|| {
-                        black_box(raw_decode_get(&get_reply));
-                    }),
-                ),
-                (
-                    "decode SetData reply",
-                    time(|| {
-                        black_box(raw_decode_set(&set_reply));
-                    }),
-                ),
-                (
-                    "decode GetChildren reply",
-                    time(|| {
-                        black_box(raw_decode_children(&children_reply));
-                    }),
-                ),
-                (
-                    "decode notification",
-                    time(|| {
-                        black_box(raw_decode_event(&event));
-                    }),
-                ),
-            ],
+        let rows = match who {
+            Who::Zkwire => zkwire_rows(&records, &mut buf),
+            Who::Raw => raw_rows(&records, &mut buf),
             Who::Kezhuw => continue,
         };
         for (param, m) in rows {
             results.add("codec", who, param, m);
         }
     }
+}
+
+/// zkwire's encoders and decoders, timed record by record.
+fn zkwire_rows(r: &Records, buf: &mut BytesMut) -> Vec<(&'static str, Measured)> {
+    vec![
+        (
+            "encode GetData",
+            time(|| zk_encode(buf, OpCode::GetData, &r.get)),
+        ),
+        (
+            "encode SetData",
+            time(|| zk_encode(buf, OpCode::SetData, &r.set)),
+        ),
+        (
+            "encode Create2",
+            time(|| zk_encode(buf, OpCode::Create2, &r.create)),
+        ),
+        (
+            "decode GetData reply",
+            time(|| zk_decode::<GetDataResponse>(&r.get_reply)),
+        ),
+        (
+            "decode SetData reply",
+            time(|| zk_decode::<SetDataResponse>(&r.set_reply)),
+        ),
+        (
+            "decode GetChildren reply",
+            time(|| zk_decode::<GetChildrenResponse>(&r.children_reply)),
+        ),
+        (
+            "decode notification",
+            time(|| zk_decode::<WatcherEvent>(&r.event)),
+        ),
+    ]
+}
+
+/// The same bytes written and read field by field, timed record by record.
+fn raw_rows(r: &Records, buf: &mut BytesMut) -> Vec<(&'static str, Measured)> {
+    vec![
+        ("encode GetData", time(|| raw_encode_get(buf, PATH))),
+        (
+            "encode SetData",
+            time(|| raw_encode_set(buf, PATH, &r.data)),
+        ),
+        (
+            "encode Create2",
+            time(|| raw_encode_create(buf, &r.create.path, &r.data)),
+        ),
+        (
+            "decode GetData reply",
+            time(|| {
+                black_box(raw_decode_get(&r.get_reply));
+            }),
+        ),
+        (
+            "decode SetData reply",
+            time(|| {
+                black_box(raw_decode_set(&r.set_reply));
+            }),
+        ),
+        (
+            "decode GetChildren reply",
+            time(|| {
+                black_box(raw_decode_children(&r.children_reply));
+            }),
+        ),
+        (
+            "decode notification",
+            time(|| {
+                black_box(raw_decode_event(&r.event));
+            }),
+        ),
+    ]
 }
 
 fn zk_encode(buf: &mut BytesMut, op: OpCode, body: &impl Encode) {

@@ -331,7 +331,7 @@ impl Worker for RawCycle {
 // ===== lock-contention =====
 
 /// What every contender checks and records.
-struct Shared {
+pub(crate) struct Shared {
     phase: Phase,
     holders: AtomicUsize,
     violations: AtomicU64,
@@ -344,13 +344,13 @@ struct Shared {
     /// Grants while measuring.
     grants: AtomicU64,
     /// Grants of the whole run.
-    all_grants: AtomicU64,
+    pub(crate) all_grants: AtomicU64,
     last_release: StdMutex<Option<Instant>>,
     handoffs: StdMutex<Hist>,
 }
 
 impl Shared {
-    fn new(same_node_allowed: bool) -> Arc<Self> {
+    pub(crate) fn new(same_node_allowed: bool) -> Arc<Self> {
         Arc::new(Self {
             same_node_allowed,
             phase: Phase::default(),
@@ -422,7 +422,7 @@ impl Shared {
 }
 
 /// One contender's session.
-trait Contender: Send + 'static {
+pub(crate) trait Contender: Send + 'static {
     /// Acquires; returns the node's sequence, its fencing token if known, and the node path.
     fn acquire(
         &mut self,
@@ -431,16 +431,16 @@ trait Contender: Send + 'static {
     fn close(self) -> impl Future<Output = ()> + Send;
 }
 
-enum Held {
+pub(crate) enum Held {
     Zkwire(zkwire_recipes::MutexGuard),
     Path(String),
 }
 
-struct ZkwireContender {
-    client: zkwire::Client,
-    mutex: zkwire_recipes::Mutex,
+pub(crate) struct ZkwireContender {
+    pub(crate) client: zkwire::Client,
+    pub(crate) mutex: zkwire_recipes::Mutex,
     /// Other contenders use the same client: it is closed once, by the workload.
-    shares_client: bool,
+    pub(crate) shares_client: bool,
 }
 
 impl Contender for ZkwireContender {
@@ -466,9 +466,9 @@ impl Contender for ZkwireContender {
     }
 }
 
-struct KezhuwContender {
-    client: zookeeper_client::Client,
-    dir: String,
+pub(crate) struct KezhuwContender {
+    pub(crate) client: zookeeper_client::Client,
+    pub(crate) dir: String,
 }
 
 impl Contender for KezhuwContender {
@@ -562,7 +562,7 @@ pub(crate) async fn contention(
 
 /// Lets `tasks` warm up, measures them for the run's duration, stops them and returns the
 /// measurement and the violations seen.
-async fn measure_contention(
+pub(crate) async fn measure_contention(
     ctx: &Ctx,
     shared: &Shared,
     tasks: Vec<tokio::task::JoinHandle<Result<u64, BenchError>>>,
@@ -589,116 +589,12 @@ async fn measure_contention(
     Ok((m, violations))
 }
 
-/// The hand-off limit of the `lock-shared-client` variant that uses one.
-const HANDOFFS: u32 = 8;
-
-/// How the tasks of `lock-shared-client` contend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SharedClient {
-    /// zkwire with its in-process queue (the default).
-    ZkwireQueued,
-    /// zkwire with `LockOptions::with_local_queue(false)`: a node per waiting task.
-    ZkwireUnqueued,
-    /// zkwire with the local queue and `with_local_handoff(HANDOFFS)`.
-    ZkwireHandoff,
-    /// kezhuw's `zookeeper-client` lock, one client shared by the tasks.
-    Kezhuw,
-}
-
-impl SharedClient {
-    pub(crate) const ALL: [Self; 4] = [
-        Self::ZkwireQueued,
-        Self::ZkwireUnqueued,
-        Self::ZkwireHandoff,
-        Self::Kezhuw,
-    ];
-
-    pub(crate) fn who(self) -> Who {
-        match self {
-            Self::ZkwireQueued | Self::ZkwireUnqueued | Self::ZkwireHandoff => Who::Zkwire,
-            Self::Kezhuw => Who::Kezhuw,
-        }
-    }
-
-    /// The lock directory's name under the run's root.
-    pub(crate) fn dir_name(self) -> String {
-        format!("shared-{self:?}").to_lowercase()
-    }
-
-    pub(crate) fn param(self) -> String {
-        let queue = match self {
-            Self::ZkwireQueued => "on".to_owned(),
-            Self::ZkwireUnqueued => "off".to_owned(),
-            Self::ZkwireHandoff => format!("on+handoff={HANDOFFS}"),
-            Self::Kezhuw => "n/a".to_owned(),
-        };
-        format!("tasks={CONTENDERS},local-queue={queue}")
-    }
-}
-
-/// `CONTENDERS` tasks sharing one client contend for one mutex. Returns the measurement, the
-/// violations seen, and the requests the server received per acquisition (its `srvr`
-/// counter across the whole run, warm-up included, so pings count too).
-pub(crate) async fn shared_client_contention(
-    ctx: &Ctx,
-    how: SharedClient,
-) -> Result<(Measured, u64, f64), BenchError> {
-    let dir = ctx.path(&how.dir_name());
-    let shared = Shared::new(how == SharedClient::ZkwireHandoff);
-    let received_before = crate::measure::server_received(&ctx.addr)?;
-    let mut tasks = Vec::with_capacity(CONTENDERS);
-    let measured = match how {
-        SharedClient::ZkwireQueued | SharedClient::ZkwireUnqueued | SharedClient::ZkwireHandoff => {
-            let client = ctx.zkwire().await?;
-            let options = match how {
-                SharedClient::ZkwireUnqueued => {
-                    zkwire_recipes::LockOptions::new().with_local_queue(false)
-                }
-                SharedClient::ZkwireHandoff => {
-                    zkwire_recipes::LockOptions::new().with_local_handoff(HANDOFFS)
-                }
-                _ => zkwire_recipes::LockOptions::new(),
-            };
-            for _ in 0..CONTENDERS {
-                let mutex = zkwire_recipes::Mutex::with_options(
-                    client.clone(),
-                    dir.clone(),
-                    options.clone(),
-                );
-                let contender = ZkwireContender {
-                    client: client.clone(),
-                    mutex,
-                    shares_client: true,
-                };
-                tasks.push(tokio::spawn(contend(contender, shared.clone())));
-            }
-            let measured = measure_contention(ctx, &shared, tasks).await;
-            let _ = client.close().await;
-            measured
-        }
-        SharedClient::Kezhuw => {
-            let client = ctx.kezhuw().await?;
-            for _ in 0..CONTENDERS {
-                let contender = KezhuwContender {
-                    client: client.clone(),
-                    dir: dir.clone(),
-                };
-                tasks.push(tokio::spawn(contend(contender, shared.clone())));
-            }
-            measure_contention(ctx, &shared, tasks).await
-        }
-    };
-    let (m, violations) = measured?;
-    // Every grant of the run, warm-up included, against every request of the run.
-    let grants = shared.all_grants.load(Ordering::Relaxed);
-    let received = crate::measure::server_received(&ctx.addr)?.saturating_sub(received_before);
-    let per_acquisition = received as f64 / grants.max(1) as f64;
-    Ok((m, violations, per_acquisition))
-}
-
 /// Acquires and releases until the run stops; returns this contender's grants while
 /// measuring (for the fairness index).
-async fn contend<C: Contender>(mut c: C, shared: Arc<Shared>) -> Result<u64, BenchError> {
+pub(crate) async fn contend<C: Contender>(
+    mut c: C,
+    shared: Arc<Shared>,
+) -> Result<u64, BenchError> {
     let mut measured = 0;
     while shared.phase.get() != Phase::STOP {
         let (seq, token, held) = c.acquire().await?;

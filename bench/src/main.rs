@@ -7,6 +7,9 @@
 //!     [--rounds N] [--sessions N]
 //! ```
 //!
+//! `--help` lists every flag (parsed with clap, see `args.rs`); a bad command line exits
+//! with code 1.
+//!
 //! Without `--server` a standalone server is started through `zkwire-testing` (ZooKeeper
 //! and a JDK must be installed: `make deps`). Every workload is bounded in time; the
 //! clients of one cell run one after another, round after round, so that load from other
@@ -14,14 +17,12 @@
 //! run exit non-zero on a violation (exit code 2). With `--json`, stdout holds only the JSON
 //! lines (one per workload, client and param) and the tables go to stderr.
 //!
-//! `zkwire-bench soak [--acquisitions N] [--contenders N] [--nodes 3|5] [--seed N]
-//! [--max-minutes M]` is a separate subcommand: contenders on a 3-node (or 5-node) ensemble
-//! whose server-to-server links run through relays, each contender through fault proxies of
-//! its own, under seeded client-side faults, partitions between the servers and leader
-//! kills, with every critical section checked for overlap (see `soak.rs`; exit code 2 on a
-//! violation).
+//! `zkwire-bench chart FILE.jsonl [DIR]` draws the SVG charts of a `--json` run again. The
+//! lock soak (mutual exclusion under faults) is not a benchmark: it is the `zkwire-soak`
+//! binary (`soak/`).
 #![forbid(unsafe_code)]
 
+mod args;
 mod chart;
 mod codec;
 mod locks;
@@ -30,16 +31,21 @@ mod pipeline;
 mod raw;
 mod report;
 mod runner;
+mod server;
 mod sessions;
-mod soak;
+mod shared_client;
+mod workloads;
 mod writes;
 
 use std::alloc::System;
 use std::fmt;
+use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::Parser as _;
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 
+use crate::args::{Args, Command};
 use crate::measure::Measured;
 
 /// Counts every allocation in the process (both clients, the runtime, the harness).
@@ -227,159 +233,41 @@ impl Results {
     }
 }
 
-struct Args {
-    json: bool,
-    server: Option<String>,
-    only: Vec<String>,
-    warmup: Duration,
-    duration: Duration,
-    rounds: usize,
-    sessions: usize,
-    clients: Vec<Who>,
-    depths: Vec<usize>,
-    skip_server_warmup: bool,
-    break_exclusion: bool,
-    child_sessions: Option<Who>,
-    tls: bool,
-    /// Writes one SVG chart per workload here at the end.
-    svg: Option<std::path::PathBuf>,
-    /// The server fsyncs its transaction log (`zookeeper.forceSync=yes`).
-    force_sync: bool,
-    /// Runs against node 1 of an ensemble of this many servers started for the run.
-    ensemble: Option<usize>,
-}
-
-const USAGE: &str = "usage: zkwire-bench [--json] [--server HOST:PORT] [--only W1,W2,...] \
-[--clients zkwire,kezhuw,raw] [--depths 1,16,256] [--duration SECS] [--warmup SECS] [--rounds N] [--sessions N]
-[--skip-server-warmup] [--break-exclusion] [--tls] [--svg DIR] [--force-sync] [--ensemble N]
-workloads: codec, pipeline, write-latency, lock-cycle, lock-contention, lock-shared-client,
-           sessions
-       zkwire-bench soak --help   (mutual exclusion under faults)
-       zkwire-bench chart FILE.jsonl [DIR]   (the SVG charts of a --json run)";
-
-fn parse_args() -> Result<Args, BenchError> {
-    let mut args = Args {
-        json: false,
-        server: None,
-        only: Vec::new(),
-        warmup: Duration::from_millis(300),
-        duration: Duration::from_millis(1500),
-        rounds: 2,
-        sessions: 1000,
-        clients: Who::ALL.to_vec(),
-        depths: vec![1, 16, 256],
-        skip_server_warmup: false,
-        break_exclusion: false,
-        child_sessions: None,
-        tls: false,
-        svg: None,
-        force_sync: false,
-        ensemble: None,
-    };
-    let mut it = std::env::args().skip(1);
-    let secs = |v: Option<String>| -> Result<Duration, BenchError> {
-        let v = v.ok_or_else(|| BenchError::msg(USAGE))?;
-        v.parse::<f64>()
-            .ok()
-            .filter(|s| s.is_finite() && *s >= 0.0)
-            .map(Duration::from_secs_f64)
-            .ok_or_else(|| BenchError::msg(format!("not a number of seconds: {v}")))
-    };
-    let count = |v: Option<String>| -> Result<usize, BenchError> {
-        let v = v.ok_or_else(|| BenchError::msg(USAGE))?;
-        v.parse()
-            .map_err(|_| BenchError::msg(format!("not a count: {v}")))
-    };
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--json" => args.json = true,
-            "--server" => args.server = Some(it.next().ok_or_else(|| BenchError::msg(USAGE))?),
-            "--only" => {
-                let list = it.next().ok_or_else(|| BenchError::msg(USAGE))?;
-                for w in list.split(',') {
-                    if !WORKLOADS.contains(&w) {
-                        return Err(BenchError::msg(format!("unknown workload {w}\n{USAGE}")));
-                    }
-                    args.only.push(w.to_owned());
-                }
-            }
-            "--clients" => {
-                let list = it.next().ok_or_else(|| BenchError::msg(USAGE))?;
-                args.clients = list
-                    .split(',')
-                    .map(|c| {
-                        Who::parse(c).ok_or_else(|| BenchError::msg(format!("unknown client {c}")))
-                    })
-                    .collect::<Result<_, _>>()?;
-            }
-            "--depths" => {
-                let list = it.next().ok_or_else(|| BenchError::msg(USAGE))?;
-                args.depths = list
-                    .split(',')
-                    .map(|d| {
-                        d.parse::<usize>()
-                            .ok()
-                            .filter(|d| *d > 0)
-                            .ok_or_else(|| BenchError::msg(format!("bad depth {d}")))
-                    })
-                    .collect::<Result<_, _>>()?;
-            }
-            "--warmup" => args.warmup = secs(it.next())?,
-            // For profiling runs: no 2 s of server warm-up traffic in the profile.
-            "--skip-server-warmup" => args.skip_server_warmup = true,
-            // Self-test of the exclusion check: raw contenders take the lock without waiting,
-            // so lock-contention must report violations and the run must exit non-zero.
-            "--break-exclusion" => args.break_exclusion = true,
-            // Runs the server workloads twice, plain then over TLS (params marked "tls"):
-            // zkwire and kezhuw only (the raw client has no TLS).
-            "--tls" => args.tls = true,
-            "--svg" => {
-                args.svg = Some(it.next().ok_or_else(|| BenchError::msg(USAGE))?.into());
-            }
-            "--force-sync" => args.force_sync = true,
-            "--ensemble" => args.ensemble = Some(count(it.next())?.max(1)),
-            "--duration" => args.duration = secs(it.next())?,
-            "--rounds" => args.rounds = count(it.next())?.max(1),
-            "--sessions" => args.sessions = count(it.next())?.max(1),
-            // Internal: one client's idle sessions, in a process of their own.
-            "--child-sessions" => {
-                let who = it.next().ok_or_else(|| BenchError::msg(USAGE))?;
-                args.child_sessions = Some(
-                    Who::parse(&who)
-                        .ok_or_else(|| BenchError::msg(format!("unknown client {who}")))?,
-                );
-            }
-            "-h" | "--help" => return Err(BenchError::msg(USAGE)),
-            other => {
-                return Err(BenchError::msg(format!(
-                    "unknown argument {other}\n{USAGE}"
-                )))
-            }
+fn main() -> ExitCode {
+    let args = match Args::try_parse() {
+        Ok(args) => args,
+        Err(e) => {
+            // `--help` is not a failure; a bad command line is, but not a failed check (2).
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            };
         }
-    }
-    Ok(args)
-}
-
-fn main() -> std::process::ExitCode {
-    match run() {
-        Ok(true) => std::process::ExitCode::SUCCESS,
-        Ok(false) => std::process::ExitCode::from(2),
+    };
+    match run(&args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(2),
         Err(e) => {
             eprintln!("zkwire-bench: {e}");
-            std::process::ExitCode::FAILURE
+            ExitCode::FAILURE
         }
     }
 }
 
 /// Runs everything; `Ok(false)` when a check failed (mutual exclusion).
-fn run() -> Result<bool, BenchError> {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    match argv.first().map(String::as_str) {
-        Some("soak") => return soak::main(&argv[1..]),
-        Some("chart") => return chart::main(&argv[1..]),
-        _ => {}
+fn run(args: &Args) -> Result<bool, BenchError> {
+    match &args.command {
+        Some(Command::Chart { file, dir }) => return chart::main(file, dir),
+        Some(Command::Soak { .. }) => {
+            return Err(BenchError::msg(
+                "the soak is a binary of its own now: cargo run --release -p zkwire-soak -- \
+                 [--acquisitions N] ... (see --help)",
+            ))
+        }
+        None => {}
     }
-    let args = parse_args()?;
     #[cfg(feature = "kezhuw-tls")]
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -396,7 +284,6 @@ fn run() -> Result<bool, BenchError> {
     }
     let wanted = |w: &str| args.only.is_empty() || args.only.iter().any(|o| o == w);
     let mut results = Results::default();
-    let mut ok = true;
 
     if wanted("codec") {
         eprintln!("== codec");
@@ -405,97 +292,12 @@ fn run() -> Result<bool, BenchError> {
 
     let needs_server = WORKLOADS.iter().any(|w| *w != "codec" && wanted(w));
     // Keeps a server (or an ensemble) we started alive for the whole run.
-    let mut _server = None;
-    let mut _ensemble = None;
-    let mut tls = None;
-    if needs_server {
-        let addr = match (&args.server, args.ensemble) {
-            (Some(addr), _) => addr.clone(),
-            (None, Some(n)) => {
-                eprintln!("starting a {n}-node ZooKeeper ensemble…");
-                let ensemble =
-                    zkwire_testing::server::ZkEnsemble::start_with(n, server_config(&args))?;
-                ensemble.wait_for_quorum(Duration::from_secs(60))?;
-                // Every client talks to node 1 (a follower or the leader, as elected).
-                let addr = ensemble.node_connect_string(0);
-                eprintln!("ensemble: {}", ensemble.status());
-                _ensemble = Some(ensemble);
-                addr
-            }
-            (None, None) => {
-                eprintln!("starting a standalone ZooKeeper server…");
-                let mut config = server_config(&args);
-                if args.tls {
-                    let material = zkwire_testing::tls::TlsMaterial::generate()?;
-                    config = config.tls(
-                        &material,
-                        zkwire_testing::tls::ClientAuth::None,
-                        zkwire_testing::tls::StoreType::Pem,
-                    );
-                    tls = Some(material);
-                }
-                let server = zkwire_testing::server::ZkServer::start_with(config)?;
-                let addr = server.connect_string();
-                _server = Some(server);
-                addr
-            }
-        };
-        let ctx = Ctx {
-            addr,
-            root: format!("/zkwire-bench-{}", std::process::id()),
-            warmup: args.warmup,
-            duration: args.duration,
-            rounds: args.rounds,
-            sessions: args.sessions,
-            clients: args.clients.clone(),
-            depths: args.depths.clone(),
-            warm_server: !args.skip_server_warmup,
-            break_exclusion: args.break_exclusion,
-            tls_ca: None,
-        };
-        let tls_ctx = match (&tls, &_server) {
-            (Some(material), Some(server)) => Some(Ctx {
-                addr: server.secure_connect_string().unwrap_or_default(),
-                root: format!("{}-tls", ctx.root),
-                tls_ca: Some(std::fs::read_to_string(material.ca_cert())?),
-                clients: ctx
-                    .clients
-                    .iter()
-                    .copied()
-                    .filter(|w| *w != Who::Raw)
-                    .collect(),
-                ..ctx.clone()
-            }),
-            _ if args.tls => {
-                return Err(BenchError::msg("--tls starts its own server: no --server"))
-            }
-            _ => None,
-        };
-        eprintln!("server {}, root {}", ctx.addr, ctx.root);
-        ok = runtime.block_on(async {
-            let admin = zkwire::Client::connect(&ctx.addr).await?;
-            setup(&admin, &ctx).await?;
-            let outcome = run_server_workloads(&ctx, &wanted, &mut results).await;
-            if let Err(e) = teardown(&admin, &ctx.root).await {
-                eprintln!("cleanup of {} failed: {e}", ctx.root);
-            }
-            let _ = admin.close().await;
-            let mut ok = outcome?;
-            if let Some(tls_ctx) = &tls_ctx {
-                eprintln!("== the same over TLS ({})", tls_ctx.addr);
-                let admin = tls_ctx.zkwire().await?;
-                setup(&admin, tls_ctx).await?;
-                let mut over_tls = Results::default();
-                ok &= run_server_workloads(tls_ctx, &wanted, &mut over_tls).await?;
-                for row in over_tls.rows {
-                    results.add(row.workload, row.who, format!("{} tls", row.param), row.m);
-                }
-                let _ = teardown(&admin, &tls_ctx.root).await;
-                let _ = admin.close().await;
-            }
-            Ok::<_, BenchError>(ok)
-        })?;
-    }
+    let mut started = server::Started::default();
+    let ok = if needs_server {
+        server::run(&runtime, args, &wanted, &mut results, &mut started)?
+    } else {
+        true
+    };
 
     if let Some(dir) = &args.svg {
         // Drawn from the JSON lines themselves, as `zkwire-bench chart` draws them.
@@ -504,206 +306,9 @@ fn run() -> Result<bool, BenchError> {
             eprintln!("wrote {}", written.display());
         }
     }
-    // With --json, stdout is the JSON lines only and the tables go to stderr.
-    if args.json {
-        report::print_json(&results);
-        let mut err = std::io::stderr().lock();
-        report::print_table(&mut err, &results)?;
-        report::print_targets(&mut err, &results)?;
-    } else {
-        let mut out = std::io::stdout().lock();
-        report::print_table(&mut out, &results)?;
-        report::print_targets(&mut out, &results)?;
-    }
+    report::print(&results, args.json)?;
     if !ok {
         eprintln!("zkwire-bench: MUTUAL EXCLUSION VIOLATED in lock-contention (see above)");
     }
     Ok(ok)
-}
-
-/// The server configuration of the run: the harness's, with `--force-sync` applied.
-fn server_config(args: &Args) -> zkwire_testing::server::ServerConfig {
-    let config = zkwire_testing::server::ServerConfig::default();
-    if args.force_sync {
-        config.jvm_prop("zookeeper.forceSync", "yes")
-    } else {
-        config
-    }
-}
-
-async fn run_server_workloads(
-    ctx: &Ctx,
-    wanted: &dyn Fn(&str) -> bool,
-    results: &mut Results,
-) -> Result<bool, BenchError> {
-    let mut ok = true;
-    // A short warm-up of the server's JIT before anything is measured.
-    if ctx.warm_server {
-        warm_server(ctx).await?;
-    }
-    if wanted("pipeline") {
-        for &k in &ctx.depths {
-            eprintln!("== pipeline K={k}");
-            for round in 0..ctx.rounds {
-                for &who in &ctx.clients {
-                    let m = pipeline::run(ctx, who, k).await?;
-                    progress(round, who, &m);
-                    results.add("pipeline", who, format!("K={k}"), m);
-                }
-            }
-        }
-    }
-    if wanted("write-latency") {
-        eprintln!("== write-latency");
-        for round in 0..ctx.rounds {
-            for &who in &ctx.clients {
-                let [set, create, delete] = writes::run(ctx, who).await?;
-                progress(round, who, &set);
-                results.add("write-latency", who, "setData", set);
-                results.add("write-latency", who, "create", create);
-                results.add("write-latency", who, "delete", delete);
-            }
-        }
-    }
-    if wanted("lock-cycle") {
-        eprintln!("== lock-cycle");
-        for round in 0..ctx.rounds {
-            for &who in &ctx.clients {
-                for (param, m) in locks::cycle(ctx, who).await? {
-                    progress(round, who, &m);
-                    results.add("lock-cycle", who, param, m);
-                }
-            }
-        }
-    }
-    if wanted("lock-contention") {
-        eprintln!("== lock-contention");
-        for round in 0..ctx.rounds {
-            for &who in &ctx.clients {
-                let (m, violations) = locks::contention(ctx, who, locks::CONTENDERS).await?;
-                progress(round, who, &m);
-                if violations > 0 {
-                    eprintln!(
-                        "!! {}: {violations} mutual exclusion violations",
-                        who.name()
-                    );
-                    ok = false;
-                }
-                results.add(
-                    "lock-contention",
-                    who,
-                    format!("sessions={}", locks::CONTENDERS),
-                    m,
-                );
-            }
-        }
-    }
-    if wanted("lock-shared-client") {
-        eprintln!("== lock-shared-client");
-        for round in 0..ctx.rounds {
-            for how in locks::SharedClient::ALL {
-                let who = how.who();
-                if !ctx.clients.contains(&who) {
-                    continue;
-                }
-                let (m, violations, per_acquisition) =
-                    locks::shared_client_contention(ctx, how).await?;
-                progress(round, who, &m);
-                eprintln!(
-                    "   {}: {per_acquisition:.2} requests received by the server per acquisition",
-                    how.param()
-                );
-                if violations > 0 {
-                    eprintln!("!! {how:?}: {violations} mutual exclusion violations");
-                    ok = false;
-                }
-                results.add("lock-shared-client", who, how.param(), m);
-            }
-        }
-    }
-    if wanted("sessions") {
-        eprintln!("== sessions");
-        for &who in &ctx.clients {
-            let m = sessions::run(ctx, who).await?;
-            progress(0, who, &m);
-            results.add("sessions", who, format!("n={}", ctx.sessions), m);
-        }
-    }
-    Ok(ok)
-}
-
-fn progress(round: usize, who: Who, m: &Measured) {
-    eprintln!(
-        "   round {round} {:7} {:>10.0} ops/s  p50 {:>8.1} µs  p99 {:>8.1} µs",
-        who.name(),
-        m.ops_per_sec().unwrap_or(f64::NAN),
-        m.p50_us().unwrap_or(f64::NAN),
-        m.p99_us().unwrap_or(f64::NAN),
-    );
-}
-
-/// Creates the run's nodes: the 100-byte data node and one persistent directory per lock.
-async fn setup(admin: &zkwire::Client, ctx: &Ctx) -> Result<(), BenchError> {
-    use zkwire::{CreateMode, CreateOptions};
-    let persistent = CreateOptions::new(CreateMode::Persistent);
-    admin.create(&ctx.root, b"", &persistent).await?;
-    admin
-        .create(&ctx.path("data"), &[b'x'; PAYLOAD], &persistent)
-        .await?;
-    for who in Who::ALL {
-        for dir in ["cycle", "contend"] {
-            admin
-                .create(
-                    &ctx.path(&format!("{dir}-{}", who.name())),
-                    b"",
-                    &persistent,
-                )
-                .await?;
-        }
-    }
-    for how in locks::SharedClient::ALL {
-        admin
-            .create(&ctx.path(&how.dir_name()), b"", &persistent)
-            .await?;
-    }
-    Ok(())
-}
-
-/// Deletes the run's subtree (ephemeral leftovers are gone with their sessions).
-async fn teardown(admin: &zkwire::Client, root: &str) -> Result<(), BenchError> {
-    let mut stack = vec![(root.to_owned(), false)];
-    while let Some((path, expanded)) = stack.pop() {
-        if expanded {
-            match admin.delete(&path, None).await {
-                Ok(()) | Err(zkwire::Error::NoNode) => {}
-                Err(e) => return Err(e.into()),
-            }
-            continue;
-        }
-        let children = match admin.get_children(&path).await {
-            Ok(c) => c,
-            Err(zkwire::Error::NoNode) => continue,
-            Err(e) => return Err(e.into()),
-        };
-        stack.push((path.clone(), true));
-        for child in children {
-            stack.push((format!("{path}/{child}"), false));
-        }
-    }
-    Ok(())
-}
-
-/// Gets the server's JIT going: a few thousand reads and writes from a throwaway session.
-async fn warm_server(ctx: &Ctx) -> Result<(), BenchError> {
-    let client = ctx.zkwire().await?;
-    let data = ctx.path("data");
-    let until = tokio::time::Instant::now() + Duration::from_secs(2);
-    while tokio::time::Instant::now() < until {
-        for _ in 0..32 {
-            client.get_data(&data).await?;
-        }
-        client.set_data(&data, &[b'x'; PAYLOAD], None).await?;
-    }
-    client.close().await?;
-    Ok(())
 }

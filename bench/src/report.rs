@@ -56,7 +56,7 @@ pub(crate) fn json_lines(results: &Results) -> String {
 }
 
 /// Prints [`json_lines`] on standard output.
-pub(crate) fn print_json(results: &Results) {
+fn print_json(results: &Results) {
     print!("{}", json_lines(results));
 }
 
@@ -68,7 +68,7 @@ fn cell(v: Option<f64>, digits: usize) -> String {
 }
 
 /// Every row, grouped by workload and param.
-pub(crate) fn print_table(out: &mut dyn Write, results: &Results) -> std::io::Result<()> {
+fn print_table(out: &mut dyn Write, results: &Results) -> std::io::Result<()> {
     writeln!(
         out,
         "| workload | param | client | ops/s | p50 µs | p99 µs | CPU µs/op | allocs/op | RSS KiB | req/op |"
@@ -159,19 +159,56 @@ struct Target {
     bound: f64,
 }
 
-fn targets(results: &Results) -> Vec<Target> {
-    let get = |w: &str, who: Who, p: &str| results.get(w, who, p);
-    let ops = |w: &str, who: Who, p: &str| get(w, who, p).and_then(Measured::ops_per_sec);
-    let mut out = Vec::new();
-    let mut ratio_target = |what: String, measured: String, r, at_least, bound| {
-        out.push(Target {
-            what,
+impl Target {
+    fn new(
+        what: impl Into<String>,
+        measured: String,
+        ratio: Option<f64>,
+        at_least: bool,
+        bound: f64,
+    ) -> Self {
+        Self {
+            what: what.into(),
             measured,
-            ratio: r,
+            ratio,
             at_least,
             bound,
-        });
-    };
+        }
+    }
+
+    /// Whether the target is met, in the table's words.
+    fn met(&self) -> &'static str {
+        match self.ratio {
+            Some(r) if self.at_least => {
+                if r >= self.bound {
+                    "yes"
+                } else {
+                    "**no**"
+                }
+            }
+            Some(r) => {
+                if r <= self.bound {
+                    "yes"
+                } else {
+                    "**no**"
+                }
+            }
+            None => "not measured",
+        }
+    }
+}
+
+/// The targets, in the table's order.
+fn targets(results: &Results) -> Vec<Target> {
+    let mut out = lock_targets(results);
+    out.extend(io_targets(results));
+    out
+}
+
+/// The targets of the lock workloads.
+fn lock_targets(results: &Results) -> Vec<Target> {
+    let get = |w: &str, who: Who, p: &str| results.get(w, who, p);
+    let ops = |w: &str, who: Who, p: &str| get(w, who, p).and_then(Measured::ops_per_sec);
     // Locks: one round trip per uncontended cycle.
     let (zd, za) = (
         ops("lock-cycle", Who::Zkwire, "release=drop"),
@@ -182,146 +219,161 @@ fn targets(results: &Results) -> Vec<Target> {
         ops("lock-cycle", Who::Kezhuw, "release=drop"),
         ops("lock-cycle", Who::Kezhuw, "release=await"),
     );
-    ratio_target(
-        "uncontended lock cycle, drop release ≥ 0.9× raw pipelined recipe".into(),
-        format!("{} vs {} cycles/s", cell(zd, 0), cell(rp, 0)),
-        ratio(zd, rp),
-        true,
-        0.9,
-    );
     let kezhuw_best = match (kd, ka) {
         (Some(d), Some(a)) => Some(d.max(a)),
         (d, a) => d.or(a),
     };
-    ratio_target(
-        "uncontended lock cycle, drop release vs kezhuw's best (≈ 1.8–2×)".into(),
-        format!("{} vs {} cycles/s", cell(zd, 0), cell(kezhuw_best, 0)),
-        ratio(zd, kezhuw_best),
-        true,
-        1.8,
-    );
-    ratio_target(
-        "uncontended lock cycle, release awaited ≥ 1.4× kezhuw".into(),
-        format!("{} vs {} cycles/s", cell(za, 0), cell(ka, 0)),
-        ratio(za, ka),
-        true,
-        1.4,
-    );
     let contention = |who| get("lock-contention", who, "sessions=8");
     let (zc, kc) = (contention(Who::Zkwire), contention(Who::Kezhuw));
     let (zco, kco) = (
         zc.and_then(Measured::ops_per_sec),
         kc.and_then(Measured::ops_per_sec),
     );
-    ratio_target(
-        "8 sessions contending ≥ 1.6× kezhuw".into(),
-        format!("{} vs {} acquisitions/s", cell(zco, 0), cell(kco, 0)),
-        ratio(zco, kco),
-        true,
-        1.6,
-    );
     let fair = zc.and_then(|m| m.fairness);
-    ratio_target(
-        "8 sessions contending: fairness (Jain) ≥ 0.95".into(),
-        format!(
-            "{} (kezhuw {})",
-            cell(fair, 3),
-            cell(kc.and_then(|m| m.fairness), 3)
+    let cycles = |a, b| format!("{} vs {} cycles/s", cell(a, 0), cell(b, 0));
+    let mut out = vec![
+        Target::new(
+            "uncontended lock cycle, drop release ≥ 0.9× raw pipelined recipe",
+            cycles(zd, rp),
+            ratio(zd, rp),
+            true,
+            0.9,
         ),
-        fair,
-        true,
-        0.95,
-    );
+        Target::new(
+            "uncontended lock cycle, drop release vs kezhuw's best (≈ 1.8–2×)",
+            cycles(zd, kezhuw_best),
+            ratio(zd, kezhuw_best),
+            true,
+            1.8,
+        ),
+        Target::new(
+            "uncontended lock cycle, release awaited ≥ 1.4× kezhuw",
+            cycles(za, ka),
+            ratio(za, ka),
+            true,
+            1.4,
+        ),
+        Target::new(
+            "8 sessions contending ≥ 1.6× kezhuw",
+            format!("{} vs {} acquisitions/s", cell(zco, 0), cell(kco, 0)),
+            ratio(zco, kco),
+            true,
+            1.6,
+        ),
+        Target::new(
+            "8 sessions contending: fairness (Jain) ≥ 0.95",
+            format!(
+                "{} (kezhuw {})",
+                cell(fair, 3),
+                cell(kc.and_then(|m| m.fairness), 3)
+            ),
+            fair,
+            true,
+            0.95,
+        ),
+    ];
     for param in ["release=drop", "release=await"] {
         let req = get("lock-cycle", Who::Zkwire, param).and_then(Measured::requests_per_op);
-        ratio_target(
+        out.push(Target::new(
             format!("requests per uncontended cycle ({param}) = 3.0"),
             format!("{} requests/cycle", cell(req, 2)),
             req,
             false,
             3.05,
-        );
+        ));
     }
+    out
+}
+
+/// The targets of reads, writes, allocations and memory.
+fn io_targets(results: &Results) -> Vec<Target> {
+    let get = |w: &str, who: Who, p: &str| results.get(w, who, p);
+    let mut out = Vec::new();
     // Awaited writes and reads at depth, against the raw socket.
     for kind in ["setData", "create"] {
         let p50 = |who| get("write-latency", who, kind).and_then(Measured::p50_us);
         let (z, r) = (p50(Who::Zkwire), p50(Who::Raw));
-        ratio_target(
+        out.push(Target::new(
             format!("awaited {kind} p50 ≤ 1.15× raw"),
             format!("{} vs {} µs", cell(z, 1), cell(r, 1)),
             ratio(z, r),
             false,
             1.15,
-        );
+        ));
     }
     for k in ["K=16", "K=256"] {
-        let (z, r) = (
-            ops("pipeline", Who::Zkwire, k),
-            ops("pipeline", Who::Raw, k),
-        );
-        ratio_target(
+        let ops = |who| get("pipeline", who, k).and_then(Measured::ops_per_sec);
+        let (z, r) = (ops(Who::Zkwire), ops(Who::Raw));
+        out.push(Target::new(
             format!("getData {k} ops/s ≥ 0.9× raw"),
             format!("{} vs {} ops/s", cell(z, 0), cell(r, 0)),
             ratio(z, r),
             true,
             0.9,
-        );
+        ));
     }
     let allocs = get("pipeline", Who::Zkwire, "K=1").and_then(Measured::allocs_per_op);
-    ratio_target(
-        "allocations per getData (K=1) ≤ 2".into(),
+    out.push(Target::new(
+        "allocations per getData (K=1) ≤ 2",
         format!("{} allocs/op", cell(allocs, 2)),
         allocs,
         false,
         2.0,
-    );
+    ));
     let rss = results
         .rows
         .iter()
         .find(|r| r.workload == "sessions" && r.who == Who::Zkwire)
         .and_then(|r| r.m.rss_kib);
-    ratio_target(
-        "RSS per idle session ≤ 10 KiB".into(),
+    out.push(Target::new(
+        "RSS per idle session ≤ 10 KiB",
         format!("{} KiB", cell(rss, 1)),
         rss,
         false,
         10.0,
-    );
+    ));
     out
 }
 
-/// The targets, each with the measured ratio and whether it is met.
-pub(crate) fn print_targets(out: &mut dyn Write, results: &Results) -> std::io::Result<()> {
+/// The tables of a run: on stdout, or on stderr when stdout holds the JSON lines (`json`),
+/// which are printed first.
+pub(crate) fn print(results: &Results, json: bool) -> std::io::Result<()> {
+    if json {
+        print_json(results);
+        let mut err = std::io::stderr().lock();
+        print_table(&mut err, results)?;
+        print_targets(&mut err, results)
+    } else {
+        let mut out = std::io::stdout().lock();
+        print_table(&mut out, results)?;
+        print_targets(&mut out, results)
+    }
+}
+
+/// The targets, each with the measured ratio and whether it is met; then the ratios
+/// of zkwire to the others.
+fn print_targets(out: &mut dyn Write, results: &Results) -> std::io::Result<()> {
     writeln!(out, "| target | measured | ratio / value | met |")?;
     writeln!(out, "|---|---|---:|---|")?;
     for t in targets(results) {
-        let met = match t.ratio {
-            Some(r) if t.at_least => {
-                if r >= t.bound {
-                    "yes"
-                } else {
-                    "**no**"
-                }
-            }
-            Some(r) => {
-                if r <= t.bound {
-                    "yes"
-                } else {
-                    "**no**"
-                }
-            }
-            None => "not measured",
-        };
         writeln!(
             out,
             "| {} | {} | {} | {} |",
             t.what,
             t.measured,
             cell(t.ratio, 2),
-            met
+            t.met()
         )?;
     }
     writeln!(out)?;
+    print_ratios(out, results)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// zkwire / kezhuw and zkwire / raw per (workload, param), pooled and per round; the best
+/// lock-cycle release styles; the codec per record.
+fn print_ratios(out: &mut dyn Write, results: &Results) -> std::io::Result<()> {
     writeln!(
         out,
         "| workload | param | metric | zkwire / kezhuw | zkwire / raw | per-round zkwire / kezhuw | per-round zkwire / raw |"
@@ -336,32 +388,7 @@ pub(crate) fn print_targets(out: &mut dyn Write, results: &Results) -> std::io::
             continue;
         }
         seen.push((row.workload, &row.param));
-        let (metric, value): (&str, fn(&Measured) -> Option<f64>) = match row.workload {
-            "write-latency" => ("p50 µs (lower is better)", Measured::p50_us),
-            "sessions" => ("RSS KiB per session (lower is better)", |m| m.rss_kib),
-            "lock-contention" => ("acquisitions/s", Measured::ops_per_sec),
-            _ => ("ops/s", Measured::ops_per_sec),
-        };
-        let get = |who| results.get(row.workload, who, &row.param);
-        let z = get(Who::Zkwire);
-        let pooled = |who| ratio(z.and_then(value), get(who).and_then(value));
-        let paired = |who| match (z, get(who)) {
-            (Some(a), Some(b)) if row.workload != "sessions" => {
-                round_ratios(a, b, row.workload == "write-latency")
-            }
-            _ => "–".to_owned(),
-        };
-        writeln!(
-            out,
-            "| {} | {} | {} | {} | {} | {} | {} |",
-            row.workload,
-            row.param,
-            metric,
-            cell(pooled(Who::Kezhuw), 2),
-            cell(pooled(Who::Raw), 2),
-            paired(Who::Kezhuw),
-            paired(Who::Raw)
-        )?;
+        print_ratio_row(out, results, row)?;
     }
     let best_ops = |who| best(results, "lock-cycle", who).and_then(|b| b.1.ops_per_sec());
     let z = best_ops(Who::Zkwire);
@@ -389,6 +416,39 @@ pub(crate) fn print_targets(out: &mut dyn Write, results: &Results) -> std::io::
             cell(ratio(raw, row.m.ops_per_sec()), 2)
         )?;
     }
-    writeln!(out)?;
     Ok(())
+}
+
+/// The ratios of `row`'s (workload, param), in the metric that matters for the workload.
+fn print_ratio_row(
+    out: &mut dyn Write,
+    results: &Results,
+    row: &crate::Row,
+) -> std::io::Result<()> {
+    let (metric, value): (&str, fn(&Measured) -> Option<f64>) = match row.workload {
+        "write-latency" => ("p50 µs (lower is better)", Measured::p50_us),
+        "sessions" => ("RSS KiB per session (lower is better)", |m| m.rss_kib),
+        "lock-contention" => ("acquisitions/s", Measured::ops_per_sec),
+        _ => ("ops/s", Measured::ops_per_sec),
+    };
+    let get = |who| results.get(row.workload, who, &row.param);
+    let z = get(Who::Zkwire);
+    let pooled = |who| ratio(z.and_then(value), get(who).and_then(value));
+    let paired = |who| match (z, get(who)) {
+        (Some(a), Some(b)) if row.workload != "sessions" => {
+            round_ratios(a, b, row.workload == "write-latency")
+        }
+        _ => "–".to_owned(),
+    };
+    writeln!(
+        out,
+        "| {} | {} | {} | {} | {} | {} | {} |",
+        row.workload,
+        row.param,
+        metric,
+        cell(pooled(Who::Kezhuw), 2),
+        cell(pooled(Who::Raw), 2),
+        paired(Who::Kezhuw),
+        paired(Who::Raw)
+    )
 }

@@ -20,116 +20,129 @@ pub(crate) async fn run(ctx: &Ctx, who: Who) -> Result<[Measured; 3], BenchError
     let set_path = ctx.path(&format!("set-{}", who.name()));
     let node_path = ctx.path(&format!("node-{}", who.name()));
     match who {
-        Who::Zkwire => {
-            let client = ctx.zkwire().await?;
-            let persistent = zkwire::CreateOptions::new(CreateMode::Persistent);
-            ensure_zkwire(&client, &set_path, &persistent).await?;
-            let [set] = run_workers(
-                ctx,
-                vec![ZkwireSet {
-                    client: client.clone(),
-                    path: set_path,
-                }],
-            )
-            .await?;
-            let worker = ZkwireCreateDelete {
-                client: client.clone(),
-                path: node_path,
-                options: persistent,
-                created: false,
-            };
-            let [create, delete] = run_workers(ctx, vec![worker]).await?;
-            client.close().await?;
-            Ok([set, create, delete])
-        }
-        Who::Kezhuw => {
-            let client = ctx.kezhuw().await?;
-            let options = zookeeper_client::CreateMode::Persistent
-                .with_acls(zookeeper_client::Acls::anyone_all());
-            match client.create(&set_path, &DATA, &options).await {
-                Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
-                Err(e) => return Err(e.into()),
-            }
-            let [set] = run_workers(
-                ctx,
-                vec![KezhuwSet {
-                    client: client.clone(),
-                    path: set_path,
-                }],
-            )
-            .await?;
-            let worker = KezhuwCreateDelete {
-                client: client.clone(),
-                path: node_path,
-                created: false,
-            };
-            let [create, delete] = run_workers(ctx, vec![worker]).await?;
-            drop(client);
-            Ok([set, create, delete])
-        }
-        Who::Raw => {
-            let mut conn = RawConn::connect(&ctx.addr, 30_000).await?;
-            let create = request_frame(
-                1,
-                OpCode::Create2,
-                &CreateRequest {
-                    path: set_path.clone(),
-                    data: Some(Bytes::from_static(&DATA)),
-                    acl: Acl::open_unsafe(),
-                    mode: CreateMode::Persistent,
-                },
-            );
-            conn.send(&create).await?;
-            let _ = conn.recv().await?; // OK or NodeExists
-            let set = request_frame(
-                1,
-                OpCode::SetData,
-                &SetDataRequest {
-                    path: set_path,
-                    data: Some(Bytes::from_static(&DATA)),
-                    version: -1,
-                },
-            );
-            let [set] = run_workers(
-                ctx,
-                vec![RawSteps {
-                    conn,
-                    frames: vec![set],
-                    next: 0,
-                }],
-            )
-            .await?;
-            let conn = RawConn::connect(&ctx.addr, 30_000).await?;
-            let create = request_frame(
-                1,
-                OpCode::Create2,
-                &CreateRequest {
-                    path: node_path.clone(),
-                    data: Some(Bytes::from_static(&DATA)),
-                    acl: Acl::open_unsafe(),
-                    mode: CreateMode::Persistent,
-                },
-            );
-            let delete = request_frame(
-                1,
-                OpCode::Delete,
-                &DeleteRequest {
-                    path: node_path,
-                    version: -1,
-                },
-            );
-            let [create, delete] = run_workers(
-                ctx,
-                vec![RawSteps {
-                    conn,
-                    frames: vec![create, delete],
-                    next: 0,
-                }],
-            )
-            .await?;
-            Ok([set, create, delete])
-        }
+        Who::Zkwire => run_zkwire(ctx, set_path, node_path).await,
+        Who::Kezhuw => run_kezhuw(ctx, set_path, node_path).await,
+        Who::Raw => run_raw(ctx, set_path, node_path).await,
     }
+}
+
+async fn run_zkwire(
+    ctx: &Ctx,
+    set_path: String,
+    node_path: String,
+) -> Result<[Measured; 3], BenchError> {
+    let client = ctx.zkwire().await?;
+    let persistent = zkwire::CreateOptions::new(CreateMode::Persistent);
+    ensure_zkwire(&client, &set_path, &persistent).await?;
+    let [set] = run_workers(
+        ctx,
+        vec![ZkwireSet {
+            client: client.clone(),
+            path: set_path,
+        }],
+    )
+    .await?;
+    let worker = ZkwireCreateDelete {
+        client: client.clone(),
+        path: node_path,
+        options: persistent,
+        created: false,
+    };
+    let [create, delete] = run_workers(ctx, vec![worker]).await?;
+    client.close().await?;
+    Ok([set, create, delete])
+}
+
+async fn run_kezhuw(
+    ctx: &Ctx,
+    set_path: String,
+    node_path: String,
+) -> Result<[Measured; 3], BenchError> {
+    let client = ctx.kezhuw().await?;
+    let options =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    match client.create(&set_path, &DATA, &options).await {
+        Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let [set] = run_workers(
+        ctx,
+        vec![KezhuwSet {
+            client: client.clone(),
+            path: set_path,
+        }],
+    )
+    .await?;
+    let worker = KezhuwCreateDelete {
+        client: client.clone(),
+        path: node_path,
+        created: false,
+    };
+    let [create, delete] = run_workers(ctx, vec![worker]).await?;
+    drop(client);
+    Ok([set, create, delete])
+}
+
+async fn run_raw(
+    ctx: &Ctx,
+    set_path: String,
+    node_path: String,
+) -> Result<[Measured; 3], BenchError> {
+    let mut conn = RawConn::connect(&ctx.addr, 30_000).await?;
+    conn.send(&create_frame(&set_path)).await?;
+    let _ = conn.recv().await?; // OK or NodeExists
+    let set = request_frame(
+        1,
+        OpCode::SetData,
+        &SetDataRequest {
+            path: set_path,
+            data: Some(Bytes::from_static(&DATA)),
+            version: -1,
+        },
+    );
+    let [set] = run_workers(
+        ctx,
+        vec![RawSteps {
+            conn,
+            frames: vec![set],
+            next: 0,
+        }],
+    )
+    .await?;
+    let conn = RawConn::connect(&ctx.addr, 30_000).await?;
+    let create = create_frame(&node_path);
+    let delete = request_frame(
+        1,
+        OpCode::Delete,
+        &DeleteRequest {
+            path: node_path,
+            version: -1,
+        },
+    );
+    let [create, delete] = run_workers(
+        ctx,
+        vec![RawSteps {
+            conn,
+            frames: vec![create, delete],
+            next: 0,
+        }],
+    )
+    .await?;
+    Ok([set, create, delete])
+}
+
+/// The frame that creates `path` (persistent, open ACL, the payload).
+fn create_frame(path: &str) -> Bytes {
+    request_frame(
+        1,
+        OpCode::Create2,
+        &CreateRequest {
+            path: path.to_owned(),
+            data: Some(Bytes::from_static(&DATA)),
+            acl: Acl::open_unsafe(),
+            mode: CreateMode::Persistent,
+        },
+    )
 }
 
 async fn ensure_zkwire(

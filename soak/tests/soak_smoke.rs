@@ -1,7 +1,7 @@
-//! A short run of `zkwire-bench soak` (a 3-node ensemble whose server links run through
+//! A short run of `zkwire-soak` (a 3-node ensemble whose server links run through
 //! relays, 500 acquisitions under client-side faults, partitions between the servers and
 //! leader kills, about a minute; hard stop at 2 minutes). Ignored by default, as it is slow
-//! for `make test`: `cargo test -p zkwire-bench --test soak_smoke -- --ignored`.
+//! for `make test`: `cargo test -p zkwire-soak --test soak_smoke -- --ignored`.
 //!
 //! Whether a partition falls within so short a run depends on the schedule's timing, so only
 //! the verdicts are asserted, and that the summary accounts for partitions.
@@ -12,9 +12,8 @@ use std::process::Command;
 #[test]
 #[ignore = "starts a 3-node ensemble and runs for about a minute"]
 fn soak_smoke() {
-    let out = Command::new(env!("CARGO_BIN_EXE_zkwire-bench"))
+    let out = Command::new(env!("CARGO_BIN_EXE_zkwire-soak"))
         .args([
-            "soak",
             "--acquisitions",
             "500",
             "--seed",
@@ -28,7 +27,7 @@ fn soak_smoke() {
             "50",
         ])
         .output()
-        .expect("zkwire-bench runs");
+        .expect("zkwire-soak runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -1,0 +1,195 @@
+//! The command line (clap), and the settings of a run drawn from it.
+
+use std::time::Duration;
+
+use zkwire_testing::rng::SplitMix64;
+
+/// Ensemble members by default (`--nodes`).
+const NODES: usize = 3;
+
+/// `zkwire-soak`'s command line: the flags and defaults `zkwire-bench soak` had.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "zkwire-soak",
+    about = "Mutual exclusion of zkwire's Mutex under faults, partitions and leader kills",
+    after_help = "Exit code 2 when a safety check failed (an overlap not preceded by lost(), a \
+                  stale write, an orphan lock node)."
+)]
+pub(crate) struct Args {
+    /// Stop after N acquisitions in all
+    #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = positive_count)]
+    acquisitions: u64,
+    /// Sessions contending for the lock (2..=64)
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = contenders)]
+    contenders: usize,
+    /// Ensemble members, 3 or 5
+    #[arg(long, value_name = "N", default_value_t = NODES, value_parser = nodes)]
+    nodes: usize,
+    /// The fault schedule's seed (decimal or 0x-hex) [default: from the clock]
+    #[arg(long, value_name = "N", value_parser = seed)]
+    seed: Option<u64>,
+    /// Hard stop of the run, in minutes (at most a day)
+    #[arg(long, value_name = "M", default_value = "30", value_parser = number)]
+    max_minutes: f64,
+    /// Seconds between leader kills (0: never; at most a day)
+    #[arg(long, value_name = "SECS", default_value = "20", value_parser = number)]
+    leader_kill_every: f64,
+    /// One acquisition in N holds for 0.5-1.5 T, a target for heavy faults (0: every hold
+    /// lasts 0-2 ms)
+    #[arg(long, value_name = "N", default_value_t = 2000)]
+    long_hold_every: u64,
+    /// No proxy faults and no partitions (a baseline; combine with --leader-kill-every 0)
+    #[arg(long)]
+    no_faults: bool,
+    /// No partitions between the servers (proxy faults and kills only)
+    #[arg(long)]
+    no_partitions: bool,
+    /// Self-test of the checker: sections ignore lost() and is_held(), and long holds last
+    /// 1.5-3 T, so overlaps must be reported (use with a small --long-hold-every)
+    #[arg(long)]
+    ignore_lost: bool,
+}
+
+impl Args {
+    /// The settings of the run (the seed drawn from the clock when none was given).
+    pub(crate) fn settings(&self) -> Settings {
+        let seed = self.seed.unwrap_or_else(|| {
+            let clock_seed = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0x5eed, |d| d.as_nanos() as u64);
+            SplitMix64(clock_seed).next_u64()
+        });
+        Settings {
+            acquisitions: self.acquisitions,
+            contenders: self.contenders,
+            nodes: self.nodes,
+            seed,
+            max_run: Duration::from_secs_f64(self.max_minutes.min(24.0 * 60.0) * 60.0),
+            kill_every: Duration::from_secs_f64(self.leader_kill_every.min(86_400.0)),
+            no_faults: self.no_faults,
+            no_partitions: self.no_partitions,
+            long_hold_every: self.long_hold_every,
+            ignore_lost: self.ignore_lost,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) acquisitions: u64,
+    pub(crate) contenders: usize,
+    /// Ensemble members (3 or 5).
+    pub(crate) nodes: usize,
+    pub(crate) seed: u64,
+    pub(crate) max_run: Duration,
+    pub(crate) kill_every: Duration,
+    /// No proxy faults and no partitions (a baseline).
+    pub(crate) no_faults: bool,
+    /// No partitions between the servers.
+    pub(crate) no_partitions: bool,
+    /// One acquisition in this many holds for 0.5–1.5 T instead of 0–2 ms (0: never).
+    pub(crate) long_hold_every: u64,
+    /// Self-test of the checker: critical sections ignore `lost()` and `is_held()`.
+    pub(crate) ignore_lost: bool,
+}
+
+fn positive_count(v: &str) -> Result<u64, String> {
+    v.parse::<u64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("not a count: {v}"))
+}
+
+fn contenders(v: &str) -> Result<usize, String> {
+    v.parse::<usize>()
+        .ok()
+        .filter(|n| (2..=64).contains(n))
+        .ok_or_else(|| format!("contenders must be 2..=64: {v}"))
+}
+
+fn nodes(v: &str) -> Result<usize, String> {
+    v.parse::<usize>()
+        .ok()
+        .filter(|n| [3, 5].contains(n))
+        .ok_or_else(|| format!("nodes must be 3 or 5: {v}"))
+}
+
+fn seed(v: &str) -> Result<u64, String> {
+    let parsed = match v.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => v.parse::<u64>().ok(),
+    };
+    parsed.ok_or_else(|| format!("not a seed: {v}"))
+}
+
+/// A finite number, not negative.
+fn number(v: &str) -> Result<f64, String> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite() && *x >= 0.0)
+        .ok_or_else(|| format!("not a number: {v}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Settings, clap::Error> {
+        let argv = std::iter::once("zkwire-soak").chain(args.iter().copied());
+        Args::try_parse_from(argv).map(|a| a.settings())
+    }
+
+    #[test]
+    fn the_defaults_are_those_of_the_bench_subcommand() {
+        let s = parse(&[]).unwrap();
+        assert_eq!(s.acquisitions, 100_000);
+        assert_eq!(s.contenders, 8);
+        assert_eq!(s.nodes, 3);
+        assert_eq!(s.max_run, Duration::from_secs(30 * 60));
+        assert_eq!(s.kill_every, Duration::from_secs(20));
+        assert_eq!(s.long_hold_every, 2000);
+        assert!(!s.no_faults && !s.no_partitions && !s.ignore_lost);
+    }
+
+    #[test]
+    fn flags_parse_and_bad_values_are_refused() {
+        let s = parse(&[
+            "--acquisitions",
+            "500",
+            "--seed",
+            "0x5eed2611",
+            "--max-minutes",
+            "2",
+            "--leader-kill-every",
+            "12.5",
+            "--nodes",
+            "5",
+            "--no-partitions",
+        ])
+        .unwrap();
+        assert_eq!(s.acquisitions, 500);
+        assert_eq!(s.seed, 0x5eed_2611);
+        assert_eq!(s.max_run, Duration::from_secs(120));
+        assert_eq!(s.kill_every, Duration::from_millis(12_500));
+        assert_eq!(s.nodes, 5);
+        assert!(s.no_partitions);
+        assert_eq!(parse(&["--seed", "7"]).unwrap().seed, 7);
+        assert_eq!(
+            parse(&["--max-minutes", "1e9"]).unwrap().max_run,
+            Duration::from_secs(24 * 3600)
+        );
+        for bad in [
+            &["--acquisitions", "0"][..],
+            &["--contenders", "1"],
+            &["--nodes", "4"],
+            &["--seed", "x"],
+            &["--max-minutes", "-1"],
+            &["--leader-kill-every", "inf"],
+            &["--bogus"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}
