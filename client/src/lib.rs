@@ -141,36 +141,35 @@ mod tls;
 // The internal layers: `pub` and hidden from the docs with the `unstable` feature (no
 // stability promise; `tests/`, `bench/` and `fuzz/` turn it on), private without it.
 //
-// Without the feature, the parts of a layer that only the harness, the benchmarks or the fuzz
-// targets use (records the client never sends, re-exports, test-only accessors) are unused
-// in this crate, and its `pub` items are unreachable from outside: `dead_code`,
-// `unused_imports` and `unreachable_pub` are allowed for these modules only, since the same
-// items are the layer's interface once the feature is on, where they are checked as any
-// public API (the workspace's test and bench crates always turn the feature on; `make test`
-// also runs clippy on this crate alone, without it).
+// Without the feature their `pub` items are unreachable from outside, so `unreachable_pub`
+// is allowed for these modules only: the same items are the layer's interface once the
+// feature is on, where they are checked as any public API. Dead code is not allowed: what
+// only the harness, the benchmarks or the fuzz targets use is compiled only for the tests and
+// with the feature (`#[cfg(any(test, feature = "unstable"))]`), so `make test`'s clippy run
+// on this crate alone, without it, finds code nothing uses.
 #[cfg(feature = "unstable")]
 #[doc(hidden)]
 pub mod driver;
 #[cfg(not(feature = "unstable"))]
-#[allow(dead_code, unused_imports, unreachable_pub)]
+#[allow(unreachable_pub)]
 mod driver;
 #[cfg(feature = "unstable")]
 #[doc(hidden)]
 pub mod jute;
 #[cfg(not(feature = "unstable"))]
-#[allow(dead_code, unused_imports, unreachable_pub)]
+#[allow(unreachable_pub)]
 mod jute;
 #[cfg(feature = "unstable")]
 #[doc(hidden)]
 pub mod proto;
 #[cfg(not(feature = "unstable"))]
-#[allow(dead_code, unused_imports, unreachable_pub)]
+#[allow(unreachable_pub)]
 mod proto;
 #[cfg(feature = "unstable")]
 #[doc(hidden)]
 pub mod session;
 #[cfg(not(feature = "unstable"))]
-#[allow(dead_code, unused_imports, unreachable_pub)]
+#[allow(unreachable_pub)]
 mod session;
 
 /// The `bytes` crate, whose [`Bytes`](bytes::Bytes) the client hands out for node data.

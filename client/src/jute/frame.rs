@@ -64,11 +64,13 @@ impl FrameDecoder {
     }
 
     /// The payload cap in force.
+    #[cfg(any(test, feature = "unstable"))]
     pub fn max_frame_len(&self) -> usize {
         self.max_frame_len
     }
 
     /// Appends received bytes.
+    #[cfg(any(test, feature = "unstable"))]
     pub fn push(&mut self, data: &[u8]) {
         self.buf.extend_from_slice(data);
     }
@@ -79,6 +81,7 @@ impl FrameDecoder {
     }
 
     /// Bytes received but not yet handed out as frames.
+    #[cfg(any(test, feature = "unstable"))]
     pub fn buffered_len(&self) -> usize {
         self.buf.len()
     }

@@ -11,6 +11,7 @@ pub const PING_XID: i32 = -2;
 /// overtake replies to earlier requests.
 pub const AUTH_XID: i32 = -4;
 /// The xid the C client uses for SetWatches; the server echoes whatever it receives.
+#[cfg(any(test, feature = "unstable"))]
 pub const SET_WATCHES_XID: i32 = -8;
 
 record! {

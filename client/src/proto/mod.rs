@@ -27,13 +27,17 @@ pub use codes::{AddWatchMode, CreateMode, ErrorCode, EventType, KeeperState, OpC
 pub use connect::{ConnectRequest, ConnectResponse};
 // Every record of `data` (the node operations), so that a new op's records need no line here.
 pub use data::*;
-pub use header::{
-    ReplyHeader, RequestHeader, AUTH_XID, NOTIFICATION_XID, PING_XID, SET_WATCHES_XID,
-};
-pub use multi::{MultiHeader, MultiOp, MultiRequest, MultiResponse, MultiResult};
-pub use ops::{op, visit_reply, Operation, ReplyRecord, ReplyVisitor, OPERATIONS};
+pub use header::{ReplyHeader, RequestHeader, AUTH_XID, NOTIFICATION_XID, PING_XID};
+// The harness's part of this layer (items the client itself never uses) is compiled only for
+// the tests and with `unstable`, so that dead code in the rest shows.
 #[cfg(any(test, feature = "unstable"))]
-pub use ops::{visit_op, OpVisitor};
+pub use header::SET_WATCHES_XID;
+#[cfg(any(test, feature = "unstable"))]
+pub use multi::MultiHeader;
+pub use multi::{MultiOp, MultiRequest, MultiResponse, MultiResult};
+pub use ops::{op, visit_reply, Operation, ReplyRecord, ReplyVisitor};
+#[cfg(any(test, feature = "unstable"))]
+pub use ops::{visit_op, OpVisitor, OPERATIONS};
 #[cfg(any(test, feature = "unstable"))]
 pub use sample::{sample_reply, sample_request, Sample, SAMPLE_DATA, SAMPLE_STAT};
 pub use stat::Stat;

@@ -62,6 +62,7 @@ macro_rules! multi_ops {
             }
 
             /// The server path the op acts on.
+            #[cfg(any(test, feature = "unstable"))]
             pub fn path(&self) -> &str {
                 match self {
                     $( Self::$op(r) => &r.path, )*
@@ -120,6 +121,7 @@ multi_ops! {
 
 impl MultiOp {
     /// Whether the op is a read (allowed in multiRead only).
+    #[cfg(any(test, feature = "unstable"))]
     pub fn is_read(&self) -> bool {
         matches!(self, Self::GetChildren(_) | Self::GetData(_))
     }

@@ -17,7 +17,8 @@ use crate::proto::{
 };
 
 impl Session {
-    /// Bytes received from the transport.
+    /// Bytes received from the transport (the driver reads into the decoder's buffer instead).
+    #[cfg(any(test, feature = "unstable"))]
     pub fn handle_input(&mut self, now: Instant, data: &[u8]) {
         self.decoder.push(data);
         self.handle_received(now);

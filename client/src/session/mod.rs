@@ -29,6 +29,7 @@ pub use types::{
     DropReason, Effect, Event, Reply, Request, RequestId, SessionConfig, SessionState, WatchKind,
     WatchedEvent, WatcherId,
 };
+#[cfg(any(test, feature = "unstable"))]
 pub use watches::SET_WATCHES_MAX_PATH_BYTES;
 
 pub(crate) use timers::ping_interval;
@@ -235,6 +236,7 @@ impl Session {
     }
 
     /// The highest zxid seen in a normal reply.
+    #[cfg(any(test, feature = "unstable"))]
     pub fn last_zxid(&self) -> i64 {
         self.last_zxid
     }

@@ -63,6 +63,7 @@ pub enum WatchKind {
 
 impl WatchKind {
     /// Whether the watch stays after it fires.
+    #[cfg(any(test, feature = "unstable"))]
     pub fn is_persistent(self) -> bool {
         matches!(self, Self::Persistent | Self::PersistentRecursive)
     }
