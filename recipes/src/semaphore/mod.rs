@@ -1,16 +1,27 @@
 //! [`Semaphore`]: Curator's `InterProcessSemaphoreV2` layout and rules.
+//!
+//! The semaphore and its acquire are here; where its limit comes from (and Curator's
+//! `SharedCount` encoding) in `limit.rs`; the [`Lease`] guard in `lease.rs`.
+
+mod lease;
+mod limit;
+#[cfg(test)]
+mod tests;
 
 use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::Instant;
 use zkwire::path::{self, parse_sequence};
-use zkwire::{Backoff, Client, CreateMode, CreateOptions, Error, OneshotWatcher};
+use zkwire::{Backoff, Client, Error, OneshotWatcher};
+
+pub use lease::Lease;
+pub use limit::SemaphoreLimit;
 
 use crate::cleanup::FOREGROUND_GRACE;
 use crate::error::LockError;
 use crate::hold::Hold;
-use crate::internals::{create_containers, deadline_after, dir_path, Attempt, Contest, Dir};
+use crate::internals::{deadline_after, dir_path, Attempt, Contest, Dir};
 use crate::mutex::{Mutex, MutexGuard};
 use crate::options::LockOptions;
 use crate::sequence::{exclusive, sort_key_at, ForeignChildPolicy};
@@ -32,47 +43,6 @@ fn lease_contest() -> Contest {
         tie: None,
         first_goes_grants: false,
     }
-}
-
-/// Where a [`Semaphore`]'s maximum number of leases comes from.
-///
-/// Every participant of a semaphore (ours and Curator's) must use the same limit: a
-/// participant with a larger one over-grants. Only the SharedCount variants can check it.
-///
-/// ```
-/// use zkwire_recipes::SemaphoreLimit;
-///
-/// // Every participant is configured with 5 (Curator's convention mode).
-/// let fixed = SemaphoreLimit::Fixed(5);
-/// // The limit is a Curator SharedCount node's value, read at every acquire.
-/// let shared = SemaphoreLimit::SharedCount("/config/workers".into());
-/// // 5, checked against the SharedCount node (created with 5 if missing).
-/// let checked = SemaphoreLimit::FixedChecked { max: 5, shared_count: "/config/workers".into() };
-/// # let _ = (fixed, shared, checked);
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SemaphoreLimit {
-    /// A number every participant is configured with, unchecked (Curator's "convention"
-    /// mode, `InterProcessSemaphoreV2(client, path, maxLeases)`).
-    Fixed(u32),
-    /// Read from a Curator `SharedCount` node (4-byte big-endian int) at this path on every
-    /// acquire, and again each time the acquire wakes up; a change of the count wakes
-    /// waiting acquires (Curator: `InterProcessSemaphoreV2(client, path, sharedCountReader)`).
-    /// The node must exist ([`LockError::SharedCountMissing`]). Change the limit by writing
-    /// `n.to_be_bytes()` into it (or with Curator's `SharedCount.setCount`).
-    SharedCount(String),
-    /// A fixed limit, checked against a Curator `SharedCount` node on every acquire and
-    /// while waiting: a different value fails the acquire with
-    /// [`LockError::LimitMismatch`]. A missing node is created (persistent, parents as
-    /// containers) with `max`, as Curator's `SharedCount` seeds it, so the first participant
-    /// records the limit and the others must agree.
-    FixedChecked {
-        /// This participant's limit.
-        max: u32,
-        /// The SharedCount node's path.
-        shared_count: String,
-    },
 }
 
 /// A distributed counting semaphore, interoperable with Curator's
@@ -530,29 +500,6 @@ impl Semaphore {
             }
         }
     }
-
-    /// The current limit, and a watch on the SharedCount node if there is one.
-    async fn limit_and_watch(&self) -> Result<(u32, Option<OneshotWatcher>), LockError> {
-        let client = &self.leases.client;
-        match &self.limit {
-            SemaphoreLimit::Fixed(max) => Ok((*max, None)),
-            SemaphoreLimit::SharedCount(count_path) => {
-                let (count, watcher) = read_count(client, count_path, None).await?;
-                Ok((count, Some(watcher)))
-            }
-            SemaphoreLimit::FixedChecked { max, shared_count } => {
-                let seed = Some((*max, &self.leases.options));
-                let (count, watcher) = read_count(client, shared_count, seed).await?;
-                if count != *max {
-                    return Err(LockError::LimitMismatch {
-                        configured: *max,
-                        shared: count,
-                    });
-                }
-                Ok((count, Some(watcher)))
-            }
-        }
-    }
 }
 
 /// How one lease node's turn ended.
@@ -562,40 +509,6 @@ enum Turn {
     Vanished,
     /// Every lease taken, and we were not to wait.
     Busy,
-}
-
-/// Proof of holding one lease of a [`Semaphore`], until released or dropped.
-///
-/// Dropping it deletes the lease node in the background (retried until it succeeds or the
-/// session ends); [`release`](Self::release) does it in the foreground and reports how it
-/// went.
-///
-/// ```no_run
-/// # use zkwire_recipes::{LockError, Semaphore};
-/// # async fn run(workers: Semaphore) -> Result<(), LockError> {
-/// let lease = workers.acquire_one().await?;
-/// println!("lease {} with fencing token {}", lease.path(), lease.fencing_token());
-/// lease.release().await?; // or drop it: the node is then deleted in the background
-/// # Ok(()) }
-/// ```
-#[derive(Debug)]
-#[must_use = "the lease is returned when the guard is dropped"]
-pub struct Lease {
-    hold: Hold,
-}
-
-impl Lease {
-    async fn release_hold(self) -> Result<(), LockError> {
-        self.hold.release().await
-    }
-
-    crate::hold::guard_methods!(
-        hold,
-        "The `czxid` of the lease node. Leases are shared, so tokens of concurrent holders \
-         are not ordered against each other; a token is larger than that of every lease \
-         created before it, which is what a resource needs to refuse holders older than a \
-         cut-off."
-    );
 }
 
 /// Runs `fut` before `deadline`, if any.
@@ -659,140 +572,5 @@ async fn return_all(leases: Vec<Lease>) {
 async fn release_quietly(locks: MutexGuard) {
     if let Ok(Err(e)) = tokio::time::timeout(FOREGROUND_GRACE, locks.release()).await {
         tracing::debug!(error = %e, "releasing the semaphore's locks mutex");
-    }
-}
-
-/// Reads a Curator SharedCount node, leaving a data watch on it. With a seed, a missing
-/// node is created first (persistent, missing parents as containers), as Curator's
-/// `SharedCount.start()` does.
-async fn read_count(
-    client: &Client,
-    count_path: &str,
-    seed: Option<(u32, &LockOptions)>,
-) -> Result<(u32, OneshotWatcher), LockError> {
-    let mut backoff = Backoff::new();
-    loop {
-        let error = match client.get_data_and_watch(count_path).await {
-            Ok((data, _, watcher)) => {
-                return decode_count(count_path, &data).map(|count| (count, watcher))
-            }
-            Err(Error::NoNode) => match seed {
-                None => {
-                    return Err(LockError::SharedCountMissing {
-                        path: count_path.to_owned(),
-                    })
-                }
-                Some((max, options)) => match seed_count(client, count_path, max, options).await {
-                    Ok(()) => continue,
-                    Err(e) => e,
-                },
-            },
-            Err(e) => e,
-        };
-        if !error.is_retryable() {
-            return Err(error.into());
-        }
-        backoff.pause().await;
-    }
-}
-
-/// Creates the SharedCount node with `max` (someone else's seed is fine too).
-async fn seed_count(
-    client: &Client,
-    count_path: &str,
-    max: u32,
-    options: &LockOptions,
-) -> Result<(), Error> {
-    let data = encode_count(max);
-    let persistent =
-        CreateOptions::new(CreateMode::Persistent).with_acl(options.parent_acl.clone());
-    for _ in 0..16 {
-        match client.create(count_path, &data, &persistent).await {
-            Ok(_) | Err(Error::NodeExists) => return Ok(()),
-            Err(Error::NoNode) => {
-                if let Some(parent) = path::parent(count_path) {
-                    create_containers(client, parent, options).await?;
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Err(Error::NoNode)
-}
-
-/// Curator `SharedCount.toBytes`: 4 bytes, big-endian.
-fn encode_count(count: u32) -> [u8; 4] {
-    count.to_be_bytes()
-}
-
-/// Curator `SharedCount.fromBytes`, refusing what is not a 4-byte non-negative int.
-fn decode_count(count_path: &str, data: &[u8]) -> Result<u32, LockError> {
-    let bad = || LockError::BadSharedCount {
-        path: count_path.to_owned(),
-        data: data.to_vec(),
-    };
-    let bytes: [u8; 4] = data.try_into().map_err(|_| bad())?;
-    u32::try_from(i32::from_be_bytes(bytes)).map_err(|_| bad())
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-
-    use super::*;
-
-    #[test]
-    fn shared_count_encoding_is_curators() {
-        assert_eq!(encode_count(5), [0, 0, 0, 5]);
-        assert_eq!(encode_count(0x0102_0304), [1, 2, 3, 4]);
-        assert_eq!(decode_count("/c", &[0, 0, 1, 0]).unwrap(), 256);
-        for bad in [
-            &b""[..],
-            &[0, 0, 5][..],
-            &[0, 0, 0, 0, 5][..],
-            &[0xff, 0xff, 0xff, 0xff][..],
-            b"5",
-        ] {
-            assert_eq!(
-                decode_count("/c", bad),
-                Err(LockError::BadSharedCount {
-                    path: "/c".into(),
-                    data: bad.to_vec()
-                }),
-                "{bad:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn quantity_against_limit() {
-        assert!(check_quantity(3, 3).is_ok());
-        assert_eq!(
-            check_quantity(4, 3),
-            Err(LockError::TooManyLeases {
-                requested: 4,
-                max: 3
-            })
-        );
-        assert!(check_quantity(1, 0).is_err());
-        assert!(check_quantity(usize::MAX, u32::MAX).is_err());
-    }
-
-    #[test]
-    fn lease_children_and_foreign_ones() {
-        let ok = vec![
-            "_c_f290140d-9856-42ad-b9bf-348ffc086062-lease-0000000007".to_owned(),
-            "lease-0000000001".to_owned(),
-            // Wrapped: harmless for a count.
-            "_c_f290140d-9856-42ad-b9bf-348ffc086062-lease--2147483648".to_owned(),
-        ];
-        assert!(check_children(&ok, ForeignChildPolicy::Reject).is_ok());
-        let mut with_foreign = ok.clone();
-        with_foreign.push("_c_f290140d-9856-42ad-b9bf-348ffc086062-lock-0000000001".to_owned());
-        assert!(matches!(
-            check_children(&with_foreign, ForeignChildPolicy::Reject),
-            Err(LockError::ForeignChild { .. })
-        ));
-        assert!(check_children(&with_foreign, ForeignChildPolicy::CountLikeCurator).is_ok());
     }
 }

@@ -1,0 +1,329 @@
+//! The task behind a [`TreeCache`](super::TreeCache): it owns the watch, reconciles the copy
+//! with every node event, and resyncs after what may have been missed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use tokio::sync::{mpsc, oneshot};
+use zkwire::{
+    path, AddWatchMode, Backoff, Client, Error, EventType, PersistentWatcher, SessionState,
+};
+
+use super::diff::{differences, newer};
+use super::{CacheEvent, CachedNode, Selection};
+
+/// The task behind a [`TreeCache`](super::TreeCache).
+pub(super) struct Worker {
+    pub(super) client: Client,
+    pub(super) root: String,
+    pub(super) selection: Selection,
+    pub(super) nodes: Arc<RwLock<BTreeMap<String, CachedNode>>>,
+    /// `None` once the consumer dropped the stream.
+    pub(super) events: Option<mpsc::Sender<CacheEvent>>,
+    /// Nodes found unreadable (announced by [`CacheEvent::Unreadable`]) and not readable since.
+    pub(super) unreadable: BTreeSet<String>,
+}
+
+/// A subtree as read: the selected nodes, and the nodes (or child lists) that were unreadable.
+#[derive(Default)]
+struct Read {
+    tree: BTreeMap<String, CachedNode>,
+    unreadable: BTreeSet<String>,
+}
+
+impl Worker {
+    pub(super) async fn run(mut self, ready: oneshot::Sender<Result<(), Error>>) {
+        let mut states = self.client.state_stream();
+        let start = async {
+            let watcher = self.watch().await?;
+            let tree = self.read_tree().await?;
+            Ok::<_, Error>((watcher, tree))
+        };
+        let (mut watcher, read) = match start.await {
+            Ok(started) => started,
+            Err(e) => {
+                let _ = ready.send(Err(e));
+                return;
+            }
+        };
+        *self.write() = read.tree.clone();
+        let _ = ready.send(Ok(()));
+        for (path, node) in read.tree {
+            self.emit(CacheEvent::Created { path, node }).await;
+        }
+        self.note_unreadable(read.unreadable).await;
+        self.emit(CacheEvent::Initialized).await;
+        let stopped = self.follow(&mut watcher, &mut states).await;
+        tracing::debug!(root = self.root, error = %stopped, "tree cache stopped");
+        self.emit(CacheEvent::Stopped(stopped)).await;
+    }
+
+    /// Applies events until the cache must stop; returns why.
+    async fn follow(
+        &mut self,
+        watcher: &mut PersistentWatcher,
+        states: &mut zkwire::StateStream,
+    ) -> Error {
+        let mut connected = self.client.state() == SessionState::Connected;
+        loop {
+            tokio::select! {
+                event = watcher.next() => match event {
+                    // A session marker: the state stream says what to do.
+                    Some(event) if event.event_type == EventType::None => {}
+                    Some(event) => {
+                        if let Err(e) = self.reconcile(&event.path).await {
+                            // The connection or the session went: the resync that follows
+                            // the next connection covers this node.
+                            tracing::debug!(path = event.path, error = %e, "cache read failed");
+                        }
+                    }
+                    // The watch is gone: its queue overflowed, or the session ended. Setting
+                    // it again tells which (it waits for a renewed session, and fails on a
+                    // session that is over).
+                    None => {
+                        match self.watch().await {
+                            Ok(renewed) => *watcher = renewed,
+                            Err(e) => return e,
+                        }
+                        if let Err(e) = self.resync().await {
+                            return e;
+                        }
+                    }
+                },
+                state = states.next() => match state {
+                    None => return Error::Closed,
+                    Some(SessionState::Connected) if !connected => {
+                        connected = true;
+                        if let Err(e) = self.resync().await {
+                            return e;
+                        }
+                    }
+                    Some(SessionState::Connected) => {}
+                    // Disconnected, Connecting, read-only, Expired (renewal may follow).
+                    Some(_) => connected = false,
+                },
+            }
+        }
+    }
+
+    /// The persistent recursive watch on the root, retried while the error is retryable.
+    async fn watch(&self) -> Result<PersistentWatcher, Error> {
+        let mut backoff = Backoff::new();
+        loop {
+            match self
+                .client
+                .add_watch(&self.root, AddWatchMode::PersistentRecursive)
+                .await
+            {
+                Err(e) if e.is_retryable() => {
+                    backoff.pause().await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Reads the subtree again and emits the differences with the copy.
+    async fn resync(&mut self) -> Result<(), Error> {
+        let Read {
+            tree: mut fresh,
+            unreadable,
+        } = self.read_tree().await?;
+        let old = std::mem::take(&mut *self.write());
+        // A node whose data did not change keeps the copy we had (and announced), even if
+        // its child counters moved: the copy stays exactly what the events describe.
+        for (path, node) in &mut fresh {
+            if let Some(before) = old.get(path) {
+                if !newer(&node.stat, &before.stat) && node.stat.czxid == before.stat.czxid {
+                    *node = before.clone();
+                }
+            }
+        }
+        *self.write() = fresh.clone();
+        for event in differences(&old, &fresh) {
+            self.emit(event).await;
+        }
+        self.note_unreadable(unreadable).await;
+        Ok(())
+    }
+
+    /// Makes `now` the set of unreadable nodes, announcing those not already in it.
+    async fn note_unreadable(&mut self, now: BTreeSet<String>) {
+        let new: Vec<String> = now.difference(&self.unreadable).cloned().collect();
+        self.unreadable = now;
+        for path in new {
+            self.emit(CacheEvent::Unreadable { path }).await;
+        }
+    }
+
+    /// The subtree as the server has it now, within the selection; retryable errors are
+    /// retried from the start.
+    async fn read_tree(&self) -> Result<Read, Error> {
+        let mut backoff = Backoff::new();
+        loop {
+            match self.read_tree_once().await {
+                Err(e) if e.is_retryable() => {
+                    backoff.pause().await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn read_tree_once(&self) -> Result<Read, Error> {
+        let mut read = Read::default();
+        let mut pending = vec![(self.root.clone(), 0usize)];
+        while let Some((node_path, depth)) = pending.pop() {
+            let (data, stat) = match self.client.get_data(&node_path).await {
+                Ok(found) => found,
+                // Deleted since its parent was listed (or no root yet).
+                Err(Error::NoNode) => continue,
+                Err(Error::NoAuth) => {
+                    if self.selects(&node_path) {
+                        read.unreadable.insert(node_path);
+                    }
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if self.selects(&node_path) {
+                read.tree
+                    .insert(node_path.clone(), CachedNode { data, stat });
+            }
+            if stat.num_children == 0 || self.selection.max_depth.is_some_and(|max| depth >= max) {
+                continue;
+            }
+            match self.client.get_children(&node_path).await {
+                Ok(children) => pending.extend(
+                    children
+                        .iter()
+                        .map(|child| (path::join(&node_path, child), depth + 1)),
+                ),
+                Err(Error::NoNode) => {}
+                // READ covers both reads: the ACL changed in between. Unreadable now.
+                Err(Error::NoAuth) => {
+                    if self.selects(&node_path) {
+                        read.tree.remove(&node_path);
+                        read.unreadable.insert(node_path);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(read)
+    }
+
+    /// Brings the copy of `node_path` in line with the server after an event on it.
+    async fn reconcile(&mut self, node_path: &str) -> Result<(), Error> {
+        // Below an unreadable node nothing is held (a resync could not list it either).
+        if !self.within_depth(node_path)
+            || !self.selects(node_path)
+            || self.below_unreadable(node_path)
+        {
+            return Ok(());
+        }
+        let (read, denied) = match self.client.get_data(node_path).await {
+            Ok((data, stat)) => (Some(CachedNode { data, stat }), false),
+            Err(Error::NoNode) => (None, false),
+            // Held no longer: what we cannot read, we cannot vouch for.
+            Err(Error::NoAuth) => (None, true),
+            Err(e) => return Err(e),
+        };
+        if read.is_some() && self.unreadable.contains(node_path) {
+            // Readable again: what lies below it was never listed.
+            return self.resync().await;
+        }
+        let events = self.apply(node_path, read);
+        for event in events {
+            self.emit(event).await;
+        }
+        if !denied {
+            self.unreadable.remove(node_path);
+        } else if self.unreadable.insert(node_path.to_owned()) {
+            let path = node_path.to_owned();
+            self.emit(CacheEvent::Unreadable { path }).await;
+        }
+        Ok(())
+    }
+
+    /// Whether a strict ancestor of `node_path` is unreadable.
+    fn below_unreadable(&self, node_path: &str) -> bool {
+        !self.unreadable.is_empty()
+            && node_path
+                .match_indices('/')
+                .map(|(i, _)| if i == 0 { "/" } else { &node_path[..i] })
+                .any(|ancestor| ancestor != node_path && self.unreadable.contains(ancestor))
+    }
+
+    /// Records what the server said of `node_path` (`None`: absent); the events it makes.
+    fn apply(&self, node_path: &str, read: Option<CachedNode>) -> Vec<CacheEvent> {
+        let mut nodes = self.write();
+        let mut events = Vec::new();
+        let replaced = match (nodes.get(node_path), &read) {
+            (Some(old), Some(new)) => old.stat.czxid != new.stat.czxid,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if replaced {
+            // Gone (or deleted and created again): it and whatever we held below it leave.
+            let prefix = format!("{node_path}/");
+            let below: Vec<String> = nodes
+                .range(prefix.clone()..)
+                .take_while(|(p, _)| p.starts_with(&prefix))
+                .map(|(p, _)| p.clone())
+                .collect();
+            for gone in below.into_iter().rev().chain([node_path.to_owned()]) {
+                if let Some(old) = nodes.remove(&gone) {
+                    events.push(CacheEvent::Deleted { path: gone, old });
+                }
+            }
+        }
+        let Some(new) = read else { return events };
+        match nodes.get(node_path) {
+            None => {
+                nodes.insert(node_path.to_owned(), new.clone());
+                events.push(CacheEvent::Created {
+                    path: node_path.to_owned(),
+                    node: new,
+                });
+            }
+            // Only a newer read replaces a cached node: a late event's read may be older
+            // than what a resync already stored.
+            Some(old) if newer(&new.stat, &old.stat) => {
+                let old = old.clone();
+                nodes.insert(node_path.to_owned(), new.clone());
+                events.push(CacheEvent::Changed {
+                    path: node_path.to_owned(),
+                    old,
+                    new,
+                });
+            }
+            Some(_) => {}
+        }
+        events
+    }
+
+    fn within_depth(&self, node_path: &str) -> bool {
+        let Some(max) = self.selection.max_depth else {
+            return true;
+        };
+        let rest = node_path.strip_prefix(&self.root).unwrap_or(node_path);
+        rest.split('/').filter(|s| !s.is_empty()).count() <= max
+    }
+
+    fn selects(&self, node_path: &str) -> bool {
+        self.selection.filter.as_ref().is_none_or(|f| f(node_path))
+    }
+
+    async fn emit(&mut self, event: CacheEvent) {
+        if let Some(tx) = &self.events {
+            if tx.send(event).await.is_err() {
+                self.events = None;
+            }
+        }
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, CachedNode>> {
+        self.nodes.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}

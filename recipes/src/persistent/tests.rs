@@ -1,0 +1,138 @@
+//! Names and owners here; guid recovery against a real server (the rest is in
+//! `recipes/tests/persistent.rs`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use zkwire_testing::support::fresh_chroot;
+
+use super::worker::session_owned;
+use super::*;
+
+/// A worker for `node`, as `start` makes it, without running it.
+fn worker(node: &PersistentNode, close: &watch::Sender<bool>) -> Worker {
+    Worker {
+        client: node.client.clone(),
+        spec: node.spec.clone(),
+        shared: Arc::clone(&node.shared),
+        closed: close.subscribe(),
+        unsure: false,
+        claim: true,
+        sessions: Vec::new(),
+    }
+}
+
+/// Creates `n` nodes named with `node`'s guid under `/q`, as creates applied unseen.
+async fn plant(client: &Client, node: &PersistentNode, mode: CreateMode, n: usize) -> Vec<String> {
+    let options = CreateOptions::new(mode).with_container_parents();
+    let mut planted = Vec::new();
+    for _ in 0..n {
+        let (path, _) = client
+            .create_all(&node.spec.target(), b"", &options)
+            .await
+            .unwrap();
+        planted.push(path);
+    }
+    planted
+}
+
+async fn children(client: &Client) -> Vec<String> {
+    let mut names = client.get_children("/q").await.unwrap();
+    names.sort();
+    names.into_iter().map(|n| path::join("/q", &n)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsure_create_adopts_our_sessions_node_and_deletes_its_duplicates() {
+    let cs = fresh_chroot("persistent_guid_ours").await;
+    let c = Client::connect(&cs).await.unwrap();
+    let mode = CreateMode::EphemeralSequential;
+    let node = PersistentNode::new(c.clone(), "/q/item-", mode, "data");
+    let (close, _) = watch::channel(false);
+    let mut worker = worker(&node, &close);
+    let planted = plant(&c, &node, mode, 2).await;
+    worker.unsure = true;
+    let adopted = worker.attempt().await.unwrap();
+    assert_eq!(
+        adopted.as_ref(),
+        Some(&planted[0]),
+        "the first one, not a new one"
+    );
+    assert_eq!(children(&c).await, planted[..1], "the duplicate is gone");
+    assert!(!worker.unsure);
+    let (data, _) = c.get_data(&planted[0]).await.unwrap();
+    assert_eq!(&data[..], b"data", "our data written into it");
+    assert_eq!(node.actual_path(), Some(planted[0].clone()));
+    c.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsure_create_ignores_another_sessions_ephemeral_node_with_our_guid() {
+    let cs = fresh_chroot("persistent_guid_theirs").await;
+    let c = Client::connect(&cs).await.unwrap();
+    let other = Client::connect(&cs).await.unwrap();
+    let mode = CreateMode::EphemeralSequential;
+    let node = PersistentNode::new(c.clone(), "/q/item-", mode, "data");
+    let (close, _) = watch::channel(false);
+    let mut worker = worker(&node, &close);
+    // An old session of ours: its node goes with it.
+    let theirs = plant(&other, &node, mode, 1).await;
+    worker.unsure = true;
+    let ours = worker.attempt().await.unwrap().unwrap();
+    assert_ne!(ours, theirs[0]);
+    assert_eq!(children(&c).await.len(), 2, "theirs untouched");
+    let (_, stat) = c.get_data(&ours).await.unwrap();
+    assert_eq!(stat.ephemeral_owner, c.session_id());
+    c.close().await.unwrap();
+    other.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsure_persistent_create_adopts_the_first_node_with_our_guid() {
+    let cs = fresh_chroot("persistent_guid_persistent").await;
+    let c = Client::connect(&cs).await.unwrap();
+    let mode = CreateMode::PersistentSequential;
+    let node = PersistentNode::new(c.clone(), "/q/item-", mode, "data");
+    let (close, _) = watch::channel(false);
+    let mut worker = worker(&node, &close);
+    // Persistent nodes have no owner: the guid alone says they are ours.
+    let planted = plant(&c, &node, mode, 3).await;
+    worker.unsure = true;
+    let adopted = worker.attempt().await.unwrap();
+    assert_eq!(adopted.as_ref(), Some(&planted[0]));
+    assert_eq!(children(&c).await, planted[..1]);
+    c.close().await.unwrap();
+}
+
+#[test]
+fn split_and_protected_target() {
+    assert_eq!(split("/a/b-"), ("/a", "b-"));
+    assert_eq!(split("/a/"), ("/a", ""));
+    assert_eq!(split("/b"), ("/", "b"));
+    let spec = Spec {
+        path: "/svc/node-".into(),
+        mode: CreateMode::EphemeralSequential,
+        ttl: None,
+        acl: Acl::open_unsafe(),
+        protected: true,
+        parents: true,
+        prefix: "_c_00000000-0000-4000-8000-000000000000-".into(),
+    };
+    assert_eq!(
+        spec.target(),
+        "/svc/_c_00000000-0000-4000-8000-000000000000-node-"
+    );
+    assert_eq!(spec.parent(), "/svc");
+    let plain = Spec {
+        protected: false,
+        ..spec
+    };
+    assert_eq!(plain.target(), "/svc/node-");
+}
+
+#[test]
+fn owners_that_are_sessions() {
+    assert!(session_owned(0x0100_0000_0000_0001));
+    assert!(!session_owned(0), "persistent");
+    assert!(!session_owned(i64::MIN), "container");
+    let ttl = i64::from_be_bytes([0xff, 0, 0, 0, 0, 0, 0xea, 0x60]);
+    assert!(!session_owned(ttl), "TTL");
+}

@@ -1,0 +1,392 @@
+//! The task behind a started [`PersistentNode`](super::PersistentNode): creates the node,
+//! watches it, creates it again when it goes, and deletes it on close.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use zkwire::{path, Backoff, Client, Error, EventType, Stat};
+
+use super::{NodeEvent, Shared, Spec};
+use crate::cleanup::{self, Job};
+use crate::guid::owned_by_guid;
+use crate::internals::create_containers;
+use crate::options::LockOptions;
+
+/// The largest pause between two attempts of the task (a create refused by an ACL, a
+/// read-only server...): such errors may clear up, and are tried again at this pace.
+const MAX_PAUSE: Duration = Duration::from_secs(2);
+
+/// Why the task stops.
+enum Stop {
+    Closed,
+    Failed(Error),
+}
+
+/// Errors no retry fixes: the session is over, or the request itself is wrong.
+fn is_fatal(e: &Error) -> bool {
+    e.is_terminal()
+        || matches!(
+            e,
+            Error::InvalidPath(_)
+                | Error::InvalidArgument(_)
+                | Error::BadArguments
+                | Error::InvalidAcl
+                | Error::Unimplemented
+                | Error::RequestTooLarge { .. }
+                | Error::EphemeralOnLocalSession
+        )
+}
+
+/// Whether an `ephemeralOwner` names a session: not 0 (persistent), not ZooKeeper's
+/// container marker (`i64::MIN`), not a TTL node's (top byte `0xff`, the TTL below).
+pub(super) fn session_owned(owner: i64) -> bool {
+    owner != 0 && owner != i64::MIN && owner.to_be_bytes()[0] != 0xff
+}
+
+/// The task behind a started [`PersistentNode`](super::PersistentNode).
+pub(super) struct Worker {
+    pub(super) client: Client,
+    pub(super) spec: Spec,
+    pub(super) shared: Arc<Shared>,
+    pub(super) closed: watch::Receiver<bool>,
+    /// A protected create failed in a way that leaves unknown whether it applied: look for
+    /// our guid before creating again, and for duplicates once created.
+    pub(super) unsure: bool,
+    /// An ephemeral node of an unknown session found at our path may still be replaced:
+    /// true from start until the node is first created or adopted, or one such node was
+    /// replaced. Afterwards such a node is adopted, never deleted: two live nodes on one
+    /// path (a duplicate id) would otherwise delete each other's node for ever.
+    pub(super) claim: bool,
+    /// The sessions that created our node in this run: a node left by one of them is ours
+    /// to replace.
+    pub(super) sessions: Vec<i64>,
+}
+
+impl Worker {
+    pub(super) async fn run(mut self) {
+        let failed = match self.keep().await {
+            Stop::Closed => self.remove().await,
+            Stop::Failed(e) => {
+                tracing::warn!(path = self.spec.path, error = %e, "persistent node stopped");
+                Some(e)
+            }
+        };
+        self.shared.status.send_modify(|s| {
+            s.running = false;
+            s.path = None;
+            s.failed.clone_from(&failed);
+        });
+        self.shared.emit(NodeEvent::Stopped(failed));
+    }
+
+    /// Creates the node, watches it, and creates it again when it goes, until closed or
+    /// stopped by an error no retry fixes.
+    async fn keep(&mut self) -> Stop {
+        loop {
+            let node = match self.ensure().await {
+                Ok(node) => node,
+                Err(stop) => return stop,
+            };
+            self.claim = false;
+            if let Err(stop) = self.watch(&node).await {
+                return stop;
+            }
+            tracing::debug!(path = node, "persistent node gone; creating it again");
+            self.shared.publish(None);
+            self.shared.emit(NodeEvent::Deleted { path: node });
+        }
+    }
+
+    /// Our node, created, found by guid or adopted; tried again with backoff until then.
+    async fn ensure(&mut self) -> Result<String, Stop> {
+        let mut backoff = Backoff::new().with_delays(Duration::from_millis(50), MAX_PAUSE);
+        let mut raced = 0;
+        loop {
+            if *self.closed.borrow() {
+                return Err(Stop::Closed);
+            }
+            let e = match self.attempt().await {
+                Ok(Some(node)) => return Ok(node),
+                // The node at our path changed while we looked at it, or a stale one went:
+                // again at once, but not for ever at full speed.
+                Ok(None) => {
+                    raced += 1;
+                    if raced > 3 {
+                        self.pause(&mut backoff).await?;
+                    }
+                    continue;
+                }
+                Err(e) => e,
+            };
+            if is_fatal(&e) {
+                return Err(Stop::Failed(e));
+            }
+            if e.is_retryable() {
+                // A protected create may have applied: find it by guid next time.
+                self.unsure |= self.spec.protected;
+                tracing::debug!(path = self.spec.path, error = %e, "persistent node create retried");
+            } else {
+                tracing::warn!(path = self.spec.path, error = %e, "persistent node create failed; retrying");
+                self.shared.emit(NodeEvent::Error(e));
+            }
+            self.pause(&mut backoff).await?;
+        }
+    }
+
+    /// One try: our node by guid if a create may have applied unseen, else a create; a
+    /// non-sequential path already taken goes by the rules of [`taken`](Self::taken).
+    pub(super) async fn attempt(&mut self) -> Result<Option<String>, Error> {
+        if self.unsure && self.spec.mode.is_sequential() {
+            if let Some(node) = self.find_ours().await? {
+                return Ok(Some(node));
+            }
+        }
+        match self.create().await {
+            Ok(node) => {
+                if self.unsure {
+                    self.delete_duplicates(&node).await?;
+                }
+                Ok(Some(node))
+            }
+            Err(Error::NodeExists) if !self.spec.mode.is_sequential() => self.taken().await,
+            // A container parent was reaped between its create and ours: again.
+            Err(Error::NoNode) if self.spec.parents => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sends the create (with the parents as containers if one is missing), publishes the
+    /// path before letting writes go.
+    async fn create(&mut self) -> Result<String, Error> {
+        let target = self.spec.target();
+        let options = self.spec.create_options();
+        let _writing = self.shared.writes.lock().await;
+        let data = self.shared.data().clone();
+        let created = match self.client.create(&target, &data, &options).await {
+            Err(Error::NoNode) if self.spec.parents => {
+                let parents = LockOptions::default();
+                create_containers(&self.client, self.spec.parent(), &parents).await?;
+                self.client.create(&target, &data, &options).await
+            }
+            other => other,
+        };
+        let (node, stat) = created?;
+        self.shared.publish(Some(node.clone()));
+        let owner = stat.ephemeral_owner;
+        if session_owned(owner) && !self.sessions.contains(&owner) {
+            self.sessions.push(owner);
+        }
+        tracing::debug!(path = node, "persistent node created");
+        self.shared.emit(NodeEvent::Created { path: node.clone() });
+        Ok(node)
+    }
+
+    /// A node stands at our (non-sequential) path: ours (our session's), a stale one of
+    /// ours to replace, or someone's to adopt (docs/recipes.md §12). `None`: it went or
+    /// changed meanwhile, try again.
+    async fn taken(&mut self) -> Result<Option<String>, Error> {
+        let target = self.spec.target();
+        let Some(stat) = self.client.exists(&target).await? else {
+            return Ok(None);
+        };
+        let owner = stat.ephemeral_owner;
+        let session = self.client.session_id();
+        let stale = session_owned(owner)
+            && owner != session
+            && self.spec.mode.is_ephemeral()
+            && (self.spec.protected || self.claim || self.sessions.contains(&owner));
+        if stale {
+            return match self.client.delete(&target, Some(stat.version)).await {
+                Ok(()) => {
+                    self.claim = false;
+                    tracing::info!(path = target, owner, "replaced a node of another session");
+                    self.shared.emit(NodeEvent::Replaced {
+                        path: target,
+                        owner,
+                    });
+                    Ok(None)
+                }
+                Err(Error::NoNode | Error::BadVersion) => Ok(None),
+                Err(e) => Err(e),
+            };
+        }
+        if session_owned(owner) != self.spec.mode.is_ephemeral() {
+            tracing::warn!(
+                path = target,
+                owner,
+                "adopting a node whose mode differs from ours"
+            );
+        }
+        self.adopt(target).await
+    }
+
+    /// Takes the node at `target` as ours, writing our data into it if it holds other data.
+    /// `None`: it went, or changed, meanwhile.
+    async fn adopt(&mut self, target: String) -> Result<Option<String>, Error> {
+        let _writing = self.shared.writes.lock().await;
+        let data = self.shared.data().clone();
+        let (current, stat) = match self.client.get_data(&target).await {
+            Ok(read) => read,
+            Err(Error::NoNode) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let owner = stat.ephemeral_owner;
+        let written = if current == data {
+            None
+        } else {
+            match self
+                .client
+                .set_data(&target, &data, Some(stat.version))
+                .await
+            {
+                Ok(stat) => Some(stat),
+                Err(Error::NoNode | Error::BadVersion) => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        };
+        self.shared.publish(Some(target.clone()));
+        tracing::debug!(path = target, owner, "persistent node adopted");
+        let path = target.clone();
+        self.shared.emit(NodeEvent::Adopted { path, owner });
+        if let Some(Stat { version, .. }) = written {
+            let path = target.clone();
+            self.shared.emit(NodeEvent::DataSet { path, version });
+        }
+        Ok(Some(target))
+    }
+}
+
+impl Worker {
+    /// The nodes with our guid that belong to us: owned by our session for an ephemeral
+    /// mode, any for a persistent one (nobody else has our guid), first by name.
+    async fn ours_by_guid(&self) -> Result<Vec<String>, Error> {
+        let dir = self.spec.parent();
+        let prefix = &self.spec.prefix;
+        if self.spec.mode.is_ephemeral() {
+            let owned = owned_by_guid(&self.client, dir, prefix).await?;
+            return Ok(owned
+                .into_iter()
+                .map(|(name, _)| path::join(dir, &name))
+                .collect());
+        }
+        match self.client.sync(dir).await {
+            Ok(()) | Err(Error::NoNode) => {}
+            Err(e) => return Err(e),
+        }
+        let mut children = match self.client.get_children(dir).await {
+            Ok(children) => children,
+            Err(Error::NoNode) => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        children.retain(|c| c.starts_with(prefix.as_str()));
+        children.sort();
+        Ok(children.iter().map(|name| path::join(dir, name)).collect())
+    }
+
+    /// After a create whose outcome was unknown: our node by guid, adopted; duplicates
+    /// deleted.
+    async fn find_ours(&mut self) -> Result<Option<String>, Error> {
+        let found = self.ours_by_guid().await?;
+        let Some(node) = found.first().cloned() else {
+            return Ok(None);
+        };
+        self.delete_duplicates(&node).await?;
+        tracing::debug!(path = node, "found our persistent node by guid");
+        self.adopt(node).await
+    }
+
+    /// Deletes every node with our guid but `keep` (a create applied twice), and trusts
+    /// the guid again.
+    async fn delete_duplicates(&mut self, keep: &str) -> Result<(), Error> {
+        for extra in self.ours_by_guid().await? {
+            if extra != keep {
+                tracing::warn!(path = extra, "deleting a duplicate of our persistent node");
+                match self.client.delete(&extra, None).await {
+                    Ok(()) | Err(Error::NoNode) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        self.unsure = false;
+        Ok(())
+    }
+
+    /// Watches our node until it is gone (`Ok`), re-arming the watch after data changes
+    /// and session events; a session that ended without renewal fails the next `exists`.
+    async fn watch(&mut self, node: &str) -> Result<(), Stop> {
+        let mut backoff = Backoff::new();
+        loop {
+            if *self.closed.borrow() {
+                return Err(Stop::Closed);
+            }
+            let watcher = match self.client.exists_and_watch(node).await {
+                Ok((Some(_), watcher)) => watcher,
+                Ok((None, _)) => return Ok(()),
+                Err(e) if is_fatal(&e) => return Err(Stop::Failed(e)),
+                Err(e) => {
+                    tracing::debug!(path = node, error = %e, "persistent node watch retried");
+                    self.pause(&mut backoff).await?;
+                    continue;
+                }
+            };
+            backoff = Backoff::new();
+            tokio::select! {
+                event = watcher => if event.event_type == EventType::NodeDeleted {
+                    return Ok(());
+                },
+                _ = self.closed.wait_for(|closed| *closed) => return Err(Stop::Closed),
+            }
+        }
+    }
+
+    /// The next pause of `backoff`, cut short by the close signal.
+    async fn pause(&mut self, backoff: &mut Backoff) -> Result<(), Stop> {
+        let delay = backoff.next_delay().unwrap_or(MAX_PAUSE);
+        tokio::select! {
+            () = tokio::time::sleep(delay) => Ok(()),
+            _ = self.closed.wait_for(|closed| *closed) => Err(Stop::Closed),
+        }
+    }
+
+    /// On close: deletes our node (and, after a create of unknown outcome, every node with
+    /// our guid). Retried while retryable; a refused delete goes to the cleanup worker and
+    /// is reported.
+    async fn remove(&mut self) -> Option<Error> {
+        let node = self.shared.status.borrow().path.clone();
+        let mut doomed: Vec<String> = node.into_iter().collect();
+        if self.unsure {
+            // Best effort: a create that applied unseen is found by its guid.
+            doomed.extend(self.ours_by_guid().await.unwrap_or_default());
+        }
+        let mut refused = None;
+        for node in doomed {
+            if let Err(e) = self.delete(&node).await {
+                refused = Some(e);
+            }
+        }
+        refused
+    }
+
+    /// Deletes `node`, retrying across connection losses.
+    async fn delete(&self, node: &str) -> Result<(), Error> {
+        let mut backoff = Backoff::new();
+        loop {
+            match self.client.delete(node, None).await {
+                Ok(()) | Err(Error::NoNode) => return Ok(()),
+                Err(e) if e.is_retryable() => {
+                    backoff.pause().await;
+                }
+                // An ephemeral node went with the session; a persistent one cannot be
+                // deleted by this client any more.
+                Err(e) if e.is_terminal() && self.spec.mode.is_ephemeral() => return Ok(()),
+                Err(e) if e.is_terminal() => return Err(e),
+                Err(e) => {
+                    tracing::warn!(path = node, error = %e, "persistent node delete refused; left to the cleanup worker");
+                    cleanup::enqueue(&self.client, Job::Delete(node.to_owned()));
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
