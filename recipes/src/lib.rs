@@ -136,8 +136,9 @@ pub use barrier::{DistributedBarrier, DistributedDoubleBarrier};
 pub use cache::{CacheEvent, CacheEvents, CachedNode, TreeCache, TreeCacheBuilder};
 pub use counter::{AtomicCounter, CountChanges, SharedCount, Versioned};
 pub use discovery::{
-    InstanceFormatError, ProviderStrategy, Registration, ServiceCache, ServiceDiscovery,
-    ServiceInstance, ServiceInstanceBuilder, ServiceProvider, ServiceType, UriPart, UriSpec,
+    DownInstancePolicy, InstanceFormatError, ProviderStrategy, Registration, ServiceCache,
+    ServiceDiscovery, ServiceInstance, ServiceInstanceBuilder, ServiceProvider, ServiceType,
+    UriPart, UriSpec,
 };
 pub use election::LeaderElection;
 pub use error::{LockError, LostReason};
@@ -145,7 +146,7 @@ pub use group::GroupMember;
 pub use latch::{LeaderLatch, Leadership, Participant};
 pub use mutex::{Mutex, MutexGuard};
 pub use options::{lease_margin, LockOptions};
-pub use persistent::{NodeEvent, NodeEvents, PersistentNode};
+pub use persistent::{NodeEvent, NodeEvents, PersistentNode, PersistentTtlNode};
 pub use revoke::revoke;
 pub use rwlock::{ReadGuard, RwLock, WriteGuard};
 pub use semaphore::{Lease, Semaphore, SemaphoreLimit};

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use zkwire::Error;
 use zkwire_recipes::{
-    LockError, NodeEvent, ProviderStrategy, ServiceCache, ServiceDiscovery, ServiceInstance,
-    ServiceProvider, ServiceType, UriSpec,
+    DownInstancePolicy, LockError, NodeEvent, ProviderStrategy, ServiceCache, ServiceDiscovery,
+    ServiceInstance, ServiceProvider, ServiceType, UriSpec,
 };
 use zkwire_testing::java;
 use zkwire_testing::support::{builder, connect_with_timeout, fresh_chroot, kill_client_session};
@@ -255,7 +255,7 @@ async fn a_killed_sessions_instance_disappears_and_a_renewing_one_comes_back() {
 /// `CLASS <payload class>`, or `NONE`), `RAW <path>` (the same, read with payload class
 /// `Object`), `REGISTER <name> <id>` (registers a DYNAMIC
 /// instance with every field set, payload a Map; answers `OK`), `UNREGISTER` (`OK`),
-/// `NAMES` (`NAMES a b ...`), `PICK <name> <n>` (n picks of a round-robin `ServiceProvider`
+/// `NAMES` (`NAMES a b ...`), `URI <name> <id>` (`URI <the instance's buildUriSpec()>`), `PICK <name> <n>` (n picks of a round-robin `ServiceProvider`
 /// for name, started on first use: `PICKED id ...`, `-` for none), `CACHE <name>` (the ids
 /// a `ServiceCache` for name, started on first use, holds: `CACHE id ...`, sorted). Kept
 /// here, written out and compiled at run time.
@@ -335,6 +335,9 @@ public final class CuratorDiscovery {
                 } else if (w[0].equals("UNREGISTER")) {
                     discovery.unregisterService(mine);
                     System.out.println("OK");
+                } else if (w[0].equals("URI")) {
+                    ServiceInstance<Map> found = discovery.queryForInstance(w[1], w[2]);
+                    System.out.println("URI " + found.buildUriSpec());
                 } else if (w[0].equals("PICK")) {
                     ServiceProvider<Map> provider = providers.get(w[1]);
                     if (provider == null) {
@@ -497,6 +500,9 @@ async fn zkwire_and_curator_discovery_read_each_others_instances() {
             json,
             "Curator writes what we write, byte for byte"
         );
+        let uri = ours.build_uri().unwrap();
+        assert_eq!(uri, "https://10.0.0.7:8080/v1");
+        assert_eq!(curator.ask("URI api zk-1").await, format!("URI {uri}"));
         // A payload that is not an object, and none.
         let mut scalar = full_instance("api", "zk-2");
         scalar.payload = Some(json!(["one", 2]));
@@ -521,6 +527,12 @@ async fn zkwire_and_curator_discovery_read_each_others_instances() {
             .await
             .unwrap()
             .expect("we find Curator's");
+        let uri = format!("URI {}", theirs.build_uri().unwrap());
+        assert_eq!(
+            curator.ask("URI web java-1").await,
+            uri,
+            "one URI from one spec"
+        );
         let want = ServiceInstance::builder("web")
             .id("java-1")
             .address("192.168.1.9")
@@ -719,6 +731,58 @@ async fn curator_picks_among_mixed_instances_and_both_caches_follow_kills_and_re
         for c in [watcher, renewing] {
             c.close().await.unwrap();
         }
+    })
+    .await
+    .expect("bounded");
+}
+
+/// A provider leaves out an instance its caller noted errors for, by the down-instance
+/// policy: from the threshold until the timeout after the first error; with every instance
+/// down it has none to give.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_leaves_out_noted_instances_until_the_policy_timeout() {
+    tokio::time::timeout(4 * STEP, async {
+        let cs = fresh_chroot("discovery_down").await;
+        let client = connect_with_timeout(&cs, T).await;
+        let discovery = ServiceDiscovery::new(client.clone(), "/services");
+        let a = discovery.register(full_instance("api", "a")).await.unwrap();
+        let b = discovery.register(full_instance("api", "b")).await.unwrap();
+        let timeout = Duration::from_millis(800);
+        let provider = ServiceProvider::start(&discovery, "api", ProviderStrategy::RoundRobin)
+            .await
+            .unwrap()
+            .with_down_instance_policy(DownInstancePolicy::new(timeout, 2));
+        let deadline = Instant::now() + STEP;
+        while provider.all_instances().len() < 2 {
+            assert!(Instant::now() < deadline, "the cache never saw both");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let picks = |n| {
+            let mut ids: Vec<String> = (0..n)
+                .map(|_| provider.instance().map_or("-".into(), |i| i.id))
+                .collect();
+            ids.sort();
+            ids.dedup();
+            ids
+        };
+        assert_eq!(picks(4), ["a", "b"]);
+        let first_error = Instant::now();
+        let instance_a = a.instance().clone();
+        provider.note_error(&instance_a);
+        assert_eq!(picks(4), ["a", "b"], "one error is under the threshold");
+        provider.note_error(&instance_a);
+        assert_eq!(picks(4), ["b"], "two errors: a is down");
+        provider.note_error(b.instance());
+        provider.note_error(b.instance());
+        assert_eq!(provider.instance(), None, "every instance down");
+        tokio::time::sleep(
+            timeout.saturating_sub(first_error.elapsed()) + Duration::from_millis(100),
+        )
+        .await;
+        assert_eq!(picks(4), ["a", "b"], "back after the timeout");
+        a.unregister().await.unwrap();
+        b.unregister().await.unwrap();
+        client.close().await.unwrap();
     })
     .await
     .expect("bounded");

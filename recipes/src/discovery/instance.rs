@@ -194,6 +194,23 @@ impl ServiceInstance {
             },
         }
     }
+    /// This instance's URI by its [`uri_spec`](Self::uri_spec), as Curator's
+    /// `buildUriSpec()`; `None` without a spec. See [`UriSpec::build`].
+    ///
+    /// ```
+    /// use zkwire_recipes::{ServiceInstance, UriSpec};
+    ///
+    /// let spec = UriSpec::parse("{scheme}://{address}:{ssl-port}/{name}").unwrap();
+    /// let me = ServiceInstance::builder("api")
+    ///     .address("10.0.0.7")
+    ///     .ssl_port(8443)
+    ///     .uri_spec(spec)
+    ///     .build();
+    /// assert_eq!(me.build_uri().as_deref(), Some("https://10.0.0.7:8443/api"));
+    /// ```
+    pub fn build_uri(&self) -> Option<String> {
+        self.uri_spec.as_ref().map(|spec| spec.build(self))
+    }
 }
 
 impl ServiceInstanceBuilder {

@@ -9,9 +9,11 @@
 //!
 //! The instance record is in `instance.rs`, its URI template in `uri.rs` and its Curator JSON
 //! in `json.rs`; registration and queries in `registry.rs`; the [`ServiceCache`] in `cache.rs`
-//! and the [`ServiceProvider`] with its strategies in `provider.rs`.
+//! and the [`ServiceProvider`] with its strategies in `provider.rs`, its down-instance
+//! policy in `down.rs`.
 
 mod cache;
+mod down;
 mod instance;
 mod json;
 mod provider;
@@ -19,6 +21,7 @@ mod registry;
 mod uri;
 
 pub use cache::ServiceCache;
+pub use down::DownInstancePolicy;
 pub use instance::{ServiceInstance, ServiceInstanceBuilder, ServiceType};
 pub use json::InstanceFormatError;
 pub use provider::{ProviderStrategy, ServiceProvider};

@@ -5,9 +5,10 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex as StdMutex, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::cache::ServiceCache;
+use super::down::{DownInstancePolicy, DownInstances};
 use super::instance::ServiceInstance;
 use super::registry::ServiceDiscovery;
 use crate::error::LockError;
@@ -57,6 +58,7 @@ pub struct ServiceProvider {
     strategy: ProviderStrategy,
     turn: AtomicUsize,
     sticky: StdMutex<Option<String>>,
+    down: DownInstances,
 }
 
 impl ServiceProvider {
@@ -85,7 +87,52 @@ impl ServiceProvider {
             strategy,
             turn: AtomicUsize::new(0),
             sticky: StdMutex::new(None),
+            down: DownInstances::new(DownInstancePolicy::default()),
         })
+    }
+
+    /// The same provider with `policy` deciding when an instance reported with
+    /// [`note_error`](Self::note_error) is left out (the default: Curator's, 30 s and 2
+    /// errors). Errors noted before are forgotten.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire_recipes::LockError> {
+    /// use std::time::Duration;
+    /// use zkwire_recipes::{DownInstancePolicy, ProviderStrategy, ServiceDiscovery, ServiceProvider};
+    ///
+    /// let discovery = ServiceDiscovery::new(client, "/services");
+    /// let provider = ServiceProvider::start(&discovery, "api", ProviderStrategy::RoundRobin)
+    ///     .await?
+    ///     .with_down_instance_policy(DownInstancePolicy::new(Duration::from_secs(10), 1));
+    /// # let _ = provider;
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn with_down_instance_policy(mut self, policy: DownInstancePolicy) -> Self {
+        self.down = DownInstances::new(policy);
+        self
+    }
+
+    /// Reports that a call to `instance` failed (Curator's `noteError`): once the policy's
+    /// number of errors is reached, [`instance`](Self::instance) leaves it out until the
+    /// policy's timeout after the first (see [`DownInstancePolicy`]).
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire_recipes::LockError> {
+    /// # async fn call(_: &zkwire_recipes::ServiceInstance) -> Result<(), ()> { Ok(()) }
+    /// use zkwire_recipes::{ProviderStrategy, ServiceDiscovery, ServiceProvider};
+    ///
+    /// let discovery = ServiceDiscovery::new(client, "/services");
+    /// let provider = ServiceProvider::start(&discovery, "api", ProviderStrategy::default()).await?;
+    /// if let Some(instance) = provider.instance() {
+    ///     if call(&instance).await.is_err() {
+    ///         provider.note_error(&instance);
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn note_error(&self, instance: &ServiceInstance) {
+        self.down.note(&instance.id, Instant::now());
     }
 
     /// Every instance known now.
@@ -104,7 +151,8 @@ impl ServiceProvider {
         self.cache.instances()
     }
 
-    /// One instance by the strategy; `None` when there is none.
+    /// One instance by the strategy, among those not left out by the down-instance policy;
+    /// `None` when there is none.
     ///
     /// ```no_run
     /// # async fn run(client: zkwire::Client) -> Result<(), zkwire_recipes::LockError> {
@@ -121,6 +169,8 @@ impl ServiceProvider {
     /// ```
     pub fn instance(&self) -> Option<ServiceInstance> {
         let mut instances = self.cache.instances();
+        let now = Instant::now();
+        instances.retain(|i| self.down.is_up(&i.id, now));
         if instances.is_empty() {
             return None;
         }

@@ -10,11 +10,13 @@
 //! replace.
 //!
 //! The handle and the state it shares with its task are here; the events in `events.rs`; the
-//! task itself in `worker.rs`.
+//! task itself in `worker.rs`; [`PersistentTtlNode`], a container kept by a TTL child, in
+//! `ttl.rs`.
 
 mod events;
 #[cfg(test)]
 mod tests;
+mod ttl;
 mod worker;
 
 use std::sync::{Arc, Mutex as StdMutex, MutexGuard, PoisonError};
@@ -26,6 +28,7 @@ use tokio::task::JoinHandle;
 use zkwire::{path, Acl, Backoff, Client, CreateMode, CreateOptions, Error};
 
 pub use events::{NodeEvent, NodeEvents};
+pub use ttl::PersistentTtlNode;
 
 use crate::error::LockError;
 use crate::guid::Uuid;

@@ -2,6 +2,7 @@
 //! line: the Curator side of the membership, discovery and barrier interop tests.
 
 use std::ffi::OsStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use zkwire_testing::java::{self, JavaChild, JavaProgram};
@@ -11,7 +12,11 @@ use super::process::ProcessIo;
 /// Compiles `source`, the Java class `class`, against `classpath`. Panics with what to
 /// install when Java or Curator is missing: these tests never skip.
 pub(crate) fn compile_inline(class: &str, source: &str, classpath: &OsStr) -> JavaProgram {
-    let dir = std::env::temp_dir().join(format!("zkwire-{class}-{}", std::process::id()));
+    // A directory per call: tests of one binary may compile the same class at once.
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, Ordering::Relaxed);
+    let name = format!("zkwire-{class}-{}-{call}", std::process::id());
+    let dir = std::env::temp_dir().join(name);
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join(format!("{class}.java"));
     std::fs::write(&file, source).unwrap();
