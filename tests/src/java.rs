@@ -38,7 +38,9 @@ pub const CURATOR_INSTALL_HINT: &str =
     "Apache Curator not found: install it with `apt-get install -y libcurator-recipes-java` (Debian) \
      or set ZKWIRE_CURATOR_CLASSPATH";
 
-/// The jars (in [`DEFAULT_JAR_DIR`](zkwire_sandbox::java::DEFAULT_JAR_DIR)) a Curator 5.4 recipes program needs.
+/// The jars (in [`DEFAULT_JAR_DIR`]) a Curator 5.4 recipes program needs.
+///
+/// [`DEFAULT_JAR_DIR`]: zkwire_sandbox::java::DEFAULT_JAR_DIR
 const CURATOR_JARS: &[&str] = &[
     "curator-recipes.jar",
     "curator-framework.jar",

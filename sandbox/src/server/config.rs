@@ -8,7 +8,7 @@ use super::DEFAULT_TICK_MS;
 use crate::kerberos::{Kdc, SERVER_PRINCIPAL};
 use crate::tls::{ClientAuth, StoreType, TlsMaterial};
 
-/// Settings for a [`ZkServer`](super::ZkServer) or for every node of a [`ZkEnsemble`](super::ZkEnsemble).
+/// Settings for a [`ZkServer`] or for every node of a [`ZkEnsemble`].
 ///
 /// Fields are public; the chaining methods are a convenience. The
 /// [`Default`] is `tickTime=200`, `minSessionTimeout=400`,
@@ -23,6 +23,9 @@ use crate::tls::{ClientAuth, StoreType, TlsMaterial};
 /// get `initLimit=20`, `syncLimit=10` and their `server.N` lines. The
 /// [`extra`](Self::extra) lines come last and therefore override any of
 /// these.
+///
+/// [`ZkServer`]: super::ZkServer
+/// [`ZkEnsemble`]: super::ZkEnsemble
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
     /// `tickTime` in milliseconds.
@@ -36,8 +39,10 @@ pub struct ServerConfig {
     /// JVM system properties passed as `-Dkey=value`, in order (a later
     /// entry for the same key wins).
     pub jvm_props: Vec<(String, String)>,
-    /// Readiness timeout; `None` means [`STANDALONE_START_TIMEOUT`](super::STANDALONE_START_TIMEOUT) or
+    /// Readiness timeout; `None` means [`STANDALONE_START_TIMEOUT`] or
     /// [`ENSEMBLE_START_TIMEOUT`](super::ENSEMBLE_START_TIMEOUT). Also used by restarts.
+    ///
+    /// [`STANDALONE_START_TIMEOUT`]: super::STANDALONE_START_TIMEOUT
     pub startup_timeout: Option<Duration>,
     /// TLS on a `secureClientPort` of each node; see [`Self::tls`].
     pub tls: Option<ServerTls>,
@@ -169,11 +174,13 @@ impl ServerConfig {
     }
 
     /// Serves TLS too: each node gets a `secureClientPort` (on `127.0.0.1`, see
-    /// [`ZkServer::secure_connect_string`](super::ZkServer::secure_connect_string)) on the Netty connection factory, with the server
+    /// [`ZkServer::secure_connect_string`]) on the Netty connection factory, with the server
     /// certificate and CA of `material` in stores of `store_type`, `ssl.clientAuth` set from
     /// `client_auth`, and the x509 authentication provider (client certificates become
     /// `x509:<subject>` identities). The plaintext client port stays open. `material` must
     /// outlive the servers.
+    ///
+    /// [`ZkServer::secure_connect_string`]: super::ZkServer::secure_connect_string
     #[must_use]
     pub fn tls(
         mut self,

@@ -71,8 +71,10 @@ impl ZkEnsemble {
     ///
     /// # Errors
     ///
-    /// As [`ZkServer::start_with`](super::ZkServer::start_with); the readiness timeout defaults to 30 s.
+    /// As [`ZkServer::start_with`]; the readiness timeout defaults to 30 s.
     /// On error every node has been killed.
+    ///
+    /// [`ZkServer::start_with`]: super::ZkServer::start_with
     pub fn start_with(n: usize, config: ServerConfig) -> Result<Self, ServerError> {
         Self::start_with_layout(n, config, &mut |ports: &[NodePorts]| {
             let mut lines = String::from("initLimit=20\nsyncLimit=10\n");

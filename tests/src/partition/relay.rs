@@ -19,12 +19,14 @@ use super::lock;
 /// A fault on one direction of a [`LinkRelay`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LinkFault {
-    /// Bytes stop being delivered in that direction: they are held (up to [`MAX_HELD`](super::MAX_HELD) per
+    /// Bytes stop being delivered in that direction: they are held (up to [`MAX_HELD`] per
     /// connection, beyond which the connection is reset) and delivered, in order, once the
     /// fault is lifted, as TCP retransmission would. A connection accepted while the
     /// *forward* direction is blackholed is not passed on to the upstream until it is lifted
     /// (the acceptor sees nothing, as if the SYN were lost); if the connector closes it
     /// before then, it vanishes without ever reaching the upstream.
+    ///
+    /// [`MAX_HELD`]: super::MAX_HELD
     Blackhole,
     /// Every chunk read in that direction is delivered this much later (order is kept).
     Delay(Duration),
@@ -65,7 +67,9 @@ pub struct LinkCounts {
     pub active: usize,
     /// Connections reset by [`LinkFault::Reset`] (current ones, and new ones refused that way).
     pub resets: usize,
-    /// Connections reset because a blackholed direction held more than [`MAX_HELD`](super::MAX_HELD) bytes.
+    /// Connections reset because a blackholed direction held more than [`MAX_HELD`] bytes.
+    ///
+    /// [`MAX_HELD`]: super::MAX_HELD
     pub overflow_cuts: usize,
     /// Connections closed by the connector while still held back by a forward blackhole:
     /// they never reached the upstream.

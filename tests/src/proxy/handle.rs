@@ -280,18 +280,22 @@ impl FaultProxy {
             .unwrap_or(0)
     }
 
-    /// Every client→server frame so far (up to [`MAX_LOG`](super::MAX_LOG)), in the order the proxy read them
+    /// Every client→server frame so far (up to [`MAX_LOG`]), in the order the proxy read them
     /// (connections interleaved): its
     /// header (`None` for the `ConnectRequest` and for a frame too short to hold one) and its
     /// payload length (the length prefix).
+    ///
+    /// [`MAX_LOG`]: super::MAX_LOG
     pub fn client_frames(&self) -> Vec<(Option<RequestHeader>, usize)> {
         self.shared.stats().client_frames.clone()
     }
 
-    /// Every server→client frame so far (up to [`MAX_LOG`](super::MAX_LOG)), in the order the proxy read them
+    /// Every server→client frame so far (up to [`MAX_LOG`]), in the order the proxy read them
     /// (connections interleaved): its
     /// header (`None` for the `ConnectResponse` and for a frame too short to hold one) and its
     /// payload length.
+    ///
+    /// [`MAX_LOG`]: super::MAX_LOG
     pub fn server_frames(&self) -> Vec<(Option<ReplyHeader>, usize)> {
         self.shared.stats().server_frames.clone()
     }

@@ -16,7 +16,7 @@
 //!
 //! The first client→server frame of a connection is a `ConnectRequest` and the first
 //! server→client frame a `ConnectResponse`, neither with a header; every later client frame
-//! starts with a [`RequestHeader`](zkwire::proto::RequestHeader) and every later server frame with a [`ReplyHeader`](zkwire::proto::ReplyHeader). Frames
+//! starts with a [`RequestHeader`] and every later server frame with a [`ReplyHeader`]. Frames
 //! are forwarded whole: a frame's bytes go out only once all of them have arrived. A stream
 //! that stops looking like frames (a negative length, or one over [`MAX_PARSED_FRAME`], as a
 //! four-letter word such as `ruok` does) switches that direction to raw pass-through for the
@@ -30,6 +30,9 @@
 //! just stops reading that side until the queue drains. Logs are capped at [`MAX_LOG`]
 //! entries. Dropping the [`FaultProxy`] aborts the accept loop, which aborts every connection
 //! task and closes every socket.
+//!
+//! [`RequestHeader`]: zkwire::proto::RequestHeader
+//! [`ReplyHeader`]: zkwire::proto::ReplyHeader
 
 mod accept;
 mod conn;

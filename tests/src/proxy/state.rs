@@ -44,7 +44,9 @@ impl Faults {
     }
 }
 
-/// The bounds of a [`FaultProxy::delay_direction`](super::FaultProxy::delay_direction) (`min <= max`).
+/// The bounds of a [`FaultProxy::delay_direction`] (`min <= max`).
+///
+/// [`FaultProxy::delay_direction`]: super::FaultProxy::delay_direction
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Jitter {
     pub(super) min: Duration,
