@@ -141,8 +141,8 @@ fn server_config(args: &Args) -> ServerConfig {
 
 /// Creates the run's nodes: the 100-byte data node and one persistent directory per lock.
 async fn setup(admin: &zkwire::Client, ctx: &Ctx) -> Result<(), BenchError> {
-    use zkwire::{CreateMode, CreateOptions};
-    let persistent = CreateOptions::new(CreateMode::Persistent);
+    use zkwire::CreateOptions;
+    let persistent = CreateOptions::persistent();
     admin.create(&ctx.root, b"", &persistent).await?;
     admin
         .create(&ctx.path("data"), &[b'x'; PAYLOAD], &persistent)

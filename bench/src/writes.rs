@@ -32,7 +32,7 @@ async fn run_zkwire(
     node_path: String,
 ) -> Result<[Measured; 3], BenchError> {
     let client = ctx.zkwire().await?;
-    let persistent = zkwire::CreateOptions::new(CreateMode::Persistent);
+    let persistent = zkwire::CreateOptions::persistent();
     ensure_zkwire(&client, &set_path, &persistent).await?;
     let [set] = run_workers(
         ctx,

@@ -20,7 +20,7 @@ use crate::proto::ErrorCode;
 /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
 /// use zkwire::{CreateMode, CreateOptions, Error};
 ///
-/// let persistent = CreateOptions::new(CreateMode::Persistent);
+/// let persistent = CreateOptions::persistent();
 /// match client.create("/config", b"v1", &persistent).await {
 ///     Ok(_) | Err(Error::NodeExists) => {} // there now, whoever created it
 ///     Err(e) if e.is_retryable() => eprintln!("try again: {e}"),

@@ -12,7 +12,7 @@
 //! # async fn run() -> Result<(), zkwire::Error> {
 //! use zkwire::{Client, CreateMode, CreateOptions};
 //! let client = Client::connect("127.0.0.1:2181/app").await?;
-//! client.create("/config", b"v1", &CreateOptions::new(CreateMode::Persistent)).await?;
+//! client.create("/config", b"v1", &CreateOptions::persistent()).await?;
 //! let (data, stat) = client.get_data("/config").await?;
 //! assert_eq!(&data[..], b"v1");
 //! # let _ = stat;

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use zkwire::{path, Backoff, Client, CreateMode, CreateOptions, Error};
+use zkwire::{path, Backoff, Client, CreateOptions, Error};
 
 use crate::cleanup::{self, Job};
 use crate::error::LockError;
@@ -122,7 +122,7 @@ impl DistributedBarrier {
     /// # Ok(()) }
     /// ```
     pub async fn set_barrier(&self) -> Result<(), LockError> {
-        let options = CreateOptions::new(CreateMode::Persistent).with_container_parents();
+        let options = CreateOptions::persistent().with_container_parents();
         match retrying(|| self.client.create_all(&self.path, b"", &options)).await {
             Ok(_) | Err(Error::NodeExists) => Ok(()),
             Err(e) => Err(e.into()),
@@ -340,7 +340,7 @@ impl DistributedDoubleBarrier {
     /// completes the count.
     async fn enter_as(&self, node: &str) -> Result<(), Error> {
         let ready = path::join(&self.path, READY);
-        let options = CreateOptions::new(CreateMode::Ephemeral).with_container_parents();
+        let options = CreateOptions::ephemeral().with_container_parents();
         // Our name is a fresh uuid: a create that applied unseen is ours.
         match retrying(|| self.client.create_all(node, b"", &options)).await {
             Ok(_) | Err(Error::NodeExists) => {}
@@ -353,7 +353,7 @@ impl DistributedDoubleBarrier {
             }
             let members = retrying(|| self.client.get_children(&self.path)).await?;
             if members.len() >= self.member_qty {
-                let persistent = CreateOptions::new(CreateMode::Persistent);
+                let persistent = CreateOptions::persistent();
                 return match retrying(|| self.client.create(&ready, b"", &persistent)).await {
                     Ok(_) | Err(Error::NodeExists) => Ok(()),
                     Err(e) => Err(e),

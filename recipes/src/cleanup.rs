@@ -305,13 +305,13 @@ mod tests {
 
     use std::time::{Duration, Instant};
 
-    use zkwire::{Acl, Client, CreateMode, CreateOptions, Error, Id, Perms};
+    use zkwire::{Acl, Client, CreateOptions, Error, Id, Perms};
     use zkwire_testing::support::fresh_chroot;
 
     use super::*;
 
     fn persistent() -> CreateOptions {
-        CreateOptions::new(CreateMode::Persistent)
+        CreateOptions::persistent()
     }
 
     /// Polls (for up to 10 s) until `path` is gone and `client` has at most `left` jobs.
@@ -376,7 +376,7 @@ mod tests {
         let cs = fresh_chroot("cleanup_noauth").await;
         let a = Client::connect(&cs).await.unwrap();
         a.create("/dir", b"", &persistent()).await.unwrap();
-        let ephemeral = CreateOptions::new(CreateMode::Ephemeral);
+        let ephemeral = CreateOptions::ephemeral();
         a.create("/dir/node", b"", &ephemeral).await.unwrap();
         a.create("/other", b"", &ephemeral).await.unwrap();
         let no_delete = [Acl::new(

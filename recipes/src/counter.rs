@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use zkwire::{Backoff, Client, CreateMode, CreateOptions, Error, EventType};
+use zkwire::{Backoff, Client, CreateOptions, Error, EventType};
 
 use crate::{LockError, Mutex};
 
@@ -77,7 +77,7 @@ impl SharedCount {
     /// # Errors
     /// Client errors.
     pub async fn ensure(&self, seed: i32) -> Result<(), Error> {
-        let options = CreateOptions::new(CreateMode::Persistent).with_container_parents();
+        let options = CreateOptions::persistent().with_container_parents();
         match self
             .client
             .create_all(&self.path, seed.to_be_bytes(), &options)
@@ -455,7 +455,7 @@ impl AtomicCounter {
                 .await
                 .map(drop),
             None => {
-                let options = CreateOptions::new(CreateMode::Persistent);
+                let options = CreateOptions::persistent();
                 self.client
                     .create_all(&self.path, bytes, &options)
                     .await

@@ -63,7 +63,7 @@ impl Op {
     ///
     /// ```
     /// use zkwire::{CreateMode, CreateOptions, Op};
-    /// let sequential = CreateOptions::new(CreateMode::PersistentSequential);
+    /// let sequential = CreateOptions::persistent_sequential();
     /// let op = Op::create("/jobs/job-", b"payload", &sequential);
     /// # let _ = op;
     /// ```
@@ -166,7 +166,7 @@ impl Client {
     ///     .multi(&[
     ///         Op::check("/todo/job-1", Some(stat.version)),
     ///         Op::delete("/todo/job-1", None),
-    ///         Op::create("/done/job-1", data, &CreateOptions::new(CreateMode::Persistent)),
+    ///         Op::create("/done/job-1", data, &CreateOptions::persistent()),
     ///     ])
     ///     .await?;
     /// assert_eq!(results[0], OpResult::Check);

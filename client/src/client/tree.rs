@@ -24,7 +24,7 @@ impl Client {
     /// ```no_run
     /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
     /// use zkwire::{CreateMode, CreateOptions};
-    /// let opts = CreateOptions::new(CreateMode::Persistent);
+    /// let opts = CreateOptions::persistent();
     /// client.create_all("/app/config/db", b"postgres://db", &opts).await?;
     /// # Ok(()) }
     /// ```

@@ -18,7 +18,7 @@ impl Client {
     /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
     /// use zkwire::{CreateMode, CreateOptions};
     /// let (path, _stat) = client
-    ///     .create("/jobs/job-", b"payload", &CreateOptions::new(CreateMode::PersistentSequential))
+    ///     .create("/jobs/job-", b"payload", &CreateOptions::persistent_sequential())
     ///     .await?;
     /// assert!(path.starts_with("/jobs/job-"));
     /// # Ok(()) }

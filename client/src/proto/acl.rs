@@ -232,7 +232,7 @@ record! {
     ///     Acl::new(Perms::READ, Id::anyone()),
     ///     Acl::digest(Perms::ALL, "alice", "alice-secret"),
     /// ];
-    /// let options = CreateOptions::new(CreateMode::Persistent).with_acl(acl);
+    /// let options = CreateOptions::persistent().with_acl(acl);
     /// client.create("/reports", b"", &options).await?;
     /// # Ok(()) }
     /// ```
@@ -272,7 +272,7 @@ impl Acl {
     /// ```
     /// use zkwire::{Acl, CreateMode, CreateOptions};
     /// // Published settings: everyone reads, nobody changes them (but a superuser).
-    /// let published = CreateOptions::new(CreateMode::Persistent).with_acl(Acl::read_unsafe());
+    /// let published = CreateOptions::persistent().with_acl(Acl::read_unsafe());
     /// # let _ = published;
     /// ```
     pub fn read_unsafe() -> Vec<Self> {
@@ -287,7 +287,7 @@ impl Acl {
     ///
     /// client.add_auth("digest", "alice:alice-secret").await?;
     /// // Only the session's identities (here digest:alice:...) may touch the node.
-    /// let private = CreateOptions::new(CreateMode::Persistent).with_acl(Acl::creator_all());
+    /// let private = CreateOptions::persistent().with_acl(Acl::creator_all());
     /// client.create("/alice", b"", &private).await?;
     /// # Ok(()) }
     /// ```

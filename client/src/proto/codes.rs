@@ -361,7 +361,7 @@ wire_enum! {
     /// use zkwire::{CreateMode, CreateOptions};
     ///
     /// // A node that goes with the session, named with a sequence number.
-    /// let worker = CreateOptions::new(CreateMode::EphemeralSequential);
+    /// let worker = CreateOptions::ephemeral_sequential();
     /// let (path, _stat) = client.create("/workers/w-", b"host-1", &worker).await?;
     /// println!("registered as {path}");
     /// # Ok(()) }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use zkwire::{path, Client, CreateMode, CreateOptions, Error};
+use zkwire::{path, Client, CreateOptions, Error};
 
 use super::instance::{ServiceInstance, ServiceType};
 use crate::error::LockError;
@@ -171,7 +171,7 @@ impl ServiceDiscovery {
         instance: &ServiceInstance,
     ) -> Result<(), LockError> {
         let data = instance.to_json();
-        let options = CreateOptions::new(CreateMode::Persistent).with_container_parents();
+        let options = CreateOptions::persistent().with_container_parents();
         loop {
             match self.client.create_all(node, &data, &options).await {
                 Ok(_) => return Ok(()),

@@ -223,7 +223,7 @@ pub(crate) async fn create_containers(
     dir: &str,
     options: &LockOptions,
 ) -> Result<(), Error> {
-    let container = CreateOptions::new(CreateMode::Container).with_acl(options.parent_acl.clone());
+    let container = CreateOptions::container().with_acl(options.parent_acl.clone());
     let mut prefix = String::with_capacity(dir.len());
     for segment in dir.split('/').filter(|s| !s.is_empty()) {
         prefix.push('/');

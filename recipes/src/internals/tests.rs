@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use zkwire::{CreateMode, CreateOptions};
+use zkwire::CreateOptions;
 use zkwire_testing::support::fresh_chroot;
 
 use super::*;
@@ -26,7 +26,7 @@ async fn setup(name: &str) -> (Dir, Client) {
 }
 
 async fn plant(client: &Client, prefix: &str) -> String {
-    let opts = CreateOptions::new(CreateMode::EphemeralSequential);
+    let opts = CreateOptions::ephemeral_sequential();
     client
         .create(&format!("/lock/{prefix}lock-"), b"", &opts)
         .await

@@ -215,7 +215,7 @@ async fn touch_loop(client: Client, touch: String, ttl: Duration) {
 /// Creates the child with the TTL, or writes it (which restarts its TTL) if it exists. A
 /// missing container is not an error: the container's own task creates it.
 async fn touch_once(client: &Client, touch: &str, ttl: Duration) -> Result<(), Error> {
-    let options = CreateOptions::new(CreateMode::PersistentWithTtl).with_ttl(ttl);
+    let options = CreateOptions::persistent_with_ttl(ttl);
     match client.create(touch, b"", &options).await {
         Ok(_) | Err(Error::NoNode) => Ok(()),
         Err(Error::NodeExists) => client.set_data(touch, b"", None).await.map(drop),

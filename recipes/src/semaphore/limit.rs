@@ -1,7 +1,7 @@
 //! Where a [`Semaphore`]'s limit comes from: fixed, or a Curator `SharedCount` node (its
 //! encoding, its read and watch, its seed).
 
-use zkwire::{path, Backoff, Client, CreateMode, CreateOptions, Error, OneshotWatcher};
+use zkwire::{path, Backoff, Client, CreateOptions, Error, OneshotWatcher};
 
 use super::Semaphore;
 use crate::error::LockError;
@@ -116,8 +116,7 @@ async fn seed_count(
     options: &LockOptions,
 ) -> Result<(), Error> {
     let data = encode_count(max);
-    let persistent =
-        CreateOptions::new(CreateMode::Persistent).with_acl(options.parent_acl.clone());
+    let persistent = CreateOptions::persistent().with_acl(options.parent_acl.clone());
     for _ in 0..16 {
         match client.create(count_path, &data, &persistent).await {
             Ok(_) | Err(Error::NodeExists) => return Ok(()),

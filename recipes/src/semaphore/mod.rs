@@ -74,7 +74,7 @@ fn lease_contest() -> Contest {
 /// use zkwire_recipes::{Semaphore, SemaphoreLimit};
 ///
 /// // At most 5 leases, the limit kept in a Curator SharedCount node (4 bytes, big-endian).
-/// let persistent = CreateOptions::new(CreateMode::Persistent);
+/// let persistent = CreateOptions::persistent();
 /// client.create("/config/workers", &5_i32.to_be_bytes(), &persistent).await?;
 /// let limit = SemaphoreLimit::SharedCount("/config/workers".into());
 /// let sem = Semaphore::new(client, "/sem/workers", limit);
