@@ -41,3 +41,12 @@ if ! packages --features kerberos | grep -x libgssapi >/dev/null; then
     exit 1
 fi
 echo "check-default-build: zkw's default build needs neither libclang nor libkrb5-dev"
+
+# The shipped binary uses the public API alone: no `unstable` internals of zkwire (the CLI's
+# tests turn them on for themselves, as dev-dependencies, which `-e normal,build` leaves out).
+if $CARGO tree -q -p zkwire-cli -e normal,build,features --target all | grep -q 'feature "unstable"'; then
+    echo "check-default-build: zkw's build turns on zkwire's \`unstable\` feature:" >&2
+    $CARGO tree -q -p zkwire-cli -e normal,build,features --target all -i zkwire >&2 || true
+    exit 1
+fi
+echo "check-default-build: zkw's build uses no \`unstable\` internals"
