@@ -50,3 +50,14 @@ if $CARGO tree -q -p zkwire-cli -e normal,build,features --target all | grep -q 
     exit 1
 fi
 echo "check-default-build: zkw's build uses no \`unstable\` internals"
+
+# The README quotes the size of a cold `cargo install --path cli`: it must stay the size of the
+# default build's dependency tree (re-time the install when it changes).
+quoted=$(sed -n 's/.*a cold install took [^,]*, \([0-9][0-9]*\) crates.*/\1/p' README.md)
+actual=$(wc -l <<<"$default")
+if [ "$quoted" != "$actual" ]; then
+    echo "check-default-build: the README says a cold install builds ${quoted:-?} crates;" \
+        "zkw's default build has $actual: re-time \`cargo install --path cli\` and update it" >&2
+    exit 1
+fi
+echo "check-default-build: the README's crate count ($actual) is zkw's default build's"
