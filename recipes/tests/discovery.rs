@@ -255,8 +255,9 @@ async fn a_killed_sessions_instance_disappears_and_a_renewing_one_comes_back() {
 /// `CLASS <payload class>`, or `NONE`), `RAW <path>` (the same, read with payload class
 /// `Object`), `REGISTER <name> <id>` (registers a DYNAMIC
 /// instance with every field set, payload a Map; answers `OK`), `UNREGISTER` (`OK`),
-/// `NAMES` (`NAMES a b ...`), `URI <name> <id>` (`URI <the instance's buildUriSpec()>`), `PICK <name> <n>` (n picks of a round-robin `ServiceProvider`
-/// for name, started on first use: `PICKED id ...`, `-` for none), `CACHE <name>` (the ids
+/// `NAMES` (`NAMES a b ...`), `URI <name> <id>` (`URI <the instance's buildUriSpec()>`),
+/// `PICK <name> <n>` (n picks of a round-robin `ServiceProvider` for name, started on first
+/// use: `PICKED id ...`, `-` for none), `CACHE <name>` (the ids
 /// a `ServiceCache` for name, started on first use, holds: `CACHE id ...`, sorted). Kept
 /// here, written out and compiled at run time.
 const CURATOR_DISCOVERY: &str = r#"

@@ -343,9 +343,10 @@ pub fn connect_response_frame(timeout: i32, session_id: i64) -> Bytes {
 }
 
 /// The body of a successful reply to `op`, as a healthy server would send it for the
-/// request `body`: the [`Sample`](zkwire::proto::Sample) of the reply record the table of operations gives `op`
-/// (data [`HEALTHY_DATA`], Stat [`zkwire::proto::SAMPLE_STAT`]) about the path of a create or
-/// sync request (`/` for other requests); empty for an op code not in the table.
+/// request `body`: the [`Sample`](zkwire::proto::Sample) of the reply record the table of
+/// operations gives `op` (data [`HEALTHY_DATA`], Stat [`zkwire::proto::SAMPLE_STAT`]) about
+/// the path of a create or sync request (`/` for other requests); empty for an op code not in
+/// the table.
 pub fn healthy_reply(op: OpCode, body: &Bytes) -> Bytes {
     let path = CreateRequest::decode_exact(body)
         .map(|r| r.path)

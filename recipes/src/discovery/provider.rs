@@ -98,7 +98,8 @@ impl ServiceProvider {
     /// ```no_run
     /// # async fn run(client: zkwire::Client) -> Result<(), zkwire_recipes::LockError> {
     /// use std::time::Duration;
-    /// use zkwire_recipes::{DownInstancePolicy, ProviderStrategy, ServiceDiscovery, ServiceProvider};
+    /// use zkwire_recipes::{DownInstancePolicy, ProviderStrategy};
+    /// use zkwire_recipes::{ServiceDiscovery, ServiceProvider};
     ///
     /// let discovery = ServiceDiscovery::new(client, "/services");
     /// let provider = ServiceProvider::start(&discovery, "api", ProviderStrategy::RoundRobin)
@@ -123,7 +124,8 @@ impl ServiceProvider {
     /// use zkwire_recipes::{ProviderStrategy, ServiceDiscovery, ServiceProvider};
     ///
     /// let discovery = ServiceDiscovery::new(client, "/services");
-    /// let provider = ServiceProvider::start(&discovery, "api", ProviderStrategy::default()).await?;
+    /// let strategy = ProviderStrategy::default();
+    /// let provider = ServiceProvider::start(&discovery, "api", strategy).await?;
     /// if let Some(instance) = provider.instance() {
     ///     if call(&instance).await.is_err() {
     ///         provider.note_error(&instance);

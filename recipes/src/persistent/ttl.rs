@@ -33,7 +33,8 @@ pub(crate) const TOUCH_CHILD: &str = "touch";
 /// use zkwire_recipes::PersistentTtlNode;
 ///
 /// // `/jobs/report-42` stays while this process runs, and at most a minute after.
-/// let node = PersistentTtlNode::new(client, "/jobs/report-42", Duration::from_secs(60), "running");
+/// let ttl = Duration::from_secs(60);
+/// let node = PersistentTtlNode::new(client, "/jobs/report-42", ttl, "running");
 /// node.start();
 /// node.wait_for_initial_create(Duration::from_secs(10)).await?;
 /// // ... the job ...
