@@ -1,6 +1,6 @@
 //! ARCHITECTURE.md stays true to the tree: every repository path it names in backticks
-//! (`client/src/driver/registry.rs`, `recipes/tests/`...) exists, and so does every file it
-//! links to.
+//! (`client/src/driver/registry.rs`, `recipes/tests/`...) exists, every file name it gives is
+//! such a path (written from the root), and every file it links to exists.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::path::Path;
@@ -11,6 +11,13 @@ const ROOTS: [&str; 11] = [
     "bench/", "cli/", "client/", "docs/", "fuzz/", "recipes/", "sandbox/", "soak/", "tests/",
     ".ci/", "Makefile",
 ];
+
+/// Whether `word` names a file by its extension (`foo.rs`, `docs/lease.md`).
+fn is_file_name(word: &str) -> bool {
+    [".rs", ".md", ".java", ".py", ".sh", ".toml"]
+        .iter()
+        .any(|ext| word.ends_with(ext))
+}
 
 /// The words of `text` between backticks.
 fn backticked(text: &str) -> Vec<&str> {
@@ -33,7 +40,8 @@ fn every_path_architecture_md_names_exists() {
     let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
     let paths: Vec<&str> = backticked(&text)
         .into_iter()
-        .filter(|word| ROOTS.iter().any(|r| word.starts_with(r)))
+        // A file name (`x.rs`) alone counts too: it must be written from the root.
+        .filter(|word| ROOTS.iter().any(|r| word.starts_with(r)) || is_file_name(word))
         .filter(|word| !word.contains(' '))
         .chain(link_targets(&text))
         .collect();
