@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 use zkwire_recipes::GroupMember;
 
-use common::{chroot, command, finish, scratch, wait_file, zkw};
+use common::{chroot, finish, scratch, spawn_script, wait_file, zkw};
 
 /// How long any one test's `zkw` runs may take.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -27,29 +27,25 @@ fn register_lists_the_instance_while_the_command_runs() {
     let dir = scratch("register");
     let script = "echo \"$ZKW_SERVICE_ID\" > \"$0/id\"; \
                   while [ ! -e \"$0/stop\" ]; do sleep 0.05; done; exit 3";
-    let registered = command(&[
-        "--server",
+    let registered = spawn_script(
         &cs,
-        "register",
-        "api",
-        "--address",
-        "10.0.0.7",
-        "--port",
-        "8080",
-        "--ssl-port",
-        "8443",
-        "--id",
-        "api-1",
-        "--payload",
-        r#"{"zone":"eu-1"}"#,
-        "--",
-        "sh",
-        "-c",
+        &[
+            "register",
+            "api",
+            "--address",
+            "10.0.0.7",
+            "--port",
+            "8080",
+            "--ssl-port",
+            "8443",
+            "--id",
+            "api-1",
+            "--payload",
+            r#"{"zone":"eu-1"}"#,
+        ],
         script,
-        dir.to_str().unwrap(),
-    ])
-    .spawn()
-    .unwrap();
+        &dir,
+    );
     assert_eq!(wait_file(&dir.join("id"), LIMIT), "api-1");
 
     let names = json(zkw(&cs, &["services", "--json"]).ok());
@@ -167,23 +163,12 @@ fn barrier_of_two_runs_both_commands() {
     let dir = scratch("barrier");
     let member = |n: u32| {
         let script = format!("touch \"$0/ran-{n}\"; test -n \"$ZKW_BARRIER_NODE\"");
-        command(&[
-            "--server",
+        spawn_script(
             &cs,
-            "barrier",
-            "/round",
-            "--members",
-            "2",
-            "--timeout",
-            "20s",
-            "--",
-            "sh",
-            "-c",
+            &["barrier", "/round", "--members", "2", "--timeout", "20s"],
             &script,
-            dir.to_str().unwrap(),
-        ])
-        .spawn()
-        .unwrap()
+            &dir,
+        )
     };
     let first = member(1);
     let second = member(2);

@@ -14,7 +14,9 @@ use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::server::shared_server;
 use zkwire_testing::support::connect_with_timeout;
 
-use common::{chroot, command, finish, lines_of, scratch, signal, wait_file, wait_line};
+use common::{
+    chroot, command, finish, lines_of, scratch, signal, spawn_script, wait_file, wait_line,
+};
 
 /// How long any one test's `zkw` runs may take.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -68,27 +70,23 @@ fn register_comes_back_after_an_expiry_and_unregisters_on_ctrl_c() {
     let dir = scratch("register-expiry");
     let script = "trap 'echo int > \"$0/trapped\"; exit 7' INT; echo up > \"$0/running\"; \
                   while true; do sleep 0.05; done";
-    let mut registered = command(&[
-        "--server",
+    let mut registered = spawn_script(
         &via,
-        "--session-timeout",
-        "2s",
-        "register",
-        "api",
-        "--address",
-        "10.0.0.7",
-        "--port",
-        "8080",
-        "--id",
-        "api-1",
-        "--",
-        "sh",
-        "-c",
+        &[
+            "--session-timeout",
+            "2s",
+            "register",
+            "api",
+            "--address",
+            "10.0.0.7",
+            "--port",
+            "8080",
+            "--id",
+            "api-1",
+        ],
         script,
-        dir.to_str().unwrap(),
-    ])
-    .spawn()
-    .unwrap();
+        &dir,
+    );
     let stderr = lines_of(registered.stderr.take().unwrap());
     wait_file(&dir.join("running"), LIMIT);
     let node = "/services/api/api-1";

@@ -8,8 +8,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{
-    chroot, command, finish, lines_of, running, scratch, signal, spawn_holder, wait_file,
-    wait_line, zkw,
+    chroot, command, finish, lines_of, running, scratch, signal, spawn_holder, spawn_script,
+    wait_file, wait_line, zkw,
 };
 
 #[test]
@@ -167,21 +167,12 @@ fn lost_lock_kills_a_command_that_ignores_sigterm() {
     let cs = chroot("cli-lock-stubborn");
     let dir = scratch("stubborn");
     let script = "trap '' TERM; sleep 60 & echo $! > \"$0/pid\"; echo \"$ZKW_LOCK_NODE\" > \"$0/node\"; wait";
-    let holder = command(&[
-        "--server",
+    let holder = spawn_script(
         &cs,
-        "lock",
-        "/stubborn",
-        "--kill-after",
-        "1s",
-        "--",
-        "sh",
-        "-c",
+        &["lock", "/stubborn", "--kill-after", "1s"],
         script,
-        dir.to_str().unwrap(),
-    ])
-    .spawn()
-    .unwrap();
+        &dir,
+    );
     let node = wait_file(&dir.join("node"), Duration::from_secs(30));
     let grandchild: u32 = wait_file(&dir.join("pid"), Duration::from_secs(5))
         .parse()
@@ -264,19 +255,7 @@ fn sigterm_is_passed_to_the_command() {
     let cs = chroot("cli-lock-forward");
     let dir = scratch("forward");
     let script = "trap 'echo got-term; exit 3' TERM; touch \"$0/ready\"; sleep 30 & wait";
-    let mut holder = command(&[
-        "--server",
-        &cs,
-        "lock",
-        "/fwd",
-        "--",
-        "sh",
-        "-c",
-        script,
-        dir.to_str().unwrap(),
-    ])
-    .spawn()
-    .unwrap();
+    let mut holder = spawn_script(&cs, &["lock", "/fwd"], script, &dir);
     let stdout = lines_of(holder.stdout.take().unwrap());
     wait_file_exists(&dir.join("ready"));
     signal(holder.id(), "TERM");
@@ -294,19 +273,12 @@ fn sigterm_is_passed_to_the_command() {
 fn readers_share_and_writers_wait() {
     let cs = chroot("cli-rwlock");
     let dir = scratch("rwlock");
-    let reader = command(&[
-        "--server",
+    let reader = spawn_script(
         &cs,
-        "rlock",
-        "/rw",
-        "--",
-        "sh",
-        "-c",
+        &["rlock", "/rw"],
         "touch \"$0/reading\"; sleep 2",
-        dir.to_str().unwrap(),
-    ])
-    .spawn()
-    .unwrap();
+        &dir,
+    );
     wait_file_exists(&dir.join("reading"));
     let second = zkw(
         &cs,
@@ -354,23 +326,7 @@ fn semaphore_admits_n_holders() {
     // Each holder counts the holders inside (itself included) and records the count.
     let script = "touch \"$0/in.$$\"; ls \"$0\" | grep -c '^in\\.' >> \"$0/seen\"; sleep 1.5; rm \"$0/in.$$\"";
     let holders: Vec<_> = (0..3)
-        .map(|_| {
-            command(&[
-                "--server",
-                &cs,
-                "sem",
-                "/sem",
-                "--leases",
-                "2",
-                "--",
-                "sh",
-                "-c",
-                script,
-                dir.to_str().unwrap(),
-            ])
-            .spawn()
-            .unwrap()
-        })
+        .map(|_| spawn_script(&cs, &["sem", "/sem", "--leases", "2"], script, &dir))
         .collect();
     for holder in holders {
         assert_eq!(finish(holder, Duration::from_secs(30)).code, Some(0));

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{chroot, command, finish, running, scratch, wait_file, zkw};
+use common::{chroot, command, finish, running, scratch, spawn_script, wait_file, zkw};
 
 /// A holder's command that records its pid and node, notes SIGTERM, then sleeps.
 const HOLDER: &str = "trap 'echo term > \"$0/term\"; exit 3' TERM; echo $$ > \"$0/pid\"; \
@@ -17,20 +17,7 @@ const HOLDER: &str = "trap 'echo term > \"$0/term\"; exit 3' TERM; echo $$ > \"$
 fn revoke_stops_a_revocable_holder_and_hands_the_lock_on() {
     let cs = chroot("cli-revoke");
     let dir = scratch("revoke");
-    let holder = command(&[
-        "--server",
-        &cs,
-        "lock",
-        "--revocable",
-        "/r",
-        "--",
-        "sh",
-        "-c",
-        HOLDER,
-        dir.to_str().unwrap(),
-    ])
-    .spawn()
-    .unwrap();
+    let holder = spawn_script(&cs, &["lock", "--revocable", "/r"], HOLDER, &dir);
     let node = wait_file(&dir.join("node"), Duration::from_secs(30));
     let pid: u32 = wait_file(&dir.join("pid"), Duration::from_secs(5))
         .parse()
@@ -71,19 +58,7 @@ fn without_revocable_a_request_is_only_noted() {
     let dir = scratch("revoke-ignored");
     let script = "echo \"$ZKW_LOCK_NODE\" > \"$0/node\"; \
                   while [ ! -e \"$0/go\" ]; do sleep 0.05; done; exit 5";
-    let holder = command(&[
-        "--server",
-        &cs,
-        "lock",
-        "/r",
-        "--",
-        "sh",
-        "-c",
-        script,
-        dir.to_str().unwrap(),
-    ])
-    .spawn()
-    .unwrap();
+    let holder = spawn_script(&cs, &["lock", "/r"], script, &dir);
     let node = wait_file(&dir.join("node"), Duration::from_secs(30));
     // Naming the node explicitly (a child name) works as well as the holder lookup.
     let child = node.rsplit('/').next().unwrap();

@@ -13,7 +13,7 @@ use zkwire::Client;
 use zkwire_recipes::{DistributedBarrier, DistributedDoubleBarrier};
 use zkwire_testing::support::{connect_with_timeout, fresh_chroot};
 
-use support::jvm::{compile_curator, Jvm};
+use support::jvm::{CuratorServer, Jvm};
 
 const T: Duration = Duration::from_secs(4);
 /// The bound of every wait in these tests.
@@ -191,32 +191,17 @@ async fn an_enter_that_times_out_or_is_dropped_leaves_no_member() {
 /// `LEAVE` (`LEFT <true|false>`) on a `DistributedDoubleBarrier` at `double-path`; `SET`
 /// (`SET`), `REMOVE` (`REMOVED`) and `WAIT` (`WAITED <true|false>`) on a `DistributedBarrier`
 /// at `path`. Kept here, written out and compiled at run time.
-const CURATOR_BARRIERS: &str = r#"
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
+const CURATOR_BARRIERS: CuratorServer = CuratorServer {
+    class: "CuratorBarriers",
+    imports: r#"
 import java.util.concurrent.TimeUnit;
-import org.apache.curator.framework.CuratorFramework;
-import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.barriers.DistributedBarrier;
-import org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier;
-import org.apache.curator.retry.ExponentialBackoffRetry;
-
-public final class CuratorBarriers {
-    public static void main(String[] args) throws Exception {
-        try (CuratorFramework client = CuratorFrameworkFactory.newClient(
-                args[0], 10_000, 10_000, new ExponentialBackoffRetry(50, 10))) {
-            client.start();
-            client.blockUntilConnected();
+import org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier;"#,
+    setup: r#"
             DistributedDoubleBarrier twice =
                 new DistributedDoubleBarrier(client, args[1], Integer.parseInt(args[2]));
-            DistributedBarrier once = new DistributedBarrier(client, args[3]);
-            BufferedReader in = new BufferedReader(
-                new InputStreamReader(System.in, StandardCharsets.UTF_8));
-            System.out.println("READY");
-            System.out.flush();
-            String line;
-            while ((line = in.readLine()) != null) {
+            DistributedBarrier once = new DistributedBarrier(client, args[3]);"#,
+    commands: r#"
                 if (line.equals("ENTER")) {
                     System.out.println("ENTERED " + twice.enter(20, TimeUnit.SECONDS));
                 } else if (line.equals("LEAVE")) {
@@ -229,16 +214,9 @@ public final class CuratorBarriers {
                     System.out.println("REMOVED");
                 } else if (line.equals("WAIT")) {
                     System.out.println("WAITED " + once.waitOnBarrier(20, TimeUnit.SECONDS));
-                }
-                System.out.flush();
-            }
-        } catch (Exception e) {
-            e.printStackTrace();
-            System.exit(2);
-        }
-    }
-}
-"#;
+                }"#,
+    teardown: "",
+};
 
 /// How long members that must stay blocked are watched for, in each of the 20 mixed rounds.
 const ROUND_HELD: Duration = Duration::from_millis(150);
@@ -330,8 +308,7 @@ impl Mixed {
 /// all four leave.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zkwire_and_curator_members_enter_and_leave_together_for_20_rounds() {
-    let program =
-        tokio::task::block_in_place(|| compile_curator("CuratorBarriers", CURATOR_BARRIERS));
+    let program = tokio::task::block_in_place(|| CURATOR_BARRIERS.compile());
     tokio::time::timeout(12 * STEP, async {
         let cs = fresh_chroot("barrier_curator").await;
         let all = clients(&cs, 2).await;
@@ -373,8 +350,7 @@ async fn zkwire_and_curator_members_enter_and_leave_together_for_20_rounds() {
 /// waiter until it removes the barrier.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zkwire_and_curator_hold_each_other_at_one_barrier() {
-    let program =
-        tokio::task::block_in_place(|| compile_curator("CuratorBarriers", CURATOR_BARRIERS));
+    let program = tokio::task::block_in_place(|| CURATOR_BARRIERS.compile());
     tokio::time::timeout(4 * STEP, async {
         let cs = fresh_chroot("barrier_single_curator").await;
         let client = connect_with_timeout(&cs, T).await;

@@ -16,7 +16,9 @@ use zkwire_recipes::{CacheEvent, CacheEvents, CachedNode, TreeCache};
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::rng::SplitMix64;
 use zkwire_testing::server::shared_server;
-use zkwire_testing::support::{fresh_chroot, kill_client_session};
+use zkwire_testing::support::{
+    connect_renewing, connect_with_timeout, fresh_chroot, kill_client_session,
+};
 
 const STEP: Duration = Duration::from_secs(20);
 
@@ -321,12 +323,7 @@ async fn the_cache_converges_under_churn_cuts_and_a_session_kill() {
         .create("/churn", b"", &CreateOptions::persistent())
         .await
         .unwrap();
-    let reader = zkwire_testing::support::builder()
-        .with_session_timeout(Duration::from_secs(4))
-        .with_session_renewal(true)
-        .connect(&via)
-        .await
-        .unwrap();
+    let reader = connect_renewing(&via, Duration::from_secs(4)).await;
     let (cache, mut events) = TreeCache::builder(reader.clone(), "/churn")
         .start()
         .await
@@ -472,11 +469,7 @@ async fn the_cache_converges_under_churn_cuts_and_a_session_kill() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_session_stops_the_cache() {
     let cs = fresh_chroot("cache_expiry").await;
-    let reader = zkwire_testing::support::builder()
-        .with_session_timeout(Duration::from_secs(4))
-        .connect(&cs)
-        .await
-        .unwrap();
+    let reader = connect_with_timeout(&cs, Duration::from_secs(4)).await;
     let (cache, mut events) = TreeCache::builder(reader.clone(), "/t")
         .start()
         .await

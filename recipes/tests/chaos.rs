@@ -11,7 +11,7 @@ use zkwire::Client;
 use zkwire_recipes::{LockError, LostReason, Mutex};
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::server::shared_server;
-use zkwire_testing::support::fresh_chroot;
+use zkwire_testing::support::{connect_with_timeout, fresh_chroot};
 
 const T: Duration = Duration::from_secs(2);
 const CONTENDERS: usize = 4;
@@ -243,11 +243,7 @@ async fn m19_mutex_chaos_light() {
         "faults were injected"
     );
     assert!(holds.len() > 100, "the lock was used");
-    let observer = zkwire_testing::support::builder()
-        .with_session_timeout(T)
-        .connect(&cs)
-        .await
-        .unwrap();
+    let observer = connect_with_timeout(&cs, T).await;
     let deadline = Instant::now() + 2 * T;
     let mut left = observer.get_children("/l").await.unwrap_or_default();
     while !left.is_empty() && Instant::now() < deadline {

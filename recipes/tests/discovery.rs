@@ -18,9 +18,11 @@ use zkwire_recipes::{
     ServiceInstance, ServiceProvider, ServiceType, UriSpec,
 };
 use zkwire_testing::java;
-use zkwire_testing::support::{builder, connect_with_timeout, fresh_chroot, kill_client_session};
+use zkwire_testing::support::{
+    connect_renewing, connect_with_timeout, fresh_chroot, kill_client_session,
+};
 
-use support::jvm::{compile_inline, Jvm};
+use support::jvm::{CuratorServer, Jvm};
 
 const T: Duration = Duration::from_secs(4);
 /// The bound of every wait in these tests.
@@ -184,12 +186,7 @@ async fn a_killed_sessions_instance_disappears_and_a_renewing_one_comes_back() {
         let cs = fresh_chroot("discovery_killed").await;
         let watcher = connect_with_timeout(&cs, T).await;
         let plain = connect_with_timeout(&cs, T).await;
-        let renewing = builder()
-            .with_session_timeout(T)
-            .with_session_renewal(true)
-            .connect(&cs)
-            .await
-            .unwrap();
+        let renewing = connect_renewing(&cs, T).await;
         let view = ServiceDiscovery::new(watcher.clone(), "/services");
         let doomed = ServiceDiscovery::new(plain.clone(), "/services")
             .register(full_instance("api", "doomed"))
@@ -260,18 +257,14 @@ async fn a_killed_sessions_instance_disappears_and_a_renewing_one_comes_back() {
 /// use: `PICKED id ...`, `-` for none), `CACHE <name>` (the ids
 /// a `ServiceCache` for name, started on first use, holds: `CACHE id ...`, sorted). Kept
 /// here, written out and compiled at run time.
-const CURATOR_DISCOVERY: &str = r#"
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
+const CURATOR_DISCOVERY: CuratorServer = CuratorServer {
+    class: "CuratorDiscovery",
+    imports: r#"
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.TreeSet;
-import org.apache.curator.framework.CuratorFramework;
-import org.apache.curator.framework.CuratorFrameworkFactory;
-import org.apache.curator.retry.ExponentialBackoffRetry;
 import org.apache.curator.x.discovery.ServiceCache;
 import org.apache.curator.x.discovery.ServiceDiscovery;
 import org.apache.curator.x.discovery.ServiceDiscoveryBuilder;
@@ -280,27 +273,16 @@ import org.apache.curator.x.discovery.ServiceProvider;
 import org.apache.curator.x.discovery.ServiceType;
 import org.apache.curator.x.discovery.UriSpec;
 import org.apache.curator.x.discovery.details.JsonInstanceSerializer;
-import org.apache.curator.x.discovery.strategies.RoundRobinStrategy;
-
-public final class CuratorDiscovery {
-    public static void main(String[] args) throws Exception {
-        try (CuratorFramework client = CuratorFrameworkFactory.newClient(
-                args[0], 10_000, 10_000, new ExponentialBackoffRetry(50, 10))) {
-            client.start();
-            client.blockUntilConnected();
+import org.apache.curator.x.discovery.strategies.RoundRobinStrategy;"#,
+    setup: r#"
             JsonInstanceSerializer<Map> serializer = new JsonInstanceSerializer<>(Map.class);
             ServiceDiscovery<Map> discovery = ServiceDiscoveryBuilder.builder(Map.class)
                 .client(client).basePath(args[1]).serializer(serializer).build();
             discovery.start();
             ServiceInstance<Map> mine = null;
             Map<String, ServiceProvider<Map>> providers = new HashMap<>();
-            Map<String, ServiceCache<Map>> caches = new HashMap<>();
-            BufferedReader in = new BufferedReader(
-                new InputStreamReader(System.in, StandardCharsets.UTF_8));
-            System.out.println("READY");
-            System.out.flush();
-            String line;
-            while ((line = in.readLine()) != null) {
+            Map<String, ServiceCache<Map>> caches = new HashMap<>();"#,
+    commands: r#"
                 String[] w = line.split(" ");
                 if (w[0].equals("GET")) {
                     ServiceInstance<Map> found = discovery.queryForInstance(w[1], w[2]);
@@ -375,23 +357,16 @@ public final class CuratorDiscovery {
                         out.append(' ').append(name);
                     }
                     System.out.println(out);
-                }
-                System.out.flush();
-            }
+                }"#,
+    teardown: r#"
             for (ServiceProvider<Map> provider : providers.values()) {
                 provider.close();
             }
             for (ServiceCache<Map> cache : caches.values()) {
                 cache.close();
             }
-            discovery.close();
-        } catch (Exception e) {
-            e.printStackTrace();
-            System.exit(2);
-        }
-    }
-}
-"#;
+            discovery.close();"#,
+};
 
 /// Curator's classpath with curator-x-discovery and Jackson (Debian's
 /// `libcurator-discovery-java`).
@@ -472,13 +447,8 @@ impl CuratorDiscovery {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zkwire_and_curator_discovery_read_each_others_instances() {
-    let program = tokio::task::block_in_place(|| {
-        compile_inline(
-            "CuratorDiscovery",
-            CURATOR_DISCOVERY,
-            &discovery_classpath(),
-        )
-    });
+    let program =
+        tokio::task::block_in_place(|| CURATOR_DISCOVERY.compile_against(&discovery_classpath()));
     tokio::time::timeout(6 * STEP, async {
         let cs = fresh_chroot("discovery_curator").await;
         let client = connect_with_timeout(&cs, T).await;
@@ -661,23 +631,13 @@ async fn wait_for_cached(cache: &ServiceCache, want: &[&str]) {
 /// renewed session's instance back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curator_picks_among_mixed_instances_and_both_caches_follow_kills_and_renewals() {
-    let program = tokio::task::block_in_place(|| {
-        compile_inline(
-            "CuratorDiscovery",
-            CURATOR_DISCOVERY,
-            &discovery_classpath(),
-        )
-    });
+    let program =
+        tokio::task::block_in_place(|| CURATOR_DISCOVERY.compile_against(&discovery_classpath()));
     tokio::time::timeout(6 * STEP, async {
         let cs = fresh_chroot("discovery_mixed").await;
         let watcher = connect_with_timeout(&cs, T).await;
         let plain = connect_with_timeout(&cs, T).await;
-        let renewing = builder()
-            .with_session_timeout(T)
-            .with_session_renewal(true)
-            .connect(&cs)
-            .await
-            .unwrap();
+        let renewing = connect_renewing(&cs, T).await;
         let _doomed = ServiceDiscovery::new(plain.clone(), "/services")
             .register(full_instance("api", "zk-doomed"))
             .await

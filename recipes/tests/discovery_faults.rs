@@ -23,7 +23,9 @@ use zkwire_recipes::{
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::rng::SplitMix64;
 use zkwire_testing::server::shared_server;
-use zkwire_testing::support::{builder, connect_with_timeout, fresh_chroot, kill_client_session};
+use zkwire_testing::support::{
+    connect_renewing, connect_with_timeout, fresh_chroot, kill_client_session,
+};
 
 /// The members' session timeout.
 const T: Duration = Duration::from_secs(2);
@@ -66,19 +68,10 @@ async fn proxied(cs: &str) -> (FaultProxy, String) {
     (proxy, via)
 }
 
-async fn renewing_client(cs: &str) -> Client {
-    builder()
-        .with_session_timeout(T)
-        .with_session_renewal(true)
-        .connect(cs)
-        .await
-        .unwrap()
-}
-
 async fn join(cs: &str, i: usize) -> Member {
     let id = format!("m{i}");
     let (proxy, via) = proxied(cs).await;
-    let client = renewing_client(&via).await;
+    let client = connect_renewing(&via, T).await;
     let node = PersistentNode::ephemeral(client.clone(), format!("/nodes/{id}"), id.clone());
     node.start();
     assert!(node.wait_for_initial_create(SETTLE).await.unwrap());
@@ -211,7 +204,7 @@ async fn nodes_come_back_caches_converge_and_nothing_is_orphaned_under_churn() {
     }
     // The cache's own client goes through faults too (resets and blackholes, no renewal).
     let (cache_proxy, cache_via) = proxied(&cs).await;
-    let cache_client = renewing_client(&cache_via).await;
+    let cache_client = connect_renewing(&cache_via, T).await;
     let discovery = ServiceDiscovery::new(cache_client.clone(), "/services");
     let (cache, _changes) = ServiceCache::start(&discovery, "api").await.unwrap();
 

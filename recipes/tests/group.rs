@@ -12,9 +12,11 @@ use std::time::{Duration, Instant};
 use zkwire::{Client, Error};
 use zkwire_recipes::{GroupMember, LockError, NodeEvent};
 use zkwire_testing::java;
-use zkwire_testing::support::{builder, connect_with_timeout, fresh_chroot, kill_client_session};
+use zkwire_testing::support::{
+    connect_renewing, connect_with_timeout, fresh_chroot, kill_client_session,
+};
 
-use support::jvm::{compile_curator, Jvm};
+use support::jvm::{CuratorServer, Jvm};
 
 const T: Duration = Duration::from_secs(4);
 /// The bound of every wait in these tests.
@@ -156,12 +158,7 @@ async fn a_killed_member_leaves_the_view_and_a_renewing_one_comes_back() {
     let cs = fresh_chroot("group_killed").await;
     let watcher = connect_with_timeout(&cs, T).await;
     let plain = connect_with_timeout(&cs, T).await;
-    let renewing = builder()
-        .with_session_timeout(T)
-        .with_session_renewal(true)
-        .connect(&cs)
-        .await
-        .unwrap();
+    let renewing = connect_renewing(&cs, T).await;
     let observer = join(&watcher, "observer", "o").await;
     let doomed = join(&plain, "doomed", "d").await;
     let phoenix = join(&renewing, "phoenix", "p").await;
@@ -221,32 +218,17 @@ async fn a_killed_member_leaves_the_view_and_a_renewing_one_comes_back() {
 /// A Curator `GroupMember` in a JVM: `CuratorGroup <connect> <group> <id> <data>`, then
 /// commands on stdin: `MEMBERS` (answers `MEMBERS id=data ...`, sorted), `SET <data>`
 /// (`OK`), `CLOSE` (`CLOSED`). Kept here, written out and compiled at run time.
-const CURATOR_GROUP: &str = r#"
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
+const CURATOR_GROUP: CuratorServer = CuratorServer {
+    class: "CuratorGroup",
+    imports: r#"
 import java.util.Map;
 import java.util.TreeMap;
-import org.apache.curator.framework.CuratorFramework;
-import org.apache.curator.framework.CuratorFrameworkFactory;
-import org.apache.curator.framework.recipes.nodes.GroupMember;
-import org.apache.curator.retry.ExponentialBackoffRetry;
-
-public final class CuratorGroup {
-    public static void main(String[] args) throws Exception {
-        try (CuratorFramework client = CuratorFrameworkFactory.newClient(
-                args[0], 10_000, 10_000, new ExponentialBackoffRetry(50, 10))) {
-            client.start();
-            client.blockUntilConnected();
+import org.apache.curator.framework.recipes.nodes.GroupMember;"#,
+    setup: r#"
             GroupMember member = new GroupMember(
                 client, args[1], args[2], args[3].getBytes(StandardCharsets.UTF_8));
-            member.start();
-            BufferedReader in = new BufferedReader(
-                new InputStreamReader(System.in, StandardCharsets.UTF_8));
-            System.out.println("READY");
-            System.out.flush();
-            String line;
-            while ((line = in.readLine()) != null) {
+            member.start();"#,
+    commands: r#"
                 if (line.equals("MEMBERS")) {
                     StringBuilder out = new StringBuilder("MEMBERS");
                     for (Map.Entry<String, byte[]> e
@@ -261,16 +243,9 @@ public final class CuratorGroup {
                 } else if (line.equals("CLOSE")) {
                     member.close();
                     System.out.println("CLOSED");
-                }
-                System.out.flush();
-            }
-        } catch (Exception e) {
-            e.printStackTrace();
-            System.exit(2);
-        }
-    }
-}
-"#;
+                }"#,
+    teardown: "",
+};
 
 /// A running Curator member (`CuratorGroup`).
 struct CuratorMember(Jvm);
@@ -310,7 +285,7 @@ impl CuratorMember {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zkwire_and_curator_members_see_each_other() {
-    let program = tokio::task::block_in_place(|| compile_curator("CuratorGroup", CURATOR_GROUP));
+    let program = tokio::task::block_in_place(|| CURATOR_GROUP.compile());
     let cs = fresh_chroot("group_curator").await;
     let a_client = connect_with_timeout(&cs, T).await;
     let b_client = connect_with_timeout(&cs, T).await;

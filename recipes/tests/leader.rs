@@ -24,7 +24,9 @@ use zkwire_recipes::{LeaderElection, LeaderLatch, LockError, LostReason};
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::rng::SplitMix64;
 use zkwire_testing::server::shared_server;
-use zkwire_testing::support::{connect_with_timeout, fresh_chroot, kill_client_session};
+use zkwire_testing::support::{
+    connect_renewing, connect_with_timeout, fresh_chroot, kill_client_session,
+};
 
 /// The interop runs share two cores with the server and a JVM: one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -36,16 +38,6 @@ async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
     tokio::time::timeout(STEP, f)
         .await
         .unwrap_or_else(|_| panic!("timed out after {STEP:?}: {what}"))
-}
-
-/// A client that starts a new session after an expiry.
-async fn renewing(cs: &str, timeout: Duration) -> Client {
-    zkwire_testing::support::builder()
-        .with_session_timeout(timeout)
-        .with_session_renewal(true)
-        .connect(cs)
-        .await
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -153,7 +145,7 @@ async fn a_deleted_node_ends_the_leadership_and_the_latch_queues_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_latch_rejoins_on_a_renewed_session() {
     let cs = fresh_chroot("latch_renewal").await;
-    let client = renewing(&cs, Duration::from_secs(4)).await;
+    let client = connect_renewing(&cs, Duration::from_secs(4)).await;
     let latch = LeaderLatch::new(client.clone(), PATH, "a");
     latch.start();
     let leadership = within("leads", latch.await_leadership()).await.unwrap();
@@ -227,7 +219,7 @@ async fn latch_interop_with_curator_under_session_kills() {
     let mut gates = Vec::new();
     let stale = Arc::new(AtomicUsize::new(0));
     for t in 0..THREADS {
-        let client = renewing(&cs, Duration::from_secs(10)).await;
+        let client = connect_renewing(&cs, Duration::from_secs(10)).await;
         let gate = Arc::new(StdMutex::new(Gate::default()));
         gates.push((client.clone(), Arc::clone(&gate)));
         let (referee, stale) = (Arc::clone(&referee), Arc::clone(&stale));

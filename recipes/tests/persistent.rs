@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use zkwire::{Acl, Client, CreateMode, CreateOptions, Error, Perms, SessionState};
 use zkwire_recipes::{LockError, NodeEvent, NodeEvents, PersistentNode};
-use zkwire_testing::support::{builder, connect_with_timeout, fresh_chroot, kill_client_session};
+use zkwire_testing::support::{
+    connect_renewing, connect_with_timeout, fresh_chroot, kill_client_session,
+};
 
 const T: Duration = Duration::from_secs(4);
 /// The bound of every wait in these tests.
@@ -104,12 +106,7 @@ async fn an_ephemeral_node_comes_back_within_a_second_after_an_outside_delete() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ephemeral_node_comes_back_on_the_new_session_after_a_renewal() {
     let cs = fresh_chroot("persistent_renewal").await;
-    let renewing = builder()
-        .with_session_timeout(T)
-        .with_session_renewal(true)
-        .connect(&cs)
-        .await
-        .unwrap();
+    let renewing = connect_renewing(&cs, T).await;
     let other = connect_with_timeout(&cs, T).await;
     let node = PersistentNode::ephemeral(renewing.clone(), "/m/a", "data");
     let mut events = node.events();

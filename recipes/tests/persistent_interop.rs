@@ -12,7 +12,7 @@ use zkwire::{Client, CreateMode};
 use zkwire_recipes::PersistentNode;
 use zkwire_testing::support::{connect_with_timeout, fresh_chroot};
 
-use support::jvm::{compile_curator, Jvm};
+use support::jvm::{CuratorServer, Jvm};
 
 const T: Duration = Duration::from_secs(4);
 /// The bound of every wait in these tests.
@@ -21,50 +21,28 @@ const STEP: Duration = Duration::from_secs(20);
 /// Curator's `PersistentNode` in a JVM: `CuratorPersistent <connect> <path> <mode>
 /// <protected> <data>`, started and waited for (`READY` once created), then commands on
 /// stdin: `PATH` (answers `PATH <actual path>`), `CLOSE` (`CLOSED`).
-const CURATOR_PERSISTENT: &str = r#"
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
+const CURATOR_PERSISTENT: CuratorServer = CuratorServer {
+    class: "CuratorPersistent",
+    imports: r#"
 import java.util.concurrent.TimeUnit;
-import org.apache.curator.framework.CuratorFramework;
-import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.nodes.PersistentNode;
-import org.apache.curator.retry.ExponentialBackoffRetry;
-import org.apache.zookeeper.CreateMode;
-
-public final class CuratorPersistent {
-    public static void main(String[] args) throws Exception {
-        try (CuratorFramework client = CuratorFrameworkFactory.newClient(
-                args[0], 10_000, 10_000, new ExponentialBackoffRetry(50, 10))) {
-            client.start();
-            client.blockUntilConnected();
+import org.apache.zookeeper.CreateMode;"#,
+    setup: r#"
             PersistentNode node = new PersistentNode(client, CreateMode.valueOf(args[2]),
                 Boolean.parseBoolean(args[3]), args[1], args[4].getBytes(StandardCharsets.UTF_8));
             node.start();
             if (!node.waitForInitialCreate(20, TimeUnit.SECONDS)) {
                 throw new IllegalStateException("not created");
-            }
-            BufferedReader in = new BufferedReader(
-                new InputStreamReader(System.in, StandardCharsets.UTF_8));
-            System.out.println("READY");
-            System.out.flush();
-            String line;
-            while ((line = in.readLine()) != null) {
+            }"#,
+    commands: r#"
                 if (line.equals("PATH")) {
                     System.out.println("PATH " + node.getActualPath());
                 } else if (line.equals("CLOSE")) {
                     node.close();
                     System.out.println("CLOSED");
-                }
-                System.out.flush();
-            }
-        } catch (Exception e) {
-            e.printStackTrace();
-            System.exit(2);
-        }
-    }
-}
-"#;
+                }"#,
+    teardown: "",
+};
 
 /// Whether `name` is a protected sequential name of `stem`: `_c_<uuid v4>-<stem><10 digits>`.
 fn is_protected_name(name: &str, stem: &str) -> bool {
@@ -116,8 +94,7 @@ async fn wait_for_members(client: &Client, n: usize) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zkwire_and_curator_protected_nodes_share_one_naming_and_keep_apart() {
-    let program =
-        tokio::task::block_in_place(|| compile_curator("CuratorPersistent", CURATOR_PERSISTENT));
+    let program = tokio::task::block_in_place(|| CURATOR_PERSISTENT.compile());
     tokio::time::timeout(4 * STEP, async {
         let cs = fresh_chroot("persistent_curator").await;
         let client = connect_with_timeout(&cs, T).await;

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use zkwire::SessionState;
 use zkwire_recipes::{LostReason, Mutex};
-use zkwire_testing::support::{connect_with_timeout, fresh_chroot, kill_client_session};
+use zkwire_testing::support::{
+    connect_renewing, connect_with_timeout, fresh_chroot, kill_client_session,
+};
 
 const T: Duration = Duration::from_secs(4);
 const STEP: Duration = Duration::from_secs(15);
@@ -15,12 +17,7 @@ const STEP: Duration = Duration::from_secs(15);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renewing_client_loses_its_hold_and_acquires_again_on_the_new_session() {
     let cs = fresh_chroot("recipes_renewal").await;
-    let renewing = zkwire_testing::support::builder()
-        .with_session_timeout(T)
-        .with_session_renewal(true)
-        .connect(&cs)
-        .await
-        .unwrap();
+    let renewing = connect_renewing(&cs, T).await;
     let other = connect_with_timeout(&cs, T).await;
 
     // `renewing` holds /held and waits for /contended, which `other` holds.
@@ -73,16 +70,6 @@ async fn a_renewing_client_loses_its_hold_and_acquires_again_on_the_new_session(
     other.close().await.unwrap();
 }
 
-/// A renewing client whose session was expired from outside.
-async fn renewing(cs: &str) -> zkwire::Client {
-    zkwire_testing::support::builder()
-        .with_session_timeout(T)
-        .with_session_renewal(true)
-        .connect(cs)
-        .await
-        .unwrap()
-}
-
 /// Kills the client's session and waits until it is connected on a new one.
 async fn renew_from_outside(client: &zkwire::Client) {
     let old = client.session_id();
@@ -105,7 +92,7 @@ async fn renew_from_outside(client: &zkwire::Client) {
 async fn a_guard_first_asked_after_a_renewal_is_not_held() {
     use zkwire_recipes::{LeaderLatch, RwLock, Semaphore, SemaphoreLimit};
     let cs = fresh_chroot("recipes_renewal_first_asked").await;
-    let c = renewing(&cs).await;
+    let c = connect_renewing(&cs, T).await;
     let mutex = Mutex::new(c.clone(), "/m").lock().await.unwrap();
     let write = RwLock::new(c.clone(), "/w").write().await.unwrap();
     let read = RwLock::new(c.clone(), "/r").read().await.unwrap();
@@ -164,7 +151,7 @@ async fn one_queue_per_lock_across_handles_spellings_and_a_renewal() {
     const TASKS: usize = 16;
     const RUN: Duration = Duration::from_secs(20);
     let cs = fresh_chroot("recipes_one_queue").await;
-    let c = renewing(&cs).await;
+    let c = connect_renewing(&cs, T).await;
     let observer = connect_with_timeout(&cs, T).await;
     let under_a = c.chroot("/a").unwrap();
     let handles = [
@@ -261,7 +248,7 @@ async fn nodes_per_session(
 async fn the_local_handoff_never_passes_a_node_of_an_old_session() {
     use zkwire_recipes::LockOptions;
     let cs = fresh_chroot("recipes_renewal_handoff").await;
-    let c = renewing(&cs).await;
+    let c = connect_renewing(&cs, T).await;
     let options = LockOptions::default().with_local_handoff(3);
     let mutex = Mutex::with_options(c.clone(), "/h", options);
     let held = mutex.lock().await.unwrap();

@@ -36,6 +36,25 @@ async fn wait_until_gone(client: &Client, path: &str) -> Duration {
     started.elapsed()
 }
 
+/// Starts a TTL node at `path` held by `keeper`, waits for its initial create, and polls until
+/// `observer` sees its touch child.
+async fn start_touched(
+    keeper: &Client,
+    path: &str,
+    data: &'static str,
+    observer: &Client,
+) -> PersistentTtlNode {
+    let node = PersistentTtlNode::new(keeper.clone(), path, TTL, data);
+    node.start();
+    assert!(node.wait_for_initial_create(STEP).await.unwrap());
+    let deadline = Instant::now() + STEP;
+    while !exists(observer, node.touch_path()).await {
+        assert!(Instant::now() < deadline, "never touched");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    node
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_container_lives_while_touched_and_goes_a_ttl_after_its_keeper() {
     let server = tokio::task::block_in_place(server);
@@ -44,14 +63,7 @@ async fn the_container_lives_while_touched_and_goes_a_ttl_after_its_keeper() {
 
     // Kept: the container and its child outlive several TTLs.
     let keeper = connect_with_timeout(&cs, T).await;
-    let node = PersistentTtlNode::new(keeper.clone(), "/jobs/a", TTL, "running");
-    node.start();
-    assert!(node.wait_for_initial_create(STEP).await.unwrap());
-    let deadline = Instant::now() + STEP;
-    while !exists(&observer, node.touch_path()).await {
-        assert!(Instant::now() < deadline, "never touched");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let node = start_touched(&keeper, "/jobs/a", "running", &observer).await;
     tokio::time::sleep(3 * TTL).await;
     let (data, stat) = observer.get_data("/jobs/a").await.unwrap();
     assert_eq!(&data[..], b"running");
@@ -67,14 +79,7 @@ async fn the_container_lives_while_touched_and_goes_a_ttl_after_its_keeper() {
 
     // The keeper's process gone (its client closed): the child expires after the TTL, then
     // the server reaps the empty container.
-    let node = PersistentTtlNode::new(keeper.clone(), "/jobs/b", TTL, "");
-    node.start();
-    assert!(node.wait_for_initial_create(STEP).await.unwrap());
-    let deadline = Instant::now() + STEP;
-    while !exists(&observer, node.touch_path()).await {
-        assert!(Instant::now() < deadline, "never touched");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let node = start_touched(&keeper, "/jobs/b", "", &observer).await;
     keeper.close().await.unwrap();
     let took = wait_until_gone(&observer, "/jobs/b").await;
     println!("the container went {took:?} after its keeper");

@@ -149,6 +149,19 @@ pub fn open_fds() -> usize {
 /// # Panics
 /// When anything leaked.
 pub async fn assert_no_leaks(client: Client, fds_before: usize) {
+    close_and_assert_stopped(client, || true).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while open_fds() > fds_before && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(open_fds(), fds_before, "file descriptors leaked");
+}
+
+/// The part of the leak checks common to both: closes `client`, asserts no request in flight
+/// or queued and no watcher, then waits (up to 5 s) until the background task has stopped
+/// once the last clone is gone and `settled` holds, and asserts the task stopped with no
+/// caller waiting.
+async fn close_and_assert_stopped(client: Client, settled: impl Fn() -> bool) {
     client.close().await.expect("close");
     let stats = client.stats();
     assert_eq!(
@@ -159,7 +172,7 @@ pub async fn assert_no_leaks(client: Client, fds_before: usize) {
     let handle = client.stats_handle();
     drop(client);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while handle.stats().driver_running && tokio::time::Instant::now() < deadline {
+    while (handle.stats().driver_running || !settled()) && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let stats = handle.stats();
@@ -168,11 +181,6 @@ pub async fn assert_no_leaks(client: Client, fds_before: usize) {
         "the client task is still running: {stats:?}"
     );
     assert_eq!(stats.waiting_callers, 0, "{stats:?}");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while open_fds() > fds_before && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(open_fds(), fds_before, "file descriptors leaked");
 }
 
 /// The number of this process's TCP sockets whose remote port is one of `ports` (Linux
@@ -211,27 +219,7 @@ pub fn sockets_to(ports: &[u16]) -> usize {
 /// # Panics
 /// When anything leaked.
 pub async fn assert_no_leaks_to(client: Client, ports: &[u16]) {
-    client.close().await.expect("close");
-    let stats = client.stats();
-    assert_eq!(
-        (stats.in_flight, stats.queued, stats.watches),
-        (0, 0, 0),
-        "after close: {stats:?}"
-    );
-    let handle = client.stats_handle();
-    drop(client);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while (handle.stats().driver_running || sockets_to(ports) > 0)
-        && tokio::time::Instant::now() < deadline
-    {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let stats = handle.stats();
-    assert!(
-        !stats.driver_running,
-        "the client task is still running: {stats:?}"
-    );
-    assert_eq!(stats.waiting_callers, 0, "{stats:?}");
+    close_and_assert_stopped(client, || sockets_to(ports) == 0).await;
     assert_eq!(sockets_to(ports), 0, "sockets to the servers left open");
 }
 
@@ -242,6 +230,20 @@ pub async fn assert_no_leaks_to(client: Client, ports: &[u16]) {
 pub async fn connect_with_timeout(cs: &str, session_timeout: Duration) -> Client {
     builder()
         .with_session_timeout(session_timeout)
+        .connect(cs)
+        .await
+        .expect("connect")
+}
+
+/// A client with the given session timeout that starts a new session after an expiry
+/// (session renewal on), connected to `cs`.
+///
+/// # Panics
+/// When it cannot connect.
+pub async fn connect_renewing(cs: &str, session_timeout: Duration) -> Client {
+    builder()
+        .with_session_timeout(session_timeout)
+        .with_session_renewal(true)
         .connect(cs)
         .await
         .expect("connect")

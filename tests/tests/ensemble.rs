@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::task::{block_in_place, JoinSet};
 use zkwire::{Client, CreateOptions, Error, SessionState};
 use zkwire_testing::server::ZkEnsemble;
-use zkwire_testing::support::{assert_no_leaks_to, sockets_to};
+use zkwire_testing::support::{assert_no_leaks_to, connect_with_timeout, sockets_to};
 
 const SESSION: Duration = Duration::from_secs(8);
 
@@ -88,11 +88,7 @@ async fn assert_acknowledged_writes_exist(client: &Client, writes: &Writes) {
 async fn m25_leader_kill_with_writes_in_flight() {
     let mut ensemble = start_ensemble();
     let ports: Vec<u16> = (0..3).map(|i| ensemble.node_port(i)).collect();
-    let client = zkwire_testing::support::builder()
-        .with_session_timeout(SESSION)
-        .connect(&ensemble.connect_string())
-        .await
-        .unwrap();
+    let client = connect_with_timeout(&ensemble.connect_string(), SESSION).await;
     client
         .create("/w", b"", &CreateOptions::persistent())
         .await
@@ -139,11 +135,7 @@ async fn m25_leader_kill_with_writes_in_flight() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m25_quorum_loss_then_recovery_keeps_the_session() {
     let mut ensemble = start_ensemble();
-    let client = zkwire_testing::support::builder()
-        .with_session_timeout(SESSION)
-        .connect(&ensemble.connect_string())
-        .await
-        .unwrap();
+    let client = connect_with_timeout(&ensemble.connect_string(), SESSION).await;
     client
         .create("/w", b"", &CreateOptions::persistent())
         .await
@@ -195,11 +187,7 @@ async fn m25_quorum_loss_then_recovery_keeps_the_session() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m03_session_stomp() {
     let ensemble = start_ensemble();
-    let first = zkwire_testing::support::builder()
-        .with_session_timeout(SESSION)
-        .connect(&ensemble.node_connect_string(0))
-        .await
-        .unwrap();
+    let first = connect_with_timeout(&ensemble.node_connect_string(0), SESSION).await;
     first
         .create("/w", b"", &CreateOptions::persistent())
         .await

@@ -13,7 +13,9 @@ use zkwire::{
     StateStream,
 };
 use zkwire_testing::server::ZkServer;
-use zkwire_testing::support::{assert_no_leaks, fresh_chroot, kill_client_session, open_fds};
+use zkwire_testing::support::{
+    assert_no_leaks, connect_with_timeout, fresh_chroot, kill_client_session, open_fds,
+};
 
 /// Runs one test of this file at a time, on a runtime of its own that is built and dropped
 /// while holding the lock. The tests count this process's file descriptors, so nothing else
@@ -34,14 +36,6 @@ fn serial(test: impl std::future::Future<Output = ()>) {
 }
 
 const T: Duration = Duration::from_secs(2);
-
-async fn connect(cs: &str, timeout: Duration) -> Client {
-    zkwire_testing::support::builder()
-        .with_session_timeout(timeout)
-        .connect(cs)
-        .await
-        .unwrap()
-}
 
 /// The next state change, failing the test after `within`.
 async fn next_state(states: &mut StateStream, within: Duration) -> SessionState {
@@ -116,7 +110,7 @@ fn m01_handshake_expired_is_terminal() {
 async fn m01_handshake_expired_is_terminal_body() {
     let cs = fresh_chroot("m01").await;
     let fds = open_fds();
-    let a = connect(&cs, T).await;
+    let a = connect_with_timeout(&cs, T).await;
     let (id, passwd) = (a.session_id(), a.session_password());
     a.close().await.unwrap();
     let resumed = zkwire_testing::support::builder()
@@ -156,8 +150,8 @@ fn m02_real_session_kill_reports_expiry_once() {
 async fn m02_real_session_kill_reports_expiry_once_body() {
     let cs = fresh_chroot("m02").await;
     let fds = open_fds();
-    let a = connect(&cs, T).await;
-    let observer = connect(&cs, T).await;
+    let a = connect_with_timeout(&cs, T).await;
+    let observer = connect_with_timeout(&cs, T).await;
     a.create("/eph", b"", &CreateOptions::ephemeral())
         .await
         .unwrap();
@@ -198,7 +192,7 @@ fn m11_local_expiry_when_no_server_answers() {
 
 async fn m11_local_expiry_when_no_server_answers_body() {
     let mut server = ZkServer::start().unwrap();
-    let a = connect(&server.connect_string(), T).await;
+    let a = connect_with_timeout(&server.connect_string(), T).await;
     let mut states = a.state_stream();
     let stopped_at = Instant::now();
     tokio::task::block_in_place(|| server.kill()).unwrap();

@@ -137,20 +137,22 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// The connect request both the record and the whole-frame checks encode.
+fn sample_connect() -> ConnectRequest {
+    ConnectRequest {
+        protocol_version: 0,
+        last_zxid_seen: 0x1234,
+        timeout: 30000,
+        session_id: 0,
+        passwd: Bytes::from(vec![0; 16]),
+        read_only: false,
+    }
+}
+
 #[test]
 fn handshake_and_headers_match_java() {
     let mut c = Checker::new();
-    c.record(
-        "connect_request",
-        ConnectRequest {
-            protocol_version: 0,
-            last_zxid_seen: 0x1234,
-            timeout: 30000,
-            session_id: 0,
-            passwd: Bytes::from(vec![0; 16]),
-            read_only: false,
-        },
-    );
+    c.record("connect_request", sample_connect());
     c.record(
         "connect_request_reattach_ro",
         ConnectRequest {
@@ -649,14 +651,7 @@ fn watch_and_auth_records_match_java() {
 #[test]
 fn whole_frames_match_java() {
     let mut c = Checker::new();
-    let connect = ConnectRequest {
-        protocol_version: 0,
-        last_zxid_seen: 0x1234,
-        timeout: 30000,
-        session_id: 0,
-        passwd: Bytes::from(vec![0; 16]),
-        read_only: false,
-    };
+    let connect = sample_connect();
     c.frame("frame_connect", frame(|buf| connect.encode(buf)));
     c.frame("frame_ping", request_frame(PING_XID, OpCode::Ping, &()));
     let get = GetDataRequest {

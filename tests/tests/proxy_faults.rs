@@ -13,7 +13,7 @@ use zkwire::{
 };
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::server::{shared_server, ZkServer};
-use zkwire_testing::support::{assert_no_leaks_to, fresh_chroot};
+use zkwire_testing::support::{assert_no_leaks_to, connect_with_timeout, fresh_chroot};
 
 async fn proxy_to(server: &ZkServer) -> FaultProxy {
     FaultProxy::start(server.addr()).await.unwrap()
@@ -23,11 +23,7 @@ async fn proxy_to(server: &ZkServer) -> FaultProxy {
 async fn through(proxy: &FaultProxy, direct: &str, timeout: Duration) -> Client {
     let chroot = direct.find('/').map_or("", |i| &direct[i..]);
     let cs = format!("{}{chroot}", proxy.connect_string());
-    zkwire_testing::support::builder()
-        .with_session_timeout(timeout)
-        .connect(&cs)
-        .await
-        .unwrap()
+    connect_with_timeout(&cs, timeout).await
 }
 
 async fn next_state(states: &mut StateStream, within: Duration) -> SessionState {

@@ -7,7 +7,9 @@ use std::time::Duration;
 use zkwire::{
     AddWatchMode, Client, CreateOptions, Error, EventType, KeeperState, SessionState, WatchedEvent,
 };
-use zkwire_testing::support::{fresh_chroot, kill_client_session};
+use zkwire_testing::support::{
+    connect_renewing, connect_with_timeout, fresh_chroot, kill_client_session,
+};
 
 const T: Duration = Duration::from_secs(4);
 
@@ -25,12 +27,7 @@ async fn next_event(stream: &mut zkwire::PersistentWatcher) -> WatchedEvent {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_session_is_replaced_on_the_same_client() {
     let cs = fresh_chroot("renewal").await;
-    let client = zkwire_testing::support::builder()
-        .with_session_timeout(T)
-        .with_session_renewal(true)
-        .connect(&cs)
-        .await
-        .unwrap();
+    let client = connect_renewing(&cs, T).await;
     let other = Client::connect(&cs).await.unwrap();
     let mut events = client
         .add_watch("/", AddWatchMode::PersistentRecursive)
@@ -126,11 +123,7 @@ async fn a_killed_session_is_replaced_on_the_same_client() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_renewal_a_killed_session_ends() {
     let cs = fresh_chroot("renewal_off").await;
-    let client = zkwire_testing::support::builder()
-        .with_session_timeout(T)
-        .connect(&cs)
-        .await
-        .unwrap();
+    let client = connect_with_timeout(&cs, T).await;
     kill_client_session(&client).await.unwrap();
     let mut states = client.state_stream();
     loop {

@@ -197,15 +197,21 @@ pub(crate) fn running(pid: u32) -> bool {
         .is_some_and(|state| state != "Z" && state != "X")
 }
 
+/// Starts `zkw --server CS ARGS -- sh -c SCRIPT DIR` (stdout and stderr piped): SCRIPT sees
+/// DIR as `$0`.
+pub(crate) fn spawn_script(cs: &str, args: &[&str], script: &str, dir: &Path) -> Child {
+    let mut all = vec!["--server", cs];
+    all.extend_from_slice(args);
+    all.extend(["--", "sh", "-c", script, dir.to_str().unwrap()]);
+    command(&all).spawn().unwrap()
+}
+
 /// Starts `zkw --server CS ARGS -- sh -c "touch DIR/held; sleep SECONDS"` (ARGS: a lock verb
 /// and its path and options) and returns once the command runs, that is once ARGS' lock is
 /// held.
 pub(crate) fn spawn_holder(cs: &str, args: &[&str], dir: &Path, seconds: u32) -> Child {
     let script = format!("touch \"$0/held\"; sleep {seconds}");
-    let mut all = vec!["--server", cs];
-    all.extend_from_slice(args);
-    all.extend(["--", "sh", "-c", &script, dir.to_str().unwrap()]);
-    let child = command(&all).spawn().unwrap();
+    let child = spawn_script(cs, args, &script, dir);
     let held = dir.join("held");
     let deadline = Instant::now() + Duration::from_secs(30);
     while !held.exists() {

@@ -62,3 +62,79 @@ impl Jvm {
         self.io.next_line(within).await
     }
 }
+
+/// A Curator command server, the skeleton every inline Curator program of these tests shares:
+/// a class `class` whose `main` connects a `CuratorFramework` named `client` to `args[0]`
+/// (10 s session and connection timeouts, exponential backoff from 50 ms, 10 retries), runs
+/// `setup`, prints `READY`, then runs `commands` on each line of stdin (read into `line`),
+/// flushing stdout after each, then `teardown` at the end of stdin. Any exception is printed
+/// and exits with status 2.
+pub(crate) struct CuratorServer {
+    /// The class name, also the file name.
+    pub(crate) class: &'static str,
+    /// `import` lines beyond the skeleton's own (the reader, the charset and the client).
+    pub(crate) imports: &'static str,
+    /// Statements run once connected, before `READY`.
+    pub(crate) setup: &'static str,
+    /// Statements run for each line of stdin, held in `line`.
+    pub(crate) commands: &'static str,
+    /// Statements run once stdin ends.
+    pub(crate) teardown: &'static str,
+}
+
+impl CuratorServer {
+    /// The Java source of the program.
+    pub(crate) fn source(&self) -> String {
+        let Self {
+            class,
+            imports,
+            setup,
+            commands,
+            teardown,
+        } = self;
+        format!(
+            r#"
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.retry.ExponentialBackoffRetry;
+{imports}
+public final class {class} {{
+    public static void main(String[] args) throws Exception {{
+        try (CuratorFramework client = CuratorFrameworkFactory.newClient(
+                args[0], 10_000, 10_000, new ExponentialBackoffRetry(50, 10))) {{
+            client.start();
+            client.blockUntilConnected();
+{setup}
+            BufferedReader in = new BufferedReader(
+                new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            System.out.println("READY");
+            System.out.flush();
+            String line;
+            while ((line = in.readLine()) != null) {{
+{commands}
+                System.out.flush();
+            }}
+{teardown}
+        }} catch (Exception e) {{
+            e.printStackTrace();
+            System.exit(2);
+        }}
+    }}
+}}
+"#
+        )
+    }
+
+    /// [`compile_curator`] of the program.
+    pub(crate) fn compile(&self) -> JavaProgram {
+        compile_curator(self.class, &self.source())
+    }
+
+    /// [`compile_inline`] of the program against `classpath`.
+    pub(crate) fn compile_against(&self, classpath: &OsStr) -> JavaProgram {
+        compile_inline(self.class, &self.source(), classpath)
+    }
+}
