@@ -317,7 +317,7 @@ pub async fn create_queued_across_a_reconnect(
 }
 
 /// The tickTime of the harness's servers ([`crate::server::ServerConfig`]'s default).
-pub const TEST_TICK: Duration = Duration::from_millis(200);
+pub use zkwire_sandbox::server::DEFAULT_TICK as TEST_TICK;
 
 /// A client builder for the harness's servers: their tick is [`TEST_TICK`], not
 /// ZooKeeper's default 2 s, which the lease would otherwise assume.
