@@ -7,14 +7,15 @@
 //!     [--long-hold-every N] [--no-faults] [--no-partitions] [--ignore-lost]
 //! ```
 //!
-//! A 3-node (or `--nodes 5`) [`PartitionedEnsemble`] is started through `zkwire-testing`:
-//! every quorum and election link between two servers runs through a relay that can cut it
-//! (tickTime 200 ms, syncLimit 5, initLimit 10: a follower notices a silent leader after 1 s).
-//! Each contender is a `Client` of its own (session timeout [`T`], the harness's 200 ms tick
-//! for the lease, docs/lease.md) whose connect string lists one [`FaultProxy`] of its own per
-//! ensemble member. Contenders loop: `lock_timeout`, a critical section that writes to a
-//! [`FencedStore`] (an in-process resource that refuses a fencing token older than the newest
-//! it has accepted and records every section as an interval), `release`.
+//! A 3-node (or `--nodes 5`) [`PartitionedEnsemble`][ensemble] is started through
+//! `zkwire-testing`: every quorum and election link between two servers runs through a relay
+//! that can cut it (tickTime 200 ms, syncLimit 5, initLimit 10: a follower notices a silent
+//! leader after 1 s). Each contender is a `Client` of its own (session timeout [`T`], the
+//! harness's 200 ms tick for the lease, docs/lease.md) whose connect string lists one
+//! [`FaultProxy`][proxy] of its own per ensemble member. Contenders loop: `lock_timeout`, a
+//! critical section that writes to a [`FencedStore`][fenced-store] (an in-process resource that
+//! refuses a fencing token older than the newest it has accepted and records every section as
+//! an interval), `release`.
 //!
 //! The critical section checks that the hold is trusted (`lost()` not ready, `is_held()`)
 //! before entering and after a 0–2 ms hold, and stops at once when `lost()` fires
@@ -59,6 +60,10 @@
 //! and the overlap check), [`faults`] (the proxy faults), [`partition`] and [`kills`] (the
 //! servers' faults), [`shared`] (the state every task reads and writes), [`summary`] (the
 //! verdicts and the evidence).
+//!
+//! [ensemble]: zkwire_testing::partition::PartitionedEnsemble
+//! [proxy]: zkwire_testing::proxy::FaultProxy
+//! [fenced-store]: crate::store::FencedStore
 #![forbid(unsafe_code)]
 
 mod args;
