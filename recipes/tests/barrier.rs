@@ -191,6 +191,12 @@ async fn an_enter_that_times_out_or_is_dropped_leaves_no_member() {
 /// `LEAVE` (`LEFT <true|false>`) on a `DistributedDoubleBarrier` at `double-path`; `SET`
 /// (`SET`), `REMOVE` (`REMOVED`) and `WAIT` (`WAITED <true|false>`) on a `DistributedBarrier`
 /// at `path`. Kept here, written out and compiled at run time.
+///
+/// Each `ENTER` makes a new `DistributedDoubleBarrier`: one object must not be used for two
+/// rounds (docs/recipes.md §14). Its member path is drawn once, in the constructor, so a reused
+/// object creates the same node again next round, and a member that watched that path while
+/// leaving the round before (a watch on a node already gone, left set) is woken by its
+/// creation and gets through `enter` before the others are in.
 const CURATOR_BARRIERS: CuratorServer = CuratorServer {
     class: "CuratorBarriers",
     imports: r#"
@@ -198,11 +204,11 @@ import java.util.concurrent.TimeUnit;
 import org.apache.curator.framework.recipes.barriers.DistributedBarrier;
 import org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier;"#,
     setup: r#"
-            DistributedDoubleBarrier twice =
-                new DistributedDoubleBarrier(client, args[1], Integer.parseInt(args[2]));
+            DistributedDoubleBarrier twice = null;
             DistributedBarrier once = new DistributedBarrier(client, args[3]);"#,
     commands: r#"
                 if (line.equals("ENTER")) {
+                    twice = new DistributedDoubleBarrier(client, args[1], Integer.parseInt(args[2]));
                     System.out.println("ENTERED " + twice.enter(20, TimeUnit.SECONDS));
                 } else if (line.equals("LEAVE")) {
                     System.out.println("LEFT " + twice.leave(20, TimeUnit.SECONDS));
