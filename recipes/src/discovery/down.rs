@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use std::sync::{Mutex as StdMutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use super::instance::ServiceInstance;
+
 /// When a [`ServiceProvider`](super::ServiceProvider) stops picking an instance that its
 /// callers reported with [`note_error`](super::ServiceProvider::note_error) (Curator's
 /// `DownInstancePolicy`): once `error_threshold` errors have been noted since the first one,
@@ -99,8 +101,20 @@ impl DownInstances {
     }
 
     /// Whether instance `id` may be picked at `now`.
-    pub(super) fn is_up(&self, id: &str, now: Instant) -> bool {
-        self.lock(now)
+    #[cfg(test)]
+    fn is_up(&self, id: &str, now: Instant) -> bool {
+        let noted = self.lock(now);
+        self.up(&noted, id)
+    }
+
+    /// Keeps the instances that may be picked at `now` (one lock for the whole list).
+    pub(super) fn retain_up(&self, instances: &mut Vec<ServiceInstance>, now: Instant) {
+        let noted = self.lock(now);
+        instances.retain(|i| self.up(&noted, &i.id));
+    }
+
+    fn up(&self, noted: &HashMap<String, (Instant, u32)>, id: &str) -> bool {
+        noted
             .get(id)
             .is_none_or(|&(_, errors)| errors < self.policy.error_threshold)
     }

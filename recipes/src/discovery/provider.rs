@@ -172,7 +172,7 @@ impl ServiceProvider {
     pub fn instance(&self) -> Option<ServiceInstance> {
         let mut instances = self.cache.instances();
         let now = Instant::now();
-        instances.retain(|i| self.down.is_up(&i.id, now));
+        self.down.retain_up(&mut instances, now);
         if instances.is_empty() {
             return None;
         }
