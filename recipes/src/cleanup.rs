@@ -22,8 +22,11 @@
 //! that keeps failing (an ACL that never lets it delete) keeps the session, and its ephemeral
 //! node, until the session ends, even after the application dropped its own handles.
 //!
-//! There is one worker per client, spawned when a job arrives and ending when the queue is
-//! empty, so it never keeps an idle client (and its session) alive. The queue lives in the
+//! There is one worker per client, spawned when a job arrives. Once the queue is empty it
+//! waits [`LINGER`] for the next job before it ends, so that a client dropping guards in a
+//! loop wakes one worker instead of spawning one per guard (BENCHMARKS.md, "Allocations per
+//! lock cycle"). While it waits it holds no client, so it never keeps an idle client (and its
+//! session) alive. The queue lives in the
 //! client's coordinator for as long as the worker runs; a worker dropped before it could run
 //! (its runtime shut down) drops the jobs left with it, whose nodes then live until the
 //! session ends. Jobs run one at a time, which is what a single ZooKeeper session does
@@ -35,6 +38,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use zkwire::{path, Backoff, Client, Error};
 
 use crate::coordinator::Coordinator;
@@ -59,15 +63,18 @@ pub(crate) enum Job {
     },
 }
 
-/// A delete handed to the client, and the node it deletes.
+/// A delete handed to the client. Its future owns the node's path and gives it back with
+/// the outcome, so that the path is not copied for the job.
 pub(crate) struct SentDelete {
-    path: String,
-    reply: Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>,
+    reply: SentReply,
 }
+
+/// A sent delete's outcome, and the path of its node.
+type SentReply = Pin<Box<dyn Future<Output = (Result<(), Error>, String)> + Send>>;
 
 impl std::fmt::Debug for SentDelete {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("SentDelete").field(&self.path).finish()
+        f.debug_struct("SentDelete").finish_non_exhaustive()
     }
 }
 
@@ -79,16 +86,15 @@ impl std::fmt::Debug for SentDelete {
 /// no longer shows the old node (the order argument of `Attempt::create_listing`). The
 /// request is submitted by polling the client's future once; the client sends a request
 /// whose caller still waits, and the worker is that caller from here on.
-pub(crate) fn delete_now_or_later(client: &Client, node_path: &str) {
-    let path = node_path.to_owned();
-    let mut reply: Pin<Box<dyn Future<Output = Result<(), Error>> + Send>> = Box::pin({
-        let (client, path) = (client.clone(), path.clone());
-        async move { delete(&client, &path).await }
+pub(crate) fn delete_now_or_later(client: &Client, node_path: String) {
+    let mut reply: SentReply = Box::pin({
+        let client = client.clone();
+        async move { (delete(&client, &node_path).await, node_path) }
     });
     match ready_now(&mut reply) {
-        Some(Ok(())) => {}
-        Some(Err(_)) => enqueue(client, Job::Delete(path)),
-        None => enqueue(client, Job::Sent(SentDelete { path, reply })),
+        Some((Ok(()), _)) => {}
+        Some((Err(_), path)) => enqueue(client, Job::Delete(path)),
+        None => enqueue(client, Job::Sent(SentDelete { reply })),
     }
 }
 
@@ -112,7 +118,14 @@ struct Queue {
 
 /// The cleanup queue of one client, in its coordinator.
 #[derive(Default)]
-pub(crate) struct Jobs(Mutex<Queue>);
+pub(crate) struct Jobs {
+    queue: Mutex<Queue>,
+    /// Wakes a worker that waits for the next job.
+    wake: Notify,
+}
+
+/// How long a worker with nothing to do waits for the next job before it ends.
+const LINGER: Duration = Duration::from_secs(1);
 
 impl Jobs {
     /// The queue of `client` (created if no worker holds one).
@@ -122,7 +135,7 @@ impl Jobs {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -157,6 +170,9 @@ pub(crate) fn enqueue(client: &Client, job: Job) {
         // polled (its runtime shuts down first), dropping the guard still clears `running`,
         // so that the next job starts a new worker.
         runtime.spawn(run(Running { jobs, ended: false }));
+    } else {
+        // A permit is kept if the worker is busy: it then looks at the queue once more.
+        jobs.wake.notify_one();
     }
 }
 
@@ -186,15 +202,20 @@ async fn run(mut running: Running) {
             let mut queue = jobs.lock();
             let next = queue.jobs.pop_front();
             queue.active = next.is_some();
-            if next.is_none() {
-                queue.running = false;
-                // Another worker may own the queue from now on: leave its flags alone.
-                running.ended = true;
-            }
             next
         };
         let Some(mut queued) = next else {
-            return;
+            if tokio::time::timeout(LINGER, jobs.wake.notified()).await.is_ok() {
+                continue;
+            }
+            let mut queue = jobs.lock();
+            if queue.jobs.is_empty() {
+                queue.running = false;
+                // Another worker may own the queue from now on: leave its flags alone.
+                running.ended = true;
+                return;
+            }
+            continue;
         };
         loop {
             match attempt(&mut queued).await {
@@ -226,9 +247,9 @@ async fn attempt(queued: &mut Queued) -> Outcome {
         Job::Delete(path) => delete(client, path).await,
         Job::Sweep { dir, prefix } => sweep(client, dir, prefix).await,
         Job::Sent(sent) => {
-            let result = sent.reply.as_mut().await;
+            let (result, path) = sent.reply.as_mut().await;
             // Whatever comes next for this node is a fresh delete.
-            *job = Job::Delete(std::mem::take(&mut sent.path));
+            *job = Job::Delete(path);
             result
         }
     };

@@ -316,7 +316,8 @@ impl Drop for Hold {
             task.abort();
         }
         if *self.armed.get_mut() {
-            cleanup::delete_now_or_later(&self.client, &self.node.path);
+            // The hold is going: its path goes with the delete, uncopied.
+            cleanup::delete_now_or_later(&self.client, std::mem::take(&mut self.node.path));
         }
     }
 }

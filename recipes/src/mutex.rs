@@ -1,6 +1,6 @@
 //! [`Mutex`]: Curator's `InterProcessMutex` layout and rules.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::OwnedSemaphorePermit;
@@ -81,6 +81,8 @@ use crate::sequence::MUTEX_MARKERS;
 #[derive(Debug, Clone)]
 pub struct Mutex {
     dir: Dir,
+    /// The lock's in-process state, looked up on first use and kept by every clone.
+    lock: OnceLock<Arc<Lock>>,
 }
 
 impl Mutex {
@@ -116,6 +118,7 @@ impl Mutex {
     pub fn with_options(client: Client, path: impl Into<String>, options: LockOptions) -> Self {
         Self {
             dir: Dir::new(client, path.into(), options),
+            lock: OnceLock::new(),
         }
     }
 
@@ -235,12 +238,11 @@ impl Mutex {
         blocking: bool,
         deadline: Option<Instant>,
     ) -> Result<Option<MutexGuard>, LockError> {
-        let key = self.dir.server_path()?;
-        let coordinator = Coordinator::of(&self.dir.client);
-        if let Some(granted) = scope::held::<Granted>(&coordinator, &key).pop() {
+        let lock = self.local()?;
+        if let Some(granted) = scope::held::<Granted>(&lock.coordinator, &lock.key).pop() {
             return nested(granted).map(Some);
         }
-        let gate = coordinator.state::<Gate>(&key);
+        let gate = &lock.gate;
         let (permit, parked) = match (self.dir.options.local_queue, blocking, deadline) {
             (false, _, _) => (None, None),
             (true, false, _) => match gate.try_enter() {
@@ -257,11 +259,6 @@ impl Mutex {
                     .map_err(|_| LockError::Timeout)?;
                 (Some(permit), parked)
             }
-        };
-        let lock = Lock {
-            coordinator,
-            key,
-            gate,
         };
         // A node handed over by the previous local holder: ours at once, if still trusted
         // (which includes: owned by the client's current session).
@@ -281,9 +278,25 @@ impl Mutex {
     }
 
     /// Wraps `hold` in the outermost guard.
+    /// The lock's key (its server path), the client's coordinator and the lock's local queue.
+    fn local(&self) -> Result<Arc<Lock>, LockError> {
+        if let Some(lock) = self.lock.get() {
+            return Ok(Arc::clone(lock));
+        }
+        let key = self.dir.server_path()?;
+        let coordinator = Coordinator::of(&self.dir.client);
+        let gate = coordinator.state::<Gate>(&key);
+        let lock = Arc::new(Lock {
+            coordinator,
+            key,
+            gate,
+        });
+        Ok(Arc::clone(self.lock.get_or_init(|| lock)))
+    }
+
     fn grant(
         &self,
-        lock: Lock,
+        lock: Arc<Lock>,
         hold: Hold,
         permit: Option<OwnedSemaphorePermit>,
         handoffs: u32,
@@ -324,7 +337,7 @@ struct Lock {
 #[derive(Debug)]
 struct Granted {
     hold: Hold,
-    lock: Lock,
+    lock: Arc<Lock>,
     /// Hand-offs this node has had, and how many more it may have.
     handoffs: u32,
     handoffs_left: u32,

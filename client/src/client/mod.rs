@@ -336,7 +336,11 @@ impl Client {
         })
     }
 
-    fn client_path(&self, server_path: &str) -> String {
-        path::strip_or_pass(self.inner.chroot.as_ref(), server_path).to_owned()
+    fn client_path(&self, server_path: String) -> String {
+        match &self.inner.chroot {
+            // The path as the server sent it: no copy without a chroot.
+            None => server_path,
+            Some(chroot) => path::strip_or_pass(Some(chroot), &server_path).to_owned(),
+        }
     }
 }

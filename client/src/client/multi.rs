@@ -284,11 +284,11 @@ impl Client {
     fn op_result(&self, result: MultiResult) -> Result<OpResult, Error> {
         Ok(match result {
             MultiResult::Create(r) => OpResult::Create {
-                path: self.client_path(&r.path),
+                path: self.client_path(r.path),
                 stat: None,
             },
             MultiResult::Create2(r) => OpResult::Create {
-                path: self.client_path(&r.path),
+                path: self.client_path(r.path),
                 stat: Some(r.stat),
             },
             MultiResult::Delete => OpResult::Delete,

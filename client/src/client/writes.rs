@@ -52,7 +52,7 @@ impl Client {
             CreateRecord::Container(r) => self.call_op::<op::CreateContainer>(&r).await?,
             CreateRecord::Ttl(r) => self.call_op::<op::CreateTtl>(&r).await?,
         };
-        Ok((self.client_path(&response.path), response.stat))
+        Ok((self.client_path(response.path), response.stat))
     }
 
     /// Deletes a node, if its version is `version` (any version when `None`).

@@ -1,9 +1,11 @@
 //! The protected create of our contender node (`_c_<uuid>-<marker>[<seq>]`), the listing sent
 //! with it, and the recovery by guid of a create whose outcome was unknown.
 
-use zkwire::{path, Backoff, Client, CreateMode, CreateOptions, Error, Op, Stat};
+use std::borrow::Cow;
 
-use super::{Attempt, Contest, Node};
+use zkwire::{path, Backoff, Client, CreateOptions, Error, Op, Stat};
+
+use super::{Attempt, Contest, Dir, Node};
 use crate::error::{LockError, LostReason};
 use crate::guid::owned_by_guid;
 use crate::options::{check_lease_fits, LockOptions};
@@ -42,8 +44,9 @@ impl Attempt {
         mut list: bool,
     ) -> Result<Option<Vec<String>>, LockError> {
         const MAX_PARENT_ROUNDS: u32 = 16;
-        check_lease_fits(&self.client, self.options.lease_margin)?;
-        let (path, options) = self.contender_node(contest);
+        check_lease_fits(&self.dir.client, self.dir.options.lease_margin)?;
+        let dir = self.dir.clone();
+        let (path, options) = contender_node(&dir, &self.prefix, contest);
         let (mut backoff, mut parent_rounds) = (Backoff::new(), 0);
         loop {
             if self.unsure {
@@ -72,13 +75,15 @@ impl Attempt {
             }
             match result {
                 Ok((created, stat)) => {
-                    let name = created.rsplit('/').next().unwrap_or_default().to_owned();
-                    let listing = listing.filter(|children| children.contains(&name));
-                    self.node = Some(Node::new(&self.dir, name, stat));
+                    let node = Node::at(created, stat);
+                    let listing = listing.filter(|children| children.contains(&node.name));
+                    self.node = Some(node);
                     return Ok(listing);
                 }
                 Err(Error::NoNode) if parent_rounds < MAX_PARENT_ROUNDS => {
-                    match create_containers(&self.client, &self.dir, &self.options).await {
+                    match create_containers(&self.dir.client, &self.dir.path, &self.dir.options)
+                        .await
+                    {
                         Ok(()) => parent_rounds += 1,
                         // The next create tells whether the parents are there.
                         Err(e) if e.is_retryable() => {
@@ -110,24 +115,6 @@ impl Attempt {
         }
     }
 
-    /// The path (a sequential prefix, or a tie's fixed name) and the options of our
-    /// contender node.
-    fn contender_node(&self, contest: &Contest) -> (String, CreateOptions) {
-        let base = format!("{}{}", self.prefix, contest.marker);
-        let (path, mode) = match &contest.tie {
-            Some(tie) => (
-                path::join(&self.dir, &format!("{base}{}", tie.suffix)),
-                CreateMode::Ephemeral,
-            ),
-            None => (
-                path::join(&self.dir, &base),
-                CreateMode::EphemeralSequential,
-            ),
-        };
-        let options = CreateOptions::new(mode).with_acl(self.options.acl.clone());
-        (path, options)
-    }
-
     /// One create and, with `list`, the directory's listing sent right behind it in the
     /// same write (see [`create_listing`](Self::create_listing) for why it shows our node);
     /// a failed listing is `None`.
@@ -142,7 +129,7 @@ impl Attempt {
         if !list {
             return (create.await, None);
         }
-        let (created, listed) = tokio::join!(create, self.client.get_children(&self.dir));
+        let (created, listed) = tokio::join!(create, self.dir.client.get_children(&self.dir.path));
         (created, listed.ok())
     }
 
@@ -157,14 +144,18 @@ impl Attempt {
         options: &CreateOptions,
     ) -> Result<(String, Stat), Error> {
         let Some(tie) = &contest.tie else {
-            return self.client.create(path, &self.options.data, options).await;
+            return self
+                .dir
+                .client
+                .create(path, &self.dir.options.data, options)
+                .await;
         };
         let ops = [
             Op::check(tie.writer_path.clone(), None),
-            Op::create(path.to_owned(), self.options.data.clone(), options),
+            Op::create(path.to_owned(), self.dir.options.data.clone(), options),
         ];
-        match self.client.multi(&ops).await {
-            Ok(_) => match self.client.exists(path).await? {
+        match self.dir.client.multi(&ops).await {
+            Ok(_) => match self.dir.client.exists(path).await? {
                 Some(stat) => Ok((path.to_owned(), stat)),
                 None => Err(Error::NoNode),
             },
@@ -176,36 +167,36 @@ impl Attempt {
     /// Our node by guid, after a sync: the first one our session owns; any other one with
     /// our guid and our session (a create that applied twice) is deleted.
     async fn find_ours(&mut self) -> Result<Option<Node>, LockError> {
-        let mut owned = owned_by_guid(&self.client, &self.dir, &self.prefix)
+        let mut owned = owned_by_guid(&self.dir.client, &self.dir.path, &self.prefix)
             .await?
             .into_iter();
         let Some((name, stat)) = owned.next() else {
             return Ok(None);
         };
         for (extra, _) in owned {
-            self.remove(&path::join(&self.dir, &extra)).await;
+            self.remove(&path::join(&self.dir.path, &extra)).await;
         }
         tracing::debug!(node = name, "found our lock node by guid");
-        Ok(Some(Node::new(&self.dir, name, stat)))
+        Ok(Some(Node::new(&self.dir.path, name, stat)))
     }
 
     /// Deletes children carrying our guid other than our node, if our session owns them
     /// (a late duplicate of a retried create: docs/recipes.md §4, step 3).
-    pub(crate) async fn delete_duplicates(&mut self, children: &[String], ours: &str) {
+    pub(crate) async fn delete_duplicates(&self, children: &[String], ours: &str) {
         if !children
             .iter()
             .any(|c| c.starts_with(&self.prefix) && c != ours)
         {
             return;
         }
-        let session = self.client.session_id();
+        let session = self.dir.client.session_id();
         for child in children
             .iter()
             .filter(|c| c.starts_with(&self.prefix) && *c != ours)
         {
-            let child_path = path::join(&self.dir, child);
+            let child_path = path::join(&self.dir.path, child);
             // Best effort: a duplicate missed now is seen on the next scan or by the sweep.
-            if let Ok(Some(stat)) = self.client.exists(&child_path).await {
+            if let Ok(Some(stat)) = self.dir.client.exists(&child_path).await {
                 if stat.ephemeral_owner == session {
                     tracing::warn!(node = child, "deleting a duplicate of our lock node");
                     self.remove(&child_path).await;
@@ -213,6 +204,31 @@ impl Attempt {
             }
         }
     }
+}
+
+/// Our contender node's path (`dir/_c_<uuid>-<marker>`, and the writer's suffix for a
+/// tied read node), built in one allocation, and how it is created: EPHEMERAL_SEQUENTIAL
+/// (made once per directory), or EPHEMERAL for a tied read node.
+fn contender_node<'d>(
+    dir: &'d Dir,
+    prefix: &str,
+    contest: &Contest,
+) -> (String, Cow<'d, CreateOptions>) {
+    let suffix = contest.tie.as_ref().map_or("", |tie| tie.suffix.as_str());
+    let name = [prefix, contest.marker, suffix];
+    let mut path =
+        String::with_capacity(dir.path.len() + 1 + name.iter().map(|s| s.len()).sum::<usize>());
+    path.push_str(&dir.path);
+    // Only the root ends with '/' among valid paths; don't double it.
+    if !dir.path.ends_with('/') {
+        path.push('/');
+    }
+    name.iter().for_each(|part| path.push_str(part));
+    let options = match contest.tie {
+        Some(_) => Cow::Owned(CreateOptions::ephemeral().with_acl(dir.options.acl.clone())),
+        None => Cow::Borrowed(&dir.contender),
+    };
+    (path, options)
 }
 
 /// Creates the missing ancestors of `dir` (and `dir`) as containers, top down, as Curator's

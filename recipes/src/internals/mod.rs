@@ -16,10 +16,11 @@ mod tests;
 mod wait;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use zkwire::{path, Client, Error, Stat};
+use zkwire::{path, Client, CreateOptions, Error, Stat};
 
 use crate::cleanup::{self, Job, FOREGROUND_GRACE};
 use crate::error::LockError;
@@ -73,23 +74,41 @@ pub(crate) struct Tie {
     /// The writer's fencing token, which the read hold reports as its own.
     pub(crate) writer_token: i64,
 }
-/// A lock directory as a recipe sees it.
+/// A lock directory as a recipe sees it: cheap to clone (one shared allocation), so that an
+/// acquire borrows nothing it has to copy (BENCHMARKS.md, "Allocations per lock cycle").
 #[derive(Debug, Clone)]
-pub(crate) struct Dir {
+pub(crate) struct Dir(Arc<DirParts>);
+
+/// What a [`Dir`] shares among its clones and the acquires made through it.
+#[derive(Debug)]
+pub(crate) struct DirParts {
     pub(crate) client: Client,
     pub(crate) path: String,
     pub(crate) options: LockOptions,
+    /// How contender nodes are created: EPHEMERAL_SEQUENTIAL with the options' ACL, made
+    /// once rather than at every create.
+    pub(crate) contender: CreateOptions,
+}
+
+impl std::ops::Deref for Dir {
+    type Target = DirParts;
+
+    fn deref(&self) -> &DirParts {
+        &self.0
+    }
 }
 
 impl Dir {
     /// The directory `path` of `client`'s locks; a trailing `/` is another spelling of the
     /// same directory and is dropped, so that both spellings name one lock.
     pub(crate) fn new(client: Client, path: String, options: LockOptions) -> Self {
-        Self {
+        let contender = CreateOptions::ephemeral_sequential().with_acl(options.acl.clone());
+        Self(Arc::new(DirParts {
             client,
             path: dir_path(path),
             options,
-        }
+            contender,
+        }))
     }
 
     /// The directory as the server sees it (chroot resolved): the key of the lock's
@@ -139,6 +158,12 @@ impl Node {
             name,
             stat,
         }
+    }
+
+    /// The node at `path` (the full path a create returned).
+    fn at(path: String, stat: Stat) -> Self {
+        let name = path.rsplit('/').next().unwrap_or_default().to_owned();
+        Self { path, name, stat }
     }
 }
 
@@ -207,9 +232,7 @@ pub(crate) async fn acquire_until(
 /// cleanup worker.
 #[derive(Debug)]
 pub(crate) struct Attempt {
-    client: Client,
-    dir: String,
-    options: LockOptions,
+    dir: Dir,
     /// `_c_<uuid>-`: one guid per node we try to create, kept across the create's retries.
     prefix: String,
     node: Option<Node>,
@@ -220,9 +243,7 @@ pub(crate) struct Attempt {
 impl Attempt {
     pub(crate) fn new(dir: &Dir) -> Self {
         Self {
-            client: dir.client.clone(),
-            dir: dir.path.clone(),
-            options: dir.options.clone(),
+            dir: dir.clone(),
             prefix: Uuid::new_v4().protected_prefix(),
             node: None,
             unsure: false,
@@ -248,8 +269,8 @@ impl Attempt {
 
     /// Deletes a node of ours now, leaving it to the cleanup worker if that fails.
     async fn remove(&self, node_path: &str) {
-        if !delete_now(&self.client, node_path).await {
-            cleanup::enqueue(&self.client, Job::Delete(node_path.to_owned()));
+        if !delete_now(&self.dir.client, node_path).await {
+            cleanup::enqueue(&self.dir.client, Job::Delete(node_path.to_owned()));
         }
     }
 
@@ -283,17 +304,18 @@ impl Attempt {
     /// Deletes our node, or every node of our session with our guid; whether all went.
     async fn remove_all(&mut self) -> bool {
         if self.unsure {
-            let Ok(owned) = owned_by_guid(&self.client, &self.dir, &self.prefix).await else {
+            let Ok(owned) = owned_by_guid(&self.dir.client, &self.dir.path, &self.prefix).await
+            else {
                 return false;
             };
             for (name, _) in owned {
-                if !delete_now(&self.client, &path::join(&self.dir, &name)).await {
+                if !delete_now(&self.dir.client, &path::join(&self.dir.path, &name)).await {
                     return false;
                 }
             }
             true
         } else if let Some(node) = &self.node {
-            delete_now(&self.client, &node.path).await
+            delete_now(&self.dir.client, &node.path).await
         } else {
             true
         }
@@ -304,14 +326,14 @@ impl Attempt {
         if self.unsure {
             // Covers the node too: it carries the guid.
             cleanup::enqueue(
-                &self.client,
+                &self.dir.client,
                 Job::Sweep {
-                    dir: self.dir.clone(),
+                    dir: self.dir.path.clone(),
                     prefix: self.prefix.clone(),
                 },
             );
         } else if let Some(node) = &self.node {
-            cleanup::enqueue(&self.client, Job::Delete(node.path.clone()));
+            cleanup::enqueue(&self.dir.client, Job::Delete(node.path.clone()));
         }
         self.disarm();
     }

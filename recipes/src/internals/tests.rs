@@ -17,11 +17,7 @@ async fn setup(name: &str) -> (Dir, Client) {
     let cs = fresh_chroot(name).await;
     let a = Client::connect(&cs).await.unwrap();
     let b = Client::connect(&cs).await.unwrap();
-    let dir = Dir {
-        client: a,
-        path: "/lock".into(),
-        options: LockOptions::default(),
-    };
+    let dir = Dir::new(a, "/lock".into(), LockOptions::default());
     (dir, b)
 }
 
@@ -165,9 +161,9 @@ async fn the_listing_sent_with_the_create_always_shows_our_node() {
     create_containers(&dir.client, "/lock", &dir.options)
         .await
         .unwrap();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let churn = tokio::spawn({
-        let stop = std::sync::Arc::clone(&stop);
+        let stop = Arc::clone(&stop);
         async move {
             let mut rounds = 0;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) && rounds < 100_000 {
@@ -200,11 +196,7 @@ async fn the_listing_sent_with_the_create_always_shows_our_node() {
 async fn missing_parents_are_created() {
     let cs = fresh_chroot("guid_parents").await;
     let a = Client::connect(&cs).await.unwrap();
-    let dir = Dir {
-        client: a.clone(),
-        path: "/x/y/z".into(),
-        options: LockOptions::default(),
-    };
+    let dir = Dir::new(a.clone(), "/x/y/z".into(), LockOptions::default());
     let mut attempt = Attempt::new(&dir);
     attempt.create(&mutex_contest()).await.unwrap();
     let node = attempt.node.clone().unwrap();

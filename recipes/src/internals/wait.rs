@@ -36,13 +36,13 @@ impl Attempt {
     ) -> Result<bool, LockError> {
         let mut backoff = Backoff::new();
         loop {
-            let Some(ours) = self.node.as_ref().map(|n| n.name.clone()) else {
+            let Some(ours) = self.node.as_ref().map(|n| n.name.as_str()) else {
                 self.create(contest).await?;
                 continue;
             };
             let children = match listing.take() {
                 Some(children) => children,
-                None => match self.client.get_children(&self.dir).await {
+                None => match self.dir.client.get_children(&self.dir.path).await {
                     Ok(children) => children,
                     Err(Error::NoNode) => Vec::new(),
                     Err(e) if e.is_retryable() => {
@@ -52,13 +52,13 @@ impl Attempt {
                     Err(e) => return Err(e.into()),
                 },
             };
-            self.delete_duplicates(&children, &ours).await;
+            self.delete_duplicates(&children, ours).await;
             let sorted = sort_children(
                 children,
                 contest.sort_markers,
-                self.options.foreign_children,
+                self.dir.options.foreign_children,
             )?;
-            match (contest.predicate)(&sorted, &ours) {
+            match (contest.predicate)(&sorted, ours) {
                 Decision::Held => return Ok(true),
                 Decision::Missing => {
                     // Deleted under us (by someone else; an expired session fails the list
@@ -69,7 +69,7 @@ impl Attempt {
                 Decision::Wait(_) if !blocking => return Ok(false),
                 Decision::Wait(predecessor) => {
                     let first = self.first_goes_grants(contest, &sorted, &predecessor);
-                    match self.await_predecessor(&predecessor, &ours, first).await {
+                    match self.await_predecessor(&predecessor, ours, first).await {
                         Ok(Woken::Granted) => return Ok(true),
                         Ok(Woken::LookAgain) => {}
                         Err(e) if e.is_retryable() => {
@@ -101,9 +101,9 @@ impl Attempt {
         ours: &str,
         first: bool,
     ) -> Result<Woken, Error> {
-        let watched = path::join(&self.dir, predecessor);
+        let watched = path::join(&self.dir.path, predecessor);
         if !first {
-            return match self.client.get_data_and_watch(&watched).await {
+            return match self.dir.client.get_data_and_watch(&watched).await {
                 // Any event (deleted, changed, session over) means: look again.
                 Ok((_, _, watcher)) => {
                     drop(watcher.await);
@@ -113,13 +113,13 @@ impl Attempt {
                 Err(e) => Err(e),
             };
         }
-        let own_path = path::join(&self.dir, ours);
+        let own_path = path::join(&self.dir.path, ours);
         // Transports opened so far: read before the watches are set, so that any event that
         // comes on a later connection is seen as such.
-        let connection = self.client.stats().connections;
+        let connection = self.dir.client.stats().connections;
         let (theirs, own) = tokio::join!(
-            self.client.get_data_and_watch(&watched),
-            self.client.get_data_and_watch(&own_path)
+            self.dir.client.get_data_and_watch(&watched),
+            self.dir.client.get_data_and_watch(&own_path)
         );
         let mut own = match own {
             Ok((_, _, watcher)) => watcher,
@@ -140,7 +140,7 @@ impl Attempt {
             event = theirs => {
                 let gone = event.event_type == EventType::NodeDeleted;
                 let ours_untouched = ready_now(&mut own).is_none();
-                let live = self.client.stats().connections == connection;
+                let live = self.dir.client.stats().connections == connection;
                 Ok(if gone && ours_untouched && live { Woken::Granted } else { Woken::LookAgain })
             }
         }
@@ -157,7 +157,7 @@ impl Attempt {
     ) -> bool {
         contest.first_goes_grants
             && contest.tie.is_none()
-            && self.options.foreign_children != ForeignChildPolicy::CountLikeCurator
+            && self.dir.options.foreign_children != ForeignChildPolicy::CountLikeCurator
             && sorted.first().is_some_and(|c| c.name == predecessor)
             && sorted.iter().all(|c| c.seq.is_some())
     }
