@@ -32,6 +32,7 @@ test: deps
 	CARGO="$(CARGO)" tests/check-default-build.sh
 	# The README's "Use it" section, built as a new user's crate would be.
 	tests/readme-quickstart.sh
+	tests/readme-figures.sh --check
 	$(CARGO) clippy -p zkwire-cli --bins -q -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps -q
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -p zkwire --no-deps -q --features tls,sasl-digest,sasl-gssapi

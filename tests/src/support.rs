@@ -324,3 +324,21 @@ pub use zkwire_sandbox::server::DEFAULT_TICK as TEST_TICK;
 pub fn builder() -> zkwire::ClientBuilder {
     Client::builder().with_server_tick(TEST_TICK)
 }
+
+/// Reports a figure the README quotes: prints `FIGURE <name> <value>` (which
+/// `tests/readme-figures.sh --update` reads from a saved test log) and keeps the value in
+/// `<target dir>/figures/<name>`, where `tests/readme-figures.sh --check` compares the latest
+/// run with the README. Never fails the test: a figure that cannot be kept is only printed.
+pub fn figure(name: &str, value: impl std::fmt::Display) {
+    println!("FIGURE {name} {value}");
+    // The test binary is <target dir>/<profile>/deps/<name>-<hash>.
+    let exe = std::env::current_exe();
+    if let Some(target) = exe.as_deref().ok().and_then(|exe| exe.ancestors().nth(3)) {
+        let dir = target.join("figures");
+        let kept = std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::write(dir.join(name), format!("{value}\n")));
+        if let Err(e) = kept {
+            println!("FIGURE {name}: not kept in {}: {e}", dir.display());
+        }
+    }
+}

@@ -118,6 +118,8 @@ async fn m25_leader_kill_with_writes_in_flight() {
         writes.connection_loss,
         client.stats().connections
     );
+    zkwire_testing::support::figure("m25.leader_kill.acknowledged", writes.ok.len());
+    zkwire_testing::support::figure("m25.leader_kill.connection_loss", writes.connection_loss);
     assert!(writes.ok.len() > 10, "writes resumed after the leader died");
     // A server still electing closes new connections without a byte, and the client then
     // probes that host once, on a short second connection, for a TLS port reached without
@@ -177,6 +179,8 @@ async fn m25_quorum_loss_then_recovery_keeps_the_session() {
         writes.ok.len(),
         writes.connection_loss
     );
+    zkwire_testing::support::figure("m25.quorum_loss.acknowledged", writes.ok.len());
+    zkwire_testing::support::figure("m25.quorum_loss.connection_loss", writes.connection_loss);
     client.close().await.unwrap();
 }
 

@@ -202,6 +202,8 @@ async fn m11_local_expiry_when_no_server_answers_body() {
     let took = stopped_at.elapsed();
     assert!(took >= T && took <= 10 * T, "expired after {took:?}");
     println!("m11: local expiry {took:?} after the server stopped (T = {T:?})");
+    let seconds = format!("{:.2}", took.as_secs_f64());
+    zkwire_testing::support::figure("m11.local_expiry_s", seconds);
     assert_eq!(a.exists("/").await, Err(Error::SessionExpired));
     // Stopping the server closed the harness's pipe to it, so count from here: the expired
     // client holds no socket and makes no more attempts.

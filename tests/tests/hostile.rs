@@ -339,5 +339,6 @@ fn hostile_inputs_fail_cleanly_without_large_allocations() {
     bad_lengths_and_counts(&mut cases);
     bad_frames(&mut cases);
     println!("{cases} hostile cases, none allocated");
+    zkwire_testing::support::figure("hostile.cases", cases);
     assert!(cases > 1000, "only {cases} cases");
 }

@@ -59,6 +59,7 @@ async fn m08_idle_session_is_kept_alive() {
     // Read timeout 2/3·T = 1333 ms, so a ping at least every 667 ms of idleness.
     let at_least = (idle.as_millis() / 667) as usize - 1;
     println!("m08: {pings} keepalives in {idle:?} (expected ≥ {at_least})");
+    zkwire_testing::support::figure("m08.keepalives", pings);
     assert!(pings >= at_least, "{pings} pings in {idle:?}");
     assert_eq!(proxy.connections(), 1, "never reconnected");
     assert_no_leaks_to(c, &ports(&proxy)).await;
@@ -286,6 +287,9 @@ async fn m15_ten_thousand_watches_survive_a_restart() {
     a.sync("/").await.unwrap();
     let batches = proxy.set_watches_path_bytes();
     println!("m15: reconnected {reconnect:?} after the server was back; SetWatches batches (path bytes): {batches:?}");
+    zkwire_testing::support::figure("m15.reconnect_ms", reconnect.as_millis());
+    let largest = batches.iter().max().copied().unwrap_or(0);
+    zkwire_testing::support::figure("m15.setwatches_max_path_bytes", largest);
     assert!(
         reconnect < Duration::from_secs(1),
         "reconnect took {reconnect:?}"
