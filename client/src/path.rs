@@ -156,14 +156,14 @@ fn validate(path: &str, sequential: bool) -> Result<(), InvalidPath> {
     if !sequential && body.ends_with('/') {
         return fail(TRAILING_SLASH);
     }
-    // Printable ASCII, the common case, has no forbidden character: skip the char walk.
-    let printable = body.bytes().all(|b| (b' '..=b'~').contains(&b));
+    // Printable ASCII, the common case, has no forbidden character: one pass over the bytes.
+    if let Some(verdict) = printable_segments(body.as_bytes(), sequential) {
+        return verdict.or_else(fail);
+    }
     let mut segments = body.split('/').peekable();
     while let Some(segment) = segments.next() {
-        if !printable {
-            if let Some(reason) = segment.chars().find_map(forbidden_char) {
-                return fail(reason);
-            }
+        if let Some(reason) = segment.chars().find_map(forbidden_char) {
+            return fail(reason);
         }
         // The server completes the last segment of a sequential path with
         // digits, so an empty, "." or ".." last segment still names a
@@ -180,6 +180,36 @@ fn validate(path: &str, sequential: bool) -> Result<(), InvalidPath> {
         }
     }
     Ok(())
+}
+
+/// The segment rules of [`validate`] over a body (the path after its leading `/`) of
+/// printable ASCII, in one pass: the first segment's fault, as the general walk would find
+/// it. `None` when a byte is not printable ASCII (the general walk then decides).
+fn printable_segments(body: &[u8], sequential: bool) -> Option<Result<(), &'static str>> {
+    let mut first_fault = None;
+    let mut start = 0;
+    for (i, &b) in body.iter().enumerate() {
+        if b == b'/' {
+            first_fault = first_fault.or_else(|| segment_fault(&body[start..i]));
+            start = i + 1;
+        } else if !(b' '..=b'~').contains(&b) {
+            return None;
+        }
+    }
+    // A sequential path's last segment is completed by the server (see `validate`).
+    if !sequential {
+        first_fault = first_fault.or_else(|| segment_fault(&body[start..]));
+    }
+    Some(first_fault.map_or(Ok(()), Err))
+}
+
+/// Why a segment (between two `/`) is not a node name, if it is not.
+fn segment_fault(segment: &[u8]) -> Option<&'static str> {
+    match segment {
+        b"" => Some(EMPTY_SEGMENT),
+        b"." | b".." => Some(RELATIVE_SEGMENT),
+        _ => None,
+    }
 }
 
 /// Why `c` may not appear in a path, if it may not.
