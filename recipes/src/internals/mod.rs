@@ -258,13 +258,14 @@ impl Attempt {
     async fn run(&mut self, contest: &Contest, blocking: bool) -> Result<Option<Node>, LockError> {
         if contest.tie.is_some() {
             self.create(contest).await?;
-            return Ok(self.node.clone());
+            return Ok(self.node.take());
         }
         let listing = self.create_listing(contest, true).await?;
         if !self.wait(contest, blocking, listing).await? {
             return Ok(None);
         }
-        Ok(self.node.clone())
+        // The node is the caller's now (taken, not copied): nothing left to clean up for it.
+        Ok(self.node.take())
     }
 
     /// Deletes a node of ours now, leaving it to the cleanup worker if that fails.
