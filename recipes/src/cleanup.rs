@@ -23,10 +23,11 @@
 //! node, until the session ends, even after the application dropped its own handles.
 //!
 //! There is one worker per client, spawned when a job arrives. Once the queue is empty it
-//! waits [`LINGER`] for the next job before it ends, so that a client dropping guards in a
-//! loop wakes one worker instead of spawning one per guard (BENCHMARKS.md, "Allocations per
-//! lock cycle"). While it waits it holds no client, so it never keeps an idle client (and its
-//! session) alive. The queue lives in the
+//! lingers [`LINGER`] before it ends, looking at the queue every [`TICK`]: a delete already
+//! sent (a dropped guard's) is left for it to find there, without waking it, since waking a
+//! task from a guard's drop moves the client's driver to another thread at every cycle;
+//! other jobs wake it at once (BENCHMARKS.md, "Allocations per lock cycle"). While it
+//! lingers it holds no client, so it never keeps an idle client (and its session) alive. The queue lives in the
 //! client's coordinator for as long as the worker runs; a worker dropped before it could run
 //! (its runtime shut down) drops the jobs left with it, whose nodes then live until the
 //! session ends. Jobs run one at a time, which is what a single ZooKeeper session does
@@ -39,6 +40,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::Notify;
+use tokio::time::Instant;
 use zkwire::{path, Backoff, Client, Error};
 
 use crate::coordinator::Coordinator;
@@ -127,6 +129,10 @@ pub(crate) struct Jobs {
 /// How long a worker with nothing to do waits for the next job before it ends.
 const LINGER: Duration = Duration::from_secs(1);
 
+/// How often a lingering worker looks at the queue for sent deletes, which do not wake it:
+/// the latest a failed delete of a dropped guard is retried (its node is gone on success).
+const TICK: Duration = Duration::from_millis(20);
+
 impl Jobs {
     /// The queue of `client` (created if no worker holds one).
     fn of(client: &Client) -> Arc<Self> {
@@ -155,6 +161,7 @@ pub(crate) fn enqueue(client: &Client, job: Job) {
         return;
     };
     let jobs = Jobs::of(client);
+    let wake = !matches!(job, Job::Sent(_));
     let start = {
         let mut queue = jobs.lock();
         queue.jobs.push_back(Queued {
@@ -170,7 +177,7 @@ pub(crate) fn enqueue(client: &Client, job: Job) {
         // polled (its runtime shuts down first), dropping the guard still clears `running`,
         // so that the next job starts a new worker.
         runtime.spawn(run(Running { jobs, ended: false }));
-    } else {
+    } else if wake {
         // A permit is kept if the worker is busy: it then looks at the queue once more.
         jobs.wake.notify_one();
     }
@@ -197,6 +204,7 @@ enum Outcome {
 
 async fn run(mut running: Running) {
     let jobs = Arc::clone(&running.jobs);
+    let mut idle_since = None;
     loop {
         let next = {
             let mut queue = jobs.lock();
@@ -205,7 +213,9 @@ async fn run(mut running: Running) {
             next
         };
         let Some(mut queued) = next else {
-            if tokio::time::timeout(LINGER, jobs.wake.notified()).await.is_ok() {
+            let since = *idle_since.get_or_insert_with(Instant::now);
+            if since.elapsed() < LINGER {
+                let _woken = tokio::time::timeout(TICK, jobs.wake.notified()).await;
                 continue;
             }
             let mut queue = jobs.lock();
@@ -217,6 +227,7 @@ async fn run(mut running: Running) {
             }
             continue;
         };
+        idle_since = None;
         loop {
             match attempt(&mut queued).await {
                 Outcome::Done => break,
