@@ -14,6 +14,7 @@ use super::{
     WatchKind, WatcherId,
 };
 use crate::error::{Error, ProtocolError};
+use crate::fuzzing::harness::{Driver, Peer};
 use crate::jute::{Decode, Encode, FrameDecoder, FrameError, Reader};
 use crate::proto::frames::{frame, notification_frame, reply_frame};
 use crate::proto::{
@@ -76,49 +77,35 @@ fn watch_effect(path: &str, kind: WatchKind, watcher: Option<WatcherId>) -> Effe
     })
 }
 
-fn get_data(path: &str, watcher: Option<WatcherId>) -> Request {
-    let body = GetDataRequest {
-        path: path.to_owned(),
-        watch: watcher.is_some(),
-    }
-    .to_bytes();
-    let effect = watch_effect(path, WatchKind::Data, watcher);
+/// A read of `at`, watching it when `watcher` is given: getData, exists or getChildren, whose
+/// records share the shape `{ ustring path; boolean watch; }`.
+fn read(op: OpCode, at: &str, watcher: Option<WatcherId>) -> Request {
+    let (path, watch) = (at.to_owned(), watcher.is_some());
+    let (body, kind) = match op {
+        OpCode::GetData => (GetDataRequest { path, watch }.to_bytes(), WatchKind::Data),
+        OpCode::Exists => (ExistsRequest { path, watch }.to_bytes(), WatchKind::Data),
+        _ => (
+            GetChildrenRequest { path, watch }.to_bytes(),
+            WatchKind::Child,
+        ),
+    };
+    let effect = watch_effect(at, kind, watcher);
     Request {
-        op: OpCode::GetData,
-        body,
         effect,
-        deadline: None,
+        ..Request::new(op, body)
     }
+}
+
+fn get_data(path: &str, watcher: Option<WatcherId>) -> Request {
+    read(OpCode::GetData, path, watcher)
 }
 
 fn exists(path: &str, watcher: Option<WatcherId>) -> Request {
-    let body = ExistsRequest {
-        path: path.to_owned(),
-        watch: watcher.is_some(),
-    }
-    .to_bytes();
-    let effect = watch_effect(path, WatchKind::Data, watcher);
-    Request {
-        op: OpCode::Exists,
-        body,
-        effect,
-        deadline: None,
-    }
+    read(OpCode::Exists, path, watcher)
 }
 
 fn get_children(path: &str, watcher: Option<WatcherId>) -> Request {
-    let body = GetChildrenRequest {
-        path: path.to_owned(),
-        watch: watcher.is_some(),
-    }
-    .to_bytes();
-    let effect = watch_effect(path, WatchKind::Child, watcher);
-    Request {
-        op: OpCode::GetChildren,
-        body,
-        effect,
-        deadline: None,
-    }
+    read(OpCode::GetChildren, path, watcher)
 }
 
 fn add_watch(path: &str, mode: AddWatchMode, watcher: WatcherId) -> Request {
@@ -133,10 +120,8 @@ fn add_watch(path: &str, mode: AddWatchMode, watcher: WatcherId) -> Request {
     .to_bytes();
     let effect = watch_effect(path, kind, Some(watcher));
     Request {
-        op: OpCode::AddWatch,
-        body,
         effect,
-        deadline: None,
+        ..Request::new(OpCode::AddWatch, body)
     }
 }
 
@@ -253,93 +238,73 @@ fn fired(watcher: WatcherId, event_type: EventType, path: &str) -> WatchSeen {
 
 // ===== the harness =====
 
-/// One session, a virtual clock, and the server's end of the (single, current) transport.
-struct Harness {
-    session: Session,
+/// One session, a virtual clock, and the server's end of the (single, current) transport: the
+/// shared driver loop (`crate::fuzzing::harness`) with [`Wire`] as its peer.
+type Harness = Driver<Wire>;
+
+/// The server's end of the transport, as the tests read it.
+struct Wire {
+    /// The start of the test.
     base: Instant,
-    now: Instant,
     /// What the session wrote on the current transport, not yet read by the test.
-    server_rx: FrameDecoder,
+    rx: FrameDecoder,
     /// Events polled from the session, not yet drained by the test.
     events: Vec<Event>,
     /// Bumped whenever the transport goes away (closed by us or dropped by the session).
     generation: u64,
 }
 
-impl Harness {
+impl Wire {
+    fn transport_closed(&mut self) {
+        self.rx.clear();
+        self.generation += 1;
+    }
+}
+
+impl Peer for Wire {
+    fn written(&mut self, _session: &Session, bytes: Bytes) {
+        self.rx.push(&bytes);
+    }
+
+    fn event(&mut self, _now: Instant, event: Event) {
+        if matches!(event, Event::DropConnection(_)) {
+            self.transport_closed();
+        }
+        self.events.push(event);
+    }
+}
+
+impl Driver<Wire> {
     fn new() -> Self {
         Self::with_config(SessionConfig::default())
     }
 
     fn with_config(config: SessionConfig) -> Self {
         let base = Instant::now();
-        Self {
-            session: Session::new(config, base),
+        let wire = Wire {
             base,
-            now: base,
-            server_rx: FrameDecoder::default(),
+            rx: FrameDecoder::default(),
             events: Vec::new(),
             generation: 0,
-        }
+        };
+        Self::start(config, base, wire)
     }
 
     /// The instant `offset` after the start of the test.
     fn at(&self, offset: Duration) -> Instant {
-        self.base + offset
-    }
-
-    /// What the driver does after every input: write everything out, then take the events.
-    fn pump(&mut self) {
-        while let Some(bytes) = self.session.poll_transmit() {
-            self.server_rx.push(&bytes);
-        }
-        while let Some(event) = self.session.poll_event() {
-            if matches!(event, Event::DropConnection(_)) {
-                self.transport_closed();
-            }
-            self.events.push(event);
-        }
-    }
-
-    fn transport_closed(&mut self) {
-        self.server_rx.clear();
-        self.generation += 1;
+        self.peer.base + offset
     }
 
     // ----- time -----
 
     /// Moves the clock forward, firing every timer at the instant `poll_timeout` asks for.
     fn advance(&mut self, d: Duration) {
-        let target = self.now + d;
-        for _ in 0..10_000 {
-            match self.session.poll_timeout() {
-                Some(t) if t <= target => {
-                    self.now = self.now.max(t);
-                    self.session.handle_timeout(self.now);
-                    self.pump();
-                }
-                _ => {
-                    self.now = target;
-                    return;
-                }
-            }
-        }
-        panic!(
-            "handle_timeout made no progress at {:?}",
-            self.now - self.base
-        );
+        self.advance_to(self.now + d);
     }
 
     /// Moves the clock forward without firing timers: a driver that is late to its timer.
     fn jump(&mut self, d: Duration) {
         self.now += d;
-    }
-
-    /// A wake-up before anything is due (the driver may call `handle_timeout` at any time,
-    /// e.g. for another timer of its own).
-    fn wake(&mut self) {
-        self.session.handle_timeout(self.now);
-        self.pump();
     }
 
     // ----- transport -----
@@ -350,10 +315,10 @@ impl Harness {
             self.session.wants_connection(),
             "the session does not want a connection"
         );
-        self.session.handle_connected(self.now, "zk1");
-        self.pump();
+        self.connected();
         let frame = self
-            .server_rx
+            .peer
+            .rx
             .next_frame()
             .expect("valid framing")
             .expect("a ConnectRequest");
@@ -375,15 +340,13 @@ impl Harness {
 
     /// The transport fails (EOF, reset).
     fn disconnect(&mut self) {
-        self.session.handle_disconnected(self.now);
-        self.transport_closed();
-        self.pump();
+        self.peer.transport_closed();
+        self.disconnected();
     }
 
     /// Bytes from the server, in one read.
     fn deliver(&mut self, bytes: &[u8]) {
-        self.session.handle_input(self.now, bytes);
-        self.pump();
+        self.input(bytes, false);
     }
 
     fn reply(&mut self, xid: i32, zxid: i64, err: ErrorCode, body: &[u8]) {
@@ -394,27 +357,13 @@ impl Harness {
         self.deliver(&notification(event_type, path, -1));
     }
 
-    // ----- commands -----
-
-    fn submit(&mut self, request: Request) -> RequestId {
-        let id = self.session.submit(self.now, request);
-        self.pump();
-        id
-    }
-
-    fn close(&mut self) -> RequestId {
-        let id = self.session.close(self.now);
-        self.pump();
-        id
-    }
-
     // ----- observations -----
 
     /// The request frames the server received since the last call, on the current transport.
     fn sent_frames(&mut self) -> Vec<(RequestHeader, Bytes)> {
         self.pump();
         let mut frames = Vec::new();
-        while let Some(frame) = self.server_rx.next_frame().expect("valid framing") {
+        while let Some(frame) = self.peer.rx.next_frame().expect("valid framing") {
             frames.push(split_request(&frame));
         }
         frames
@@ -422,7 +371,13 @@ impl Harness {
 
     fn drain_events(&mut self) -> Vec<Event> {
         self.pump();
-        std::mem::take(&mut self.events)
+        std::mem::take(&mut self.peer.events)
+    }
+
+    /// The only event since the last call is the answer `result` to `id`.
+    #[track_caller]
+    fn assert_answered(&mut self, id: RequestId, result: Result<Reply, Error>) {
+        assert_eq!(self.drain_events(), [Event::Reply { id, result }]);
     }
 }
 
@@ -845,13 +800,7 @@ fn expired_handshake_ends_the_session() {
     assert_eq!(h.session.poll_timeout(), None);
 
     let late = h.submit(get_data("/late", None));
-    assert_eq!(
-        h.drain_events(),
-        [Event::Reply {
-            id: late,
-            result: Err(Error::SessionExpired)
-        }]
-    );
+    h.assert_answered(late, Err(Error::SessionExpired));
     h.advance(secs(3600));
     h.session.handle_disconnected(h.now);
     assert!(h.drain_events().is_empty(), "Expired is reported once");
@@ -1203,13 +1152,7 @@ fn auth_failed_is_terminal() {
     assert_eq!(drops(&events), [DropReason::SessionEnded]);
     assert!(!h.session.wants_connection());
     let late = h.submit(get_data("/late", None));
-    assert_eq!(
-        h.drain_events(),
-        [Event::Reply {
-            id: late,
-            result: Err(Error::AuthFailed)
-        }]
-    );
+    h.assert_answered(late, Err(Error::AuthFailed));
 }
 
 /// A replayed credential refused on reconnect ends the session too, failing the requests
@@ -1287,13 +1230,7 @@ fn written_request_times_out_and_late_reply_is_swallowed() {
     assert_eq!(h.sent_frames().len(), 2);
     assert_eq!(h.session.poll_timeout(), Some(h.at(secs(2))));
     h.advance(secs(2));
-    assert_eq!(
-        h.drain_events(),
-        [Event::Reply {
-            id: slow,
-            result: Err(Error::Timeout)
-        }]
-    );
+    h.assert_answered(slow, Err(Error::Timeout));
     assert_eq!(
         h.session.poll_timeout(),
         Some(h.at(secs(9))),
@@ -1319,13 +1256,7 @@ fn written_auth_respects_its_deadline() {
     assert_eq!(headers(&h.sent_frames()), [(AUTH_XID, OpCode::Auth)]);
     assert_eq!(h.session.poll_timeout(), Some(h.at(secs(2))));
     h.advance(secs(2));
-    assert_eq!(
-        h.drain_events(),
-        [Event::Reply {
-            id: login,
-            result: Err(Error::Timeout)
-        }]
-    );
+    h.assert_answered(login, Err(Error::Timeout));
     h.reply(AUTH_XID, 0, ErrorCode::Ok, &[]);
     assert!(
         h.drain_events().is_empty(),
@@ -1370,13 +1301,7 @@ fn oversized_request_is_refused_locally() {
     h.connect();
     let big = h.submit(Request::new(OpCode::SetData, Bytes::from(vec![0; 93])));
     let refusal = Error::RequestTooLarge { len: 101, max: 100 };
-    assert_eq!(
-        h.drain_events(),
-        [Event::Reply {
-            id: big,
-            result: Err(refusal)
-        }]
-    );
+    h.assert_answered(big, Err(refusal));
     assert!(h.sent_frames().is_empty());
     assert_eq!(h.session.state(), SessionState::Connected);
     assert_eq!((h.session.in_flight(), h.session.queued()), (0, 0));
@@ -1404,13 +1329,7 @@ fn close_sends_close_session_and_ends_on_its_reply() {
     );
     assert!(sent[1].1.is_empty());
     let during = h.submit(get_data("/during", None));
-    assert_eq!(
-        h.drain_events(),
-        [Event::Reply {
-            id: during,
-            result: Err(Error::Closed)
-        }]
-    );
+    h.assert_answered(during, Err(Error::Closed));
 
     h.reply(1, 3, ErrorCode::Ok, &data_body(b"g"));
     h.reply(2, 4, ErrorCode::Ok, &[]);
@@ -1427,13 +1346,7 @@ fn close_sends_close_session_and_ends_on_its_reply() {
     assert!(!h.session.wants_connection());
     assert_eq!(h.session.poll_timeout(), None);
     let after = h.submit(get_data("/after", None));
-    assert_eq!(
-        h.drain_events(),
-        [Event::Reply {
-            id: after,
-            result: Err(Error::Closed)
-        }]
-    );
+    h.assert_answered(after, Err(Error::Closed));
 }
 
 /// close() while disconnected closes at once; queued requests fail with Closed.
@@ -1633,8 +1546,8 @@ impl Model {
 
     /// Reads what the session wrote; forgets the server side of a transport that went away.
     fn sync(&mut self) {
-        if self.generation != self.h.generation {
-            self.generation = self.h.generation;
+        if self.generation != self.h.peer.generation {
+            self.generation = self.h.peer.generation;
             self.accepted = false;
             self.pipeline.clear();
             self.auths = 0;
@@ -1670,7 +1583,7 @@ impl Model {
 
     fn step(&mut self) {
         self.sync();
-        let serving = self.accepted && self.generation == self.h.generation;
+        let serving = self.accepted && self.generation == self.h.peer.generation;
         match self.rng.below(16) {
             0..=2 => self.submit(),
             3 if self.rng.chance(30) => self.submit_auth(),
@@ -1757,7 +1670,7 @@ impl Model {
             welcome(6_000)
         };
         self.h.accept(&response);
-        self.accepted = self.generation == self.h.generation && !response.is_expired();
+        self.accepted = self.generation == self.h.peer.generation && !response.is_expired();
     }
 
     fn cancel(&mut self) {
