@@ -101,10 +101,9 @@ fn answers_count_once_a_later_sync_vouches_for_them() {
     assert!(h.sent_frames().is_empty(), "not yet");
     h.advance(ms(10));
     assert_eq!(answer_syncs(&mut h, ms(10)), 1);
-    assert_eq!(
-        h.session.lease_deadline(),
-        Some(h.at(ms(T_MS as u64))),
-        "the handshake, sent at 0, answered 667 ms before this sync"
+    h.assert_lease(
+        ms(T_MS as u64),
+        "the handshake, sent at 0, answered 667 ms before this sync",
     );
     // A read answered now waits for its own vouch.
     h.advance(ms(100));
@@ -201,11 +200,7 @@ fn sasl_steps_do_not_renew_the_lease() {
     h.jump(secs(1));
     h.reply(second.xid, 1, ErrorCode::Ok, &sasl_body(b"proof"));
     assert_eq!(h.session.state(), SessionState::Connected);
-    assert_eq!(
-        h.session.lease_deadline(),
-        Some(h.at(secs(30))),
-        "the step sent at 5 s renewed nothing"
-    );
+    h.assert_lease(secs(30), "the step sent at 5 s renewed nothing");
 }
 
 /// A read-only server's answers are its own: no sync goes to it, and nothing renews the
@@ -245,19 +240,14 @@ fn a_smaller_timeout_after_a_reconnect_moves_the_lease_back() {
     h.open();
     h.accept(&welcome(10_000));
     assert_eq!(h.session.session_timeout(), Some(secs(10)));
-    assert_eq!(
-        h.session.lease_deadline(),
-        Some(h.at(secs(15))),
-        "5 s + 10 s: the server re-timed the session at the reconnect"
+    h.assert_lease(
+        secs(15),
+        "5 s + 10 s: the server re-timed the session at the reconnect",
     );
     // 20 s on without firing timers (no ping to answer meanwhile).
     h.jump(secs(20));
     h.submit(get_data("/r", None));
     let [(header, _)] = h.sent_frames().try_into().expect("one getData");
     h.reply(header.xid, 2, ErrorCode::Ok, &data_body(b""));
-    assert_eq!(
-        h.session.lease_deadline(),
-        Some(h.at(secs(35))),
-        "25 s + 10 s"
-    );
+    h.assert_lease(secs(35), "25 s + 10 s");
 }
