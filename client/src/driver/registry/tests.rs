@@ -26,6 +26,11 @@ fn watching(watcher: LocalWatcher) -> (Registry, Answer) {
     (registry, rx)
 }
 
+/// Where an event for watcher 7 goes (`last`: whether it is the watcher's last).
+fn route_7(registry: &mut Registry, last: bool) -> Route {
+    registry.route_event(WatcherId(7), last)
+}
+
 #[test]
 fn a_reply_route_is_taken_once() {
     let mut registry = Registry::default();
@@ -84,14 +89,8 @@ fn requests_whose_callers_left_are_taken() {
 fn a_oneshot_sink_goes_with_its_event() {
     let (watcher, _events) = oneshot_watcher(7);
     let (mut registry, _rx) = watching(watcher);
-    assert!(matches!(
-        registry.route_event(WatcherId(7), false),
-        Route::Oneshot(_)
-    ));
-    assert!(matches!(
-        registry.route_event(WatcherId(7), false),
-        Route::Gone
-    ));
+    assert!(matches!(route_7(&mut registry, false), Route::Oneshot(_)));
+    assert!(matches!(route_7(&mut registry, false), Route::Gone));
 }
 
 #[test]
@@ -99,17 +98,14 @@ fn a_stream_sink_stays_until_its_last_event() {
     let (watcher, _events) = stream_watcher(7);
     let (mut registry, _rx) = watching(watcher);
     assert!(matches!(
-        registry.route_event(WatcherId(7), false),
+        route_7(&mut registry, false),
         Route::Stream { last: false, .. }
     ));
     assert_eq!(registry.watchers(), 1);
     assert!(matches!(
-        registry.route_event(WatcherId(7), true),
+        route_7(&mut registry, true),
         Route::Stream { last: true, .. }
     ));
     assert_eq!(registry.watchers(), 0);
-    assert!(matches!(
-        registry.route_event(WatcherId(7), false),
-        Route::Gone
-    ));
+    assert!(matches!(route_7(&mut registry, false), Route::Gone));
 }
