@@ -19,9 +19,9 @@ use zkwire::proto::{
     GetChildrenRequest, GetChildrenResponse, OpCode, WatcherEvent, NOTIFICATION_XID,
 };
 
-use crate::measure::{Hist, Measured, Phase, Window};
+use crate::measure::{Hist, Measured, Phase};
 use crate::raw::{RawConn, RawReply};
-use crate::runner::{run_workers, Worker};
+use crate::runner::{measure_window, run_workers, Worker};
 use crate::{BenchError, Ctx, Who};
 
 /// Sessions contending in `lock-contention`.
@@ -567,12 +567,7 @@ pub(crate) async fn measure_contention(
     shared: &Shared,
     tasks: Vec<tokio::task::JoinHandle<Result<u64, BenchError>>>,
 ) -> Result<(Measured, u64), BenchError> {
-    tokio::time::sleep(ctx.warmup).await;
-    let window = Window::begin_on(&ctx.addr);
-    shared.phase.set(Phase::MEASURE);
-    tokio::time::sleep(ctx.duration).await;
-    shared.phase.set(Phase::STOP);
-    let spent = window.end();
+    let spent = measure_window(ctx, &shared.phase).await;
     let mut counts = Vec::with_capacity(tasks.len());
     for task in tasks {
         counts.push(task.await??);

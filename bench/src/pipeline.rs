@@ -5,6 +5,7 @@
 //! on one socket, writing as many new frames as replies it just read, in one write.
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -12,33 +13,38 @@ use bytes::Bytes;
 use zkwire::proto::frames::request_frame;
 use zkwire::proto::{GetDataRequest, OpCode};
 
-use crate::measure::{Hist, Measured, Phase, Window};
+use crate::measure::{Hist, Measured, Phase};
 use crate::raw::RawConn;
-use crate::runner::{run_workers, Worker};
+use crate::runner::{measure_window, run_workers, Worker};
 use crate::{BenchError, Ctx, Who, PAYLOAD};
 
-struct ZkwireRead {
-    client: zkwire::Client,
-    path: Arc<str>,
+/// getData on either client library.
+trait GetData: Clone + Send + Sync + 'static {
+    /// The length of the data `path` holds.
+    fn data_len(&self, path: &str) -> impl Future<Output = Result<usize, BenchError>> + Send;
 }
 
-impl Worker for ZkwireRead {
-    async fn step(&mut self) -> Result<usize, BenchError> {
-        let (data, _stat) = self.client.get_data(&self.path).await?;
-        check_len(data.len())?;
-        Ok(0)
+impl GetData for zkwire::Client {
+    async fn data_len(&self, path: &str) -> Result<usize, BenchError> {
+        Ok(self.get_data(path).await?.0.len())
     }
 }
 
-struct KezhuwRead {
-    client: zookeeper_client::Client,
+impl GetData for zookeeper_client::Client {
+    async fn data_len(&self, path: &str) -> Result<usize, BenchError> {
+        Ok(self.get_data(path).await?.0.len())
+    }
+}
+
+/// Awaits its getData in a loop.
+struct Read<C> {
+    client: C,
     path: Arc<str>,
 }
 
-impl Worker for KezhuwRead {
+impl<C: GetData> Worker for Read<C> {
     async fn step(&mut self) -> Result<usize, BenchError> {
-        let (data, _stat) = self.client.get_data(&self.path).await?;
-        check_len(data.len())?;
+        check_len(self.client.data_len(&self.path).await?)?;
         Ok(0)
     }
 }
@@ -59,30 +65,30 @@ pub(crate) async fn run(ctx: &Ctx, who: Who, k: usize) -> Result<Measured, Bench
     match who {
         Who::Zkwire => {
             let client = ctx.zkwire().await?;
-            let workers = (0..k)
-                .map(|_| ZkwireRead {
-                    client: client.clone(),
-                    path: path.clone(),
-                })
-                .collect();
-            let [m] = run_workers(ctx, workers).await?;
+            let m = run_client(ctx, &client, &path, k).await?;
             client.close().await?;
             Ok(m)
         }
-        Who::Kezhuw => {
-            let client = ctx.kezhuw().await?;
-            let workers = (0..k)
-                .map(|_| KezhuwRead {
-                    client: client.clone(),
-                    path: path.clone(),
-                })
-                .collect();
-            let [m] = run_workers(ctx, workers).await?;
-            drop(client);
-            Ok(m)
-        }
+        Who::Kezhuw => run_client(ctx, &ctx.kezhuw().await?, &path, k).await,
         Who::Raw => run_raw(ctx, &path, k).await,
     }
+}
+
+/// `k` tasks sharing `client`, each awaiting its getData of `path` in a loop.
+async fn run_client<C: GetData>(
+    ctx: &Ctx,
+    client: &C,
+    path: &Arc<str>,
+    k: usize,
+) -> Result<Measured, BenchError> {
+    let workers = (0..k)
+        .map(|_| Read {
+            client: client.clone(),
+            path: path.clone(),
+        })
+        .collect();
+    let [m] = run_workers(ctx, workers).await?;
+    Ok(m)
 }
 
 async fn run_raw(ctx: &Ctx, path: &str, k: usize) -> Result<Measured, BenchError> {
@@ -130,12 +136,7 @@ async fn run_raw(ctx: &Ctx, path: &str, k: usize) -> Result<Measured, BenchError
         conn.close().await;
         Ok::<_, BenchError>(hist)
     });
-    tokio::time::sleep(ctx.warmup).await;
-    let window = Window::begin_on(&ctx.addr);
-    phase.set(Phase::MEASURE);
-    tokio::time::sleep(ctx.duration).await;
-    phase.set(Phase::STOP);
-    let spent = window.end();
+    let spent = measure_window(ctx, &phase).await;
     let hist = task.await??;
     Ok(Measured::new(hist.count(), spent, hist))
 }

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::measure::{Hist, Measured, Phase, Window};
+use crate::measure::{Hist, Measured, Phase, Spent, Window};
 use crate::{BenchError, Ctx};
 
 /// One closed-loop worker: each `step` is one awaited operation (or one cycle). A worker
@@ -49,12 +49,7 @@ pub(crate) async fn run_workers<W: Worker, const KINDS: usize>(
             Ok::<_, BenchError>(hists)
         }));
     }
-    tokio::time::sleep(ctx.warmup).await;
-    let window = Window::begin_on(&ctx.addr);
-    phase.set(Phase::MEASURE);
-    tokio::time::sleep(ctx.duration).await;
-    phase.set(Phase::STOP);
-    let spent = window.end();
+    let spent = measure_window(ctx, &phase).await;
     let mut total: [Hist; KINDS] = std::array::from_fn(|_| Hist::new());
     for handle in handles {
         let hists = handle.await??;
@@ -68,4 +63,15 @@ pub(crate) async fn run_workers<W: Worker, const KINDS: usize>(
         m.cost_ops = all_ops;
         m
     }))
+}
+
+/// The window of a run whose tasks follow `phase`: `ctx.warmup` of warm-up, then `ctx.duration`
+/// measured (with the server's request count), then the tasks are told to stop.
+pub(crate) async fn measure_window(ctx: &Ctx, phase: &Phase) -> Spent {
+    tokio::time::sleep(ctx.warmup).await;
+    let window = Window::begin_on(&ctx.addr);
+    phase.set(Phase::MEASURE);
+    tokio::time::sleep(ctx.duration).await;
+    phase.set(Phase::STOP);
+    window.end()
 }

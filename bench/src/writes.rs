@@ -4,6 +4,8 @@
 //! own), then create and delete alternating on another node (CPU and allocations averaged
 //! over both).
 
+use std::future::Future;
+
 use bytes::Bytes;
 use zkwire::proto::frames::request_frame;
 use zkwire::proto::{Acl, CreateMode, CreateRequest, DeleteRequest, OpCode, SetDataRequest};
@@ -31,26 +33,13 @@ async fn run_zkwire(
     set_path: String,
     node_path: String,
 ) -> Result<[Measured; 3], BenchError> {
-    let client = ctx.zkwire().await?;
-    let persistent = zkwire::CreateOptions::persistent();
-    ensure_zkwire(&client, &set_path, &persistent).await?;
-    let [set] = run_workers(
-        ctx,
-        vec![ZkwireSet {
-            client: client.clone(),
-            path: set_path,
-        }],
-    )
-    .await?;
-    let worker = ZkwireCreateDelete {
-        client: client.clone(),
-        path: node_path,
-        options: persistent,
-        created: false,
+    let client = ZkwireWrites {
+        client: ctx.zkwire().await?,
+        options: zkwire::CreateOptions::persistent(),
     };
-    let [create, delete] = run_workers(ctx, vec![worker]).await?;
-    client.close().await?;
-    Ok([set, create, delete])
+    let measured = run_client(ctx, &client, set_path, node_path).await?;
+    client.client.close().await?;
+    Ok(measured)
 }
 
 async fn run_kezhuw(
@@ -59,27 +48,29 @@ async fn run_kezhuw(
     node_path: String,
 ) -> Result<[Measured; 3], BenchError> {
     let client = ctx.kezhuw().await?;
-    let options =
-        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
-    match client.create(&set_path, &DATA, &options).await {
-        Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
-        Err(e) => return Err(e.into()),
-    }
-    let [set] = run_workers(
-        ctx,
-        vec![KezhuwSet {
-            client: client.clone(),
-            path: set_path,
-        }],
-    )
-    .await?;
-    let worker = KezhuwCreateDelete {
+    run_client(ctx, &client, set_path, node_path).await
+}
+
+/// The two windows on a client library: setData on `set_path` (created first if absent), then
+/// create and delete alternating on `node_path`.
+async fn run_client<C: Writes>(
+    ctx: &Ctx,
+    client: &C,
+    set_path: String,
+    node_path: String,
+) -> Result<[Measured; 3], BenchError> {
+    client.create_node(&set_path, true).await?;
+    let set = SetLoop {
+        client: client.clone(),
+        path: set_path,
+    };
+    let [set] = run_workers(ctx, vec![set]).await?;
+    let worker = CreateDelete {
         client: client.clone(),
         path: node_path,
         created: false,
     };
     let [create, delete] = run_workers(ctx, vec![worker]).await?;
-    drop(client);
     Ok([set, create, delete])
 }
 
@@ -145,85 +136,94 @@ fn create_frame(path: &str) -> Bytes {
     )
 }
 
-async fn ensure_zkwire(
-    client: &zkwire::Client,
-    path: &str,
-    options: &zkwire::CreateOptions,
-) -> Result<(), BenchError> {
-    match client.create(path, &DATA, options).await {
-        Ok(_) | Err(zkwire::Error::NodeExists) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+/// The calls the workload makes, on either client library: persistent nodes with an open ACL
+/// and the payload, any version.
+trait Writes: Clone + Send + Sync + 'static {
+    /// Creates `path`; with `exists_ok`, one that exists already is no error.
+    fn create_node(
+        &self,
+        path: &str,
+        exists_ok: bool,
+    ) -> impl Future<Output = Result<(), BenchError>> + Send;
+    fn set_node(&self, path: &str) -> impl Future<Output = Result<(), BenchError>> + Send;
+    fn delete_node(&self, path: &str) -> impl Future<Output = Result<(), BenchError>> + Send;
 }
 
-struct ZkwireSet {
+/// A zkwire client with the create options built once (as an application would keep them).
+#[derive(Clone)]
+struct ZkwireWrites {
     client: zkwire::Client,
-    path: String,
-}
-
-impl Worker for ZkwireSet {
-    async fn step(&mut self) -> Result<usize, BenchError> {
-        self.client.set_data(&self.path, &DATA, None).await?;
-        Ok(0)
-    }
-}
-
-struct ZkwireCreateDelete {
-    client: zkwire::Client,
-    path: String,
     options: zkwire::CreateOptions,
-    created: bool,
 }
 
-impl Worker for ZkwireCreateDelete {
-    async fn step(&mut self) -> Result<usize, BenchError> {
-        if self.created {
-            self.client.delete(&self.path, None).await?;
-            self.created = false;
-            Ok(1)
-        } else {
-            self.client.create(&self.path, &DATA, &self.options).await?;
-            self.created = true;
-            Ok(0)
+impl Writes for ZkwireWrites {
+    async fn create_node(&self, path: &str, exists_ok: bool) -> Result<(), BenchError> {
+        match self.client.create(path, &DATA, &self.options).await {
+            Ok(_) => Ok(()),
+            Err(zkwire::Error::NodeExists) if exists_ok => Ok(()),
+            Err(e) => Err(e.into()),
         }
     }
 
-    async fn finish(self) -> Result<(), BenchError> {
-        if self.created {
-            self.client.delete(&self.path, None).await?;
-        }
+    async fn set_node(&self, path: &str) -> Result<(), BenchError> {
+        self.client.set_data(path, &DATA, None).await?;
         Ok(())
     }
+
+    async fn delete_node(&self, path: &str) -> Result<(), BenchError> {
+        Ok(self.client.delete(path, None).await?)
+    }
 }
 
-struct KezhuwSet {
-    client: zookeeper_client::Client,
+impl Writes for zookeeper_client::Client {
+    async fn create_node(&self, path: &str, exists_ok: bool) -> Result<(), BenchError> {
+        let options = zookeeper_client::CreateMode::Persistent
+            .with_acls(zookeeper_client::Acls::anyone_all());
+        match self.create(path, &DATA, &options).await {
+            Ok(_) => Ok(()),
+            Err(zookeeper_client::Error::NodeExists) if exists_ok => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn set_node(&self, path: &str) -> Result<(), BenchError> {
+        self.set_data(path, &DATA, None).await?;
+        Ok(())
+    }
+
+    async fn delete_node(&self, path: &str) -> Result<(), BenchError> {
+        Ok(self.delete(path, None).await?)
+    }
+}
+
+/// setData in a loop on one node.
+struct SetLoop<C> {
+    client: C,
     path: String,
 }
 
-impl Worker for KezhuwSet {
+impl<C: Writes> Worker for SetLoop<C> {
     async fn step(&mut self) -> Result<usize, BenchError> {
-        self.client.set_data(&self.path, &DATA, None).await?;
+        self.client.set_node(&self.path).await?;
         Ok(0)
     }
 }
 
-struct KezhuwCreateDelete {
-    client: zookeeper_client::Client,
+/// Create (kind 0) and delete (kind 1) alternating on one node.
+struct CreateDelete<C> {
+    client: C,
     path: String,
     created: bool,
 }
 
-impl Worker for KezhuwCreateDelete {
+impl<C: Writes> Worker for CreateDelete<C> {
     async fn step(&mut self) -> Result<usize, BenchError> {
         if self.created {
-            self.client.delete(&self.path, None).await?;
+            self.client.delete_node(&self.path).await?;
             self.created = false;
             Ok(1)
         } else {
-            let options = zookeeper_client::CreateMode::Persistent
-                .with_acls(zookeeper_client::Acls::anyone_all());
-            self.client.create(&self.path, &DATA, &options).await?;
+            self.client.create_node(&self.path, false).await?;
             self.created = true;
             Ok(0)
         }
@@ -231,7 +231,7 @@ impl Worker for KezhuwCreateDelete {
 
     async fn finish(self) -> Result<(), BenchError> {
         if self.created {
-            self.client.delete(&self.path, None).await?;
+            self.client.delete_node(&self.path).await?;
         }
         Ok(())
     }

@@ -1,7 +1,8 @@
 //! Fuzz entry points. Internal: no stability guarantee, not part of the public API.
 //!
 //! Compiled under `cfg(fuzzing)` (which `cargo fuzz` sets) or with the `fuzzing` feature (which
-//! the corpus-replay test in `tests/` enables). Each function takes the fuzzer's raw bytes and is
+//! the corpus-replay test in `tests/` enables), and for the unit tests, which share the session
+//! target's driver loop (`harness`). Each function takes the fuzzer's raw bytes and is
 //! what one target in `fuzz/fuzz_targets/` calls, so a target is a one-liner and a crasher
 //! replays under plain `cargo test`. Every function accepts any input; it panics only when an
 //! invariant of the crate is broken, and the panic message says which.
@@ -14,6 +15,7 @@
 //! | [`session`] | a scripted [`Session`](crate::session::Session) against a model server |
 
 mod codec;
+pub(crate) mod harness;
 mod model;
 mod script;
 mod seeds;

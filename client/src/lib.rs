@@ -128,7 +128,9 @@ mod client;
 mod connect_string;
 pub mod error;
 mod extensions;
-#[cfg(any(fuzzing, feature = "fuzzing"))]
+// Also compiled for the unit tests: the session's share the fuzz target's driver loop
+// (`fuzzing/harness.rs`).
+#[cfg(any(test, fuzzing, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod path;

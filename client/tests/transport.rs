@@ -181,6 +181,19 @@ struct Recording {
     slow_flush: bool,
 }
 
+impl Recording {
+    /// A connector to recording servers, and what they will see.
+    fn new(handshake_delay: Duration, slow_flush: bool) -> (Self, Seen) {
+        let seen = Seen::default();
+        let connector = Self {
+            seen: seen.clone(),
+            handshake_delay,
+            slow_flush,
+        };
+        (connector, seen)
+    }
+}
+
 impl Connect for Recording {
     type Stream = SlowFlush;
 
@@ -205,12 +218,7 @@ impl Connect for Recording {
 /// request reaches the server once, and every reply matches.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pending_flush_never_repeats_a_write() {
-    let seen = Seen::default();
-    let connector = Recording {
-        seen: seen.clone(),
-        handshake_delay: Duration::ZERO,
-        slow_flush: true,
-    };
+    let (connector, seen) = Recording::new(Duration::ZERO, true);
     let client = Client::builder()
         .connect_with("fake:1", connector)
         .await
@@ -252,12 +260,7 @@ async fn a_pending_flush_never_repeats_a_write() {
 /// `Client` promises for requests not yet written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_dropped_during_the_handshake_is_never_written() {
-    let seen = Seen::default();
-    let connector = Recording {
-        seen: seen.clone(),
-        handshake_delay: Duration::from_millis(300),
-        slow_flush: false,
-    };
+    let (connector, seen) = Recording::new(Duration::from_millis(300), false);
     let client = Client::builder().spawn("fake:1", connector).unwrap();
     // Give the driver time to connect and send the ConnectRequest.
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -285,12 +288,7 @@ async fn a_request_dropped_during_the_handshake_is_never_written() {
 /// ms), a connect timeout and a request timeout of `Duration::MAX`.
 #[tokio::test]
 async fn huge_durations_never_panic() {
-    let seen = Seen::default();
-    let connector = Recording {
-        seen: seen.clone(),
-        handshake_delay: Duration::ZERO,
-        slow_flush: false,
-    };
+    let (connector, _) = Recording::new(Duration::ZERO, false);
     let client = Client::builder()
         .with_session_timeout(Duration::MAX)
         .with_connect_timeout(Duration::MAX)

@@ -19,12 +19,11 @@ use std::io::{self, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::server::WATCHDOG;
-use crate::tls::run_tool;
+use crate::tls::{fresh_dir, run_tool};
 
 /// The test realm.
 pub const REALM: &str = "ZKWIRE.TEST";
@@ -37,8 +36,6 @@ const INSTALL: &str =
 
 /// How long the KDC may take to listen.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
-
-static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// A running KDC and its realm; see the module documentation. Stopped on drop.
 #[derive(Debug)]
@@ -55,10 +52,7 @@ impl Kdc {
     /// # Errors
     /// The MIT KDC tools are missing (the error says what to install), or one fails.
     pub fn start() -> io::Result<Self> {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let dir = env::temp_dir().join(format!("zkwire-kdc-{}-{n}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir)?;
+        let dir = fresh_dir("kdc")?;
         let port = free_port()?;
         write_configs(&dir, port)?;
         let kdb5_util = tool("kdb5_util")?;

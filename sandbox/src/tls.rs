@@ -75,16 +75,23 @@ impl Drop for TlsMaterial {
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// A new empty directory `zkwire-{tag}-{pid}-{n}` under the system's temporary directory (one
+/// left there by an earlier process with the same id is removed first).
+pub(crate) fn fresh_dir(tag: &str) -> io::Result<PathBuf> {
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let dir = env::temp_dir().join(format!("zkwire-{tag}-{}-{n}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
 impl TlsMaterial {
     /// Generates everything in a new temporary directory.
     ///
     /// # Errors
     /// `openssl` or `keytool` is missing or fails (the error says which command and why).
     pub fn generate() -> io::Result<Self> {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let dir = env::temp_dir().join(format!("zkwire-tls-{}-{n}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir)?;
+        let dir = fresh_dir("tls")?;
         let material = Self {
             dir,
             keep: env::var_os("ZKWIRE_KEEP_LOGS").is_some_and(|v| v == "1"),

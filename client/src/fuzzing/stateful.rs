@@ -3,10 +3,13 @@
 
 mod checks;
 
+use checks::Seen;
+
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes};
 
+use super::harness::{Driver, HOST};
 use super::model::{Phase, Server};
 use super::script::{
     config, connect_frame, request, Script, EVENT_TYPES, NOTIFY_PATHS, REPLY_ERRORS, STATES,
@@ -17,7 +20,7 @@ use crate::proto::frames::{frame, reply_frame};
 use crate::proto::{
     ErrorCode, OpCode, ReplyHeader, AUTH_XID, NOTIFICATION_XID, PING_XID, SET_WATCHES_XID,
 };
-use crate::session::{Effect, Request, RequestId, Session, SessionConfig, SessionState, WatcherId};
+use crate::session::{Effect, Request, RequestId, SessionConfig, SessionState, WatcherId};
 
 /// Drives a [`Session`] through a script read from `data`, checking its guarantees.
 ///
@@ -91,10 +94,17 @@ struct Watcher {
     armed: bool,
 }
 
+/// The session under the shared driver loop, with the model as the server's end.
 struct Harness {
-    session: Session,
+    io: Driver<Model>,
+    zxid: i64,
+    last_reply: Option<Bytes>,
+}
+
+/// The harness's own account of the session, checked against each thing it writes and emits
+/// (`checks`).
+struct Model {
     config: SessionConfig,
-    now: Instant,
     server: Server,
     requests: Vec<Tracked>,
     watchers: Vec<Watcher>,
@@ -102,24 +112,35 @@ struct Harness {
     state: SessionState,
     ended: bool,
     closing: bool,
-    zxid: i64,
-    last_reply: Option<Bytes>,
+    /// Of the current call into the session: whether a transport was open when it began
+    /// (whether a DropConnection is possible).
+    had_connection: bool,
+    /// Of the current call: the ops of the requests written.
+    ops: Vec<OpCode>,
+    /// Of the current call: whether the model says the bytes read must end the connection.
+    predicted_drop: bool,
+    /// Of the current call: what its events said.
+    seen: Seen,
 }
 
 impl Harness {
     fn new(script: &mut Script<'_>) -> Self {
         let config = config(script.byte(), script.byte());
-        let now = Instant::now();
-        Self {
-            session: Session::new(config.clone(), now),
+        let model = Model {
             server: Server::new(config.max_frame_len, config.resume.is_some()),
-            config,
-            now,
+            config: config.clone(),
             requests: Vec::new(),
             watchers: Vec::new(),
             state: SessionState::Connecting,
             ended: false,
             closing: false,
+            had_connection: false,
+            ops: Vec::new(),
+            predicted_drop: false,
+            seen: Seen::default(),
+        };
+        Self {
+            io: Driver::start(config, Instant::now(), model),
             zxid: 0,
             last_reply: None,
         }
@@ -140,7 +161,7 @@ impl Harness {
             6 => {
                 let t = script.byte();
                 let unit = [1, 16, 256, 4096][usize::from(t >> 6)];
-                self.now += Duration::from_millis(u64::from(t & 0x3f) * unit);
+                self.io.now += Duration::from_millis(u64::from(t & 0x3f) * unit);
             }
             7 => self.disconnect(),
             8 => self.cancel(script.byte()),
@@ -149,25 +170,27 @@ impl Harness {
             11 => self.set_next_xid(script.byte()),
             12 => self.reply_all(),
             _ => {
-                if let Some(t) = self.session.poll_timeout() {
-                    self.now = self.now.max(t);
+                if let Some(t) = self.io.session.poll_timeout() {
+                    self.io.now = self.io.now.max(t);
                 }
             }
         }
         self.settle();
-        self.check_consistency();
+        self.io.peer.check_consistency(&self.io.session);
     }
 
     // ===== ops =====
 
     fn submit(&mut self, script: &mut Script<'_>) {
         let (kind, flags) = (script.byte(), script.byte());
-        let deadline = (flags & 0x80 != 0)
-            .then(|| self.now + Duration::from_millis(u64::from(script.byte()) * 10));
-        let (mut request, spec) = request(kind, flags, self.config.max_request_len);
+        let now = self.io.now;
+        let deadline =
+            (flags & 0x80 != 0).then(|| now + Duration::from_millis(u64::from(script.byte()) * 10));
+        let m = &mut self.io.peer;
+        let (mut request, spec) = request(kind, flags, m.config.max_request_len);
         request.deadline = deadline;
         let watch = spec.map(|spec| {
-            let watcher = self.new_watcher(spec.kind.is_persistent());
+            let watcher = m.new_watcher(spec.kind.is_persistent());
             request.effect = Effect::Watch {
                 path: spec.path,
                 kind: spec.kind,
@@ -175,14 +198,13 @@ impl Harness {
             };
             (watcher, spec.exists)
         });
-        let refused = self.ended || self.closing;
-        let too_large = 8 + request.body.len() > self.config.max_request_len;
-        let late = deadline.is_some_and(|d| d <= self.now);
-        let id = self.session.submit(self.now, request);
-        self.track(id, deadline, watch);
-        self.collect_transmit();
-        let seen = self.drain(self.server.phase != Phase::Idle);
-        let answer = seen.answer(id);
+        let refused = m.ended || m.closing;
+        let too_large = 8 + request.body.len() > m.config.max_request_len;
+        let late = deadline.is_some_and(|d| d <= now);
+        let expected = m.track(deadline, watch);
+        let id = self.io.submit(request);
+        assert_eq!(id, expected, "request ids must count up from 1");
+        let answer = self.io.peer.seen.answer(id);
         if refused {
             assert!(
                 matches!(answer, Some(Err(e)) if e.is_terminal()),
@@ -204,43 +226,44 @@ impl Harness {
     }
 
     fn connect(&mut self) {
-        if !self.session.wants_connection() {
-            self.session.handle_connected(self.now, "zk1");
+        let session = &mut self.io.session;
+        if !session.wants_connection() {
+            session.handle_connected(self.io.now, HOST);
             assert!(
-                self.session.poll_transmit().is_none(),
+                session.poll_transmit().is_none(),
                 "handle_connected wrote unasked"
             );
             assert!(
-                self.session.poll_event().is_none(),
+                session.poll_event().is_none(),
                 "handle_connected acted unasked"
             );
             return;
         }
-        self.server.connect();
-        self.session.handle_connected(self.now, "zk1");
-        let ops = self.collect_transmit();
+        self.io.peer.server.connect();
+        self.io.connected();
+        let m = &mut self.io.peer;
         assert!(
-            !self.server.expect_connect_request,
+            !m.server.expect_connect_request,
             "a connection without a ConnectRequest"
         );
-        for op in ops {
+        for &op in &m.ops {
             // docs/protocol.md §2.3: nothing else before the ConnectResponse, so that an expired
             // reply is never lost behind user requests.
             let allowed = matches!(op, OpCode::Auth | OpCode::SetWatches | OpCode::SetWatches2);
             assert!(allowed, "{op:?} written before the handshake completed");
         }
-        self.drain(true);
     }
 
     fn reply(&mut self, script: &mut Script<'_>) {
         let sel = script.byte();
-        let frame = match self.server.phase {
+        let server = &self.io.peer.server;
+        let frame = match server.phase {
             Phase::Idle => return,
             Phase::Awaiting => connect_frame(sel),
             Phase::Open => {
-                let auth_first = sel & 1 == 1 && self.server.auths > 0;
-                let head = self.server.pipe.front().map(|&(xid, _)| xid);
-                let auth = (self.server.auths > 0).then_some(AUTH_XID);
+                let auth_first = sel & 1 == 1 && server.auths > 0;
+                let head = server.pipe.front().map(|&(xid, _)| xid);
+                let auth = (server.auths > 0).then_some(AUTH_XID);
                 let Some(xid) = (if auth_first { auth } else { head.or(auth) }) else {
                     return;
                 };
@@ -266,10 +289,11 @@ impl Harness {
     }
 
     fn xid_reply(&mut self, script: &mut Script<'_>) {
-        if self.server.phase == Phase::Idle {
+        let server = &self.io.peer.server;
+        if server.phase == Phase::Idle {
             return;
         }
-        let head = self.server.pipe.front().map_or(1, |&(xid, _)| xid);
+        let head = server.pipe.front().map_or(1, |&(xid, _)| xid);
         let kind = script.byte();
         let xid = match kind % 8 {
             0 => head.wrapping_add(1),
@@ -293,7 +317,7 @@ impl Harness {
     }
 
     fn notify(&mut self, script: &mut Script<'_>) {
-        if self.server.phase == Phase::Idle {
+        if self.io.peer.server.phase == Phase::Idle {
             return;
         }
         let (t, s, p) = (script.byte(), script.byte(), script.byte());
@@ -317,63 +341,65 @@ impl Harness {
     }
 
     fn disconnect(&mut self) {
-        self.session.handle_disconnected(self.now);
-        self.collect_transmit();
-        let seen = self.drain(false);
+        self.io.disconnected();
+        let m = &mut self.io.peer;
         assert!(
-            !seen.dropped,
+            !m.seen.dropped,
             "DropConnection for a transport already reported closed"
         );
-        self.server.end();
+        m.server.end();
     }
 
     fn cancel(&mut self, back: u8) {
-        let Some(last) = self.requests.len().checked_sub(1) else {
+        let requests = &mut self.io.peer.requests;
+        let Some(last) = requests.len().checked_sub(1) else {
             return;
         };
-        let index = last - usize::from(back) % self.requests.len();
+        let index = last - usize::from(back) % requests.len();
         let id = RequestId(index as u64 + 1);
-        let cancelled = self.session.cancel(id);
-        let status = self.requests[index].status;
+        let cancelled = self.io.session.cancel(id);
+        let status = requests[index].status;
         assert_eq!(
             cancelled,
             status == Status::Waiting,
             "cancel({id:?}) of a {status:?} request"
         );
         if cancelled {
-            self.requests[index].status = Status::Cancelled;
+            requests[index].status = Status::Cancelled;
         }
     }
 
     fn close(&mut self) {
-        let open = self.server.phase == Phase::Open;
-        let refused = self.ended || self.closing;
-        let id = self.session.close(self.now);
-        self.track(id, None, None);
-        self.closing |= open && !refused;
-        self.collect_transmit();
-        let seen = self.drain(self.server.phase != Phase::Idle);
+        let m = &mut self.io.peer;
+        let open = m.server.phase == Phase::Open;
+        let refused = m.ended || m.closing;
+        let expected = m.track(None, None);
+        m.closing |= open && !refused;
+        let id = self.io.close();
+        assert_eq!(id, expected, "request ids must count up from 1");
+        let m = &self.io.peer;
         if refused || !open {
             assert!(
-                seen.answer(id).is_some(),
+                m.seen.answer(id).is_some(),
                 "a refused close, or one without a connection, must be answered at once"
             );
         }
         if !open {
             assert!(
-                self.ended,
+                m.ended,
                 "close without a connection must end the session at once"
             );
         }
     }
 
     fn remove_watcher(&mut self, pick: u8) {
-        if self.watchers.is_empty() {
+        let watchers = &mut self.io.peer.watchers;
+        if watchers.is_empty() {
             return;
         }
-        let index = usize::from(pick) % self.watchers.len();
-        let removed = self.session.remove_watcher(WatcherId(index as u64));
-        let watcher = &mut self.watchers[index];
+        let index = usize::from(pick) % watchers.len();
+        let removed = self.io.session.remove_watcher(WatcherId(index as u64));
+        let watcher = &mut watchers[index];
         assert_eq!(
             removed, watcher.armed,
             "remove_watcher disagrees on registration"
@@ -383,21 +409,22 @@ impl Harness {
 
     fn set_next_xid(&mut self, back: u8) {
         let xid = i32::MAX - i32::from(back % 16);
-        self.session.set_next_xid(xid);
-        self.server.next_xid = Some(xid);
+        self.io.session.set_next_xid(xid);
+        self.io.peer.server.next_xid = Some(xid);
     }
 
     /// Answers everything in flight, as a healthy server would.
     fn reply_all(&mut self) {
         for _ in 0..64 {
-            let xid = match self.server.phase {
+            let server = &self.io.peer.server;
+            let xid = match server.phase {
                 Phase::Idle => return,
                 Phase::Awaiting => {
                     self.deliver(&connect_frame(7), false);
                     continue;
                 }
-                Phase::Open if self.server.auths > 0 => AUTH_XID,
-                Phase::Open => match self.server.pipe.front() {
+                Phase::Open if server.auths > 0 => AUTH_XID,
+                Phase::Open => match server.pipe.front() {
                     Some(&(xid, _)) => xid,
                     None => return,
                 },
@@ -408,18 +435,19 @@ impl Harness {
     }
 
     fn finish(&mut self) {
-        if !self.ended {
+        if !self.io.peer.ended {
             self.close();
             self.settle();
             self.reply_all();
             self.settle();
-            if !self.ended {
+            if !self.io.peer.ended {
                 self.disconnect();
             }
             self.settle();
         }
-        assert!(self.ended, "close did not end the session");
-        for (index, t) in self.requests.iter().enumerate() {
+        let m = &mut self.io.peer;
+        assert!(m.ended, "close did not end the session");
+        for (index, t) in m.requests.iter().enumerate() {
             assert_ne!(
                 t.status,
                 Status::Waiting,
@@ -428,10 +456,10 @@ impl Harness {
             );
         }
         assert!(
-            self.watchers.iter().all(|w| !w.armed),
+            m.watchers.iter().all(|w| !w.armed),
             "a watcher was not told of the end"
         );
-        let s = &mut self.session;
+        let s = &mut self.io.session;
         assert_eq!(
             (s.in_flight(), s.queued(), s.watch_count()),
             (0, 0, 0),
@@ -441,11 +469,11 @@ impl Harness {
         assert!(!s.wants_connection(), "wants a connection after the end");
         assert!(s.poll_transmit().is_none(), "bytes to write after the end");
         // A request after the end is answered at once.
-        let id = s.submit(self.now, Request::new(OpCode::Sync, Bytes::new()));
-        self.track(id, None, None);
-        let seen = self.drain(false);
+        let expected = m.track(None, None);
+        let id = self.io.submit(Request::new(OpCode::Sync, Bytes::new()));
+        assert_eq!(id, expected, "request ids must count up from 1");
         assert!(
-            matches!(seen.answer(id), Some(Err(e)) if e.is_terminal()),
+            matches!(self.io.peer.seen.answer(id), Some(Err(e)) if e.is_terminal()),
             "not refused after the end"
         );
     }
@@ -454,70 +482,46 @@ impl Harness {
 
     /// Bytes from the server, in one read.
     fn deliver(&mut self, bytes: &[u8], through_buffer: bool) {
-        let had_connection = self.server.phase != Phase::Idle;
-        if through_buffer {
-            self.session.recv_buffer().extend_from_slice(bytes);
-            self.session.handle_received(self.now);
-        } else {
-            self.session.handle_input(self.now, bytes);
-        }
-        // The requests written while handling this input come before the replies to them in
-        // the model's FIFO, as they do in the session's.
-        self.collect_transmit();
-        let predicted = self.server.feed(bytes);
-        let seen = self.drain(had_connection);
+        self.io.input(bytes, through_buffer);
+        let m = &mut self.io.peer;
         assert_eq!(
-            seen.dropped, predicted,
+            m.seen.dropped, m.predicted_drop,
             "connection kept or dropped against the rules"
         );
-        if seen.dropped {
+        if m.seen.dropped {
             // Requests written and discarded within this input never reached the model.
-            self.server.last_zxid = self.session.last_zxid();
-            self.server.next_xid = None;
+            m.server.last_zxid = self.io.session.last_zxid();
+            m.server.next_xid = None;
         } else {
-            assert_eq!(self.session.last_zxid(), self.server.last_zxid, "last zxid");
+            assert_eq!(self.io.session.last_zxid(), m.server.last_zxid, "last zxid");
         }
     }
 
-    /// Fires due timers as a driver would: until the next deadline is in the future.
+    /// Fires due timers as a driver would, then checks that no request is past its deadline.
     fn settle(&mut self) {
-        for _ in 0..8 {
-            if self.session.poll_timeout().is_none_or(|t| t > self.now) {
-                for (index, t) in self.requests.iter().enumerate() {
-                    let overdue =
-                        t.status == Status::Waiting && t.deadline.is_some_and(|d| d <= self.now);
-                    assert!(
-                        !overdue,
-                        "request {} is past its deadline and unanswered",
-                        index + 1
-                    );
-                }
-                return;
-            }
-            let had_connection = self.server.phase != Phase::Idle;
-            self.session.handle_timeout(self.now);
-            self.collect_transmit();
-            self.drain(had_connection);
+        self.io.advance_to(self.io.now);
+        let now = self.io.now;
+        for (index, t) in self.io.peer.requests.iter().enumerate() {
+            let overdue = t.status == Status::Waiting && t.deadline.is_some_and(|d| d <= now);
+            assert!(
+                !overdue,
+                "request {} is past its deadline and unanswered",
+                index + 1
+            );
         }
-        panic!("poll_timeout stays in the past after handle_timeout: a driver would spin");
     }
+}
 
-    fn track(
-        &mut self,
-        id: RequestId,
-        deadline: Option<Instant>,
-        watch: Option<(WatcherId, bool)>,
-    ) {
-        assert_eq!(
-            id.0,
-            self.requests.len() as u64 + 1,
-            "request ids must count up from 1"
-        );
+impl Model {
+    /// Tracks the request the next call submits; returns the id it must get (ids count up from
+    /// 1).
+    fn track(&mut self, deadline: Option<Instant>, watch: Option<(WatcherId, bool)>) -> RequestId {
         self.requests.push(Tracked {
             deadline,
             watch,
             status: Status::Waiting,
         });
+        RequestId(self.requests.len() as u64)
     }
 
     fn new_watcher(&mut self, persistent: bool) -> WatcherId {

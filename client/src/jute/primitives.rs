@@ -16,50 +16,37 @@ use bytes::{BufMut, Bytes};
 
 use super::{Decode, DecodeError, DecodeErrorKind, Encode, Reader};
 
-impl Encode for i32 {
-    fn encode<B: BufMut>(&self, buf: &mut B) {
-        buf.put_i32(*self);
-    }
+/// `int` and `long`: fixed-width big-endian integers.
+macro_rules! big_endian {
+    ($($t:ty => $put:ident,)*) => {$(
+        impl Encode for $t {
+            fn encode<B: BufMut>(&self, buf: &mut B) {
+                buf.$put(*self);
+            }
 
-    fn encoded_len(&self) -> usize {
-        4
-    }
+            fn encoded_len(&self) -> usize {
+                std::mem::size_of::<$t>()
+            }
+        }
+
+        impl Decode for $t {
+            const NAME: &'static str = "";
+            const MIN_LEN: usize = std::mem::size_of::<$t>();
+
+            fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+                r.read_array().map(Self::from_be_bytes)
+            }
+
+            fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+                r.take(Self::MIN_LEN).map(drop)
+            }
+        }
+    )*};
 }
 
-impl Decode for i32 {
-    const NAME: &'static str = "";
-    const MIN_LEN: usize = 4;
-
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        r.read_array().map(Self::from_be_bytes)
-    }
-
-    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
-        r.take(Self::MIN_LEN).map(drop)
-    }
-}
-
-impl Encode for i64 {
-    fn encode<B: BufMut>(&self, buf: &mut B) {
-        buf.put_i64(*self);
-    }
-
-    fn encoded_len(&self) -> usize {
-        8
-    }
-}
-
-impl Decode for i64 {
-    const NAME: &'static str = "";
-    const MIN_LEN: usize = 8;
-
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        r.read_array().map(Self::from_be_bytes)
-    }
-
-    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
-        r.take(Self::MIN_LEN).map(drop)
-    }
+big_endian! {
+    i32 => put_i32,
+    i64 => put_i64,
 }
 
 impl Encode for bool {

@@ -14,6 +14,7 @@ use super::{
     WatchKind, WatcherId,
 };
 use crate::error::{Error, ProtocolError};
+use crate::fuzzing::harness::{Driver, Peer};
 use crate::jute::{Decode, Encode, FrameDecoder, FrameError, Reader};
 use crate::proto::frames::{frame, notification_frame, reply_frame};
 use crate::proto::{
@@ -76,49 +77,35 @@ fn watch_effect(path: &str, kind: WatchKind, watcher: Option<WatcherId>) -> Effe
     })
 }
 
-fn get_data(path: &str, watcher: Option<WatcherId>) -> Request {
-    let body = GetDataRequest {
-        path: path.to_owned(),
-        watch: watcher.is_some(),
-    }
-    .to_bytes();
-    let effect = watch_effect(path, WatchKind::Data, watcher);
+/// A read of `at`, watching it when `watcher` is given: getData, exists or getChildren, whose
+/// records share the shape `{ ustring path; boolean watch; }`.
+fn read(op: OpCode, at: &str, watcher: Option<WatcherId>) -> Request {
+    let (path, watch) = (at.to_owned(), watcher.is_some());
+    let (body, kind) = match op {
+        OpCode::GetData => (GetDataRequest { path, watch }.to_bytes(), WatchKind::Data),
+        OpCode::Exists => (ExistsRequest { path, watch }.to_bytes(), WatchKind::Data),
+        _ => (
+            GetChildrenRequest { path, watch }.to_bytes(),
+            WatchKind::Child,
+        ),
+    };
+    let effect = watch_effect(at, kind, watcher);
     Request {
-        op: OpCode::GetData,
-        body,
         effect,
-        deadline: None,
+        ..Request::new(op, body)
     }
+}
+
+fn get_data(path: &str, watcher: Option<WatcherId>) -> Request {
+    read(OpCode::GetData, path, watcher)
 }
 
 fn exists(path: &str, watcher: Option<WatcherId>) -> Request {
-    let body = ExistsRequest {
-        path: path.to_owned(),
-        watch: watcher.is_some(),
-    }
-    .to_bytes();
-    let effect = watch_effect(path, WatchKind::Data, watcher);
-    Request {
-        op: OpCode::Exists,
-        body,
-        effect,
-        deadline: None,
-    }
+    read(OpCode::Exists, path, watcher)
 }
 
 fn get_children(path: &str, watcher: Option<WatcherId>) -> Request {
-    let body = GetChildrenRequest {
-        path: path.to_owned(),
-        watch: watcher.is_some(),
-    }
-    .to_bytes();
-    let effect = watch_effect(path, WatchKind::Child, watcher);
-    Request {
-        op: OpCode::GetChildren,
-        body,
-        effect,
-        deadline: None,
-    }
+    read(OpCode::GetChildren, path, watcher)
 }
 
 fn add_watch(path: &str, mode: AddWatchMode, watcher: WatcherId) -> Request {
@@ -133,10 +120,8 @@ fn add_watch(path: &str, mode: AddWatchMode, watcher: WatcherId) -> Request {
     .to_bytes();
     let effect = watch_effect(path, kind, Some(watcher));
     Request {
-        op: OpCode::AddWatch,
-        body,
         effect,
-        deadline: None,
+        ..Request::new(OpCode::AddWatch, body)
     }
 }
 
@@ -253,93 +238,93 @@ fn fired(watcher: WatcherId, event_type: EventType, path: &str) -> WatchSeen {
 
 // ===== the harness =====
 
-/// One session, a virtual clock, and the server's end of the (single, current) transport.
-struct Harness {
-    session: Session,
+/// One session, a virtual clock, and the server's end of the (single, current) transport: the
+/// shared driver loop (`crate::fuzzing::harness`) with [`Wire`] as its peer.
+type Harness = Driver<Wire>;
+
+/// The server's end of the transport, as the tests read it.
+struct Wire {
+    /// The start of the test.
     base: Instant,
-    now: Instant,
     /// What the session wrote on the current transport, not yet read by the test.
-    server_rx: FrameDecoder,
+    rx: FrameDecoder,
     /// Events polled from the session, not yet drained by the test.
     events: Vec<Event>,
     /// Bumped whenever the transport goes away (closed by us or dropped by the session).
     generation: u64,
 }
 
-impl Harness {
+impl Wire {
+    fn transport_closed(&mut self) {
+        self.rx.clear();
+        self.generation += 1;
+    }
+}
+
+impl Peer for Wire {
+    fn written(&mut self, _session: &Session, bytes: Bytes) {
+        self.rx.push(&bytes);
+    }
+
+    fn event(&mut self, _now: Instant, event: Event) {
+        if matches!(event, Event::DropConnection(_)) {
+            self.transport_closed();
+        }
+        self.events.push(event);
+    }
+}
+
+impl Driver<Wire> {
     fn new() -> Self {
         Self::with_config(SessionConfig::default())
     }
 
+    /// A harness with a session: connected, 30 s (as [`connect`](Self::connect) leaves it).
+    fn with_session() -> Self {
+        Self::with_session_of(SessionConfig::default())
+    }
+
+    /// As [`with_session`](Self::with_session), with `config`.
+    fn with_session_of(config: SessionConfig) -> Self {
+        let mut h = Self::with_config(config);
+        h.connect();
+        h
+    }
+
     fn with_config(config: SessionConfig) -> Self {
         let base = Instant::now();
-        Self {
-            session: Session::new(config, base),
+        let wire = Wire {
             base,
-            now: base,
-            server_rx: FrameDecoder::default(),
+            rx: FrameDecoder::default(),
             events: Vec::new(),
             generation: 0,
-        }
+        };
+        Self::start(config, base, wire)
     }
 
     /// The instant `offset` after the start of the test.
     fn at(&self, offset: Duration) -> Instant {
-        self.base + offset
-    }
-
-    /// What the driver does after every input: write everything out, then take the events.
-    fn pump(&mut self) {
-        while let Some(bytes) = self.session.poll_transmit() {
-            self.server_rx.push(&bytes);
-        }
-        while let Some(event) = self.session.poll_event() {
-            if matches!(event, Event::DropConnection(_)) {
-                self.transport_closed();
-            }
-            self.events.push(event);
-        }
-    }
-
-    fn transport_closed(&mut self) {
-        self.server_rx.clear();
-        self.generation += 1;
+        self.peer.base + offset
     }
 
     // ----- time -----
 
     /// Moves the clock forward, firing every timer at the instant `poll_timeout` asks for.
     fn advance(&mut self, d: Duration) {
-        let target = self.now + d;
-        for _ in 0..10_000 {
-            match self.session.poll_timeout() {
-                Some(t) if t <= target => {
-                    self.now = self.now.max(t);
-                    self.session.handle_timeout(self.now);
-                    self.pump();
-                }
-                _ => {
-                    self.now = target;
-                    return;
-                }
-            }
-        }
-        panic!(
-            "handle_timeout made no progress at {:?}",
-            self.now - self.base
-        );
+        self.advance_to(self.now + d);
+    }
+
+    /// Moves the clock forward as [`advance`](Self::advance) does, checking that nothing
+    /// happens on the way.
+    #[track_caller]
+    fn advance_quietly(&mut self, d: Duration) {
+        self.advance(d);
+        assert!(self.drain_events().is_empty());
     }
 
     /// Moves the clock forward without firing timers: a driver that is late to its timer.
     fn jump(&mut self, d: Duration) {
         self.now += d;
-    }
-
-    /// A wake-up before anything is due (the driver may call `handle_timeout` at any time,
-    /// e.g. for another timer of its own).
-    fn wake(&mut self) {
-        self.session.handle_timeout(self.now);
-        self.pump();
     }
 
     // ----- transport -----
@@ -350,10 +335,10 @@ impl Harness {
             self.session.wants_connection(),
             "the session does not want a connection"
         );
-        self.session.handle_connected(self.now, "zk1");
-        self.pump();
+        self.connected();
         let frame = self
-            .server_rx
+            .peer
+            .rx
             .next_frame()
             .expect("valid framing")
             .expect("a ConnectRequest");
@@ -375,15 +360,13 @@ impl Harness {
 
     /// The transport fails (EOF, reset).
     fn disconnect(&mut self) {
-        self.session.handle_disconnected(self.now);
-        self.transport_closed();
-        self.pump();
+        self.peer.transport_closed();
+        self.disconnected();
     }
 
     /// Bytes from the server, in one read.
     fn deliver(&mut self, bytes: &[u8]) {
-        self.session.handle_input(self.now, bytes);
-        self.pump();
+        self.input(bytes, false);
     }
 
     fn reply(&mut self, xid: i32, zxid: i64, err: ErrorCode, body: &[u8]) {
@@ -394,27 +377,13 @@ impl Harness {
         self.deliver(&notification(event_type, path, -1));
     }
 
-    // ----- commands -----
-
-    fn submit(&mut self, request: Request) -> RequestId {
-        let id = self.session.submit(self.now, request);
-        self.pump();
-        id
-    }
-
-    fn close(&mut self) -> RequestId {
-        let id = self.session.close(self.now);
-        self.pump();
-        id
-    }
-
     // ----- observations -----
 
     /// The request frames the server received since the last call, on the current transport.
     fn sent_frames(&mut self) -> Vec<(RequestHeader, Bytes)> {
         self.pump();
         let mut frames = Vec::new();
-        while let Some(frame) = self.server_rx.next_frame().expect("valid framing") {
+        while let Some(frame) = self.peer.rx.next_frame().expect("valid framing") {
             frames.push(split_request(&frame));
         }
         frames
@@ -422,15 +391,54 @@ impl Harness {
 
     fn drain_events(&mut self) -> Vec<Event> {
         self.pump();
-        std::mem::take(&mut self.events)
+        std::mem::take(&mut self.peer.events)
     }
+
+    /// The lease runs until `offset` after the start of the test (`why`, when it fails).
+    #[track_caller]
+    fn assert_lease(&self, offset: Duration, why: &str) {
+        assert_eq!(
+            self.session.lease_deadline(),
+            Some(self.at(offset)),
+            "{why}"
+        );
+    }
+
+    /// The only event since the last call is the answer `result` to `id`.
+    #[track_caller]
+    fn assert_answered(&mut self, id: RequestId, result: Result<Reply, Error>) {
+        assert_eq!(self.drain_events(), [Event::Reply { id, result }]);
+    }
+}
+
+/// Answers the requests with xids 1 and 2, `ids`, with NoNode at `zxid`; checks that they get
+/// those answers, in order.
+#[track_caller]
+fn answer_no_node(h: &mut Harness, zxid: i64, ids: [RequestId; 2]) {
+    h.reply(1, zxid, ErrorCode::NoNode, &[]);
+    h.reply(2, zxid, ErrorCode::NoNode, &[]);
+    let expected = ids.map(|id| (id, Err(Error::NoNode)));
+    assert_eq!(replies(&h.drain_events()), expected);
+}
+
+/// A harness whose session (which may be read-only) a read-only server accepted for 30 s.
+fn read_only_accepted() -> Harness {
+    let mut h = Harness::with_config(SessionConfig {
+        read_only: true,
+        ..SessionConfig::default()
+    });
+    h.open();
+    h.accept(&ConnectResponse {
+        read_only: Some(true),
+        ..welcome(30_000)
+    });
+    h
 }
 
 /// A harness connected with a 30 s session, with `watcher` registered on `path` (data watch,
 /// reply zxid `zxid`).
 fn connected_with_data_watch(path: &str, watcher: WatcherId, zxid: i64) -> Harness {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     let id = h.submit(get_data(path, Some(watcher)));
     let [(header, _)] = h.sent_frames().try_into().expect("one getData frame");
     h.reply(header.xid, zxid, ErrorCode::Ok, &data_body(b"v"));
@@ -499,10 +507,7 @@ fn handshake_holds_user_requests_until_the_connect_response() {
     assert_eq!(headers(&sent), [(1, OpCode::GetData), (2, OpCode::GetData)]);
     assert_eq!(get_data_path(&sent[0].1), "/early");
     assert_eq!(get_data_path(&sent[1].1), "/during");
-    h.reply(1, 5, ErrorCode::NoNode, &[]);
-    h.reply(2, 5, ErrorCode::NoNode, &[]);
-    let expected = [(early, Err(Error::NoNode)), (during, Err(Error::NoNode))];
-    assert_eq!(replies(&h.drain_events()), expected);
+    answer_no_node(&mut h, 5, [early, during]);
 }
 
 /// A session that may be read-only says so in byte 44, and a 36-byte ConnectResponse
@@ -528,15 +533,7 @@ fn handshake_read_only_flag_and_36_byte_response() {
 /// readOnly=1 in the ConnectResponse gives ConnectedReadOnly.
 #[test]
 fn read_only_server_gives_connected_read_only() {
-    let mut h = Harness::with_config(SessionConfig {
-        read_only: true,
-        ..SessionConfig::default()
-    });
-    h.open();
-    h.accept(&ConnectResponse {
-        read_only: Some(true),
-        ..welcome(30_000)
-    });
+    let mut h = read_only_accepted();
     assert_eq!(
         h.drain_events(),
         [Event::State(SessionState::ConnectedReadOnly)]
@@ -556,8 +553,7 @@ fn connect_timeout_drops_the_attempt_and_keeps_the_queue() {
     h.open();
     let during = h.submit(get_data("/during", None));
     assert_eq!(h.session.poll_timeout(), Some(h.at(secs(10))));
-    h.advance(ms(9_999));
-    assert!(h.drain_events().is_empty());
+    h.advance_quietly(ms(9_999));
     h.advance(ms(1));
     assert_eq!(
         h.drain_events(),
@@ -574,10 +570,7 @@ fn connect_timeout_drops_the_attempt_and_keeps_the_queue() {
         headers(&h.sent_frames()),
         [(1, OpCode::GetData), (2, OpCode::GetData)]
     );
-    h.reply(1, 1, ErrorCode::NoNode, &[]);
-    h.reply(2, 1, ErrorCode::NoNode, &[]);
-    let expected = [(before, Err(Error::NoNode)), (during, Err(Error::NoNode))];
-    assert_eq!(replies(&h.drain_events()), expected);
+    answer_no_node(&mut h, 1, [before, during]);
 }
 
 /// With one host an attempt whose ConnectResponse never comes is dropped after half the
@@ -586,15 +579,13 @@ fn connect_timeout_drops_the_attempt_and_keeps_the_queue() {
 /// after loading it, so an attempt of T would leave no time for another.
 #[test]
 fn one_host_connect_timeout_is_half_the_session_timeout() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     h.disconnect();
     assert_eq!(h.drain_events(), [Event::State(SessionState::Disconnected)]);
     h.open();
     let opened = h.now;
     assert_eq!(h.session.poll_timeout(), Some(opened + secs(15)));
-    h.advance(ms(14_999));
-    assert!(h.drain_events().is_empty());
+    h.advance_quietly(ms(14_999));
     h.advance(ms(1));
     assert_eq!(
         h.drain_events(),
@@ -612,8 +603,7 @@ fn one_host_connect_timeout_is_half_the_session_timeout() {
 /// ids; last_zxid follows normal replies only, not notifications nor pings.
 #[test]
 fn pipelined_requests_are_matched_in_order() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     let now = h.now;
     let ids = ["/a", "/b", "/c"].map(|p| h.session.submit(now, get_data(p, None)));
     let wire = h.session.poll_transmit().expect("one buffer");
@@ -663,8 +653,7 @@ fn pipelined_requests_are_matched_in_order() {
 /// body), and no second one while it is outstanding; poll_timeout names each instant.
 #[test]
 fn ping_after_send_idleness_one_at_a_time() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     assert_eq!(h.session.poll_timeout(), Some(h.at(secs(9))));
     h.advance(ms(8_999));
     assert!(h.sent_frames().is_empty());
@@ -690,8 +679,7 @@ fn ping_after_send_idleness_one_at_a_time() {
 /// Any request written postpones the ping to 9 s after it.
 #[test]
 fn any_request_postpones_the_ping() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     h.advance(secs(5));
     h.submit(get_data("/a", None));
     assert_eq!(headers(&h.sent_frames()), [(1, OpCode::GetData)]);
@@ -710,8 +698,7 @@ fn any_request_postpones_the_ping() {
 /// next handshake.
 #[test]
 fn read_timeout_fails_in_flight_once_and_keeps_the_queue() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     let a = h.submit(get_data("/a", None));
     let b = h.submit(get_data("/b", None));
     assert_eq!(h.sent_frames().len(), 2);
@@ -763,8 +750,7 @@ fn read_timeout_fails_in_flight_once_and_keeps_the_queue() {
 /// Xids wrap from i32::MAX to 1, never 0 or negative, and replies still match.
 #[test]
 fn xids_wrap_to_one() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     h.session.set_next_xid(i32::MAX - 1);
     let ids: Vec<_> = (0..4).map(|_| h.submit(get_data("/w", None))).collect();
     let xids: Vec<i32> = h.sent_frames().iter().map(|(hdr, _)| hdr.xid).collect();
@@ -786,8 +772,7 @@ fn xids_wrap_to_one() {
 /// error, and every request in flight fails with ConnectionLoss.
 #[test]
 fn xid_mismatch_drops_the_connection() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     let a = h.submit(get_data("/a", None));
     let b = h.submit(get_data("/b", None));
     h.reply(2, 1, ErrorCode::Ok, &data_body(b"b"));
@@ -809,8 +794,7 @@ fn xid_mismatch_drops_the_connection() {
 /// A reply when nothing is in flight is a mismatch too.
 #[test]
 fn reply_with_nothing_in_flight_drops_the_connection() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     h.reply(7, 1, ErrorCode::Ok, &[]);
     let mismatch = ProtocolError::XidMismatch {
         expected: None,
@@ -845,13 +829,7 @@ fn expired_handshake_ends_the_session() {
     assert_eq!(h.session.poll_timeout(), None);
 
     let late = h.submit(get_data("/late", None));
-    assert_eq!(
-        h.drain_events(),
-        [Event::Reply {
-            id: late,
-            result: Err(Error::SessionExpired)
-        }]
-    );
+    h.assert_answered(late, Err(Error::SessionExpired));
     h.advance(secs(3600));
     h.session.handle_disconnected(h.now);
     assert!(h.drain_events().is_empty(), "Expired is reported once");
@@ -897,8 +875,7 @@ fn local_expiry_after_four_thirds_of_the_timeout() {
 #[test]
 fn data_watch_registers_on_ok_only_and_fires_once() {
     let (w1, w2) = (WatcherId(1), WatcherId(2));
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     let missing = h.submit(get_data("/n", Some(w1)));
     h.reply(1, 3, ErrorCode::NoNode, &[]);
     assert_eq!(replies(&h.drain_events()), [(missing, Err(Error::NoNode))]);
@@ -925,8 +902,7 @@ fn data_watch_registers_on_ok_only_and_fires_once() {
 #[test]
 fn exists_on_missing_node_leaves_an_exist_watch() {
     let w = WatcherId(1);
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     let id = h.submit(exists("/e", Some(w)));
     h.reply(1, 3, ErrorCode::NoNode, &[]);
     assert_eq!(replies(&h.drain_events()), [(id, Err(Error::NoNode))]);
@@ -944,8 +920,7 @@ fn exists_on_missing_node_leaves_an_exist_watch() {
 #[test]
 fn persistent_recursive_watch_fires_for_descendants_repeatedly() {
     let w = WatcherId(9);
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     let id = h.submit(add_watch("/a", AddWatchMode::PersistentRecursive, w));
     let sent = h.sent_frames();
     assert_eq!(headers(&sent), [(1, OpCode::AddWatch)]);
@@ -985,8 +960,7 @@ fn persistent_recursive_watch_fires_for_descendants_repeatedly() {
 #[test]
 fn notifications_and_replies_keep_wire_order() {
     let (w1, w2) = (WatcherId(1), WatcherId(2));
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     h.submit(get_data("/o", Some(w1)));
     h.submit(get_data("/p", Some(w2)));
     h.reply(1, 1, ErrorCode::Ok, &data_body(b""));
@@ -1015,8 +989,7 @@ fn notifications_and_replies_keep_wire_order() {
 #[test]
 fn reconnect_reattaches_and_restores_watches() {
     let (wd, we, wc) = (WatcherId(1), WatcherId(2), WatcherId(3));
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     h.submit(get_data("/d", Some(wd)));
     h.submit(exists("/e", Some(we)));
     h.submit(get_children("/c", Some(wc)));
@@ -1082,8 +1055,7 @@ fn reconnect_reattaches_and_restores_watches() {
 /// With a persistent watch registered, the restore frame is SetWatches2 (105).
 #[test]
 fn reconnect_with_persistent_watch_uses_set_watches2() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     h.submit(add_watch(
         "/p",
         AddWatchMode::PersistentRecursive,
@@ -1127,8 +1099,7 @@ fn reconnect_with_persistent_watch_uses_set_watches2() {
 /// the reply to an earlier getData, and its zxid is not recorded.
 #[test]
 fn auth_reply_may_overtake_pipeline_replies() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     let get = h.submit(get_data("/g", None));
     let login = h.submit(auth("u:p"));
     let sent = h.sent_frames();
@@ -1203,21 +1174,14 @@ fn auth_failed_is_terminal() {
     assert_eq!(drops(&events), [DropReason::SessionEnded]);
     assert!(!h.session.wants_connection());
     let late = h.submit(get_data("/late", None));
-    assert_eq!(
-        h.drain_events(),
-        [Event::Reply {
-            id: late,
-            result: Err(Error::AuthFailed)
-        }]
-    );
+    h.assert_answered(late, Err(Error::AuthFailed));
 }
 
 /// A replayed credential refused on reconnect ends the session too, failing the requests
 /// that were queued and written after the ConnectResponse with AuthFailed.
 #[test]
 fn replayed_auth_refused_on_reconnect_is_terminal() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     h.submit(auth("u:p"));
     h.reply(AUTH_XID, 0, ErrorCode::Ok, &[]);
     h.disconnect();
@@ -1246,16 +1210,9 @@ fn queued_request_past_its_deadline_is_never_written() {
     let mut h = Harness::new();
     let id = h.submit(with_deadline(get_data("/t", None), h.at(secs(1))));
     assert_eq!(h.session.poll_timeout(), Some(h.at(secs(1))));
-    h.advance(ms(999));
-    assert!(h.drain_events().is_empty());
+    h.advance_quietly(ms(999));
     h.advance(ms(1));
-    assert_eq!(
-        h.drain_events(),
-        [Event::Reply {
-            id,
-            result: Err(Error::Timeout)
-        }]
-    );
+    h.assert_answered(id, Err(Error::Timeout));
     assert!(!h.session.cancel(id), "already answered");
     h.connect();
     assert!(h.sent_frames().is_empty());
@@ -1280,20 +1237,13 @@ fn late_timer_never_writes_an_expired_request() {
 /// FIFO stays in step for the next one.
 #[test]
 fn written_request_times_out_and_late_reply_is_swallowed() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     let slow = h.submit(with_deadline(get_data("/slow", None), h.at(secs(2))));
     let next = h.submit(get_data("/next", None));
     assert_eq!(h.sent_frames().len(), 2);
     assert_eq!(h.session.poll_timeout(), Some(h.at(secs(2))));
     h.advance(secs(2));
-    assert_eq!(
-        h.drain_events(),
-        [Event::Reply {
-            id: slow,
-            result: Err(Error::Timeout)
-        }]
-    );
+    h.assert_answered(slow, Err(Error::Timeout));
     assert_eq!(
         h.session.poll_timeout(),
         Some(h.at(secs(9))),
@@ -1313,19 +1263,12 @@ fn written_request_times_out_and_late_reply_is_swallowed() {
 /// A written auth with a deadline gives up at the deadline like any other request.
 #[test]
 fn written_auth_respects_its_deadline() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     let login = h.submit(with_deadline(auth("u:p"), h.at(secs(2))));
     assert_eq!(headers(&h.sent_frames()), [(AUTH_XID, OpCode::Auth)]);
     assert_eq!(h.session.poll_timeout(), Some(h.at(secs(2))));
     h.advance(secs(2));
-    assert_eq!(
-        h.drain_events(),
-        [Event::Reply {
-            id: login,
-            result: Err(Error::Timeout)
-        }]
-    );
+    h.assert_answered(login, Err(Error::Timeout));
     h.reply(AUTH_XID, 0, ErrorCode::Ok, &[]);
     assert!(
         h.drain_events().is_empty(),
@@ -1363,20 +1306,13 @@ fn cancel_unwritten_and_written_requests() {
 /// and the session is untouched. One byte less goes out.
 #[test]
 fn oversized_request_is_refused_locally() {
-    let mut h = Harness::with_config(SessionConfig {
+    let mut h = Harness::with_session_of(SessionConfig {
         max_request_len: 100,
         ..SessionConfig::default()
     });
-    h.connect();
     let big = h.submit(Request::new(OpCode::SetData, Bytes::from(vec![0; 93])));
     let refusal = Error::RequestTooLarge { len: 101, max: 100 };
-    assert_eq!(
-        h.drain_events(),
-        [Event::Reply {
-            id: big,
-            result: Err(refusal)
-        }]
-    );
+    h.assert_answered(big, Err(refusal));
     assert!(h.sent_frames().is_empty());
     assert_eq!(h.session.state(), SessionState::Connected);
     assert_eq!((h.session.in_flight(), h.session.queued()), (0, 0));
@@ -1393,8 +1329,7 @@ fn oversized_request_is_refused_locally() {
 /// while closing and after fail with Closed.
 #[test]
 fn close_sends_close_session_and_ends_on_its_reply() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     let get = h.submit(get_data("/g", None));
     let close = h.close();
     let sent = h.sent_frames();
@@ -1404,13 +1339,7 @@ fn close_sends_close_session_and_ends_on_its_reply() {
     );
     assert!(sent[1].1.is_empty());
     let during = h.submit(get_data("/during", None));
-    assert_eq!(
-        h.drain_events(),
-        [Event::Reply {
-            id: during,
-            result: Err(Error::Closed)
-        }]
-    );
+    h.assert_answered(during, Err(Error::Closed));
 
     h.reply(1, 3, ErrorCode::Ok, &data_body(b"g"));
     h.reply(2, 4, ErrorCode::Ok, &[]);
@@ -1427,20 +1356,13 @@ fn close_sends_close_session_and_ends_on_its_reply() {
     assert!(!h.session.wants_connection());
     assert_eq!(h.session.poll_timeout(), None);
     let after = h.submit(get_data("/after", None));
-    assert_eq!(
-        h.drain_events(),
-        [Event::Reply {
-            id: after,
-            result: Err(Error::Closed)
-        }]
-    );
+    h.assert_answered(after, Err(Error::Closed));
 }
 
 /// close() while disconnected closes at once; queued requests fail with Closed.
 #[test]
 fn close_while_disconnected_is_immediate() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     h.disconnect();
     h.drain_events();
     let queued = h.submit(get_data("/q", None));
@@ -1459,8 +1381,7 @@ fn close_while_disconnected_is_immediate() {
 /// connection drops before the confirmation still ends the session and succeeds.
 #[test]
 fn close_cut_off_by_the_connection_still_succeeds() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     h.drain_events();
     let close = h.close();
     assert_eq!(headers(&h.sent_frames()), [(1, OpCode::CloseSession)]);
@@ -1474,15 +1395,7 @@ fn close_cut_off_by_the_connection_still_succeeds() {
 /// until a read/write server has served us; from then on the session id is kept.
 #[test]
 fn read_only_session_is_not_carried_to_a_read_write_server() {
-    let mut h = Harness::with_config(SessionConfig {
-        read_only: true,
-        ..SessionConfig::default()
-    });
-    h.open();
-    h.accept(&ConnectResponse {
-        read_only: Some(true),
-        ..welcome(30_000)
-    });
+    let mut h = read_only_accepted();
     h.disconnect();
     h.drain_events();
     let second = h.open();
@@ -1498,16 +1411,14 @@ fn read_only_session_is_not_carried_to_a_read_write_server() {
 /// dropped and the request fails with ConnectionLoss, like everything else in flight.
 #[test]
 fn malformed_reply_record_drops_the_connection() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     h.drain_events();
     let first = h.submit(get_data("/a", None));
     let second = h.submit(get_data("/b", None));
     h.sent_frames();
     // A GetChildren-style vector count of 2^31-1 where a GetDataResponse belongs.
     h.reply(1, 5, ErrorCode::Ok, &[0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
-    let events = h.drain_events();
-    assert!(dropped_for_decode_error(&events), "{events:?}");
+    let events = drain_dropped_for_decode_error(&mut h);
     assert_eq!(
         replies(&events),
         [
@@ -1524,23 +1435,26 @@ fn malformed_reply_record_drops_the_connection() {
 
 // ===== malformed input =====
 
-fn dropped_for_decode_error(events: &[Event]) -> bool {
-    matches!(
-        drops(events)[..],
+/// The events since the last call, which must drop the connection for a decode error.
+#[track_caller]
+fn drain_dropped_for_decode_error(h: &mut Harness) -> Vec<Event> {
+    let events = h.drain_events();
+    let dropped = matches!(
+        drops(&events)[..],
         [DropReason::Protocol(ProtocolError::Decode(_))]
-    )
+    );
+    assert!(dropped, "{events:?}");
+    events
 }
 
 /// A notification whose WatcherEvent cannot be decoded drops the connection with a
 /// protocol error; the request in flight fails with ConnectionLoss.
 #[test]
 fn undecodable_notification_drops_the_connection() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     let get = h.submit(get_data("/g", None));
     h.reply(NOTIFICATION_XID, -1, ErrorCode::Ok, &[0, 0, 0]);
-    let events = h.drain_events();
-    assert!(dropped_for_decode_error(&events), "{events:?}");
+    let events = drain_dropped_for_decode_error(&mut h);
     assert_eq!(replies(&events), [(get, Err(Error::ConnectionLoss))]);
     assert_eq!(states(&events), [SessionState::Disconnected]);
 }
@@ -1548,11 +1462,9 @@ fn undecodable_notification_drops_the_connection() {
 /// A frame too short for a ReplyHeader, or with a negative length, drops the connection.
 #[test]
 fn truncated_reply_header_or_bad_length_drops_the_connection() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     h.deliver(&frame(|b| b.put_slice(&[0; 10])));
-    let events = h.drain_events();
-    assert!(dropped_for_decode_error(&events), "{events:?}");
+    drain_dropped_for_decode_error(&mut h);
 
     h.connect();
     h.deliver(&[0xff, 0xff, 0xff, 0xf0]);
@@ -1566,8 +1478,7 @@ fn undecodable_connect_response_drops_the_attempt() {
     let mut h = Harness::new();
     h.open();
     h.deliver(&frame(|b| b.put_slice(&[0; 10])));
-    let events = h.drain_events();
-    assert!(dropped_for_decode_error(&events), "{events:?}");
+    drain_dropped_for_decode_error(&mut h);
     assert!(h.session.wants_connection());
 }
 
@@ -1633,8 +1544,8 @@ impl Model {
 
     /// Reads what the session wrote; forgets the server side of a transport that went away.
     fn sync(&mut self) {
-        if self.generation != self.h.generation {
-            self.generation = self.h.generation;
+        if self.generation != self.h.peer.generation {
+            self.generation = self.h.peer.generation;
             self.accepted = false;
             self.pipeline.clear();
             self.auths = 0;
@@ -1670,7 +1581,7 @@ impl Model {
 
     fn step(&mut self) {
         self.sync();
-        let serving = self.accepted && self.generation == self.h.generation;
+        let serving = self.accepted && self.generation == self.h.peer.generation;
         match self.rng.below(16) {
             0..=2 => self.submit(),
             3 if self.rng.chance(30) => self.submit_auth(),
@@ -1757,7 +1668,7 @@ impl Model {
             welcome(6_000)
         };
         self.h.accept(&response);
-        self.accepted = self.generation == self.h.generation && !response.is_expired();
+        self.accepted = self.generation == self.h.peer.generation && !response.is_expired();
     }
 
     fn cancel(&mut self) {
@@ -1900,8 +1811,7 @@ fn the_handshake_starts_the_lease_at_the_connect_request() {
 /// as they flow, never move the lease.
 #[test]
 fn notifications_never_extend_the_lease() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     let id = h.submit(add_watch("/n", AddWatchMode::Persistent, WatcherId(1)));
     let [(header, _)] = h.sent_frames().try_into().expect("one addWatch");
     h.advance(secs(1));
@@ -1921,8 +1831,7 @@ fn notifications_never_extend_the_lease() {
 /// arrived; replies to older requests never move it backwards.
 #[test]
 fn a_reply_extends_the_lease_to_its_own_send_instant() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     h.advance(secs(2));
     h.submit(get_data("/a", None));
     h.advance(secs(3));
@@ -1931,25 +1840,16 @@ fn a_reply_extends_the_lease_to_its_own_send_instant() {
     assert_eq!(headers(&sent), [(1, OpCode::GetData), (2, OpCode::GetData)]);
     h.advance(secs(2)); // 7 s
     h.reply(1, 1, ErrorCode::Ok, &data_body(b""));
-    assert_eq!(
-        h.session.lease_deadline(),
-        Some(h.at(secs(32))),
-        "sent at 2 s, answered at 7 s"
-    );
+    h.assert_lease(secs(32), "sent at 2 s, answered at 7 s");
     h.reply(2, 2, ErrorCode::NoNode, &[]);
-    assert_eq!(
-        h.session.lease_deadline(),
-        Some(h.at(secs(35))),
-        "an error reply is an answer too"
-    );
+    h.assert_lease(secs(35), "an error reply is an answer too");
 }
 
 /// Auth replies are sent inline, outside the session tracker's request path: they never
 /// renew the lease.
 #[test]
 fn auth_replies_do_not_extend_the_lease() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     h.advance(secs(5));
     h.submit(auth("alice:pw"));
     let [(header, _)] = h.sent_frames().try_into().expect("one auth frame");
@@ -1964,8 +1864,7 @@ fn auth_replies_do_not_extend_the_lease() {
 /// ping renews the lease to its send instant.
 #[test]
 fn pings_renew_the_lease_every_interval_while_notifications_flow() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     let mut pings = Vec::new();
     for step in 1..=600u32 {
         // A notification every 100 ms, for 60 s.
@@ -1998,8 +1897,7 @@ fn pings_renew_the_lease_every_interval_while_notifications_flow() {
 /// notifications still reach us).
 #[test]
 fn an_unanswered_ping_drops_the_connection_while_notifications_flow() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     let mut dropped_at = None;
     for _ in 0..400 {
         h.advance(ms(100));
@@ -2022,8 +1920,7 @@ fn an_unanswered_ping_drops_the_connection_while_notifications_flow() {
 /// recently the last byte arrived.
 #[test]
 fn an_unanswered_request_drops_the_connection_while_notifications_flow() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     h.advance(secs(1));
     let get = h.submit(get_data("/slow", None));
     assert_eq!(h.sent_frames().len(), 1);
@@ -2043,8 +1940,7 @@ fn an_unanswered_request_drops_the_connection_while_notifications_flow() {
 /// next handshake, and gone once the session has ended.
 #[test]
 fn the_lease_survives_a_reconnect_and_ends_with_the_session() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     h.advance(secs(3));
     h.disconnect();
     assert_eq!(h.session.lease_deadline(), Some(h.at(secs(30))));
@@ -2062,11 +1958,10 @@ fn the_lease_survives_a_reconnect_and_ends_with_the_session() {
 /// A read-only server's answers are not the quorum's: they never renew the lease.
 #[test]
 fn a_read_only_server_never_renews_the_lease() {
-    let mut h = Harness::with_config(SessionConfig {
+    let mut h = Harness::with_session_of(SessionConfig {
         read_only: true,
         ..config(secs(30))
     });
-    h.connect();
     assert_eq!(h.session.lease_deadline(), Some(h.at(secs(30))));
     h.advance(secs(1));
     h.disconnect();
@@ -2086,8 +1981,7 @@ fn a_read_only_server_never_renews_the_lease() {
 /// server's spurious event) is ignored: the connection stays up.
 #[test]
 fn a_notification_nobody_watches_is_ignored() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     for event_type in [
         EventType::NodeCreated,
         EventType::NodeDeleted,
@@ -2254,8 +2148,7 @@ fn sasl_refused_by_the_client_is_terminal() {
 /// and closes: the session ends rather than reconnect into the same refusal forever.
 #[test]
 fn a_server_requiring_sasl_ends_a_session_without_it() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     let id = h.submit(get_data("/x", None));
     let [(header, _)] = h.sent_frames().try_into().expect("one getData");
     h.reply(header.xid, 0, ErrorCode::SessionClosedRequireSaslAuth, &[]);
@@ -2276,11 +2169,10 @@ fn a_server_requiring_sasl_ends_a_session_without_it() {
 #[test]
 fn renewal_replaces_an_expired_session() {
     let (one_shot, persistent) = (WatcherId(1), WatcherId(2));
-    let mut h = Harness::with_config(SessionConfig {
+    let mut h = Harness::with_session_of(SessionConfig {
         renew_on_expiry: true,
         ..config(secs(30))
     });
-    h.connect();
     h.submit(get_data("/w", Some(one_shot)));
     h.submit(add_watch(
         "/p",
@@ -2351,8 +2243,7 @@ fn renewal_replaces_an_expired_session() {
 /// Without renewal an expiry still ends the session (the default).
 #[test]
 fn without_renewal_expiry_is_terminal() {
-    let mut h = Harness::new();
-    h.connect();
+    let mut h = Harness::with_session();
     h.disconnect();
     h.open();
     h.accept(&expired_response());
@@ -2366,11 +2257,10 @@ fn without_renewal_expiry_is_terminal() {
 /// A local expiry (no server reachable for 4/3 of the timeout) renews the same way.
 #[test]
 fn local_expiry_renews_too() {
-    let mut h = Harness::with_config(SessionConfig {
+    let mut h = Harness::with_session_of(SessionConfig {
         renew_on_expiry: true,
         ..config(secs(30))
     });
-    h.connect();
     h.disconnect();
     h.advance(secs(41));
     let events = h.drain_events();

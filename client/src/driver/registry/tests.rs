@@ -18,6 +18,19 @@ fn stream_watcher(id: u64) -> (LocalWatcher, mpsc::Receiver<WatchedEvent>) {
     ((WatcherId(id), WatcherSink::Stream(tx)), rx)
 }
 
+/// A registry holding request 1, whose success would set `watcher`, and the request's answer.
+fn watching(watcher: LocalWatcher) -> (Registry, Answer) {
+    let mut registry = Registry::default();
+    let (tx, rx) = route();
+    registry.register(RequestId(1), tx, Some(watcher));
+    (registry, rx)
+}
+
+/// Where an event for watcher 7 goes (`last`: whether it is the watcher's last).
+fn route_7(registry: &mut Registry, last: bool) -> Route {
+    registry.route_event(WatcherId(7), last)
+}
+
 #[test]
 fn a_reply_route_is_taken_once() {
     let mut registry = Registry::default();
@@ -34,10 +47,8 @@ fn a_reply_route_is_taken_once() {
 
 #[test]
 fn an_answered_request_unlinks_its_watcher_and_keeps_the_sink() {
-    let mut registry = Registry::default();
-    let (tx, _rx) = route();
     let (watcher, _events) = oneshot_watcher(7);
-    registry.register(RequestId(1), tx, Some(watcher));
+    let (mut registry, _rx) = watching(watcher);
     assert!(registry.take_reply(RequestId(1)).is_some());
     assert_eq!(registry.watchers(), 1);
     // Dropping the watcher now abandons no request.
@@ -47,10 +58,8 @@ fn an_answered_request_unlinks_its_watcher_and_keeps_the_sink() {
 
 #[test]
 fn a_watcher_dropped_before_its_reply_abandons_its_request() {
-    let mut registry = Registry::default();
-    let (tx, mut rx) = route();
     let (watcher, _events) = oneshot_watcher(7);
-    registry.register(RequestId(1), tx, Some(watcher));
+    let (mut registry, mut rx) = watching(watcher);
     assert_eq!(registry.drop_watcher(WatcherId(7)), Some(RequestId(1)));
     assert!(registry.take_reply(RequestId(1)).is_none());
     assert_eq!((registry.waiting(), registry.watchers()), (0, 0));
@@ -78,38 +87,25 @@ fn requests_whose_callers_left_are_taken() {
 
 #[test]
 fn a_oneshot_sink_goes_with_its_event() {
-    let mut registry = Registry::default();
-    let (tx, _rx) = route();
     let (watcher, _events) = oneshot_watcher(7);
-    registry.register(RequestId(1), tx, Some(watcher));
-    assert!(matches!(
-        registry.route_event(WatcherId(7), false),
-        Route::Oneshot(_)
-    ));
-    assert!(matches!(
-        registry.route_event(WatcherId(7), false),
-        Route::Gone
-    ));
+    let (mut registry, _rx) = watching(watcher);
+    assert!(matches!(route_7(&mut registry, false), Route::Oneshot(_)));
+    assert!(matches!(route_7(&mut registry, false), Route::Gone));
 }
 
 #[test]
 fn a_stream_sink_stays_until_its_last_event() {
-    let mut registry = Registry::default();
-    let (tx, _rx) = route();
     let (watcher, _events) = stream_watcher(7);
-    registry.register(RequestId(1), tx, Some(watcher));
+    let (mut registry, _rx) = watching(watcher);
     assert!(matches!(
-        registry.route_event(WatcherId(7), false),
+        route_7(&mut registry, false),
         Route::Stream { last: false, .. }
     ));
     assert_eq!(registry.watchers(), 1);
     assert!(matches!(
-        registry.route_event(WatcherId(7), true),
+        route_7(&mut registry, true),
         Route::Stream { last: true, .. }
     ));
     assert_eq!(registry.watchers(), 0);
-    assert!(matches!(
-        registry.route_event(WatcherId(7), false),
-        Route::Gone
-    ));
+    assert!(matches!(route_7(&mut registry, false), Route::Gone));
 }

@@ -1,16 +1,19 @@
 //! The session target's checks: what the session writes, the events it emits, and its
 //! getters against the harness's own account.
 
+use std::time::Instant;
+
 use bytes::Bytes;
 
-use super::{watcher_index, Harness, Status};
+use super::{watcher_index, Model, Status};
 use crate::error::Error;
+use crate::fuzzing::harness::Peer;
 use crate::fuzzing::model::Phase;
 use crate::jute::Decode;
 use crate::proto::{
     ConnectRequest, EventType, KeeperState, OpCode, RequestHeader, AUTH_XID, PING_XID,
 };
-use crate::session::{Event, Reply, RequestId, SessionState, WatchedEvent, WatcherId};
+use crate::session::{Event, Reply, RequestId, Session, SessionState, WatchedEvent, WatcherId};
 
 /// The events one input produced.
 #[derive(Debug, Default)]
@@ -25,30 +28,59 @@ impl Seen {
     }
 }
 
-impl Harness {
-    /// Reads what the session wrote; returns the ops of the requests.
-    pub(super) fn collect_transmit(&mut self) -> Vec<OpCode> {
-        let Some(bytes) = self.session.poll_transmit() else {
-            return Vec::new();
-        };
+impl Peer for Model {
+    fn begin(&mut self) {
+        self.had_connection = self.server.phase != Phase::Idle;
+        self.ops.clear();
+        self.predicted_drop = false;
+        self.seen = Seen::default();
+    }
+
+    /// Splits what the session wrote into requests, checking each.
+    fn written(&mut self, session: &Session, bytes: Bytes) {
         assert_ne!(
             self.server.phase,
             Phase::Idle,
             "wrote {} bytes with no transport",
             bytes.len()
         );
-        let mut ops = Vec::new();
         for frame in self.server.written(&bytes) {
             if std::mem::take(&mut self.server.expect_connect_request) {
-                self.check_connect_request(&frame);
+                self.check_connect_request(session, &frame);
             } else {
-                ops.push(self.check_request(&frame));
+                let op = self.check_request(&frame);
+                self.ops.push(op);
             }
         }
-        ops
     }
 
-    fn check_connect_request(&self, frame: &Bytes) {
+    fn received(&mut self, bytes: &[u8]) {
+        self.predicted_drop = self.server.feed(bytes);
+    }
+
+    fn event(&mut self, now: Instant, event: Event) {
+        match event {
+            Event::Reply { id, result } => {
+                self.on_reply(now, id, &result);
+                self.seen.answered.push((id, result));
+            }
+            Event::Watch { watcher, event } => self.on_watch(watcher, &event),
+            Event::State(state) => self.on_state(state),
+            Event::DropConnection(reason) => {
+                assert!(
+                    self.had_connection,
+                    "DropConnection({reason:?}) with no transport"
+                );
+                assert!(!self.seen.dropped, "a second DropConnection({reason:?})");
+                self.seen.dropped = true;
+                self.server.end();
+            }
+        }
+    }
+}
+
+impl Model {
+    fn check_connect_request(&self, session: &Session, frame: &Bytes) {
         let request = match ConnectRequest::decode_exact(frame) {
             Ok(request) => request,
             Err(e) => panic!("the first frame is not a ConnectRequest: {e}"),
@@ -56,10 +88,7 @@ impl Harness {
         assert_eq!(request.protocol_version, 0);
         // Until a read/write server has accepted the session, every attempt asks for a new one.
         let (id, passwd) = if self.server.seen_rw {
-            (
-                self.session.session_id(),
-                self.session.session_password().clone(),
-            )
+            (session.session_id(), session.session_password().clone())
         } else {
             (0, Bytes::from_static(&[0; 16]))
         };
@@ -67,7 +96,7 @@ impl Harness {
         assert_eq!(request.passwd, passwd, "ConnectRequest password");
         assert_eq!(
             request.last_zxid_seen,
-            self.session.last_zxid(),
+            session.last_zxid(),
             "ConnectRequest zxid"
         );
         assert_eq!(
@@ -114,32 +143,7 @@ impl Harness {
         op
     }
 
-    /// Takes every event, checking each; `had_connection`: whether a drop is possible.
-    pub(super) fn drain(&mut self, had_connection: bool) -> Seen {
-        let mut seen = Seen::default();
-        while let Some(event) = self.session.poll_event() {
-            match event {
-                Event::Reply { id, result } => {
-                    self.on_reply(id, &result);
-                    seen.answered.push((id, result));
-                }
-                Event::Watch { watcher, event } => self.on_watch(watcher, &event),
-                Event::State(state) => self.on_state(state),
-                Event::DropConnection(reason) => {
-                    assert!(
-                        had_connection,
-                        "DropConnection({reason:?}) with no transport"
-                    );
-                    assert!(!seen.dropped, "a second DropConnection({reason:?})");
-                    seen.dropped = true;
-                    self.server.end();
-                }
-            }
-        }
-        seen
-    }
-
-    fn on_reply(&mut self, id: RequestId, result: &Result<Reply, Error>) {
+    fn on_reply(&mut self, now: Instant, id: RequestId, result: &Result<Reply, Error>) {
         let index = usize::try_from(id.0).unwrap_or(usize::MAX).wrapping_sub(1);
         let Some(t) = self.requests.get_mut(index) else {
             panic!("a reply to unknown {id:?}")
@@ -152,7 +156,7 @@ impl Harness {
         t.status = Status::Answered;
         if *result == Err(Error::Timeout) {
             assert!(
-                t.deadline.is_some_and(|d| d <= self.now),
+                t.deadline.is_some_and(|d| d <= now),
                 "{id:?} timed out early"
             );
         }
@@ -231,8 +235,7 @@ impl Harness {
         }
     }
 
-    pub(super) fn check_consistency(&self) {
-        let s = &self.session;
+    pub(super) fn check_consistency(&self, s: &Session) {
         assert_eq!(
             s.state(),
             self.state,

@@ -30,15 +30,20 @@ fn zk_challenge(utf8: bool) -> Vec<u8> {
         .into_bytes()
 }
 
-/// `user`'s exchange (client nonce `c`) after answering [`zk_challenge`], and the answer.
-fn zk_response(user: &str, password: &[u8], utf8: bool) -> (DigestMd5, Vec<u8>) {
-    let mut d = DigestMd5::new(
+/// `user`'s exchange with ZooKeeper (service `zookeeper`, host `zk-sasl-md5`, client nonce `c`).
+fn zk_client(user: &str, password: &[u8]) -> DigestMd5 {
+    DigestMd5::new(
         user,
         Password::new(password),
         "zookeeper",
         "zk-sasl-md5",
         "c".into(),
-    );
+    )
+}
+
+/// `user`'s exchange (client nonce `c`) after answering [`zk_challenge`], and the answer.
+fn zk_response(user: &str, password: &[u8], utf8: bool) -> (DigestMd5, Vec<u8>) {
+    let mut d = zk_client(user, password);
     let response = d.step(&zk_challenge(utf8)).unwrap().unwrap();
     (d, response)
 }
@@ -114,13 +119,7 @@ fn challenges_are_parsed_strictly_and_quoting_is_honoured() {
 
 #[test]
 fn names_are_quoted_and_the_first_realm_is_used() {
-    let mut d = DigestMd5::new(
-        "a\"b",
-        Password::new(b"pw"),
-        "zookeeper",
-        "zk-sasl-md5",
-        "c".into(),
-    );
+    let mut d = zk_client("a\"b", b"pw");
     let challenge = b"realm=\"one\",realm=\"two\",nonce=\"n\",qop=\"auth,auth-int\",\
         algorithm=md5-sess";
     let response = d.step(challenge).unwrap().unwrap();
@@ -254,13 +253,7 @@ fn without_utf8_the_response_is_latin1_and_the_nonce_goes_back_as_sent() {
         "jörg".as_bytes()
     );
     // A realm and nonce in ISO 8859-1, which is not UTF-8.
-    let mut d = DigestMd5::new(
-        "u",
-        Password::new(b"pw"),
-        "zookeeper",
-        "zk-sasl-md5",
-        "c".into(),
-    );
+    let mut d = zk_client("u", b"pw");
     let challenge = b"realm=\"r\xe9alm\",nonce=\"n\",qop=auth,algorithm=md5-sess";
     let message = d.step(challenge).unwrap().unwrap();
     assert_eq!(raw_directive(&message, "realm").unwrap(), b"r\xe9alm");

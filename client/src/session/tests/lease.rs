@@ -24,6 +24,14 @@ fn resumed_config() -> SessionConfig {
     }
 }
 
+/// A harness whose first handshake, with `config`, the server accepted for `T_MS`.
+fn accepted(config: SessionConfig) -> Harness {
+    let mut h = Harness::with_config(config);
+    h.open();
+    h.accept(&welcome(T_MS));
+    h
+}
+
 fn sync_body() -> Bytes {
     SyncResponse {
         path: "/".to_owned(),
@@ -78,9 +86,7 @@ fn a_new_session_is_vouched_for_by_its_creation() {
 /// once a sync sent at least the relay bound after their answers comes back.
 #[test]
 fn answers_count_once_a_later_sync_vouches_for_them() {
-    let mut h = Harness::with_config(resumed_config());
-    h.open();
-    h.accept(&welcome(T_MS));
+    let mut h = accepted(resumed_config());
     assert_eq!(
         h.session.lease_deadline(),
         None,
@@ -95,10 +101,9 @@ fn answers_count_once_a_later_sync_vouches_for_them() {
     assert!(h.sent_frames().is_empty(), "not yet");
     h.advance(ms(10));
     assert_eq!(answer_syncs(&mut h, ms(10)), 1);
-    assert_eq!(
-        h.session.lease_deadline(),
-        Some(h.at(ms(T_MS as u64))),
-        "the handshake, sent at 0, answered 667 ms before this sync"
+    h.assert_lease(
+        ms(T_MS as u64),
+        "the handshake, sent at 0, answered 667 ms before this sync",
     );
     // A read answered now waits for its own vouch.
     h.advance(ms(100));
@@ -114,9 +119,7 @@ fn answers_count_once_a_later_sync_vouches_for_them() {
 /// within the read timeout, while the lease still has time left.
 #[test]
 fn a_server_cut_off_from_the_leader_cannot_renew_the_lease() {
-    let mut h = Harness::with_config(relay_config());
-    h.open();
-    h.accept(&welcome(T_MS));
+    let mut h = accepted(relay_config());
     let lease = h.session.lease_deadline();
     assert_eq!(lease, Some(h.at(ms(T_MS as u64))));
     // The first sync (at once) is never answered.
@@ -142,9 +145,7 @@ fn a_server_cut_off_from_the_leader_cannot_renew_the_lease() {
 /// A successful write is answered only after the leader handled it: it vouches like a sync.
 #[test]
 fn a_write_vouches_like_a_sync() {
-    let mut h = Harness::with_config(resumed_config());
-    h.open();
-    h.accept(&welcome(T_MS));
+    let mut h = accepted(resumed_config());
     h.advance(ms(500));
     // The first sync is still unanswered, so this write is written behind it; both come
     // back at 510 ms: the sync (sent at 0) is too early, the write (sent at 500) is not.
@@ -167,9 +168,7 @@ fn a_write_vouches_like_a_sync() {
 /// relay bound plus a ping interval (plus round trips) behind `now + T`.
 #[test]
 fn an_idle_session_keeps_its_lease_with_syncs_alone() {
-    let mut h = Harness::with_config(resumed_config());
-    h.open();
-    h.accept(&welcome(T_MS));
+    let mut h = accepted(resumed_config());
     let mut syncs = 0;
     for step in 0..600 {
         h.advance(ms(100));
@@ -201,11 +200,7 @@ fn sasl_steps_do_not_renew_the_lease() {
     h.jump(secs(1));
     h.reply(second.xid, 1, ErrorCode::Ok, &sasl_body(b"proof"));
     assert_eq!(h.session.state(), SessionState::Connected);
-    assert_eq!(
-        h.session.lease_deadline(),
-        Some(h.at(secs(30))),
-        "the step sent at 5 s renewed nothing"
-    );
+    h.assert_lease(secs(30), "the step sent at 5 s renewed nothing");
 }
 
 /// A read-only server's answers are its own: no sync goes to it, and nothing renews the
@@ -245,19 +240,14 @@ fn a_smaller_timeout_after_a_reconnect_moves_the_lease_back() {
     h.open();
     h.accept(&welcome(10_000));
     assert_eq!(h.session.session_timeout(), Some(secs(10)));
-    assert_eq!(
-        h.session.lease_deadline(),
-        Some(h.at(secs(15))),
-        "5 s + 10 s: the server re-timed the session at the reconnect"
+    h.assert_lease(
+        secs(15),
+        "5 s + 10 s: the server re-timed the session at the reconnect",
     );
     // 20 s on without firing timers (no ping to answer meanwhile).
     h.jump(secs(20));
     h.submit(get_data("/r", None));
     let [(header, _)] = h.sent_frames().try_into().expect("one getData");
     h.reply(header.xid, 2, ErrorCode::Ok, &data_body(b""));
-    assert_eq!(
-        h.session.lease_deadline(),
-        Some(h.at(secs(35))),
-        "25 s + 10 s"
-    );
+    h.assert_lease(secs(35), "25 s + 10 s");
 }
