@@ -121,7 +121,7 @@ impl Records {
             create: CreateRequest {
                 path: format!("{LOCK_DIR}/_c_4f1b2a9e-55aa-4c1e-9a0b-1c2d3e4f5a6b-lock-"),
                 data: Some(data.clone()),
-                acl: Acl::open_unsafe(),
+                acl: Acl::open_unsafe().into(),
                 mode: CreateMode::EphemeralSequential,
             },
             get_reply: reply_frame(&GetDataResponse {
@@ -337,7 +337,7 @@ mod tests {
         let create = CreateRequest {
             path: PATH.to_owned(),
             data: Some(data.clone()),
-            acl: Acl::open_unsafe(),
+            acl: Acl::open_unsafe().into(),
             mode: CreateMode::EphemeralSequential,
         };
         zk_encode(&mut a, OpCode::Create2, &create);

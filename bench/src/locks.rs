@@ -157,7 +157,7 @@ impl RawLock {
             &CreateRequest {
                 path: format!("{dir}/lock-"),
                 data: Some(Bytes::new()),
-                acl: Acl::open_unsafe(),
+                acl: Acl::open_unsafe().into(),
                 mode: CreateMode::EphemeralSequential,
             },
         );

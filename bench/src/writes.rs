@@ -130,7 +130,7 @@ fn create_frame(path: &str) -> Bytes {
         &CreateRequest {
             path: path.to_owned(),
             data: Some(Bytes::from_static(&DATA)),
-            acl: Acl::open_unsafe(),
+            acl: Acl::open_unsafe().into(),
             mode: CreateMode::Persistent,
         },
     )

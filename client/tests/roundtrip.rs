@@ -554,7 +554,7 @@ fn create_request() -> impl Strategy<Value = CreateRequest> {
         CreateRequest {
             path,
             data,
-            acl,
+            acl: acl.into(),
             mode,
         }
     })
@@ -565,7 +565,7 @@ fn create_ttl_request() -> impl Strategy<Value = CreateTtlRequest> {
         |(path, data, acl, mode, ttl)| CreateTtlRequest {
             path,
             data,
-            acl,
+            acl: acl.into(),
             mode,
             ttl,
         },

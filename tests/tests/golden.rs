@@ -252,7 +252,7 @@ fn node_operation_records_match_java() {
         CreateRequest {
             path: UPATH.into(),
             data: b("hello"),
-            acl: mixed(),
+            acl: mixed().into(),
             mode: CreateMode::Persistent,
         },
     );
@@ -261,7 +261,7 @@ fn node_operation_records_match_java() {
         CreateRequest {
             path: "/a".into(),
             data: None,
-            acl: open(),
+            acl: open().into(),
             mode: CreateMode::EphemeralSequential,
         },
     );
@@ -270,7 +270,7 @@ fn node_operation_records_match_java() {
         CreateRequest {
             path: "/c".into(),
             data: Some(Bytes::new()),
-            acl: open(),
+            acl: open().into(),
             mode: CreateMode::Container,
         },
     );
@@ -279,7 +279,7 @@ fn node_operation_records_match_java() {
         CreateTtlRequest {
             path: "/ttl".into(),
             data: b("t"),
-            acl: open(),
+            acl: open().into(),
             mode: CreateMode::PersistentWithTtl,
             ttl: 60000,
         },
@@ -474,19 +474,19 @@ fn multi_records_match_java() {
         MultiOp::Create(CreateRequest {
             path: "/b".into(),
             data: b("d"),
-            acl: open(),
+            acl: open().into(),
             mode: CreateMode::Persistent,
         }),
         MultiOp::CreateContainer(CreateRequest {
             path: "/c".into(),
             data: None,
-            acl: open(),
+            acl: open().into(),
             mode: CreateMode::Container,
         }),
         MultiOp::CreateTtl(CreateTtlRequest {
             path: "/t".into(),
             data: b("t"),
-            acl: open(),
+            acl: open().into(),
             mode: CreateMode::PersistentWithTtl,
             ttl: 1000,
         }),

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::proto::{Acl, CreateMode, Stat};
+use crate::proto::{Acl, Acls, CreateMode, Stat};
 
 /// How to create a node: mode, ACL and TTL.
 ///
@@ -18,7 +18,7 @@ use crate::proto::{Acl, CreateMode, Stat};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CreateOptions {
     pub(crate) mode: CreateMode,
-    pub(crate) acl: Vec<Acl>,
+    pub(crate) acl: Acls,
     pub(crate) ttl: Option<Duration>,
     pub(crate) container_parents: bool,
 }
@@ -37,7 +37,7 @@ impl CreateOptions {
     pub fn new(mode: CreateMode) -> Self {
         Self {
             mode,
-            acl: Acl::open_unsafe(),
+            acl: Acl::open_unsafe().into(),
             ttl: None,
             container_parents: false,
         }
@@ -147,15 +147,16 @@ impl CreateOptions {
         self
     }
 
-    /// Sets the ACL.
+    /// Sets the ACL: a `Vec<Acl>`, or an ACL already shared (an `Arc<[Acl]>`, which every
+    /// create with these options then shares instead of copying).
     ///
     /// ```
     /// use zkwire::{Acl, CreateMode, CreateOptions};
     /// let readable = CreateOptions::new(CreateMode::Persistent).with_acl(Acl::read_unsafe());
     /// # let _ = readable;
     /// ```
-    pub fn with_acl(mut self, acl: Vec<Acl>) -> Self {
-        self.acl = acl;
+    pub fn with_acl(mut self, acl: impl Into<Acls>) -> Self {
+        self.acl = acl.into();
         self
     }
 

@@ -229,7 +229,7 @@ fn create(path: String) -> CreateRequest {
     CreateRequest {
         path,
         data,
-        acl: Acl::open_unsafe(),
+        acl: Acl::open_unsafe().into(),
         mode: CreateMode::Persistent,
     }
 }

@@ -234,15 +234,24 @@ impl Decode for Option<Bytes> {
 
 impl<T: Encode> Encode for Vec<T> {
     fn encode<B: BufMut>(&self, buf: &mut B) {
-        put_len(self.len(), buf);
-        for item in self {
-            item.encode(buf);
-        }
+        encode_list(self, buf);
     }
 
     fn encoded_len(&self) -> usize {
-        4 + self.iter().map(Encode::encoded_len).sum::<usize>()
+        list_encoded_len(self)
     }
+}
+
+/// A jute `vector`: its count, then each item.
+fn encode_list<T: Encode, B: BufMut>(items: &[T], buf: &mut B) {
+    put_len(items.len(), buf);
+    for item in items {
+        item.encode(buf);
+    }
+}
+
+fn list_encoded_len<T: Encode>(items: &[T]) -> usize {
+    4 + items.iter().map(Encode::encoded_len).sum::<usize>()
 }
 
 impl<T: Decode> Decode for Vec<T> {
@@ -265,6 +274,30 @@ impl<T: Decode> Decode for Vec<T> {
             r.skip::<T>()?;
         }
         Ok(())
+    }
+}
+
+/// A shared list (a create's ACL): the same wire form as [`Vec`].
+impl<T: Encode> Encode for std::sync::Arc<[T]> {
+    fn encode<B: BufMut>(&self, buf: &mut B) {
+        encode_list(self, buf);
+    }
+
+    fn encoded_len(&self) -> usize {
+        list_encoded_len(self)
+    }
+}
+
+impl<T: Decode> Decode for std::sync::Arc<[T]> {
+    const NAME: &'static str = "";
+    const MIN_LEN: usize = 4;
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Vec::<T>::decode(r).map(Into::into)
+    }
+
+    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        Vec::<T>::skip(r)
     }
 }
 

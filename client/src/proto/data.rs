@@ -5,7 +5,7 @@
 use bytes::Bytes;
 
 use super::sample::samples;
-use super::{Acl, CreateMode, Stat};
+use super::{Acl, Acls, CreateMode, Stat};
 #[cfg(any(test, feature = "unstable"))]
 use super::{SAMPLE_DATA, SAMPLE_STAT};
 use crate::jute::record;
@@ -20,7 +20,7 @@ record! {
         /// Initial data; `None` is stored as null.
         pub data: Option<Bytes>,
         /// The node's ACL (must not be empty).
-        pub acl: Vec<Acl>,
+        pub acl: Acls,
         /// The create mode.
         pub mode: CreateMode,
     }
@@ -38,7 +38,7 @@ record! {
         /// Initial data.
         pub data: Option<Bytes>,
         /// The node's ACL.
-        pub acl: Vec<Acl>,
+        pub acl: Acls,
         /// A TTL create mode.
         pub mode: CreateMode,
         /// TTL in ms, `1..=0xFF_FFFF_FFFF`.
@@ -289,13 +289,13 @@ samples! {
     CreateRequest: false, |path| Self {
         path: path.to_owned(),
         data: Some(Bytes::from_static(SAMPLE_DATA)),
-        acl: Acl::open_unsafe(),
+        acl: Acl::open_unsafe().into(),
         mode: CreateMode::Persistent,
     };
     CreateTtlRequest: false, |path| Self {
         path: path.to_owned(),
         data: Some(Bytes::from_static(SAMPLE_DATA)),
-        acl: Acl::open_unsafe(),
+        acl: Acl::open_unsafe().into(),
         mode: CreateMode::PersistentWithTtl,
         ttl: 60_000,
     };
@@ -316,10 +316,10 @@ samples! {
     };
     SetDataResponse: true, |_path| Self { stat: SAMPLE_STAT };
     GetAclRequest: true, |path| Self { path: path.to_owned() };
-    GetAclResponse: false, |_path| Self { acl: Acl::open_unsafe(), stat: SAMPLE_STAT };
+    GetAclResponse: false, |_path| Self { acl: Acl::open_unsafe().into(), stat: SAMPLE_STAT };
     SetAclRequest: false, |path| Self {
         path: path.to_owned(),
-        acl: Acl::open_unsafe(),
+        acl: Acl::open_unsafe().into(),
         version: -1,
     };
     SetAclResponse: true, |_path| Self { stat: SAMPLE_STAT };

@@ -21,7 +21,7 @@ mod sample;
 mod stat;
 mod watch;
 
-pub use acl::{Acl, Id, Perms};
+pub use acl::{Acl, Acls, Id, Perms};
 pub use auth::{AuthPacket, ClientInfo, SaslToken, WhoAmIResponse};
 pub use codes::{AddWatchMode, CreateMode, ErrorCode, EventType, KeeperState, OpCode, WatcherType};
 pub use connect::{ConnectRequest, ConnectResponse};
