@@ -16,37 +16,25 @@
 // the limit read from the SharedCount node. The program exits when its stdin closes (the
 // test process died), and with status 2 on any error (stack trace on stderr).
 
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.io.OutputStreamWriter;
-import java.io.PrintWriter;
-import java.net.Socket;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
 import java.util.Random;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.curator.framework.CuratorFramework;
-import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.framework.recipes.shared.SharedCount;
-import org.apache.curator.retry.ExponentialBackoffRetry;
 
 public final class CuratorContender {
     private static final AtomicInteger acquisitions = new AtomicInteger();
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 7) {
-            System.err.println("usage: CuratorContender <connect> <referee port> <recipe> <path> <threads> <cycles> <param>");
-            System.exit(2);
-        }
+        Interop.expectArgs(args, 7,
+                "CuratorContender <connect> <referee port> <recipe> <path> <threads> <cycles> <param>");
         String connect = args[0];
         int refereePort = Integer.parseInt(args[1]);
         String recipe = args[2];
@@ -59,63 +47,17 @@ public final class CuratorContender {
         for (int i = 0; i < threads; i++) {
             contenders.add(new Contender(i, connect, refereePort, recipe, path, cycles, param));
         }
-        System.out.println("READY");
-        System.out.flush();
-
-        BufferedReader stdin = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        String go = stdin.readLine();
-        if (!"GO".equals(go)) {
-            System.exit(3);
-        }
-        Thread watchdog = new Thread(() -> {
-            try {
-                while (stdin.readLine() != null) {
-                    // Nothing else is expected; end-of-file means the test is gone.
-                }
-            } catch (Exception e) {
-                // Same: the pipe is gone.
-            }
-            System.exit(3);
-        });
-        watchdog.setDaemon(true);
-        watchdog.start();
-
-        CountDownLatch done = new CountDownLatch(threads);
-        AtomicInteger failures = new AtomicInteger();
-        for (Contender c : contenders) {
-            Thread t = new Thread(() -> {
-                try {
-                    c.run();
-                } catch (Throwable e) {
-                    failures.incrementAndGet();
-                    e.printStackTrace();
-                } finally {
-                    done.countDown();
-                }
-            });
-            t.start();
-        }
-        done.await();
-        for (Contender c : contenders) {
-            c.close();
-        }
-        if (failures.get() > 0) {
-            System.exit(2);
-        }
-        System.out.println("DONE " + acquisitions.get());
-        System.out.flush();
-        System.exit(0);
+        Interop.readyThenGo();
+        Interop.runAll(contenders, Contender::run, acquisitions);
     }
 
-    private static final class Contender {
+    private static final class Contender implements AutoCloseable {
         private final int id;
         private final String recipe;
         private final int cycles;
         private final String param;
         private final CuratorFramework client;
-        private final Socket referee;
-        private final BufferedReader fromReferee;
-        private final PrintWriter toReferee;
+        private final Interop.Referee referee;
         private final Random random;
         private final String path;
         private SharedCount count;
@@ -128,22 +70,8 @@ public final class CuratorContender {
             this.cycles = cycles;
             this.param = param;
             this.random = new Random(0x5eed_0000L + id);
-            this.client = CuratorFrameworkFactory.builder()
-                    .connectString(connect)
-                    .sessionTimeoutMs(10_000)
-                    .connectionTimeoutMs(5_000)
-                    .retryPolicy(new ExponentialBackoffRetry(50, 10))
-                    // The connect string carries a chroot; the tracker would drop it.
-                    .ensembleTracker(false)
-                    .build();
-            client.start();
-            if (!client.blockUntilConnected(20, TimeUnit.SECONDS)) {
-                throw new IllegalStateException("not connected to " + connect);
-            }
-            this.referee = new Socket("127.0.0.1", refereePort);
-            referee.setTcpNoDelay(true);
-            this.fromReferee = new BufferedReader(new InputStreamReader(referee.getInputStream(), StandardCharsets.UTF_8));
-            this.toReferee = new PrintWriter(new OutputStreamWriter(referee.getOutputStream(), StandardCharsets.UTF_8), true);
+            this.client = Interop.connect(connect);
+            this.referee = new Interop.Referee(refereePort);
         }
 
         void run() throws Exception {
@@ -197,23 +125,16 @@ public final class CuratorContender {
         // ENTER, a short hold, EXIT: each answered by the referee before going on.
         private void hold(String kind) throws Exception {
             acquisitions.incrementAndGet();
-            call("ENTER J " + kind);
+            referee.call("ENTER J " + kind);
             int ms = random.nextInt(3);
             if (ms > 0) {
                 Thread.sleep(ms);
             }
-            call("EXIT J " + kind);
+            referee.call("EXIT J " + kind);
         }
 
-        private void call(String line) throws Exception {
-            toReferee.println(line);
-            String reply = fromReferee.readLine();
-            if (!"OK".equals(reply)) {
-                throw new IllegalStateException("referee answered " + reply + " to " + line);
-            }
-        }
-
-        void close() {
+        @Override
+        public void close() {
             try {
                 if (count != null) {
                     count.close();

@@ -31,10 +31,7 @@ import org.apache.curator.retry.RetryNTimes;
 
 public final class CuratorCounter {
     public static void main(String[] args) throws Exception {
-        if (args.length != 4) {
-            System.err.println("usage: CuratorCounter <connect> <shared|atomic|promoted> <path> <increments>");
-            System.exit(2);
-        }
+        Interop.expectArgs(args, 4, "CuratorCounter <connect> <shared|atomic|promoted> <path> <increments>");
         String kind = args[1];
         String path = args[2];
         int increments = Integer.parseInt(args[3]);

@@ -14,121 +14,54 @@
 // Protocol on stdout: "READY" once every thread is connected, then (after "GO" on stdin)
 // "DONE <terms>" at the end. Exits when stdin closes, and with status 2 on any error.
 
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.io.OutputStreamWriter;
-import java.io.PrintWriter;
-import java.net.Socket;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Semaphore;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.curator.framework.CuratorFramework;
-import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.leader.LeaderSelector;
 import org.apache.curator.framework.recipes.leader.LeaderSelectorListenerAdapter;
-import org.apache.curator.retry.ExponentialBackoffRetry;
 
 public final class CuratorLeader {
     private static final AtomicInteger terms = new AtomicInteger();
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 6) {
-            System.err.println("usage: CuratorLeader <connect> <referee port> <latch|selector> <path> <threads> <cycles>");
-            System.exit(2);
-        }
+        Interop.expectArgs(args, 6,
+                "CuratorLeader <connect> <referee port> <latch|selector> <path> <threads> <cycles>");
         int threads = Integer.parseInt(args[4]);
         List<Participant> participants = new ArrayList<>();
         for (int i = 0; i < threads; i++) {
             participants.add(new Participant(i, args[0], Integer.parseInt(args[1]), args[3]));
         }
-        System.out.println("READY");
-        System.out.flush();
-        BufferedReader stdin = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        if (!"GO".equals(stdin.readLine())) {
-            System.exit(3);
-        }
-        Thread watchdog = new Thread(() -> {
-            try {
-                while (stdin.readLine() != null) {
-                    // End-of-file means the test is gone.
-                }
-            } catch (Exception e) {
-                // Same.
-            }
-            System.exit(3);
-        });
-        watchdog.setDaemon(true);
-        watchdog.start();
-
+        Interop.readyThenGo();
         String recipe = args[2];
         int cycles = Integer.parseInt(args[5]);
-        CountDownLatch done = new CountDownLatch(threads);
-        AtomicInteger failures = new AtomicInteger();
-        for (Participant p : participants) {
-            new Thread(() -> {
-                try {
-                    if (recipe.equals("latch")) {
-                        p.latch(cycles);
-                    } else {
-                        p.selector(cycles);
-                    }
-                } catch (Throwable e) {
-                    failures.incrementAndGet();
-                    e.printStackTrace();
-                } finally {
-                    done.countDown();
-                }
-            }).start();
-        }
-        done.await();
-        for (Participant p : participants) {
-            p.close();
-        }
-        if (failures.get() > 0) {
-            System.exit(2);
-        }
-        System.out.println("DONE " + terms.get());
-        System.out.flush();
-        System.exit(0);
+        Interop.runAll(participants, p -> {
+            if (recipe.equals("latch")) {
+                p.latch(cycles);
+            } else {
+                p.selector(cycles);
+            }
+        }, terms);
     }
 
-    private static final class Participant {
+    private static final class Participant implements AutoCloseable {
         private final int id;
         private final String path;
         private final CuratorFramework client;
-        private final Socket referee;
-        private final BufferedReader fromReferee;
-        private final PrintWriter toReferee;
+        private final Interop.Referee referee;
         private final Random random;
 
         Participant(int id, String connect, int refereePort, String path) throws Exception {
             this.id = id;
             this.path = path;
             this.random = new Random(0x1eade7L + id);
-            this.client = CuratorFrameworkFactory.builder()
-                    .connectString(connect)
-                    .sessionTimeoutMs(10_000)
-                    .connectionTimeoutMs(5_000)
-                    .retryPolicy(new ExponentialBackoffRetry(50, 10))
-                    // The connect string carries a chroot; the tracker would drop it.
-                    .ensembleTracker(false)
-                    .build();
-            client.start();
-            if (!client.blockUntilConnected(20, TimeUnit.SECONDS)) {
-                throw new IllegalStateException("not connected to " + connect);
-            }
-            this.referee = new Socket("127.0.0.1", refereePort);
-            referee.setTcpNoDelay(true);
-            this.fromReferee = new BufferedReader(new InputStreamReader(referee.getInputStream(), StandardCharsets.UTF_8));
-            this.toReferee = new PrintWriter(new OutputStreamWriter(referee.getOutputStream(), StandardCharsets.UTF_8), true);
+            this.client = Interop.connect(connect);
+            this.referee = new Interop.Referee(refereePort);
         }
 
         void latch(int cycles) throws Exception {
@@ -167,7 +100,7 @@ public final class CuratorLeader {
         // the referee never sees a term that did not end.
         private void term() throws Exception {
             terms.incrementAndGet();
-            call("ENTER J M");
+            referee.call("ENTER J M");
             boolean interrupted = false;
             int ms = random.nextInt(3);
             try {
@@ -177,22 +110,15 @@ public final class CuratorLeader {
             } catch (InterruptedException e) {
                 interrupted = true;
             } finally {
-                call("EXIT J M");
+                referee.call("EXIT J M");
             }
             if (interrupted) {
                 Thread.currentThread().interrupt();
             }
         }
 
-        private void call(String line) throws Exception {
-            toReferee.println(line);
-            String reply = fromReferee.readLine();
-            if (!"OK".equals(reply)) {
-                throw new IllegalStateException("referee answered " + reply + " to " + line);
-            }
-        }
-
-        void close() {
+        @Override
+        public void close() {
             try {
                 referee.close();
             } catch (Exception e) {

@@ -36,10 +36,8 @@ import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
-import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.Revoker;
-import org.apache.curator.retry.ExponentialBackoffRetry;
 
 public final class CuratorRevocation {
     /** An InterProcessMutex that tells its own lock node (getLockPath is protected). */
@@ -69,24 +67,15 @@ public final class CuratorRevocation {
     }
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 2) {
-            System.err.println("usage: CuratorRevocation <connect> <lock path>");
-            System.exit(2);
-        }
-        String connect = args[0];
+        Interop.expectArgs(args, 2, "CuratorRevocation <connect> <lock path>");
         String path = args[1];
-        CuratorFramework client = CuratorFrameworkFactory.builder()
-                .connectString(connect)
-                .sessionTimeoutMs(10_000)
-                .connectionTimeoutMs(5_000)
-                .retryPolicy(new ExponentialBackoffRetry(50, 10))
-                // The connect string carries a chroot; the tracker would drop it.
-                .ensembleTracker(false)
-                .build();
-        client.start();
-        if (!client.blockUntilConnected(20, TimeUnit.SECONDS)) {
-            System.err.println("not connected to " + connect);
+        CuratorFramework client;
+        try {
+            client = Interop.connect(args[0]);
+        } catch (IllegalStateException e) {
+            System.err.println(e.getMessage());
             System.exit(2);
+            return;
         }
         // Why the holder thread should release: "revoked" (listener) or "command" (RELEASE).
         BlockingQueue<String> releaseSignals = new LinkedBlockingQueue<>();

@@ -7,10 +7,9 @@
 //! (so that nobody sees it as leader any more), then deletes its node and queues again with
 //! a new one, until the latch is closed or the session is over for good.
 
-use std::sync::{Arc, Mutex as StdMutex, PoisonError};
+use std::sync::Arc;
 
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 use zkwire::{path, Client, Error, Op, OpResult};
 
 use crate::error::{LockError, LostReason};
@@ -18,6 +17,7 @@ use crate::hold::Hold;
 use crate::internals::{acquire_until, Contest, Dir, Node, Outcome};
 use crate::options::LockOptions;
 use crate::sequence::LATCH_MARKERS;
+use crate::task::Task;
 
 /// A participant in a leader election in Curator's `LeaderLatch` layout: zkwire and Curator
 /// latches on one path elect one leader among them.
@@ -63,13 +63,7 @@ struct Shared {
     id: String,
     status: watch::Sender<Status>,
     /// The participant task while started.
-    task: StdMutex<Option<Running>>,
-}
-
-#[derive(Debug)]
-struct Running {
-    close: watch::Sender<bool>,
-    handle: JoinHandle<()>,
+    task: Task,
 }
 
 /// Where the participant stands.
@@ -147,7 +141,7 @@ impl LeaderLatch {
                 dir: Dir::new(client, path.into(), options),
                 id,
                 status,
-                task: StdMutex::new(None),
+                task: Task::default(),
             }),
         }
     }
@@ -187,18 +181,10 @@ impl LeaderLatch {
     /// # Ok(()) }
     /// ```
     pub fn start(&self) {
-        let mut task = self
-            .shared
-            .task
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if task.as_ref().is_some_and(|r| !r.handle.is_finished()) {
-            return;
-        }
-        let (close, closed) = watch::channel(false);
-        self.shared.status.send_replace(Status::Waiting);
-        let handle = tokio::spawn(participate(Arc::clone(&self.shared), closed, None));
-        *task = Some(Running { close, handle });
+        self.shared.task.start(|closed| {
+            self.shared.status.send_replace(Status::Waiting);
+            tokio::spawn(participate(Arc::clone(&self.shared), closed, None))
+        });
     }
 
     /// Joins the election only if this participant leads at once (no one else participates):
@@ -230,26 +216,20 @@ impl LeaderLatch {
             Outcome::Held(node) => node,
             Outcome::Busy => return Ok(None),
         };
-        let mut task = self
-            .shared
-            .task
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let (close, closed) = watch::channel(false);
-        let (hold, leadership) = self.shared.lead(node);
-        let handle = tokio::spawn(participate(Arc::clone(&self.shared), closed, Some(hold)));
-        *task = Some(Running { close, handle });
+        let leadership = self.shared.task.replace(|closed| {
+            let (hold, leadership) = self.shared.lead(node);
+            let shared = Arc::clone(&self.shared);
+            (
+                tokio::spawn(participate(shared, closed, Some(hold))),
+                leadership,
+            )
+        });
         Ok(Some(leadership))
     }
 
     /// Whether the participant task runs (started and not stopped).
     fn is_started(&self) -> bool {
-        self.shared
-            .task
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .is_some_and(|r| !r.handle.is_finished())
+        self.shared.task.is_running()
     }
 
     /// Whether this participant leads now: granted, and the leadership still trusted.
@@ -389,17 +369,7 @@ impl LeaderLatch {
     /// Dropping the future still closes the latch; the node is then removed in the
     /// background.
     pub async fn close(&self) -> Result<(), LockError> {
-        let running = self
-            .shared
-            .task
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(Running { close, handle }) = running {
-            close.send_replace(true);
-            // The task ends by itself on the signal; a panic in it is not ours to resume.
-            let _ = handle.await;
-        }
+        self.shared.task.close().await;
         match self.shared.status.send_replace(Status::Idle) {
             Status::Failed(e) => Err(e),
             _ => Ok(()),

@@ -131,6 +131,7 @@ mod rwlock;
 mod scope;
 mod semaphore;
 mod sequence;
+mod task;
 
 pub use barrier::{DistributedBarrier, DistributedDoubleBarrier};
 pub use cache::{CacheEvent, CacheEvents, CachedNode, TreeCache, TreeCacheBuilder};

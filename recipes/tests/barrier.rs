@@ -14,6 +14,7 @@ use zkwire_recipes::{DistributedBarrier, DistributedDoubleBarrier};
 use zkwire_testing::support::{connect_with_timeout, fresh_chroot};
 
 use support::jvm::{CuratorServer, Jvm};
+use support::{close_all, fresh_clients};
 
 const T: Duration = Duration::from_secs(4);
 /// The bound of every wait in these tests.
@@ -70,12 +71,53 @@ async fn a_barrier_holds_its_waiters_until_removed() {
         }
         println!("waiters released {:?} after the remove", removed.elapsed());
         barrier.remove_barrier().await.unwrap(); // removed twice is fine
-        for c in all {
-            c.close().await.unwrap();
-        }
+        close_all(all).await;
     })
     .await
     .expect("bounded");
+}
+
+/// Has each of `members` enter (or leave, when `enter` is false) in a task of its own, checks
+/// that they are held until `last` does it too, and that each then passed after it; returns
+/// the members.
+async fn held_until_the_last(
+    members: Vec<DistributedDoubleBarrier>,
+    last: &mut DistributedDoubleBarrier,
+    enter: bool,
+) -> Vec<DistributedDoubleBarrier> {
+    async fn step(member: &mut DistributedDoubleBarrier, enter: bool) -> bool {
+        if enter {
+            member.enter(STEP).await.unwrap()
+        } else {
+            member.leave(STEP).await.unwrap()
+        }
+    }
+    let what = if enter { "entered" } else { "left" };
+    let tasks: Vec<_> = members
+        .into_iter()
+        .map(|mut m| {
+            tokio::spawn(async move {
+                let passed = step(&mut m, enter).await;
+                (m, passed, Instant::now())
+            })
+        })
+        .collect();
+    tokio::time::sleep(HELD).await;
+    assert!(
+        tasks.iter().all(|t| !t.is_finished()),
+        "held until 4 {what}"
+    );
+    let fourth = Instant::now();
+    assert!(step(last, enter).await);
+    let mut members = Vec::new();
+    for task in tasks {
+        let (m, passed, at) = task.await.unwrap();
+        assert!(passed);
+        assert!(at >= fourth, "{what} before the fourth member");
+        members.push(m);
+    }
+    println!("all {what} {:?} after the fourth", fourth.elapsed());
+    members
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -90,63 +132,19 @@ async fn four_members_enter_together_and_leave_together() {
         let last = members.pop().unwrap();
 
         // Three enter and wait for the fourth.
-        let entering: Vec<_> = members
-            .into_iter()
-            .map(|mut m| {
-                tokio::spawn(async move {
-                    let entered = m.enter(STEP).await.unwrap();
-                    (m, entered, Instant::now())
-                })
-            })
-            .collect();
-        tokio::time::sleep(HELD).await;
-        assert!(
-            entering.iter().all(|e| !e.is_finished()),
-            "held until 4 entered"
-        );
         let mut last = last;
-        let fourth = Instant::now();
-        assert!(last.enter(STEP).await.unwrap());
-        let mut members = Vec::new();
-        for e in entering {
-            let (m, entered, at) = e.await.unwrap();
-            assert!(entered);
-            assert!(at >= fourth, "entered before the fourth member");
-            members.push(m);
-        }
-        println!("all entered {:?} after the fourth", fourth.elapsed());
+        let members = held_until_the_last(members, &mut last, true).await;
         let mut children = all[0].get_children("/b/round").await.unwrap();
         children.sort();
         assert_eq!(children.len(), 5, "four members and ready: {children:?}");
         assert!(children.contains(&"ready".to_owned()));
 
         // Three leave and wait for the fourth.
-        let leaving: Vec<_> = members
-            .into_iter()
-            .map(|mut m| {
-                tokio::spawn(async move {
-                    let left = m.leave(STEP).await.unwrap();
-                    (m, left, Instant::now())
-                })
-            })
-            .collect();
-        tokio::time::sleep(HELD).await;
-        assert!(
-            leaving.iter().all(|l| !l.is_finished()),
-            "held until 4 left"
-        );
-        let fourth = Instant::now();
-        assert!(last.leave(STEP).await.unwrap());
-        for l in leaving {
-            let (m, left, at) = l.await.unwrap();
-            assert!(left);
-            assert!(at >= fourth, "left before the fourth member");
+        for m in held_until_the_last(members, &mut last, false).await {
             assert!(m.member_path().is_none());
         }
         wait_until_empty(&all[0], "/b/round").await;
-        for c in all {
-            c.close().await.unwrap();
-        }
+        close_all(all).await;
     })
     .await
     .expect("bounded");
@@ -155,8 +153,7 @@ async fn four_members_enter_together_and_leave_together() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_enter_that_times_out_or_is_dropped_leaves_no_member() {
     tokio::time::timeout(3 * STEP, async {
-        let cs = fresh_chroot("barrier_timeout").await;
-        let client = connect_with_timeout(&cs, T).await;
+        let (_, [client]) = fresh_clients("barrier_timeout", T).await;
         let mut lonely = DistributedDoubleBarrier::new(client.clone(), "/b/round", 2);
         assert!(!lonely.enter(HELD).await.unwrap());
         assert!(lonely.member_path().is_none());
@@ -344,9 +341,7 @@ async fn zkwire_and_curator_members_enter_and_leave_together_for_20_rounds() {
             wait_until_empty(&all[0], "/b/mixed").await;
         }
         println!("20 rounds; Curator members left before the last one {early_leaves} times");
-        for c in all {
-            c.close().await.unwrap();
-        }
+        close_all(all).await;
     })
     .await
     .expect("bounded");
@@ -358,8 +353,7 @@ async fn zkwire_and_curator_members_enter_and_leave_together_for_20_rounds() {
 async fn zkwire_and_curator_hold_each_other_at_one_barrier() {
     let program = tokio::task::block_in_place(|| CURATOR_BARRIERS.compile());
     tokio::time::timeout(4 * STEP, async {
-        let cs = fresh_chroot("barrier_single_curator").await;
-        let client = connect_with_timeout(&cs, T).await;
+        let (cs, [client]) = fresh_clients("barrier_single_curator", T).await;
         let ours = DistributedBarrier::new(client.clone(), "/b/gate");
         let args = [cs.as_str(), "/b/mixed", "2", "/b/gate"];
         let mut curator = Jvm::start(&program, "CuratorBarriers", &args).await;

@@ -3,10 +3,13 @@
 //! moment `lock()` returns until it ends or `lost()` fires; no two believed holds may overlap.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
+mod support;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
+use support::chaos::{after_acquire_error, connect_retrying, Rng};
 use zkwire::Client;
 use zkwire_recipes::{LockError, LostReason, Mutex};
 use zkwire_testing::proxy::FaultProxy;
@@ -16,31 +19,6 @@ use zkwire_testing::support::{connect_with_timeout, fresh_chroot};
 const T: Duration = Duration::from_secs(2);
 const CONTENDERS: usize = 4;
 const CHAOS: Duration = Duration::from_secs(20);
-
-/// A tiny deterministic generator (xorshift), so that runs are reproducible.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
-/// A client, retried until a server answers (a proxy may be blackholed).
-async fn connect_retrying(cs: &str) -> Client {
-    loop {
-        let attempt = zkwire_testing::support::builder()
-            .with_session_timeout(T)
-            .connect(cs);
-        if let Ok(Ok(client)) = tokio::time::timeout(T, attempt).await {
-            return client;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 #[derive(Default)]
 struct Board {
@@ -60,7 +38,7 @@ struct Board {
 
 async fn contender(i: usize, cs: String, board: Arc<Board>) -> Client {
     let mut rng = Rng(0x2545_f491_4f6c_dd1d ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    let mut client = connect_retrying(&cs).await;
+    let mut client = connect_retrying(&cs, T).await;
     while !board.stop.load(Ordering::SeqCst) {
         match Mutex::new(client.clone(), "/l").lock_timeout(T).await {
             Ok(guard) => {
@@ -91,18 +69,11 @@ async fn contender(i: usize, cs: String, board: Arc<Board>) -> Client {
             Err(LockError::Timeout) => {
                 board.timeouts.fetch_add(1, Ordering::SeqCst);
             }
-            Err(e)
-                if matches!(&e, LockError::Client(err) if err.is_terminal())
-                    || client.state().is_terminal() =>
-            {
-                println!("m19: contender {i}: {e}; new session");
-                client = connect_retrying(&cs).await;
-                board.new_sessions.fetch_add(1, Ordering::SeqCst);
-            }
             Err(e) => {
-                let what = format!("contender {i}: {e:?} while {:?}", client.state());
-                println!("m19: unexpected error: {what}");
-                board.unexpected.lock().unwrap().push(what);
+                let who = format!("contender {i}");
+                let tallies = (&board.new_sessions, &board.unexpected);
+                let over = (cs.as_str(), T);
+                after_acquire_error(("m19", &who), e, &mut client, over, tallies).await;
             }
         }
     }

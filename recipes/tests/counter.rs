@@ -8,8 +8,8 @@ mod support;
 
 use std::time::Duration;
 
-use support::{connect, CuratorJvm};
-use zkwire::{AddWatchMode, EventType};
+use support::{connect, joined, CuratorJvm};
+use zkwire::{AddWatchMode, Client, EventType};
 use zkwire_recipes::{AtomicCounter, SharedCount};
 use zkwire_testing::support::fresh_chroot;
 
@@ -20,18 +20,46 @@ const TASKS: usize = 2;
 
 /// Runs Curator's `kind` counter client on `path` for `EACH` increments while `zkwire` runs;
 /// returns the last value Curator saw.
-async fn with_curator<F: std::future::Future<Output = ()>>(
-    cs: &str,
-    kind: &str,
-    path: &str,
-    zkwire: F,
-) -> i64 {
+async fn with_curator<F: std::future::Future>(cs: &str, kind: &str, path: &str, zkwire: F) -> i64 {
     let each = EACH.to_string();
     let args = [cs, kind, path, each.as_str()];
     let mut jvm = CuratorJvm::start("CuratorCounter.java", "CuratorCounter", &args).await;
     jvm.go();
     zkwire.await;
     i64::try_from(jvm.finish().await).unwrap()
+}
+
+/// zkwire's side: [`TASKS`] tasks, each running `task` on a client of its own session;
+/// returns what each returned.
+async fn zkwire_tasks<T, F, Fut>(cs: &str, task: F) -> Vec<T>
+where
+    T: Send + 'static,
+    F: Fn(Client) -> Fut,
+    Fut: std::future::Future<Output = T> + Send + 'static,
+{
+    let mut tasks = Vec::new();
+    for _ in 0..TASKS {
+        tasks.push(tokio::spawn(task(connect(cs).await)));
+    }
+    let mut outputs = Vec::new();
+    for task in tasks {
+        outputs.push(task.await.unwrap());
+    }
+    outputs
+}
+
+/// Prints the `total` of the counter `what` after a run (`more` said after it) and checks
+/// that no update was lost: every zkwire and Curator increment counted.
+fn no_lost_update(what: &str, total: i64, curator_last: i64, more: &str) {
+    println!(
+        "{what}: {total} after {TASKS}×{EACH} zkwire + {EACH} Curator increments (Curator last \
+         saw {curator_last}){more}"
+    );
+    assert_eq!(
+        total,
+        i64::try_from((TASKS + 1) * EACH).unwrap(),
+        "no lost update"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -43,68 +71,42 @@ async fn shared_count_with_curator_loses_no_update() {
         .ensure(0)
         .await
         .unwrap();
-    let zkwire = async {
-        let mut tasks = Vec::new();
-        for _ in 0..TASKS {
-            let count = SharedCount::new(connect(&cs).await, path);
-            tasks.push(tokio::spawn(async move {
-                for _ in 0..EACH {
-                    loop {
-                        let seen = count.get().await.unwrap();
-                        if count.try_set(seen.value + 1, seen.version).await.unwrap() {
-                            break;
-                        }
-                    }
+    let zkwire = zkwire_tasks(&cs, |client| async move {
+        let count = SharedCount::new(client, path);
+        for _ in 0..EACH {
+            loop {
+                let seen = count.get().await.unwrap();
+                if count.try_set(seen.value + 1, seen.version).await.unwrap() {
+                    break;
                 }
-            }));
+            }
         }
-        for task in tasks {
-            task.await.unwrap();
-        }
-    };
+    });
     let curator_last = with_curator(&cs, "shared", path, zkwire).await;
     let total = SharedCount::new(seed, path).get().await.unwrap().value;
-    println!("SharedCount: {total} after {TASKS}×{EACH} zkwire + {EACH} Curator increments (Curator last saw {curator_last})");
-    assert_eq!(
-        total,
-        i32::try_from((TASKS + 1) * EACH).unwrap(),
-        "no lost update"
-    );
+    no_lost_update("SharedCount", total.into(), curator_last, "");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn atomic_counter_with_curator_loses_no_update() {
     let cs = fresh_chroot("counter_atomic").await;
     let path = "/atomic";
-    let zkwire = async {
-        let mut tasks = Vec::new();
-        for _ in 0..TASKS {
-            let counter = AtomicCounter::new(connect(&cs).await, path).with_attempts(1_000);
-            tasks.push(tokio::spawn(async move {
-                for _ in 0..EACH {
-                    counter
-                        .increment()
-                        .await
-                        .unwrap()
-                        .expect("won within 1,000 attempts");
-                }
-            }));
+    let zkwire = zkwire_tasks(&cs, |client| async move {
+        let counter = AtomicCounter::new(client, path).with_attempts(1_000);
+        for _ in 0..EACH {
+            counter
+                .increment()
+                .await
+                .unwrap()
+                .expect("won within 1,000 attempts");
         }
-        for task in tasks {
-            task.await.unwrap();
-        }
-    };
+    });
     let curator_last = with_curator(&cs, "atomic", path, zkwire).await;
     let total = AtomicCounter::new(connect(&cs).await, path)
         .get()
         .await
         .unwrap();
-    println!("DistributedAtomicLong: {total} after {TASKS}×{EACH} zkwire + {EACH} Curator increments (Curator last saw {curator_last})");
-    assert_eq!(
-        total,
-        i64::try_from((TASKS + 1) * EACH).unwrap(),
-        "no lost update"
-    );
+    no_lost_update("DistributedAtomicLong", total, curator_last, "");
 }
 
 /// Both sides in promoted mode on one lock (`<path>-lock`): one optimistic try, then the
@@ -131,27 +133,23 @@ async fn promoted_counter_with_curator_loses_no_update() {
         created
     });
     let zkwire = async {
-        let mut tasks = Vec::new();
-        for _ in 0..TASKS {
-            let counter = AtomicCounter::new(connect(&cs).await, path)
+        let gave_up: usize = zkwire_tasks(&cs, |client| async move {
+            let counter = AtomicCounter::new(client, path)
                 .with_attempts(1)
                 .with_promotion(lock_path, Duration::from_secs(30));
-            tasks.push(tokio::spawn(async move {
-                let mut gave_up = 0usize;
-                for _ in 0..EACH {
-                    // Under the mutex one try can still lose to a writer that has not
-                    // taken it yet: call again, as a caller would.
-                    while counter.increment().await.unwrap().is_none() {
-                        gave_up += 1;
-                    }
+            let mut gave_up = 0usize;
+            for _ in 0..EACH {
+                // Under the mutex one try can still lose to a writer that has not taken it
+                // yet: call again, as a caller would.
+                while counter.increment().await.unwrap().is_none() {
+                    gave_up += 1;
                 }
-                gave_up
-            }));
-        }
-        let mut gave_up = 0;
-        for task in tasks {
-            gave_up += task.await.unwrap();
-        }
+            }
+            gave_up
+        })
+        .await
+        .into_iter()
+        .sum();
         println!("promoted: zkwire calls that changed nothing: {gave_up}");
     };
     let curator_last = with_curator(&cs, "promoted", path, zkwire).await;
@@ -161,12 +159,8 @@ async fn promoted_counter_with_curator_loses_no_update() {
         .unwrap();
     observer.close().await.unwrap();
     let lock_nodes = lock_nodes.await.unwrap();
-    println!("promoted DistributedAtomicLong: {total} after {TASKS}×{EACH} zkwire + {EACH} Curator increments (Curator last saw {curator_last}); {lock_nodes} lock nodes created");
-    assert_eq!(
-        total,
-        i64::try_from((TASKS + 1) * EACH).unwrap(),
-        "no lost update"
-    );
+    let more = format!("; {lock_nodes} lock nodes created");
+    no_lost_update("promoted DistributedAtomicLong", total, curator_last, &more);
     assert!(lock_nodes > 0, "no writer was promoted to the lock");
 }
 
@@ -185,11 +179,7 @@ async fn shared_count_changes_follow_the_node() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!next.is_finished(), "no change yet");
     writer.set(7).await.unwrap();
-    let (value, mut changes) = tokio::time::timeout(Duration::from_secs(10), next)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let (value, mut changes) = joined(next, Duration::from_secs(10)).await.unwrap();
     assert_eq!(value, 7);
     client.delete("/limit", None).await.unwrap();
     assert_eq!(changes.next().await.err(), Some(zkwire::Error::NoNode));

@@ -14,15 +14,14 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use zkwire::Error;
 use zkwire_recipes::{
-    DownInstancePolicy, LockError, NodeEvent, ProviderStrategy, ServiceCache, ServiceDiscovery,
+    DownInstancePolicy, LockError, ProviderStrategy, ServiceCache, ServiceDiscovery,
     ServiceInstance, ServiceProvider, ServiceType, UriSpec,
 };
 use zkwire_testing::java;
-use zkwire_testing::support::{
-    connect_renewing, connect_with_timeout, fresh_chroot, kill_client_session,
-};
+use zkwire_testing::support::{connect_renewing, kill_client_session};
 
 use support::jvm::{CuratorServer, Jvm};
+use support::{created_again, fresh_clients, owned_by_the_new_session, poll_until};
 
 const T: Duration = Duration::from_secs(4);
 /// The bound of every wait in these tests.
@@ -63,9 +62,7 @@ async fn wait_for_ids(discovery: &ServiceDiscovery, name: &str, want: &[&str]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn register_query_update_and_unregister() {
     tokio::time::timeout(4 * STEP, async {
-        let cs = fresh_chroot("discovery_basic").await;
-        let client = connect_with_timeout(&cs, T).await;
-        let reader = connect_with_timeout(&cs, T).await;
+        let (_, [client, reader]) = fresh_clients("discovery_basic", T).await;
         let discovery = ServiceDiscovery::new(client.clone(), "/services");
         let view = ServiceDiscovery::new(reader.clone(), "/services");
         assert!(view.query_for_names().await.unwrap().is_empty());
@@ -183,9 +180,7 @@ async fn register_query_update_and_unregister() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_sessions_instance_disappears_and_a_renewing_one_comes_back() {
     tokio::time::timeout(4 * STEP, async {
-        let cs = fresh_chroot("discovery_killed").await;
-        let watcher = connect_with_timeout(&cs, T).await;
-        let plain = connect_with_timeout(&cs, T).await;
+        let (cs, [watcher, plain]) = fresh_clients("discovery_killed", T).await;
         let renewing = connect_renewing(&cs, T).await;
         let view = ServiceDiscovery::new(watcher.clone(), "/services");
         let doomed = ServiceDiscovery::new(plain.clone(), "/services")
@@ -218,22 +213,10 @@ async fn a_killed_sessions_instance_disappears_and_a_renewing_one_comes_back() {
         );
 
         // With renewal: registered again by the new session, with the same JSON.
-        let old = renewing.session_id();
         let mut events = phoenix.node().unwrap().events();
-        kill_client_session(&renewing).await.unwrap();
-        let created = tokio::time::timeout(STEP, async {
-            loop {
-                if let Some(NodeEvent::Created { path }) = events.next().await {
-                    return path;
-                }
-            }
-        })
-        .await
-        .expect("registered again");
+        let (old, created) = created_again(&renewing, &mut events, STEP).await;
         assert_eq!(created, "/services/api/phoenix");
-        let (_, stat) = watcher.get_data("/services/api/phoenix").await.unwrap();
-        assert_ne!(stat.ephemeral_owner, old);
-        assert_eq!(stat.ephemeral_owner, renewing.session_id());
+        owned_by_the_new_session(&watcher, &created, &renewing, old).await;
         assert_eq!(
             view.query_for_instance("api", "phoenix").await.unwrap(),
             Some(phoenix_instance)
@@ -450,8 +433,7 @@ async fn zkwire_and_curator_discovery_read_each_others_instances() {
     let program =
         tokio::task::block_in_place(|| CURATOR_DISCOVERY.compile_against(&discovery_classpath()));
     tokio::time::timeout(6 * STEP, async {
-        let cs = fresh_chroot("discovery_curator").await;
-        let client = connect_with_timeout(&cs, T).await;
+        let (cs, [client]) = fresh_clients("discovery_curator", T).await;
         let discovery = ServiceDiscovery::new(client.clone(), "/services");
         let mut curator = CuratorDiscovery::start(&program, &[&cs, "/services"]).await;
 
@@ -538,8 +520,7 @@ async fn zkwire_and_curator_discovery_read_each_others_instances() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cache_follows_the_instances_and_providers_pick_by_strategy() {
     tokio::time::timeout(4 * STEP, async {
-        let cs = fresh_chroot("discovery_cache").await;
-        let client = connect_with_timeout(&cs, T).await;
+        let (_, [client]) = fresh_clients("discovery_cache", T).await;
         let discovery = ServiceDiscovery::new(client.clone(), "/services");
         // The service's directory does not exist yet.
         let (cache, mut changes) = ServiceCache::start(&discovery, "api").await.unwrap();
@@ -611,19 +592,15 @@ async fn a_cache_follows_the_instances_and_providers_pick_by_strategy() {
 
 /// Polls until our `ServiceCache` holds exactly the ids `want` (sorted).
 async fn wait_for_cached(cache: &ServiceCache, want: &[&str]) {
-    let deadline = Instant::now() + STEP;
-    loop {
+    poll_until!(STEP, Duration::from_millis(20), {
         let mut ids: Vec<String> = cache.instances().into_iter().map(|i| i.id).collect();
         ids.sort();
         if ids == want {
-            return;
+            Ok(())
+        } else {
+            Err(format!("our cache: {ids:?}, not {want:?}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "our cache: {ids:?}, not {want:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    });
 }
 
 /// Instances of both sides under one name: Curator's round-robin `ServiceProvider` picks
@@ -634,9 +611,7 @@ async fn curator_picks_among_mixed_instances_and_both_caches_follow_kills_and_re
     let program =
         tokio::task::block_in_place(|| CURATOR_DISCOVERY.compile_against(&discovery_classpath()));
     tokio::time::timeout(6 * STEP, async {
-        let cs = fresh_chroot("discovery_mixed").await;
-        let watcher = connect_with_timeout(&cs, T).await;
-        let plain = connect_with_timeout(&cs, T).await;
+        let (cs, [watcher, plain]) = fresh_clients("discovery_mixed", T).await;
         let renewing = connect_renewing(&cs, T).await;
         let _doomed = ServiceDiscovery::new(plain.clone(), "/services")
             .register(full_instance("api", "zk-doomed"))
@@ -703,8 +678,7 @@ async fn curator_picks_among_mixed_instances_and_both_caches_follow_kills_and_re
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provider_leaves_out_noted_instances_until_the_policy_timeout() {
     tokio::time::timeout(4 * STEP, async {
-        let cs = fresh_chroot("discovery_down").await;
-        let client = connect_with_timeout(&cs, T).await;
+        let (_, [client]) = fresh_clients("discovery_down", T).await;
         let discovery = ServiceDiscovery::new(client.clone(), "/services");
         let a = discovery.register(full_instance("api", "a")).await.unwrap();
         let b = discovery.register(full_instance("api", "b")).await.unwrap();

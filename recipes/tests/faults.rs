@@ -3,16 +3,17 @@
 //! recreated.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
+mod support;
+
 use std::time::{Duration, Instant};
 
+use support::proxied;
 use zkwire::proto::OpCode;
 use zkwire::{Client, CreateOptions, Error};
-use zkwire_recipes::{LockError, Mutex};
+use zkwire_recipes::{LockError, Mutex, MutexGuard};
 use zkwire_testing::proxy::FaultProxy;
-use zkwire_testing::server::{shared_server, ServerConfig, ZkServer};
-use zkwire_testing::support::{
-    connect_with_timeout, fresh_chroot, kill_client_session, sorted_children,
-};
+use zkwire_testing::server::{ServerConfig, ZkServer};
+use zkwire_testing::support::{connect_with_timeout, kill_client_session, sorted_children};
 
 const T: Duration = Duration::from_secs(2);
 
@@ -20,13 +21,61 @@ async fn connect(cs: &str) -> Client {
     connect_with_timeout(cs, T).await
 }
 
-/// A chroot on the shared server, a proxy in front of it, and the proxied connect string.
-async fn proxied(name: &str) -> (String, FaultProxy, String) {
-    let cs = fresh_chroot(name).await;
-    let proxy = FaultProxy::start(shared_server().addr()).await.unwrap();
-    let chroot = cs.rsplit_once('/').map(|(_, c)| c.to_owned()).unwrap();
-    let via = format!("{}/{chroot}", proxy.connect_string());
-    (cs, proxy, via)
+/// Locks `path` with `a` (within 3 T) while the proxy cuts the connection right after the
+/// first `op` request reaches the server: that request's reply is lost.
+async fn lock_through_a_cut(proxy: &FaultProxy, a: &Client, path: &str, op: OpCode) -> MutexGuard {
+    proxy.cut_after_request(op, 1);
+    let guard = tokio::time::timeout(3 * T, Mutex::new(a.clone(), path).lock())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(proxy.triggered(), 1, "the {op:?} reply was lost");
+    guard
+}
+
+/// Releases `guard`, then closes its client `a`.
+async fn release_and_close(guard: MutexGuard, a: &Client) {
+    guard.release().await.unwrap();
+    a.close().await.unwrap();
+}
+
+/// [`proxied`] with the lock's parent `/l` made, an observer on the chroot and the contender
+/// `a` through the proxy.
+struct Cut {
+    cs: String,
+    proxy: FaultProxy,
+    observer: Client,
+    a: Client,
+}
+
+impl Cut {
+    async fn new(name: &str) -> Self {
+        let (cs, proxy, via) = proxied(name).await;
+        let observer = connect(&cs).await;
+        observer
+            .create("/l", b"", &CreateOptions::persistent())
+            .await
+            .unwrap();
+        let a = connect(&via).await;
+        Self {
+            cs,
+            proxy,
+            observer,
+            a,
+        }
+    }
+
+    /// Refuses new connections and cuts the connection right after the first lock-node
+    /// create reaches the server: the create's outcome stays unknown to `a`.
+    fn lose_the_create(&self) {
+        self.proxy.refuse(true);
+        self.proxy.cut_after_request(OpCode::Create2, 1);
+    }
+
+    /// The children of `/l`, sorted.
+    async fn kids(&self) -> Vec<String> {
+        sorted_children(&self.observer, "/l").await
+    }
 }
 
 /// docs/faults.md #16: the connection is cut right after the lock node's create reaches the
@@ -34,20 +83,14 @@ async fn proxied(name: &str) -> (String, FaultProxy, String) {
 /// node for this contender, the lock works, no orphan at the end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m16_create_reply_lost_is_recovered_by_guid() {
-    let (cs, proxy, via) = proxied("recipes_m16").await;
-    let observer = connect(&cs).await;
-    observer
-        .create("/l", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
-    let a = connect(&via).await;
+    let Cut {
+        cs,
+        proxy,
+        observer,
+        a,
+    } = Cut::new("recipes_m16").await;
     let session = a.session_id();
-    proxy.cut_after_request(OpCode::Create2, 1);
-    let guard = tokio::time::timeout(3 * T, Mutex::new(a.clone(), "/l").lock())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(proxy.triggered(), 1, "the create's reply was lost");
+    let guard = lock_through_a_cut(&proxy, &a, "/l", OpCode::Create2).await;
     assert_eq!(
         proxy.requests_seen(OpCode::Create2),
         1,
@@ -80,38 +123,27 @@ async fn m16_create_reply_lost_is_recovered_by_guid() {
 /// node went with the session, and nobody else is kept out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m17_session_killed_before_the_retry() {
-    let (cs, proxy, via) = proxied("recipes_m17").await;
-    let observer = connect(&cs).await;
-    observer
-        .create("/l", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
-    let a = connect(&via).await;
-    proxy.refuse(true);
-    proxy.cut_after_request(OpCode::Create2, 1);
+    let cut = Cut::new("recipes_m17").await;
+    cut.lose_the_create();
     let pending = tokio::spawn({
-        let a = a.clone();
+        let a = cut.a.clone();
         async move { Mutex::new(a, "/l").lock().await }
     });
     let deadline = Instant::now() + T;
-    while proxy.triggered() == 0 && Instant::now() < deadline {
+    while cut.proxy.triggered() == 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert_eq!(proxy.triggered(), 1);
-    assert_eq!(
-        sorted_children(&observer, "/l").await.len(),
-        1,
-        "the create applied"
-    );
-    kill_client_session(&a).await.unwrap();
-    proxy.refuse(false);
+    assert_eq!(cut.proxy.triggered(), 1);
+    assert_eq!(cut.kids().await.len(), 1, "the create applied");
+    kill_client_session(&cut.a).await.unwrap();
+    cut.proxy.refuse(false);
     let r = tokio::time::timeout(3 * T, pending).await.unwrap().unwrap();
     assert_eq!(r.err(), Some(LockError::Client(Error::SessionExpired)));
     assert!(
-        sorted_children(&observer, "/l").await.is_empty(),
+        cut.kids().await.is_empty(),
         "the node went with the session"
     );
-    Mutex::new(observer.clone(), "/l")
+    Mutex::new(cut.observer.clone(), "/l")
         .lock_timeout(T)
         .await
         .unwrap()
@@ -160,8 +192,7 @@ async fn containers_are_reaped_and_recreated() {
         g.path()
     );
     assert!(g.fencing_token() > first_token, "the token did not");
-    g.release().await.unwrap();
-    a.close().await.unwrap();
+    release_and_close(g, &a).await;
 }
 
 /// A create whose reply is lost, then a deadline that passes while no server can be reached:
@@ -169,17 +200,10 @@ async fn containers_are_reaped_and_recreated() {
 /// the node it finds by guid (owned by our session).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn final_failure_is_swept_by_guid_in_the_background() {
-    let (cs, proxy, via) = proxied("recipes_sweep").await;
-    let observer = connect(&cs).await;
-    observer
-        .create("/l", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
-    let a = connect(&via).await;
-    proxy.refuse(true);
-    proxy.cut_after_request(OpCode::Create2, 1);
+    let cut = Cut::new("recipes_sweep").await;
+    cut.lose_the_create();
     let started = Instant::now();
-    let r = Mutex::new(a.clone(), "/l")
+    let r = Mutex::new(cut.a.clone(), "/l")
         .lock_timeout(Duration::from_millis(300))
         .await;
     let took = started.elapsed();
@@ -189,22 +213,22 @@ async fn final_failure_is_swept_by_guid_in_the_background() {
         "deadline + cleanup grace: {took:?}"
     );
     assert_eq!(
-        sorted_children(&observer, "/l").await.len(),
+        cut.kids().await.len(),
         1,
         "the orphan, until the client is back"
     );
-    proxy.refuse(false);
+    cut.proxy.refuse(false);
     let deadline = Instant::now() + 2 * T;
-    while !sorted_children(&observer, "/l").await.is_empty() && Instant::now() < deadline {
+    while !cut.kids().await.is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(sorted_children(&observer, "/l").await.is_empty(), "swept");
+    assert!(cut.kids().await.is_empty(), "swept");
     assert_eq!(
-        a.state(),
+        cut.a.state(),
         zkwire::SessionState::Connected,
         "same session, still alive"
     );
-    a.close().await.unwrap();
+    cut.a.close().await.unwrap();
 }
 
 /// A waiter rides through a connection loss: its watch is restored and it acquires when the
@@ -255,26 +279,7 @@ async fn a_waiter_survives_a_connection_cut() {
         ]
     );
     assert!(g.is_held(), "a blip shorter than the grace is not a loss");
-    g.release().await.unwrap();
-    a.close().await.unwrap();
-}
-
-/// A connection loss while the missing parents are being created (the container create's
-/// reply is lost) does not fail the acquire: it rides through, as every other step does.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connection_loss_while_creating_parents() {
-    let (cs, proxy, via) = proxied("recipes_parents_cut").await;
-    let a = connect(&via).await;
-    proxy.cut_after_request(OpCode::CreateContainer, 1);
-    let guard = tokio::time::timeout(3 * T, Mutex::new(a.clone(), "/deep/er/l").lock())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(proxy.triggered(), 1, "a container create's reply was lost");
-    let observer = connect(&cs).await;
-    assert_eq!(sorted_children(&observer, "/deep/er/l").await.len(), 1);
-    guard.release().await.unwrap();
-    a.close().await.unwrap();
+    release_and_close(g, &a).await;
 }
 
 /// After a reconnect the server answers restored watches with the events of what changed
@@ -347,8 +352,19 @@ async fn handoff_after_a_reconnect_never_grants_a_deleted_node() {
             Duration::ZERO,
             0,
         );
-        guard.release().await.unwrap();
-        a.close().await.unwrap();
+        release_and_close(guard, &a).await;
     }
     observer.close().await.unwrap();
+}
+
+/// A connection loss while the missing parents are being created (the container create's
+/// reply is lost) does not fail the acquire: it rides through, as every other step does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_loss_while_creating_parents() {
+    let (cs, proxy, via) = proxied("recipes_parents_cut").await;
+    let a = connect(&via).await;
+    let guard = lock_through_a_cut(&proxy, &a, "/deep/er/l", OpCode::CreateContainer).await;
+    let observer = connect(&cs).await;
+    assert_eq!(sorted_children(&observer, "/deep/er/l").await.len(), 1);
+    release_and_close(guard, &a).await;
 }

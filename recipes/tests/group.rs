@@ -17,6 +17,7 @@ use zkwire_testing::support::{
 };
 
 use support::jvm::{CuratorServer, Jvm};
+use support::{created_again, fresh_clients, owned_by_the_new_session, poll_until};
 
 const T: Duration = Duration::from_secs(4);
 /// The bound of every wait in these tests.
@@ -155,9 +156,7 @@ async fn next_about_b(changes: &mut zkwire_recipes::CacheEvents) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_member_leaves_the_view_and_a_renewing_one_comes_back() {
-    let cs = fresh_chroot("group_killed").await;
-    let watcher = connect_with_timeout(&cs, T).await;
-    let plain = connect_with_timeout(&cs, T).await;
+    let (cs, [watcher, plain]) = fresh_clients("group_killed", T).await;
     let renewing = connect_renewing(&cs, T).await;
     let observer = join(&watcher, "observer", "o").await;
     let doomed = join(&plain, "doomed", "d").await;
@@ -192,23 +191,11 @@ async fn a_killed_member_leaves_the_view_and_a_renewing_one_comes_back() {
     );
 
     // With renewal: it leaves with its old session and comes back with the new one.
-    let old = renewing.session_id();
     let mut events = phoenix.node().events();
-    kill_client_session(&renewing).await.unwrap();
-    let created = tokio::time::timeout(STEP, async {
-        loop {
-            if let Some(NodeEvent::Created { path }) = events.next().await {
-                return path;
-            }
-        }
-    })
-    .await
-    .expect("created again");
+    let (old, created) = created_again(&renewing, &mut events, STEP).await;
     assert_eq!(created, "/group/phoenix");
     wait_for_view(&observer, &members(&[("observer", "o"), ("phoenix", "p")])).await;
-    let (_, stat) = watcher.get_data("/group/phoenix").await.unwrap();
-    assert_ne!(stat.ephemeral_owner, old);
-    assert_eq!(stat.ephemeral_owner, renewing.session_id());
+    owned_by_the_new_session(&watcher, &created, &renewing, old).await;
     phoenix.close().await.unwrap();
     observer.close().await.unwrap();
     watcher.close().await.unwrap();
@@ -262,8 +249,7 @@ impl CuratorMember {
 
     /// Polls until Curator's view is exactly `want`.
     async fn wait_for_view(&mut self, want: &BTreeMap<String, String>) {
-        let deadline = Instant::now() + STEP;
-        loop {
+        poll_until!(STEP, Duration::from_millis(20), {
             let line = self.ask("MEMBERS").await;
             let seen: BTreeMap<String, String> = line
                 .split(' ')
@@ -272,23 +258,18 @@ impl CuratorMember {
                 .map(|(id, data)| (id.to_owned(), data.to_owned()))
                 .collect();
             if &seen == want {
-                return;
+                Ok(())
+            } else {
+                Err(format!("Curator sees {seen:?}, not {want:?}"))
             }
-            assert!(
-                Instant::now() < deadline,
-                "Curator sees {seen:?}, not {want:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        });
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zkwire_and_curator_members_see_each_other() {
     let program = tokio::task::block_in_place(|| CURATOR_GROUP.compile());
-    let cs = fresh_chroot("group_curator").await;
-    let a_client = connect_with_timeout(&cs, T).await;
-    let b_client = connect_with_timeout(&cs, T).await;
+    let (cs, [a_client, b_client]) = fresh_clients("group_curator", T).await;
     let a = join(&a_client, "a", "a1").await;
     let mut curator = CuratorMember::start(&program, &[&cs, "/group", "java", "j1"]).await;
     let b = join(&b_client, "b", "b1").await;

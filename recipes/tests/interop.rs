@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use support::referee::{Kind, Referee, Tally};
 use support::CuratorJvm;
-use support::{connect, hold};
-use zkwire::CreateOptions;
+use support::{close_all, connect, connect_all, hold};
+use zkwire::{Client, CreateOptions};
 use zkwire_recipes::{LockOptions, Semaphore, SemaphoreLimit};
 use zkwire_testing::support::fresh_chroot;
 
@@ -41,14 +41,19 @@ async fn curator(
     cs: &str,
     referee: &Referee,
     recipe: &str,
-    threads: usize,
-    cycles: usize,
+    (threads, cycles): (usize, usize),
     param: &str,
 ) -> CuratorJvm {
-    let port = referee.port.to_string();
-    let (threads, cycles) = (threads.to_string(), cycles.to_string());
-    let args = [cs, &port, recipe, LOCK, &threads, &cycles, param];
-    CuratorJvm::start("CuratorContender.java", "CuratorContender", &args).await
+    let program = ("CuratorContender.java", "CuratorContender");
+    CuratorJvm::contenders(
+        program,
+        cs,
+        referee,
+        (recipe, LOCK),
+        (threads, cycles),
+        &[param],
+    )
+    .await
 }
 
 /// Prints and checks a finished run.
@@ -60,38 +65,23 @@ fn report(
     took: Duration,
 ) -> Tally {
     let tally = referee.take();
-    let curator: usize = tally.acquisitions[0].iter().sum();
-    let zkwire: usize = tally.acquisitions[1].iter().sum();
-    println!(
-        "interop {name}: {} acquisitions in {took:?} — Curator {curator} {:?}, zkwire {zkwire} {:?} \
-         [mutex, read, write, semaphore]; side switches {}; violations {}",
-        curator + zkwire,
-        tally.acquisitions[0],
-        tally.acquisitions[1],
-        tally.side_switches,
-        tally.violations.len(),
-    );
-    assert!(
-        tally.violations.is_empty(),
-        "exclusion violations: {:?}",
-        tally.violations
-    );
-    assert_eq!(
-        curator, curator_done,
-        "every Curator acquisition reached the referee"
-    );
+    let sides = ("interop", "Curator");
+    let (curator, zkwire) = tally.check_run(sides, name, curator_done, took);
     assert_eq!(zkwire, zkwire_done);
     assert!(
         curator >= PER_SIDE && zkwire >= PER_SIDE,
         "half Curator, half zkwire"
     );
-    // The two sides really interleaved, not one after the other.
-    assert!(
-        tally.side_switches >= 50,
-        "only {} hand-overs between the sides",
-        tally.side_switches
-    );
     tally
+}
+
+/// Checks that no node is left under the lock, then closes the clients.
+async fn no_node_left(clients: Vec<Client>) {
+    assert!(
+        clients[0].get_children(LOCK).await.unwrap().is_empty(),
+        "no node left"
+    );
+    close_all(clients).await;
 }
 
 /// Mutex: 4 Curator `InterProcessMutex` threads and 4 zkwire tasks, 150 cycles each.
@@ -100,33 +90,14 @@ async fn interop_mutex_with_curator() {
     let _serial = SERIAL.lock().await;
     let cs = fresh_chroot("recipes_interop_mutex").await;
     let referee = Arc::new(Referee::start(0));
-    let mut curator = curator(&cs, &referee, "mutex", 4, PER_SIDE / 4, "-").await;
-    let mut clients = Vec::new();
-    for _ in 0..ZKWIRE_TASKS {
-        clients.push(connect(&cs).await);
-    }
-    let started = Instant::now();
-    curator.go();
-    let tasks = support::mutex_tasks(
-        &clients,
-        LOCK,
-        &LockOptions::new(),
-        PER_SIDE / ZKWIRE_TASKS,
-        &referee,
-    );
-    for task in tasks {
-        task.await.unwrap();
-    }
-    let curator_done = curator.finish().await;
-    report("mutex", &referee, curator_done, PER_SIDE, started.elapsed());
-    let observer = &clients[0];
-    assert!(
-        observer.get_children(LOCK).await.unwrap().is_empty(),
-        "no node left"
-    );
-    for c in clients {
-        c.close().await.unwrap();
-    }
+    let curator = curator(&cs, &referee, "mutex", (4, PER_SIDE / 4), "-").await;
+    let clients = connect_all(&cs, ZKWIRE_TASKS).await;
+    let options = LockOptions::new();
+    let (curator_done, took) = curator
+        .race(|| support::mutex_tasks(&clients, LOCK, &options, PER_SIDE / ZKWIRE_TASKS, &referee))
+        .await;
+    report("mutex", &referee, curator_done, PER_SIDE, took);
+    no_node_left(clients).await;
 }
 
 /// Read/write lock: 4 Curator `InterProcessReadWriteLock` threads and 4 zkwire tasks, 150
@@ -137,54 +108,23 @@ async fn interop_rwlock_with_curator() {
     let _serial = SERIAL.lock().await;
     let cs = fresh_chroot("recipes_interop_rw").await;
     let referee = Arc::new(Referee::start(0));
-    let mut curator = curator(
-        &cs,
-        &referee,
-        "rw",
-        4,
-        PER_SIDE / 4,
-        &WRITE_PERCENT.to_string(),
-    )
-    .await;
-    let mut clients = Vec::new();
-    for _ in 0..ZKWIRE_TASKS {
-        clients.push(connect(&cs).await);
-    }
-    let started = Instant::now();
-    curator.go();
-    let tasks = support::rw_tasks(
-        &clients,
-        LOCK,
-        &LockOptions::new(),
-        PER_SIDE / ZKWIRE_TASKS,
-        WRITE_PERCENT,
-        &referee,
-    );
-    for task in tasks {
-        task.await.unwrap();
-    }
-    let curator_done = curator.finish().await;
-    let tally = report("rw", &referee, curator_done, PER_SIDE, started.elapsed());
+    let write_percent = WRITE_PERCENT.to_string();
+    let curator = curator(&cs, &referee, "rw", (4, PER_SIDE / 4), &write_percent).await;
+    let clients = connect_all(&cs, ZKWIRE_TASKS).await;
+    let options = LockOptions::new();
+    let (curator_done, took) = curator
+        .race(|| {
+            let cycles = PER_SIDE / ZKWIRE_TASKS;
+            support::rw_tasks(&clients, LOCK, &options, cycles, WRITE_PERCENT, &referee)
+        })
+        .await;
+    let tally = report("rw", &referee, curator_done, PER_SIDE, took);
     println!(
         "interop rw: max readers together {}; reads entered next to the other side's readers {}",
         tally.max_readers, tally.shared_reads
     );
-    assert!(
-        tally.acquisitions[0][2] > 0 && tally.acquisitions[1][2] > 0,
-        "both sides wrote"
-    );
-    assert!(tally.max_readers > 1, "readers shared the lock");
-    assert!(
-        tally.shared_reads > 0,
-        "Curator and zkwire readers held the lock together"
-    );
-    assert!(
-        clients[0].get_children(LOCK).await.unwrap().is_empty(),
-        "no node left"
-    );
-    for c in clients {
-        c.close().await.unwrap();
-    }
+    tally.check_rw("Curator");
+    no_node_left(clients).await;
 }
 
 /// Semaphore: Curator `InterProcessSemaphoreV2` with a `SharedCount` limit of 4 (2 threads ×
@@ -203,11 +143,8 @@ async fn interop_semaphore_with_curator() {
         .await
         .unwrap();
     let referee = Arc::new(Referee::start(MAX));
-    let mut curator = curator(&cs, &referee, "semaphore", 2, PER_SIDE / 2, "/count:2").await;
-    let mut clients = Vec::new();
-    for _ in 0..ZKWIRE_TASKS {
-        clients.push(connect(&cs).await);
-    }
+    let mut curator = curator(&cs, &referee, "semaphore", (2, PER_SIDE / 2), "/count:2").await;
+    let clients = connect_all(&cs, ZKWIRE_TASKS).await;
     let started = Instant::now();
     curator.go();
     assert_eq!(
@@ -262,9 +199,7 @@ async fn interop_semaphore_with_curator() {
         "no lease left"
     );
     assert!(admin.get_children("/lock/locks").await.unwrap().is_empty());
-    for c in clients {
-        c.close().await.unwrap();
-    }
+    close_all(clients).await;
     admin.close().await.unwrap();
 }
 
@@ -276,27 +211,14 @@ async fn interop_referee_catches_a_broken_exclusion() {
     let _serial = SERIAL.lock().await;
     let cs = fresh_chroot("recipes_interop_control").await;
     let referee = Arc::new(Referee::start(0));
-    let mut curator = curator(&cs, &referee, "mutex", 2, CYCLES / 2, "-").await;
-    let mut clients = Vec::new();
-    for _ in 0..2 {
-        clients.push(connect(&cs).await);
-    }
-    curator.go();
-    let tasks = support::mutex_tasks(
-        &clients,
-        "/elsewhere",
-        &LockOptions::new(),
-        CYCLES / 2,
-        &referee,
-    );
-    for task in tasks {
-        task.await.unwrap();
-    }
-    curator.finish().await;
+    let curator = curator(&cs, &referee, "mutex", (2, CYCLES / 2), "-").await;
+    let clients = connect_all(&cs, 2).await;
+    let options = LockOptions::new();
+    curator
+        .race(|| support::mutex_tasks(&clients, "/elsewhere", &options, CYCLES / 2, &referee))
+        .await;
     let violations = referee.violations();
     println!("interop control: {violations} violations seen with the zkwire side on another path");
     assert!(violations > 0, "the referee missed a broken exclusion");
-    for c in clients {
-        c.close().await.unwrap();
-    }
+    close_all(clients).await;
 }

@@ -27,11 +27,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use support::connect;
 use support::process::ProcessIo;
 use support::referee::{Referee, Side, Tally};
+use support::{close_all, connect_all};
 use tokio::task::JoinHandle;
-use zkwire::Client;
 use zkwire_recipes::{ForeignChildPolicy, LockOptions};
 use zkwire_testing::support::fresh_chroot;
 
@@ -115,8 +114,24 @@ impl Kazoo {
         kazoo
     }
 
-    fn go(&mut self) {
+    /// Lets kazoo go together with zkwire's tasks (`spawn`), and awaits both sides, failing
+    /// (with what kazoo said) when zkwire's are not done after [`ZKWIRE_DEADLINE`]. Returns
+    /// kazoo's count of acquisitions (its sessions still open) and the time taken.
+    async fn race(&mut self, spawn: impl FnOnce() -> Vec<JoinHandle<()>>) -> (usize, Duration) {
+        let started = Instant::now();
         self.io.send("GO");
+        let deadline = tokio::time::Instant::now() + ZKWIRE_DEADLINE;
+        for task in spawn() {
+            match tokio::time::timeout_at(deadline, task).await {
+                Ok(done) => done.unwrap(),
+                Err(_) => panic!(
+                    "zkwire's contenders not done after {ZKWIRE_DEADLINE:?}; kazoo: {}",
+                    self.io.stderr()
+                ),
+            }
+        }
+        let kazoo_done = self.done().await;
+        (kazoo_done, started.elapsed())
     }
 
     /// Waits for `DONE <n>` (every thread finished; the sessions are still open); returns n.
@@ -161,27 +176,14 @@ impl Drop for Kazoo {
     }
 }
 
-/// Awaits zkwire's tasks, failing (with what kazoo said) after [`ZKWIRE_DEADLINE`].
-async fn join_all(tasks: Vec<JoinHandle<()>>, kazoo: &Kazoo) {
-    let deadline = tokio::time::Instant::now() + ZKWIRE_DEADLINE;
-    for task in tasks {
-        match tokio::time::timeout_at(deadline, task).await {
-            Ok(done) => done.unwrap(),
-            Err(_) => panic!(
-                "zkwire's contenders not done after {ZKWIRE_DEADLINE:?}; kazoo: {}",
-                kazoo.io.stderr()
-            ),
-        }
-    }
-}
-
-/// Clients with their own sessions for zkwire's tasks.
-async fn clients(cs: &str) -> Vec<Client> {
-    let mut clients = Vec::new();
-    for _ in 0..ZKWIRE_TASKS {
-        clients.push(connect(cs).await);
-    }
-    clients
+/// kazoo's side of a run of `recipe` with `flags`: [`KAZOO_THREADS`] threads sharing
+/// [`PER_SIDE`] cycles, started and waiting for GO.
+async fn kazoo_side(cs: &str, referee: &Referee, recipe: &str, flags: &[&str]) -> Kazoo {
+    let cycles = (PER_SIDE / KAZOO_THREADS).to_string();
+    let threads = KAZOO_THREADS.to_string();
+    let mut args = vec![recipe, "--threads", &threads, "--cycles", &cycles];
+    args.extend_from_slice(flags);
+    Kazoo::start(cs, referee, &args).await
 }
 
 fn order_kazoo() -> LockOptions {
@@ -191,33 +193,9 @@ fn order_kazoo() -> LockOptions {
 /// Prints and checks a finished run: no violation, every acquisition seen, half each side,
 /// the sides interleaved.
 fn report(name: &str, tally: &Tally, kazoo_done: usize, took: Duration) {
-    let (kazoo, zkwire) = (tally.total(Side::Peer), tally.total(Side::Zkwire));
-    println!(
-        "kazoo {name}: {} acquisitions in {took:.2?} — kazoo {kazoo} {:?}, zkwire {zkwire} {:?} \
-         [mutex, read, write, semaphore]; side switches {}; violations {}",
-        kazoo + zkwire,
-        tally.acquisitions[0],
-        tally.acquisitions[1],
-        tally.side_switches,
-        tally.violations.len(),
-    );
-    assert!(
-        tally.violations.is_empty(),
-        "exclusion violations: {:?}",
-        tally.violations
-    );
-    assert_eq!(
-        kazoo, kazoo_done,
-        "every kazoo acquisition reached the referee"
-    );
+    let (kazoo, zkwire) = tally.check_run(("kazoo", "kazoo"), name, kazoo_done, took);
     assert_eq!(zkwire, PER_SIDE);
     assert_eq!(kazoo, PER_SIDE);
-    // The two sides really interleaved, not one after the other.
-    assert!(
-        tally.side_switches >= 50,
-        "only {} hand-overs between the sides",
-        tally.side_switches
-    );
 }
 
 /// Mutex: 4 kazoo `Lock` threads (`extra_lock_patterns=["-lock-"]`) and 4 zkwire tasks
@@ -228,43 +206,20 @@ async fn kazoo_mutex_interop() {
     let _serial = SERIAL.lock().await;
     let cs = fresh_chroot("recipes_kazoo_mutex").await;
     let referee = Arc::new(Referee::start(0));
-    let cycles = (PER_SIDE / KAZOO_THREADS).to_string();
-    let threads = KAZOO_THREADS.to_string();
-    let mut kazoo = Kazoo::start(
-        &cs,
-        &referee,
-        &[
-            "--recipe=mutex",
-            "--threads",
-            &threads,
-            "--cycles",
-            &cycles,
-            "--lock-pattern=-lock-",
-        ],
-    )
-    .await;
-    let clients = clients(&cs).await;
-    let started = Instant::now();
-    kazoo.go();
-    let tasks = support::mutex_tasks(
-        &clients,
-        LOCK,
-        &order_kazoo(),
-        PER_SIDE / ZKWIRE_TASKS,
-        &referee,
-    );
-    join_all(tasks, &kazoo).await;
-    let kazoo_done = kazoo.done().await;
-    let took = started.elapsed();
+    let flags = ["--lock-pattern=-lock-"];
+    let mut kazoo = kazoo_side(&cs, &referee, "--recipe=mutex", &flags).await;
+    let clients = connect_all(&cs, ZKWIRE_TASKS).await;
+    let options = order_kazoo();
+    let (kazoo_done, took) = kazoo
+        .race(|| support::mutex_tasks(&clients, LOCK, &options, PER_SIDE / ZKWIRE_TASKS, &referee))
+        .await;
     // Every session still open: any node left now is an orphan of a release.
     let left = clients[0].get_children(LOCK).await.unwrap();
     kazoo.quit().await;
     println!("kazoo mutex: kazoo {version}; nodes left {}", left.len());
     report("mutex", &referee.take(), kazoo_done, took);
     assert!(left.is_empty(), "nodes left: {left:?}");
-    for c in clients {
-        c.close().await.unwrap();
-    }
+    close_all(clients).await;
 }
 
 /// Read/write lock: 4 kazoo threads (`ReadLock` with `["__WRIT__"]`, `WriteLock` with
@@ -277,41 +232,24 @@ async fn kazoo_rwlock_interop() {
     let _serial = SERIAL.lock().await;
     let cs = fresh_chroot("recipes_kazoo_rw").await;
     let referee = Arc::new(Referee::start(0));
-    let cycles = (PER_SIDE / KAZOO_THREADS).to_string();
-    let threads = KAZOO_THREADS.to_string();
     let write_percent = WRITE_PERCENT.to_string();
-    let mut kazoo = Kazoo::start(
-        &cs,
-        &referee,
-        &[
-            "--recipe=rw",
-            "--threads",
-            &threads,
-            "--cycles",
-            &cycles,
-            "--write-percent",
-            &write_percent,
-            "--lock-pattern=__WRIT__",
-            "--lock-pattern=__READ__",
-            "--read-pattern=__WRIT__",
-            "--backport-kazoo-650",
-        ],
-    )
-    .await;
-    let clients = clients(&cs).await;
-    let started = Instant::now();
-    kazoo.go();
-    let tasks = support::rw_tasks(
-        &clients,
-        LOCK,
-        &order_kazoo(),
-        PER_SIDE / ZKWIRE_TASKS,
-        WRITE_PERCENT,
-        &referee,
-    );
-    join_all(tasks, &kazoo).await;
-    let kazoo_done = kazoo.done().await;
-    let took = started.elapsed();
+    let flags = [
+        "--write-percent",
+        &write_percent,
+        "--lock-pattern=__WRIT__",
+        "--lock-pattern=__READ__",
+        "--read-pattern=__WRIT__",
+        "--backport-kazoo-650",
+    ];
+    let mut kazoo = kazoo_side(&cs, &referee, "--recipe=rw", &flags).await;
+    let clients = connect_all(&cs, ZKWIRE_TASKS).await;
+    let options = order_kazoo();
+    let (kazoo_done, took) = kazoo
+        .race(|| {
+            let cycles = PER_SIDE / ZKWIRE_TASKS;
+            support::rw_tasks(&clients, LOCK, &options, cycles, WRITE_PERCENT, &referee)
+        })
+        .await;
     let left = clients[0].get_children(LOCK).await.unwrap();
     kazoo.quit().await;
     let tally = referee.take();
@@ -323,19 +261,9 @@ async fn kazoo_rwlock_interop() {
         tally.shared_reads
     );
     report("rw", &tally, kazoo_done, took);
-    assert!(
-        tally.acquisitions[0][2] > 0 && tally.acquisitions[1][2] > 0,
-        "both sides wrote"
-    );
-    assert!(tally.max_readers > 1, "readers shared the lock");
-    assert!(
-        tally.shared_reads > 0,
-        "kazoo and zkwire readers held the lock together"
-    );
+    tally.check_rw("kazoo");
     assert!(left.is_empty(), "nodes left: {left:?}");
-    for c in clients {
-        c.close().await.unwrap();
-    }
+    close_all(clients).await;
 }
 
 /// The control: kazoo without `extra_lock_patterns` ignores zkwire's nodes (zkwire still
@@ -357,13 +285,11 @@ async fn kazoo_referee_catches_a_broken_exclusion() {
         &["--recipe=mutex", "--threads=2", "--cycles", &cycles],
     )
     .await;
-    let clients = clients(&cs).await;
-    let started = Instant::now();
-    kazoo.go();
-    let tasks = support::mutex_tasks(&clients[..2], LOCK, &order_kazoo(), CYCLES, &referee);
-    join_all(tasks, &kazoo).await;
-    let kazoo_done = kazoo.done().await;
-    let took = started.elapsed();
+    let clients = connect_all(&cs, ZKWIRE_TASKS).await;
+    let options = order_kazoo();
+    let (kazoo_done, took) = kazoo
+        .race(|| support::mutex_tasks(&clients[..2], LOCK, &options, CYCLES, &referee))
+        .await;
     kazoo.quit().await;
     let tally = referee.take();
     println!(
@@ -377,7 +303,5 @@ async fn kazoo_referee_catches_a_broken_exclusion() {
         !tally.violations.is_empty(),
         "the referee missed a broken exclusion"
     );
-    for c in clients {
-        c.close().await.unwrap();
-    }
+    close_all(clients).await;
 }

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
-use support::referee::{Kind, Referee};
+use support::referee::{Kind, Referee, Tally};
 use support::CuratorJvm;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -177,12 +177,45 @@ async fn curator(
     threads: usize,
     cycles: usize,
 ) -> CuratorJvm {
-    let port = referee.port.to_string();
-    let (threads, cycles) = (threads.to_string(), cycles.to_string());
-    let args = [cs, &port, recipe, PATH, &threads, &cycles];
-    let mut jvm = CuratorJvm::start("CuratorLeader.java", "CuratorLeader", &args).await;
+    let program = ("CuratorLeader.java", "CuratorLeader");
+    let mut jvm =
+        CuratorJvm::contenders(program, cs, referee, (recipe, PATH), (threads, cycles), &[]).await;
     jvm.go();
     jvm
+}
+
+/// Awaits zkwire's participants (`tasks`) and the Curator program, then prints and checks
+/// the referee's tally of the run `name` begun at `started`: no violation, every Curator term
+/// seen, [`CYCLES`] terms per zkwire participant. Returns the tally and the terms of Curator
+/// and of zkwire.
+async fn terms(
+    name: &str,
+    mut tasks: JoinSet<()>,
+    curator: CuratorJvm,
+    referee: &Referee,
+    started: Instant,
+) -> (Tally, usize, usize) {
+    while let Some(done) = within("zkwire participants", tasks.join_next()).await {
+        done.unwrap();
+    }
+    let curator_terms = curator.finish().await;
+    let tally = referee.take();
+    let (peer, ours) = (tally.acquisitions[0][0], tally.acquisitions[1][0]);
+    println!(
+        "{name} interop: {} terms in {:?} (Curator {peer}, zkwire {ours}), side switches {}, \
+         violations {}",
+        peer + ours,
+        started.elapsed(),
+        tally.side_switches,
+        tally.violations.len()
+    );
+    assert!(tally.violations.is_empty(), "{:?}", tally.violations);
+    assert_eq!(
+        peer, curator_terms,
+        "every Curator term reached the referee"
+    );
+    assert_eq!(ours, THREADS * CYCLES);
+    (tally, peer, ours)
 }
 
 /// What a zkwire participant of the interop run shares with the killer.
@@ -282,27 +315,9 @@ async fn latch_interop_with_curator_under_session_kills() {
         gate.lock().unwrap().paused = false;
         kills += 1;
     }
-    while let Some(done) = within("zkwire participants", tasks.join_next()).await {
-        done.unwrap();
-    }
-    let curator_terms = curator.finish().await;
-    let tally = referee.take();
-    let (peer, ours) = (tally.acquisitions[0][0], tally.acquisitions[1][0]);
-    println!(
-        "latch interop: {} terms in {:?} (Curator {peer}, zkwire {ours}), side switches {}, \
-         {kills} sessions killed, {} stale leaderships refused, violations {}",
-        peer + ours,
-        started.elapsed(),
-        tally.side_switches,
-        stale.load(Ordering::Relaxed),
-        tally.violations.len()
-    );
-    assert!(tally.violations.is_empty(), "{:?}", tally.violations);
-    assert_eq!(
-        peer, curator_terms,
-        "every Curator term reached the referee"
-    );
-    assert_eq!(ours, THREADS * CYCLES);
+    let stale = stale.load(Ordering::Relaxed);
+    println!("latch interop: {kills} sessions killed, {stale} stale leaderships refused");
+    let (tally, peer, ours) = terms("latch", tasks, curator, &referee, started).await;
     assert!(peer + ours >= 200, "≥ 200 leadership changes");
     assert!(tally.side_switches >= 50, "the sides interleaved");
     assert_eq!(kills, KILLS, "every planned kill happened");
@@ -339,21 +354,7 @@ async fn election_interop_with_curator_leader_selector() {
             }
         });
     }
-    while let Some(done) = within("zkwire participants", tasks.join_next()).await {
-        done.unwrap();
-    }
-    let curator_terms = curator.finish().await;
-    let tally = referee.take();
-    let (peer, ours) = (tally.acquisitions[0][0], tally.acquisitions[1][0]);
-    println!(
-        "selector interop: {} terms in {:?} (Curator {peer}, zkwire {ours}), side switches {}",
-        peer + ours,
-        started.elapsed(),
-        tally.side_switches
-    );
-    assert!(tally.violations.is_empty(), "{:?}", tally.violations);
-    assert_eq!(peer, curator_terms);
-    assert_eq!(ours, THREADS * CYCLES);
+    let (tally, _, _) = terms("selector", tasks, curator, &referee, started).await;
     assert!(tally.side_switches >= 20, "the sides interleaved");
 }
 

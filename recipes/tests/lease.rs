@@ -21,11 +21,14 @@
 //! number of runs.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
+mod support;
+
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::future::Future;
 use std::time::Duration;
 
+use support::scenario_tests;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
@@ -476,22 +479,14 @@ fn report(fault: Fault, samples: &[Sample], errors: &[String]) {
     );
 }
 
-/// Client→server cut, server→client flowing (notifications every 100–200 ms).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lost_fires_before_the_grant_when_requests_are_cut() {
-    scenario(Fault::CutRequests).await;
-}
-
-/// Both directions held, right after a notification reached the holder.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lost_fires_before_the_grant_after_a_blackhole() {
-    scenario(Fault::Blackhole).await;
-}
-
-/// Late replies (0.5–1.5 s) to requests sent before a client→server cut arrive after it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lost_fires_before_the_grant_when_late_replies_follow_the_cut() {
-    scenario(Fault::LateRepliesThenCut).await;
+scenario_tests! {
+    scenario;
+    /// Client→server cut, server→client flowing (notifications every 100–200 ms).
+    lost_fires_before_the_grant_when_requests_are_cut => Fault::CutRequests;
+    /// Both directions held, right after a notification reached the holder.
+    lost_fires_before_the_grant_after_a_blackhole => Fault::Blackhole;
+    /// Late replies (0.5–1.5 s) to requests sent before a client→server cut arrive after it.
+    lost_fires_before_the_grant_when_late_replies_follow_the_cut => Fault::LateRepliesThenCut;
 }
 
 /// Watches `rig` for `span`: the holder must not be reported lost and the contender must not

@@ -4,22 +4,27 @@
 //! docs/faults.md; each test has its own chroot.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
+mod support;
+
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use support::{
+    close_all, create_ephemeral, create_persistent, fresh_clients, join_all, joined, proxied,
+};
 use zkwire::{Client, CreateOptions, Error, Op, OpResult};
-use zkwire_recipes::{ForeignChildPolicy, LockError, LockOptions, LostReason, Mutex};
-use zkwire_testing::proxy::FaultProxy;
-use zkwire_testing::server::shared_server;
+use zkwire_recipes::{ForeignChildPolicy, LockError, LockOptions, LostReason, Mutex, MutexGuard};
 use zkwire_testing::support::{
-    connect_with_timeout, fresh_chroot, kill_client_session, sorted_children, wait_for_children,
+    connect_with_timeout, kill_client_session, sorted_children, wait_for_children,
 };
 
 const T: Duration = Duration::from_secs(2);
 
-async fn connect(cs: &str) -> Client {
-    connect_with_timeout(cs, T).await
+/// Releases `guard`, the last hold of `/l`: no node is left there.
+async fn release_last(guard: MutexGuard, client: &Client) {
+    guard.release().await.unwrap();
+    assert!(sorted_children(client, "/l").await.is_empty());
 }
 
 /// docs/faults.md #18: 8 sessions × 2 tasks × 250 cycles = 4,000 lock/unlock cycles, holds of
@@ -31,7 +36,7 @@ async fn m18_mutex_exclusion_stress() {
     const SESSIONS: usize = 8;
     const TASKS: usize = 2;
     const CYCLES: usize = 250;
-    let cs = fresh_chroot("recipes_m18").await;
+    let (_, clients) = fresh_clients::<SESSIONS>("recipes_m18", T).await;
     let holders = Arc::new(AtomicUsize::new(0));
     let violations = Arc::new(AtomicUsize::new(0));
     let last_token = Arc::new(AtomicI64::new(0));
@@ -41,10 +46,7 @@ async fn m18_mutex_exclusion_stress() {
     )));
     let started = Instant::now();
     let mut tasks = Vec::new();
-    let mut clients = Vec::new();
-    for s in 0..SESSIONS {
-        let client = connect(&cs).await;
-        clients.push(client.clone());
+    for (s, client) in clients.iter().enumerate() {
         for t in 0..TASKS {
             let mutex = Mutex::new(client.clone(), "/locks/m18");
             let (holders, violations, last_token, token_regressions, intervals) = (
@@ -81,9 +83,7 @@ async fn m18_mutex_exclusion_stress() {
             }));
         }
     }
-    for task in tasks {
-        task.await.unwrap();
-    }
+    join_all(tasks).await;
     let took = started.elapsed();
     let mut intervals = std::mem::take(&mut *intervals.lock().unwrap());
     intervals.sort();
@@ -108,16 +108,13 @@ async fn m18_mutex_exclusion_stress() {
         sorted_children(&clients[0], "/locks/m18").await.is_empty(),
         "no node left"
     );
-    for c in clients {
-        c.close().await.unwrap();
-    }
+    close_all(clients).await;
 }
 
 /// try_lock: granted when free; `None` (and no node left behind) when held elsewhere.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn try_lock_semantics() {
-    let cs = fresh_chroot("recipes_try_lock").await;
-    let (a, b) = (connect(&cs).await, connect(&cs).await);
+    let (_, [a, b]) = fresh_clients("recipes_try_lock", T).await;
     let (ma, mb) = (Mutex::new(a.clone(), "/l"), Mutex::new(b.clone(), "/l"));
     let held = ma.try_lock().await.unwrap().expect("free: granted");
     assert!(mb.try_lock().await.unwrap().is_none(), "held elsewhere");
@@ -151,8 +148,7 @@ async fn try_lock_semantics() {
 /// lock_timeout with a holder present: one deadline for the whole call, then no node left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_timeout_gives_up_once_and_leaves_nothing() {
-    let cs = fresh_chroot("recipes_lock_timeout").await;
-    let (a, b) = (connect(&cs).await, connect(&cs).await);
+    let (_, [a, b]) = fresh_clients("recipes_lock_timeout", T).await;
     let holder = Mutex::new(a.clone(), "/l").lock().await.unwrap();
     let mb = Mutex::new(b.clone(), "/l");
     let started = Instant::now();
@@ -184,8 +180,7 @@ async fn lock_timeout_gives_up_once_and_leaves_nothing() {
 /// acquire works; a waiter whose node is deleted externally still acquires.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m24_acquire_cancel_and_external_delete() {
-    let cs = fresh_chroot("recipes_m24").await;
-    let (a, b, c) = (connect(&cs).await, connect(&cs).await, connect(&cs).await);
+    let (_, [a, b, c]) = fresh_clients("recipes_m24", T).await;
     let holder = Mutex::new(a.clone(), "/l").lock().await.unwrap();
     let mb = Mutex::new(b.clone(), "/l");
 
@@ -239,15 +234,13 @@ async fn m24_acquire_cancel_and_external_delete() {
     g.release().await.unwrap();
     // The next acquire by the cancelled one works.
     let g = mb.lock_timeout(Duration::from_secs(5)).await.unwrap();
-    g.release().await.unwrap();
-    assert!(sorted_children(&a, "/l").await.is_empty());
+    release_last(g, &a).await;
 }
 
 /// lost() fires when the session is really killed; release then reports the loss.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_fires_on_session_kill() {
-    let cs = fresh_chroot("recipes_lost_kill").await;
-    let (a, observer) = (connect(&cs).await, connect(&cs).await);
+    let (_, [a, observer]) = fresh_clients("recipes_lost_kill", T).await;
     let guard = Mutex::new(a.clone(), "/l").lock().await.unwrap();
     let lost = guard.lost();
     let started = Instant::now();
@@ -280,12 +273,8 @@ async fn lost_fires_on_session_kill() {
 /// fails once the node is gone, atomically.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_on_external_delete_and_change_and_fenced_multi() {
-    let cs = fresh_chroot("recipes_lost_delete").await;
-    let (a, admin) = (connect(&cs).await, connect(&cs).await);
-    admin
-        .create("/res", b"0", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    let (_, [a, admin]) = fresh_clients("recipes_lost_delete", T).await;
+    create_persistent(&admin, "/res", b"0").await;
     let mutex = Mutex::new(a.clone(), "/l");
 
     let guard = mutex.lock().await.unwrap();
@@ -352,8 +341,7 @@ async fn lost_on_external_delete_and_change_and_fenced_multi() {
 /// it), and fails with NoNode on a missing node.
 #[tokio::test]
 async fn check_minus_one_matches_any_version() {
-    let cs = fresh_chroot("recipes_check_any").await;
-    let c = connect(&cs).await;
+    let (_, [c]) = fresh_clients("recipes_check_any", T).await;
     c.create("/n", b"", &CreateOptions::persistent())
         .await
         .unwrap();
@@ -381,10 +369,8 @@ async fn check_minus_one_matches_any_version() {
 /// `trusted_until()` named that instant in advance.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_at_the_lease_deadline_less_the_margin() {
-    let cs = fresh_chroot("recipes_lost_lease").await;
-    let proxy = FaultProxy::start(shared_server().addr()).await.unwrap();
-    let chroot = cs.rsplit_once('/').map(|(_, c)| c).unwrap();
-    let a = connect(&format!("{}/{chroot}", proxy.connect_string())).await;
+    let (_, proxy, via) = proxied("recipes_lost_lease").await;
+    let a = connect_with_timeout(&via, T).await;
     let granted = a.session_timeout().unwrap();
     let guard = Mutex::new(a.clone(), "/l").lock().await.unwrap();
     let lost = guard.lost();
@@ -422,10 +408,8 @@ async fn lost_at_the_lease_deadline_less_the_margin() {
 /// A grace of zero gives the hold up at the first disconnection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zero_grace_loses_at_once() {
-    let cs = fresh_chroot("recipes_zero_grace").await;
-    let proxy = FaultProxy::start(shared_server().addr()).await.unwrap();
-    let chroot = cs.rsplit_once('/').map(|(_, c)| c).unwrap();
-    let a = connect(&format!("{}/{chroot}", proxy.connect_string())).await;
+    let (_, proxy, via) = proxied("recipes_zero_grace").await;
+    let a = connect_with_timeout(&via, T).await;
     let options = LockOptions::new().with_disconnect_grace(Duration::ZERO);
     let guard = Mutex::with_options(a.clone(), "/l", options)
         .lock()
@@ -448,16 +432,9 @@ async fn zero_grace_loses_at_once() {
 /// it); with CountLikeCurator it is ordered by its whole name, as Curator does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_child_detected() {
-    let cs = fresh_chroot("recipes_foreign").await;
-    let (a, admin) = (connect(&cs).await, connect(&cs).await);
-    admin
-        .create("/l", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
-    admin
-        .create("/l/config", b"", &CreateOptions::ephemeral())
-        .await
-        .unwrap();
+    let (_, [a, admin]) = fresh_clients("recipes_foreign", T).await;
+    create_persistent(&admin, "/l", b"").await;
+    create_ephemeral(&admin, "/l/config").await;
     let r = Mutex::new(a.clone(), "/l").lock_timeout(T).await;
     assert_eq!(
         r.err(),
@@ -480,10 +457,7 @@ async fn foreign_child_detected() {
         .unwrap();
     g.release().await.unwrap();
     // ...but "0-foreign" sorts before any sequence: Curator would wedge behind it (CURATOR-43).
-    admin
-        .create("/l/0-foreign", b"", &CreateOptions::ephemeral())
-        .await
-        .unwrap();
+    create_ephemeral(&admin, "/l/0-foreign").await;
     let r = Mutex::with_options(a.clone(), "/l", curator_like)
         .try_lock()
         .await
@@ -498,25 +472,15 @@ async fn foreign_child_detected() {
 /// A wrapped sequence counter (a negative suffix) is refused, never mis-ordered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sequence_wrap_detected() {
-    let cs = fresh_chroot("recipes_wrap").await;
-    let (a, admin) = (connect(&cs).await, connect(&cs).await);
-    admin
-        .create("/l", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    let (_, [a, admin]) = fresh_clients("recipes_wrap", T).await;
+    create_persistent(&admin, "/l", b"").await;
     let wrapped = "_c_0b8f1a44-1f4e-4c3a-9d42-5c7e2b0d6a11-lock--2147483648";
-    admin
-        .create(
-            "/l/_c_6e1c0a2b-7f3d-4e5a-8b9c-0d1e2f3a4b5c-lock-0000000001",
-            b"",
-            &CreateOptions::ephemeral(),
-        )
-        .await
-        .unwrap();
-    admin
-        .create(&format!("/l/{wrapped}"), b"", &CreateOptions::ephemeral())
-        .await
-        .unwrap();
+    create_ephemeral(
+        &admin,
+        "/l/_c_6e1c0a2b-7f3d-4e5a-8b9c-0d1e2f3a4b5c-lock-0000000001",
+    )
+    .await;
+    create_ephemeral(&admin, &format!("/l/{wrapped}")).await;
     let r = Mutex::new(a.clone(), "/l").lock_timeout(T).await;
     assert_eq!(
         r.err(),
@@ -547,8 +511,7 @@ async fn sequence_wrap_detected() {
 /// stops (which closes the session), and no lock node or local watch is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_keeps_the_client_alive() {
-    let cs = fresh_chroot("recipes_no_leaks").await;
-    let (a, observer) = (connect(&cs).await, connect(&cs).await);
+    let (_, [a, observer]) = fresh_clients("recipes_no_leaks", T).await;
     let holder = Mutex::new(observer.clone(), "/l").lock().await.unwrap();
     let mutex = Mutex::new(a.clone(), "/l");
     assert!(mutex.try_lock().await.unwrap().is_none());
@@ -598,8 +561,7 @@ async fn nothing_keeps_the_client_alive() {
 /// A timeout too large for the clock waits without a deadline instead of panicking.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn huge_lock_timeout_means_no_deadline() {
-    let cs = fresh_chroot("recipes_huge_timeout").await;
-    let a = connect(&cs).await;
+    let (_, [a]) = fresh_clients("recipes_huge_timeout", T).await;
     let mutex = Mutex::new(a.clone(), "/l");
     let guard = mutex.lock_timeout(Duration::MAX).await.unwrap();
     assert!(guard.is_held());
@@ -626,8 +588,7 @@ async fn quiet_requests(client: &Client) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_uncontended_cycle_is_three_requests() {
     const CYCLES: u64 = 20;
-    let cs = fresh_chroot("recipes_three_requests").await;
-    let client = connect(&cs).await;
+    let (_, [client]) = fresh_clients("recipes_three_requests", T).await;
     let mutex = Mutex::new(client.clone(), "/l");
     // The first acquire also creates the container directory.
     mutex.lock().await.unwrap().release().await.unwrap();
@@ -653,8 +614,7 @@ async fn an_uncontended_cycle_is_three_requests() {
         "the node watch, once asked"
     );
     assert!(guard.is_held());
-    guard.release().await.unwrap();
-    assert!(sorted_children(&client, "/l").await.is_empty());
+    release_last(guard, &client).await;
 }
 
 /// A waiter queued right behind the holder is granted on the holder's deletion alone: create,
@@ -662,8 +622,7 @@ async fn an_uncontended_cycle_is_three_requests() {
 /// listing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hand_off_from_the_first_node_is_one_notification() {
-    let cs = fresh_chroot("recipes_one_notification").await;
-    let (a, b) = (connect(&cs).await, connect(&cs).await);
+    let (cs, [a, b]) = fresh_clients("recipes_one_notification", T).await;
     let held = Mutex::new(a.clone(), "/l").lock().await.unwrap();
     let before = quiet_requests(&b).await;
     let waiter = tokio::spawn({
@@ -678,11 +637,7 @@ async fn a_hand_off_from_the_first_node_is_one_notification() {
     );
     let token = held.fencing_token();
     held.release().await.unwrap();
-    let guard = tokio::time::timeout(Duration::from_secs(10), waiter)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let guard = joined(waiter, Duration::from_secs(10)).await.unwrap();
     assert_eq!(
         quiet_requests(&b).await - before,
         4,
@@ -693,7 +648,7 @@ async fn a_hand_off_from_the_first_node_is_one_notification() {
 
     // Behind a predecessor that is not first, a deletion means listing again: the first
     // holder stays, the middle waiter gives up, and the last one waits on.
-    let c = connect(&cs).await;
+    let c = connect_with_timeout(&cs, T).await;
     let middle = tokio::spawn({
         let c = c.clone();
         async move {
@@ -713,10 +668,6 @@ async fn a_hand_off_from_the_first_node_is_one_notification() {
     assert!(!last.is_finished(), "the first holder still holds");
     assert!(guard.is_held());
     guard.release().await.unwrap();
-    let last = tokio::time::timeout(Duration::from_secs(10), last)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let last = joined(last, Duration::from_secs(10)).await.unwrap();
     last.release().await.unwrap();
 }

@@ -15,10 +15,13 @@
 //!
 //! The contender must be granted strictly after the holder stopped trusting the hold.
 
+mod support;
+
 use std::fmt;
 use std::sync::{Mutex as StdMutex, MutexGuard as StdMutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
+use support::scenario_tests;
 use tokio::task::block_in_place;
 use zkwire::Client;
 use zkwire_recipes::{lease_margin, LockError, LostReason, Mutex};
@@ -349,29 +352,13 @@ async fn run(scenario: Scenario) {
     });
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn m28a_follower_isolated_blackhole() {
-    run(Scenario::FollowerBlackhole).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn m28b_follower_isolated_reset() {
-    run(Scenario::FollowerReset).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn m28c_leader_isolated() {
-    run(Scenario::LeaderIsolated).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn m28d_bridge() {
-    run(Scenario::Bridge).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn m28e_one_way_from_the_leader() {
-    run(Scenario::OneWayFromLeader).await;
+scenario_tests! {
+    run;
+    m28a_follower_isolated_blackhole => Scenario::FollowerBlackhole;
+    m28b_follower_isolated_reset => Scenario::FollowerReset;
+    m28c_leader_isolated => Scenario::LeaderIsolated;
+    m28d_bridge => Scenario::Bridge;
+    m28e_one_way_from_the_leader => Scenario::OneWayFromLeader;
 }
 
 /// docs/lease.md's healthy-ensemble control, a command of its own (not in `make test`):

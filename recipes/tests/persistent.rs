@@ -4,8 +4,11 @@
 //! renewal, and the rules for a node already at our path (docs/recipes.md §12).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
+mod support;
+
 use std::time::{Duration, Instant};
 
+use support::fresh_clients;
 use zkwire::{Acl, Client, CreateMode, CreateOptions, Error, Perms, SessionState};
 use zkwire_recipes::{LockError, NodeEvent, NodeEvents, PersistentNode};
 use zkwire_testing::support::{
@@ -67,9 +70,7 @@ async fn children(client: &Client, dir: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ephemeral_node_comes_back_within_a_second_after_an_outside_delete() {
-    let cs = fresh_chroot("persistent_outside_delete").await;
-    let c = connect_with_timeout(&cs, T).await;
-    let other = connect_with_timeout(&cs, T).await;
+    let (_, [c, other]) = fresh_clients("persistent_outside_delete", T).await;
     // Two missing parents: created as containers.
     let node = PersistentNode::ephemeral(c.clone(), "/svc/members/a", "one");
     let mut events = node.events();
@@ -145,9 +146,7 @@ async fn an_ephemeral_node_comes_back_on_the_new_session_after_a_renewal() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn data_set_is_written_and_survives_re_creation() {
-    let cs = fresh_chroot("persistent_data").await;
-    let c = connect_with_timeout(&cs, T).await;
-    let other = connect_with_timeout(&cs, T).await;
+    let (_, [c, other]) = fresh_clients("persistent_data", T).await;
     let node = PersistentNode::ephemeral(c.clone(), "/d/a", "v0");
     // Before start: only what the first create writes.
     node.set_data("v1").await.unwrap();
@@ -181,9 +180,7 @@ async fn data_set_is_written_and_survives_re_creation() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_protected_sequential_node_is_one_node_with_a_new_number_at_each_re_create() {
-    let cs = fresh_chroot("persistent_sequential").await;
-    let c = connect_with_timeout(&cs, T).await;
-    let other = connect_with_timeout(&cs, T).await;
+    let (_, [c, other]) = fresh_clients("persistent_sequential", T).await;
     let node = PersistentNode::new(c.clone(), "/q/item-", CreateMode::EphemeralSequential, "x");
     node.start();
     assert!(node.wait_for_initial_create(STEP).await.unwrap());
@@ -228,9 +225,7 @@ async fn a_protected_sequential_node_is_one_node_with_a_new_number_at_each_re_cr
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_deletes_and_dropping_deletes_in_the_background() {
-    let cs = fresh_chroot("persistent_close").await;
-    let c = connect_with_timeout(&cs, T).await;
-    let other = connect_with_timeout(&cs, T).await;
+    let (_, [c, other]) = fresh_clients("persistent_close", T).await;
     for mode in [
         CreateMode::Ephemeral,
         CreateMode::Persistent,
@@ -271,9 +266,7 @@ async fn close_deletes_and_dropping_deletes_in_the_background() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_the_parent_acl_refuses_times_out_and_succeeds_once_allowed() {
-    let cs = fresh_chroot("persistent_acl").await;
-    let c = connect_with_timeout(&cs, T).await;
-    let admin = connect_with_timeout(&cs, T).await;
+    let (_, [c, admin]) = fresh_clients("persistent_acl", T).await;
     // Anyone may read it and change its ACL, nobody may create under it.
     let no_create = vec![Acl::new(Perms::READ | Perms::ADMIN, zkwire::Id::anyone())];
     let read_only = CreateOptions::persistent().with_acl(no_create);
@@ -306,9 +299,7 @@ async fn a_create_the_parent_acl_refuses_times_out_and_succeeds_once_allowed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_session_without_renewal_stops_the_node_and_says_why() {
-    let cs = fresh_chroot("persistent_expired").await;
-    let c = connect_with_timeout(&cs, T).await;
-    let other = connect_with_timeout(&cs, T).await;
+    let (_, [c, other]) = fresh_clients("persistent_expired", T).await;
     let node = PersistentNode::ephemeral(c.clone(), "/e/a", "x");
     let mut events = node.events();
     node.start();
@@ -338,10 +329,7 @@ async fn an_expired_session_without_renewal_stops_the_node_and_says_why() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_node_is_replaced_at_start_and_a_live_twin_is_adopted_without_a_fight() {
-    let cs = fresh_chroot("persistent_existing").await;
-    let previous_run = connect_with_timeout(&cs, T).await;
-    let c = connect_with_timeout(&cs, T).await;
-    let twin = connect_with_timeout(&cs, T).await;
+    let (_, [previous_run, c, twin]) = fresh_clients("persistent_existing", T).await;
     // What a previous run of this process left, its session not expired yet.
     let ephemeral = CreateOptions::ephemeral().with_container_parents();
     previous_run
@@ -398,9 +386,7 @@ async fn a_stale_node_is_replaced_at_start_and_a_live_twin_is_adopted_without_a_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn persistent_and_ttl_nodes_are_kept_too() {
-    let cs = fresh_chroot("persistent_modes").await;
-    let c = connect_with_timeout(&cs, T).await;
-    let other = connect_with_timeout(&cs, T).await;
+    let (_, [c, other]) = fresh_clients("persistent_modes", T).await;
     let ttl = PersistentNode::new(c.clone(), "/t/ttl", CreateMode::PersistentWithTtl, "t")
         .with_ttl(Duration::from_secs(60));
     let persistent = PersistentNode::new(c.clone(), "/t/p", CreateMode::Persistent, "p");

@@ -6,13 +6,13 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use zkwire::{Client, CreateMode};
 use zkwire_recipes::PersistentNode;
-use zkwire_testing::support::{connect_with_timeout, fresh_chroot};
 
 use support::jvm::{CuratorServer, Jvm};
+use support::{fresh_clients, poll_until};
 
 const T: Duration = Duration::from_secs(4);
 /// The bound of every wait in these tests.
@@ -74,31 +74,26 @@ fn name(path: &str) -> &str {
 
 /// Polls until `/p` holds `n` children, all protected `member-` names, and returns them.
 async fn wait_for_members(client: &Client, n: usize) -> Vec<String> {
-    let deadline = Instant::now() + STEP;
-    loop {
+    let kids = poll_until!(STEP, Duration::from_millis(10), {
         let mut kids = client.get_children("/p").await.unwrap_or_default();
         kids.sort();
         if kids.len() == n {
-            for kid in &kids {
-                assert!(is_protected_name(kid, "member-"), "{kid}");
-            }
-            return kids;
+            Ok(kids)
+        } else {
+            Err(format!("/p holds {kids:?}, not {n} nodes"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "/p holds {kids:?}, not {n} nodes"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    });
+    for kid in &kids {
+        assert!(is_protected_name(kid, "member-"), "{kid}");
     }
+    kids
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zkwire_and_curator_protected_nodes_share_one_naming_and_keep_apart() {
     let program = tokio::task::block_in_place(|| CURATOR_PERSISTENT.compile());
     tokio::time::timeout(4 * STEP, async {
-        let cs = fresh_chroot("persistent_curator").await;
-        let client = connect_with_timeout(&cs, T).await;
-        let observer = connect_with_timeout(&cs, T).await;
+        let (cs, [client, observer]) = fresh_clients("persistent_curator", T).await;
         let ours = PersistentNode::new(
             client.clone(),
             "/p/member-",

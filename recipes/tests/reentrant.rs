@@ -4,20 +4,18 @@
 //! session at any time, grants in request order), and fairness between sessions.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
+mod support;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
-use zkwire::Client;
+use support::{close_all, fresh_clients, join_all};
 use zkwire_recipes::{LockError, LockOptions, LostReason, Mutex};
-use zkwire_testing::support::{connect_with_timeout, fresh_chroot, sorted_children};
+use zkwire_testing::support::sorted_children;
 
 const T: Duration = Duration::from_secs(4);
-
-async fn connect(cs: &str) -> Client {
-    connect_with_timeout(cs, T).await
-}
 
 /// Nested `lock()`, `lock_timeout()` and `try_lock()` inside the holder's scope, through
 /// any handle of the client on the lock (a clone, a chroot handle, the path with a trailing
@@ -25,8 +23,7 @@ async fn connect(cs: &str) -> Client {
 /// release deletes it, whatever the order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nested_locks_cost_no_request_and_share_the_node() {
-    let cs = fresh_chroot("reentrant_nested").await;
-    let client = connect(&cs).await;
+    let (_, [client]) = fresh_clients("reentrant_nested", T).await;
     let mutex = Mutex::new(client.clone(), "/locks/r");
     let outer = mutex.lock().await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -107,8 +104,7 @@ async fn nested_locks_cost_no_request_and_share_the_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_moved_guard_keeps_the_lock_from_the_task_that_took_it() {
     const HOLD: Duration = Duration::from_millis(1500);
-    let cs = fresh_chroot("reentrant_moved").await;
-    let client = connect(&cs).await;
+    let (_, [client]) = fresh_clients("reentrant_moved", T).await;
     for local_queue in [true, false] {
         let options = LockOptions::default().with_local_queue(local_queue);
         let mutex = Mutex::with_options(client.clone(), "/locks/moved", options);
@@ -143,9 +139,7 @@ async fn a_moved_guard_keeps_the_lock_from_the_task_that_took_it() {
 /// trusted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reentering_a_lost_hold_fails() {
-    let cs = fresh_chroot("reentrant_lost").await;
-    let client = connect(&cs).await;
-    let admin = connect(&cs).await;
+    let (_, [client, admin]) = fresh_clients("reentrant_lost", T).await;
     let mutex = Mutex::new(client.clone(), "/locks/r");
     let guard = mutex.lock().await.unwrap();
     admin.delete(guard.path(), None).await.unwrap();
@@ -172,9 +166,7 @@ async fn reentering_a_lost_hold_fails() {
 async fn eight_tasks_of_one_client_queue_locally_fifo() {
     const TASKS: usize = 8;
     const ROUNDS: usize = 12;
-    let cs = fresh_chroot("reentrant_local_queue").await;
-    let client = connect(&cs).await;
-    let observer = connect(&cs).await;
+    let (_, [client, observer]) = fresh_clients("reentrant_local_queue", T).await;
     let mutex = Mutex::new(client.clone(), "/locks/q");
 
     // Task 0 holds while the others queue, one after another, in index order.
@@ -219,9 +211,7 @@ async fn eight_tasks_of_one_client_queue_locally_fifo() {
         })
     };
     first.release().await.unwrap();
-    for task in tasks {
-        task.await.unwrap();
-    }
+    join_all(tasks).await;
     sampling.store(false, Ordering::SeqCst);
     let (samples, most) = sampler.await.unwrap();
     let sent = client.stats().requests - before;
@@ -250,14 +240,11 @@ async fn sessions_share_the_lock_fairly() {
     const SESSIONS: usize = 8;
     const TASKS: usize = 2;
     const RUN: Duration = Duration::from_secs(4);
-    let cs = fresh_chroot("reentrant_fairness").await;
+    let (_, clients) = fresh_clients::<SESSIONS>("reentrant_fairness", T).await;
     let stop = Arc::new(AtomicBool::new(false));
     let counts = Arc::new(StdMutex::new(HashMap::new()));
-    let mut clients = Vec::new();
     let mut tasks = Vec::new();
-    for s in 0..SESSIONS {
-        let client = connect(&cs).await;
-        clients.push(client.clone());
+    for (s, client) in clients.iter().enumerate() {
         for _ in 0..TASKS {
             let mutex = Mutex::new(client.clone(), "/locks/fair");
             let (stop, counts) = (stop.clone(), counts.clone());
@@ -273,9 +260,7 @@ async fn sessions_share_the_lock_fairly() {
     }
     tokio::time::sleep(RUN).await;
     stop.store(true, Ordering::SeqCst);
-    for task in tasks {
-        task.await.unwrap();
-    }
+    join_all(tasks).await;
     let counts = std::mem::take(&mut *counts.lock().unwrap());
     let per_session: Vec<usize> = (0..SESSIONS).map(|s| counts[&s]).collect();
     let total: usize = per_session.iter().sum();
@@ -290,9 +275,7 @@ async fn sessions_share_the_lock_fairly() {
     );
     assert!(total >= SESSIONS * 10, "enough grants to judge");
     assert!(worst <= 0.10, "per-session grants within ±10 % of the mean");
-    for c in clients {
-        c.close().await.unwrap();
-    }
+    close_all(clients).await;
 }
 
 /// The opt-in local hand-off: a released node passes straight to the next local waiter, at
@@ -303,8 +286,7 @@ async fn local_handoff_passes_the_node_at_most_max_times() {
     const MAX: u32 = 3;
     const LOCAL_TASKS: usize = 4;
     const GRANTS: usize = 120;
-    let cs = fresh_chroot("reentrant_handoff").await;
-    let (a, b) = (connect(&cs).await, connect(&cs).await);
+    let (_, [a, b]) = fresh_clients("reentrant_handoff", T).await;
     let options = LockOptions::new().with_local_handoff(MAX);
     let grants = Arc::new(StdMutex::new(Vec::with_capacity(GRANTS + 8)));
     let before = a.stats().requests;

@@ -22,6 +22,7 @@ mod support;
 use std::future::Future;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use support::close_all;
 use support::process::ProcessIo;
 use zkwire::{Client, CreateOptions};
 use zkwire_recipes::{revoke, LockError, LostReason, Mutex, RwLock, Semaphore, SemaphoreLimit};
@@ -52,6 +53,31 @@ async fn bounded<F: Future<Output = ()>>(body: F) {
         .unwrap_or_else(|_| panic!("test still running after {TEST_LIMIT:?}"));
 }
 
+/// Runs `body` under [`bounded`] with `N` clients (10 s sessions, each its own) on a fresh
+/// chroot `name`, then closes them.
+async fn on_clients<const N: usize, F, Fut>(name: &str, body: F)
+where
+    F: FnOnce([Client; N]) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    bounded(async {
+        let cs = fresh_chroot(name).await;
+        let mut clients = Vec::with_capacity(N);
+        for _ in 0..N {
+            clients.push(connect(&cs).await);
+        }
+        let clients: [Client; N] = clients.try_into().unwrap_or_else(|_| unreachable!());
+        body(clients.clone()).await;
+        close_all(clients).await;
+    })
+    .await;
+}
+
+/// [`LOCK`]'s holder, as `client` sees it.
+async fn holder_seen_by(client: &Client) -> Option<String> {
+    Mutex::new(client.clone(), LOCK).holder().await.unwrap()
+}
+
 /// `f`'s output, or a panic naming `what` after `limit`.
 async fn within<F: Future>(limit: Duration, what: &str, f: F) -> F::Output {
     tokio::time::timeout(limit, f)
@@ -62,6 +88,31 @@ async fn within<F: Future>(limit: Duration, what: &str, f: F) -> F::Output {
 /// Whether `f` stays pending for `span` (polled in place, so it can be awaited later).
 async fn stays_pending<F: Future + Unpin>(f: &mut F, span: Duration) -> bool {
     tokio::time::timeout(span, f).await.is_err()
+}
+
+/// Revokes `$guard`'s node with `$admin`, waits (up to 5 s) for its `revoked()`, then checks
+/// that its `lost()` stays pending for `$quiet`; evaluates to that pinned `lost()`. `$what`
+/// names the guard in failures.
+macro_rules! revoked_not_lost {
+    ($admin:expr, $guard:expr, $what:expr, $quiet:expr) => {{
+        let mut lost = Box::pin($guard.lost());
+        assert!(revoke($admin, $guard.path()).await.unwrap());
+        let revoked = format!("{} revoked()", $what);
+        within(Duration::from_secs(5), &revoked, $guard.revoked()).await;
+        assert!(stays_pending(&mut lost, $quiet).await, "{} lost()", $what);
+        lost
+    }};
+}
+
+/// [`revoked_not_lost`] for [`QUIET`], then: the guard still holds and saw the request, and
+/// its release is `Ok`.
+macro_rules! revoked_then_released {
+    ($admin:expr, $guard:expr, $what:expr) => {{
+        let guard = $guard;
+        drop(revoked_not_lost!($admin, guard, $what, QUIET));
+        assert!(guard.is_held() && guard.revocation_requested());
+        guard.release().await.unwrap();
+    }};
 }
 
 /// Polls (up to 10 s) until `dir` has `n` children; returns them sorted.
@@ -104,97 +155,89 @@ fn ms(d: Duration) -> f64 {
 /// (another session) then acquires.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoke_asks_a_zkwire_holder_and_is_not_a_loss() {
-    bounded(async {
-        let cs = fresh_chroot("recipes_revoke_holder").await;
-        let (holder_client, waiter_client, admin) =
-            (connect(&cs).await, connect(&cs).await, connect(&cs).await);
-        let guard = Mutex::new(holder_client.clone(), LOCK)
-            .lock()
-            .await
-            .unwrap();
-        let mut lost = Box::pin(guard.lost());
-        let revoked = guard.revoked();
-        assert!(!guard.revocation_requested());
+    on_clients(
+        "recipes_revoke_holder",
+        |[holder_client, waiter_client, admin]| async move {
+            let guard = Mutex::new(holder_client.clone(), LOCK)
+                .lock()
+                .await
+                .unwrap();
+            let mut lost = Box::pin(guard.lost());
+            let revoked = guard.revoked();
+            assert!(!guard.revocation_requested());
 
-        let waiter_mutex = Mutex::new(waiter_client.clone(), LOCK);
-        let waiter = tokio::spawn(async move {
-            let g = waiter_mutex.lock().await.unwrap();
-            (Instant::now(), g)
-        });
-        wait_for_children(&admin, LOCK, 2).await;
+            let waiter_mutex = Mutex::new(waiter_client.clone(), LOCK);
+            let waiter = tokio::spawn(async move {
+                let g = waiter_mutex.lock().await.unwrap();
+                (Instant::now(), g)
+            });
+            wait_for_children(&admin, LOCK, 2).await;
 
-        let asked = Instant::now();
-        assert!(
-            revoke(&admin, guard.path()).await.unwrap(),
-            "the node exists"
-        );
-        let call = asked.elapsed();
-        within(Duration::from_secs(5), "revoked()", revoked).await;
-        let seen = asked.elapsed();
-        assert!(guard.revocation_requested());
-        assert!(guard.is_held(), "a revocation is not a loss");
-        let (data, stat) = admin.get_data(guard.path()).await.unwrap();
-        assert_eq!(&data[..], REVOKE_MESSAGE);
-        assert_eq!(stat.version, 1);
-        assert!(
-            stays_pending(&mut lost, QUIET).await,
-            "lost() fired on a revocation"
-        );
-        assert!(guard.is_held());
-        assert!(guard.trusted_until().is_some());
-        assert!(!waiter.is_finished(), "the waiter got in while we hold");
-        // Taken after the request, revoked() resolves at once.
-        within(
-            Duration::from_millis(100),
-            "late revoked()",
-            guard.revoked(),
-        )
-        .await;
+            let asked = Instant::now();
+            assert!(
+                revoke(&admin, guard.path()).await.unwrap(),
+                "the node exists"
+            );
+            let call = asked.elapsed();
+            within(Duration::from_secs(5), "revoked()", revoked).await;
+            let seen = asked.elapsed();
+            assert!(guard.revocation_requested());
+            assert!(guard.is_held(), "a revocation is not a loss");
+            let (data, stat) = admin.get_data(guard.path()).await.unwrap();
+            assert_eq!(&data[..], REVOKE_MESSAGE);
+            assert_eq!(stat.version, 1);
+            assert!(
+                stays_pending(&mut lost, QUIET).await,
+                "lost() fired on a revocation"
+            );
+            assert!(guard.is_held());
+            assert!(guard.trusted_until().is_some());
+            assert!(!waiter.is_finished(), "the waiter got in while we hold");
+            // Taken after the request, revoked() resolves at once.
+            within(
+                Duration::from_millis(100),
+                "late revoked()",
+                guard.revoked(),
+            )
+            .await;
 
-        let releasing = Instant::now();
-        guard.release().await.unwrap();
-        let release_call = releasing.elapsed();
-        assert_eq!(
-            within(Duration::from_secs(1), "lost() after release", lost).await,
-            LostReason::Released,
-            "the hold ended by release, not by a loss"
-        );
-        let (acquired, next) = within(Duration::from_secs(5), "the waiter acquires", waiter)
-            .await
-            .unwrap();
-        assert!(next.is_held());
-        assert!(
-            !next.revocation_requested(),
-            "the request was for the old node"
-        );
-        println!(
-            "revoke (zkwire → zkwire): revoke() call {:.2} ms; revoke → revoked() {:.2} ms; \
+            let releasing = Instant::now();
+            guard.release().await.unwrap();
+            let release_call = releasing.elapsed();
+            assert_eq!(
+                within(Duration::from_secs(1), "lost() after release", lost).await,
+                LostReason::Released,
+                "the hold ended by release, not by a loss"
+            );
+            let (acquired, next) = within(Duration::from_secs(5), "the waiter acquires", waiter)
+                .await
+                .unwrap();
+            assert!(next.is_held());
+            assert!(
+                !next.revocation_requested(),
+                "the request was for the old node"
+            );
+            println!(
+                "revoke (zkwire → zkwire): revoke() call {:.2} ms; revoke → revoked() {:.2} ms; \
              release() call {:.2} ms; release() call → waiter acquired {:.2} ms",
-            ms(call),
-            ms(seen),
-            ms(release_call),
-            ms(acquired.duration_since(releasing)),
-        );
-        next.release().await.unwrap();
-        for c in [holder_client, waiter_client, admin] {
-            c.close().await.unwrap();
-        }
-    })
+                ms(call),
+                ms(seen),
+                ms(release_call),
+                ms(acquired.duration_since(releasing)),
+            );
+            next.release().await.unwrap();
+        },
+    )
     .await;
 }
 
 /// A second revocation after the first was seen is still a request, not a loss.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoking_twice_in_turn_is_not_a_loss() {
-    bounded(async {
-        let cs = fresh_chroot("recipes_revoke_twice").await;
-        let (client, admin) = (connect(&cs).await, connect(&cs).await);
+    on_clients("recipes_revoke_twice", |[client, admin]| async move {
         let guard = Mutex::new(client.clone(), LOCK).lock().await.unwrap();
-        let mut lost = Box::pin(guard.lost());
-        assert!(revoke(&admin, guard.path()).await.unwrap());
-        within(Duration::from_secs(5), "revoked()", guard.revoked()).await;
         // Let the watchdog re-read the node and re-arm its watch before the second request.
-        assert!(stays_pending(&mut lost, Duration::from_millis(200)).await);
+        let mut lost = revoked_not_lost!(&admin, guard, "guard", Duration::from_millis(200));
         assert!(revoke(&admin, guard.path()).await.unwrap());
         assert!(
             stays_pending(&mut lost, QUIET).await,
@@ -204,9 +247,6 @@ async fn revoking_twice_in_turn_is_not_a_loss() {
         // The node already asked: the second revoke wrote nothing.
         assert_eq!(admin.get_data(guard.path()).await.unwrap().1.version, 1);
         guard.release().await.unwrap();
-        for c in [client, admin] {
-            c.close().await.unwrap();
-        }
     })
     .await;
 }
@@ -215,9 +255,7 @@ async fn revoking_twice_in_turn_is_not_a_loss() {
 /// after a revocation was seen. `revoked()` does not resolve for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_writes_to_the_node_are_a_loss() {
-    bounded(async {
-        let cs = fresh_chroot("recipes_revoke_other_write").await;
-        let (client, admin) = (connect(&cs).await, connect(&cs).await);
+    on_clients("recipes_revoke_other_write", |[client, admin]| async move {
         let mutex = Mutex::new(client.clone(), LOCK);
 
         // A plain write, and one that only looks like a revocation.
@@ -249,10 +287,7 @@ async fn other_writes_to_the_node_are_a_loss() {
 
         // A revocation first, then another write: still a loss.
         let guard = mutex.lock().await.unwrap();
-        let mut lost = Box::pin(guard.lost());
-        assert!(revoke(&admin, guard.path()).await.unwrap());
-        within(Duration::from_secs(5), "revoked()", guard.revoked()).await;
-        assert!(stays_pending(&mut lost, Duration::from_millis(200)).await);
+        let lost = revoked_not_lost!(&admin, guard, "guard", Duration::from_millis(200));
         admin.set_data(guard.path(), b"x", None).await.unwrap();
         assert_eq!(
             within(Duration::from_secs(5), "lost()", lost).await,
@@ -263,9 +298,6 @@ async fn other_writes_to_the_node_are_a_loss() {
             guard.release().await,
             Err(LockError::Lost(LostReason::NodeChanged))
         ));
-        for c in [client, admin] {
-            c.close().await.unwrap();
-        }
     })
     .await;
 }
@@ -274,9 +306,7 @@ async fn other_writes_to_the_node_are_a_loss() {
 /// directory, or released.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoking_a_missing_node_is_false() {
-    bounded(async {
-        let cs = fresh_chroot("recipes_revoke_missing").await;
-        let client = connect(&cs).await;
+    on_clients("recipes_revoke_missing", |[client]| async move {
         let guard = Mutex::new(client.clone(), LOCK).lock().await.unwrap();
         let path = guard.path().to_owned();
         assert!(!revoke(
@@ -294,7 +324,6 @@ async fn revoking_a_missing_node_is_false() {
             client.exists(&path).await.unwrap().is_none(),
             "not recreated"
         );
-        client.close().await.unwrap();
     })
     .await;
 }
@@ -304,51 +333,45 @@ async fn revoking_a_missing_node_is_false() {
 /// hand-over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holder_names_the_holding_node() {
-    bounded(async {
-        let cs = fresh_chroot("recipes_revoke_holder_query").await;
-        let (a, b, observer) = (connect(&cs).await, connect(&cs).await, connect(&cs).await);
-        let watch = Mutex::new(observer.clone(), LOCK);
-        assert_eq!(watch.holder().await.unwrap(), None, "missing directory");
-        observer
-            .create("/empty", b"", &CreateOptions::persistent())
-            .await
-            .unwrap();
-        let empty = Mutex::new(observer.clone(), "/empty");
-        assert_eq!(empty.holder().await.unwrap(), None, "empty directory");
-
-        let first = Mutex::new(a.clone(), LOCK).lock().await.unwrap();
-        assert_eq!(watch.holder().await.unwrap().as_deref(), Some(first.path()));
-        let second_mutex = Mutex::new(b.clone(), LOCK);
-        let second = tokio::spawn(async move { second_mutex.lock().await.unwrap() });
-        wait_for_children(&observer, LOCK, 2).await;
-        assert_eq!(
-            watch.holder().await.unwrap().as_deref(),
-            Some(first.path()),
-            "the holder, not the waiter"
-        );
-        assert_eq!(
-            Mutex::new(b.clone(), LOCK)
-                .holder()
+    on_clients(
+        "recipes_revoke_holder_query",
+        |[a, b, observer]| async move {
+            let watch = Mutex::new(observer.clone(), LOCK);
+            assert_eq!(watch.holder().await.unwrap(), None, "missing directory");
+            observer
+                .create("/empty", b"", &CreateOptions::persistent())
                 .await
-                .unwrap()
-                .as_deref(),
-            Some(first.path()),
-            "asked from the waiter's session"
-        );
-        first.release().await.unwrap();
-        let second = within(Duration::from_secs(5), "the second acquires", second)
-            .await
-            .unwrap();
-        assert_eq!(
-            watch.holder().await.unwrap().as_deref(),
-            Some(second.path())
-        );
-        second.release().await.unwrap();
-        assert_eq!(watch.holder().await.unwrap(), None, "released");
-        for c in [a, b, observer] {
-            c.close().await.unwrap();
-        }
-    })
+                .unwrap();
+            let empty = Mutex::new(observer.clone(), "/empty");
+            assert_eq!(empty.holder().await.unwrap(), None, "empty directory");
+
+            let first = Mutex::new(a.clone(), LOCK).lock().await.unwrap();
+            assert_eq!(watch.holder().await.unwrap().as_deref(), Some(first.path()));
+            let second_mutex = Mutex::new(b.clone(), LOCK);
+            let second = tokio::spawn(async move { second_mutex.lock().await.unwrap() });
+            wait_for_children(&observer, LOCK, 2).await;
+            assert_eq!(
+                watch.holder().await.unwrap().as_deref(),
+                Some(first.path()),
+                "the holder, not the waiter"
+            );
+            assert_eq!(
+                holder_seen_by(&b).await.as_deref(),
+                Some(first.path()),
+                "asked from the waiter's session"
+            );
+            first.release().await.unwrap();
+            let second = within(Duration::from_secs(5), "the second acquires", second)
+                .await
+                .unwrap();
+            assert_eq!(
+                watch.holder().await.unwrap().as_deref(),
+                Some(second.path())
+            );
+            second.release().await.unwrap();
+            assert_eq!(watch.holder().await.unwrap(), None, "released");
+        },
+    )
     .await;
 }
 
@@ -356,39 +379,17 @@ async fn holder_names_the_holding_node() {
 /// zkwire_recipes::Lease) hear a revocation without losing their hold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rwlock_and_semaphore_guards_hear_revocations() {
-    bounded(async {
-        let cs = fresh_chroot("recipes_revoke_other_guards").await;
-        let (client, admin) = (connect(&cs).await, connect(&cs).await);
-        let rw = RwLock::new(client.clone(), "/rw");
+    on_clients(
+        "recipes_revoke_other_guards",
+        |[client, admin]| async move {
+            let rw = RwLock::new(client.clone(), "/rw");
 
-        let write = rw.write().await.unwrap();
-        let mut lost = Box::pin(write.lost());
-        assert!(revoke(&admin, write.path()).await.unwrap());
-        within(Duration::from_secs(5), "write revoked()", write.revoked()).await;
-        assert!(stays_pending(&mut lost, QUIET).await, "write lost()");
-        assert!(write.is_held() && write.revocation_requested());
-        write.release().await.unwrap();
-
-        let read = rw.read().await.unwrap();
-        let mut lost = Box::pin(read.lost());
-        assert!(revoke(&admin, read.path()).await.unwrap());
-        within(Duration::from_secs(5), "read revoked()", read.revoked()).await;
-        assert!(stays_pending(&mut lost, QUIET).await, "read lost()");
-        assert!(read.is_held() && read.revocation_requested());
-        read.release().await.unwrap();
-
-        let sem = Semaphore::new(client.clone(), "/sem", SemaphoreLimit::Fixed(2));
-        let lease = sem.acquire_one().await.unwrap();
-        let mut lost = Box::pin(lease.lost());
-        assert!(revoke(&admin, lease.path()).await.unwrap());
-        within(Duration::from_secs(5), "lease revoked()", lease.revoked()).await;
-        assert!(stays_pending(&mut lost, QUIET).await, "lease lost()");
-        assert!(lease.is_held() && lease.revocation_requested());
-        lease.release().await.unwrap();
-        for c in [client, admin] {
-            c.close().await.unwrap();
-        }
-    })
+            revoked_then_released!(&admin, rw.write().await.unwrap(), "write");
+            revoked_then_released!(&admin, rw.read().await.unwrap(), "read");
+            let sem = Semaphore::new(client.clone(), "/sem", SemaphoreLimit::Fixed(2));
+            revoked_then_released!(&admin, sem.acquire_one().await.unwrap(), "lease");
+        },
+    )
     .await;
 }
 
@@ -396,9 +397,7 @@ async fn rwlock_and_semaphore_guards_hear_revocations() {
 /// `revoked()` resolves at once, and the hold is not lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoking_a_waiting_contender_is_heard_at_grant() {
-    bounded(async {
-        let cs = fresh_chroot("recipes_revoke_waiting").await;
-        let (a, b, admin) = (connect(&cs).await, connect(&cs).await, connect(&cs).await);
+    on_clients("recipes_revoke_waiting", |[a, b, admin]| async move {
         let first = Mutex::new(a.clone(), LOCK).lock().await.unwrap();
         let waiter_mutex = Mutex::new(b.clone(), LOCK);
         let waiter = tokio::spawn(async move { waiter_mutex.lock().await.unwrap() });
@@ -427,9 +426,6 @@ async fn revoking_a_waiting_contender_is_heard_at_grant() {
         );
         assert!(granted.is_held() && granted.revocation_requested());
         granted.release().await.unwrap();
-        for c in [a, b, admin] {
-            c.close().await.unwrap();
-        }
     })
     .await;
 }
@@ -439,9 +435,7 @@ async fn revoking_a_waiting_contender_is_heard_at_grant() {
 /// requests, not a loss: the watchdog judges the node by its data, as Curator does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_revocations_are_not_a_loss() {
-    bounded(async {
-        let cs = fresh_chroot("recipes_revoke_concurrent").await;
-        let (client, x, y) = (connect(&cs).await, connect(&cs).await, connect(&cs).await);
+    on_clients("recipes_revoke_concurrent", |[client, x, y]| async move {
         let mut failures = Vec::new();
         for round in 0..4 {
             let guard = Mutex::new(client.clone(), LOCK).lock().await.unwrap();
@@ -468,9 +462,6 @@ async fn concurrent_revocations_are_not_a_loss() {
             failures.is_empty(),
             "two revocations at once were reported as a loss in rounds {failures:?}"
         );
-        for c in [client, x, y] {
-            c.close().await.unwrap();
-        }
     })
     .await;
 }
@@ -643,11 +634,7 @@ async fn curator_revokes_a_zkwire_holder() {
             "Curator is first in line"
         );
         assert_eq!(
-            Mutex::new(observer.clone(), LOCK)
-                .holder()
-                .await
-                .unwrap()
-                .as_ref(),
+            holder_seen_by(&observer).await.as_ref(),
             Some(curator_node),
             "zkwire sees Curator's node as the holder"
         );
@@ -670,9 +657,7 @@ async fn curator_revokes_a_zkwire_holder() {
             ms_between(report.released_at, acquired.t),
             ms_between(sent.t, acquired.t),
         );
-        for c in [client, observer] {
-            c.close().await.unwrap();
-        }
+        close_all([client, observer]).await;
     })
     .await;
 }

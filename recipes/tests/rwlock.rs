@@ -3,19 +3,18 @@
 //! tolerated.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
+mod support;
+
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zkwire::{Client, CreateOptions};
+use support::{close_all, fresh_clients};
+use zkwire::CreateOptions;
 use zkwire_recipes::{LockError, RwLock};
-use zkwire_testing::support::{connect_with_timeout, fresh_chroot, sorted_children};
+use zkwire_testing::support::sorted_children;
 
 const T: Duration = Duration::from_secs(2);
-
-async fn connect(cs: &str) -> Client {
-    connect_with_timeout(cs, T).await
-}
 
 /// Whether `fut` is still pending after `within`.
 async fn still_pending<F: std::future::Future>(fut: F, within: Duration) -> bool {
@@ -40,15 +39,12 @@ struct Tally {
 async fn m21_rwlock_readers_share_writers_exclude() {
     const CLIENTS: usize = 8;
     const ITERATIONS: usize = 100;
-    let cs = fresh_chroot("recipes_m21").await;
+    let (_, clients) = fresh_clients::<CLIENTS>("recipes_m21", T).await;
     let tally = Arc::new(Tally::default());
     let started = Instant::now();
     let mut tasks = Vec::new();
-    let mut clients = Vec::new();
-    for c in 0..CLIENTS {
-        let client = connect(&cs).await;
-        clients.push(client.clone());
-        let rw = RwLock::new(client, "/rw");
+    for (c, client) in clients.iter().enumerate() {
+        let rw = RwLock::new(client.clone(), "/rw");
         let tally = tally.clone();
         tasks.push(tokio::spawn(async move {
             for i in 0..ITERATIONS {
@@ -104,9 +100,7 @@ async fn m21_rwlock_readers_share_writers_exclude() {
     assert_eq!(tally.token_regressions.load(Ordering::SeqCst), 0);
     assert!(max_readers > 1, "readers never shared the lock");
     assert!(sorted_children(&clients[0], "/rw").await.is_empty());
-    for c in clients {
-        c.close().await.unwrap();
-    }
+    close_all(clients).await;
 }
 
 /// docs/faults.md #21: a read→write upgrade is refused (instead of the self-deadlock Curator
@@ -114,8 +108,7 @@ async fn m21_rwlock_readers_share_writers_exclude() {
 /// and in another task, an acquire is a new contender.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m21_upgrade_refused() {
-    let cs = fresh_chroot("recipes_upgrade").await;
-    let a = connect(&cs).await;
+    let (_, [a]) = fresh_clients("recipes_upgrade", T).await;
     let rw = RwLock::new(a.clone(), "/rw");
     let read = rw.read().await.unwrap();
     assert_eq!(read.upgrade().err(), Some(LockError::UpgradeRefused));
@@ -171,8 +164,7 @@ async fn m21_upgrade_refused() {
 /// get in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m21_downgrade_allowed() {
-    let cs = fresh_chroot("recipes_downgrade").await;
-    let (a, b, c) = (connect(&cs).await, connect(&cs).await, connect(&cs).await);
+    let (_, [a, b, c]) = fresh_clients("recipes_downgrade", T).await;
     let rw = RwLock::new(a.clone(), "/rw");
     let write = rw.write().await.unwrap();
     let writer_seq = write.path().rsplit("__WRIT__").next().unwrap().to_owned();
@@ -240,8 +232,7 @@ async fn m21_downgrade_allowed() {
 /// node is gone (the create is a multi checked against it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ties_from_peers_and_lost_writer() {
-    let cs = fresh_chroot("recipes_ties").await;
-    let (a, peer) = (connect(&cs).await, connect(&cs).await);
+    let (_, [a, peer]) = fresh_clients("recipes_ties", T).await;
     let peer_rw = RwLock::new(peer.clone(), "/rw");
     let w = peer_rw.write().await.unwrap();
     let seq = w.path().rsplit("__WRIT__").next().unwrap().to_owned();

@@ -4,17 +4,21 @@
 //! docs/faults.md; each test has its own chroot.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
+mod support;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use support::chaos::{after_acquire_error, connect_retrying, Rng};
+use support::{close_all, fresh_clients, join_all};
 use zkwire::{Client, CreateOptions, SessionState};
 use zkwire_recipes::{
     ForeignChildPolicy, LockError, LockOptions, LostReason, Semaphore, SemaphoreLimit,
 };
 use zkwire_testing::server::ZkServer;
 use zkwire_testing::support::{
-    connect_with_timeout, fresh_chroot, kill_session, sorted_children, wait_for_children,
+    connect_with_timeout, kill_session, sorted_children, wait_for_children,
 };
 
 const T: Duration = Duration::from_secs(2);
@@ -23,24 +27,11 @@ async fn connect(cs: &str) -> Client {
     connect_with_timeout(cs, T).await
 }
 
-/// A tiny deterministic generator (xorshift), so that runs are reproducible.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 /// Curator's layout: `P/locks/` mutex nodes and `P/leases/_c_<uuid>-lease-<seq>`; at most
 /// `max` leases, counting the waiter's own node; the timed-out waiter leaves nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn layout_and_fixed_limit() {
-    let cs = fresh_chroot("recipes_sem_layout").await;
-    let (a, b) = (connect(&cs).await, connect(&cs).await);
+    let (_, [a, b]) = fresh_clients("recipes_sem_layout", T).await;
     let sa = Semaphore::new(a.clone(), "/s", SemaphoreLimit::Fixed(2));
     let sb = Semaphore::new(b.clone(), "/s", SemaphoreLimit::Fixed(2));
     let two = sa.acquire(2).await.unwrap();
@@ -108,8 +99,7 @@ async fn layout_and_fixed_limit() {
 /// More leases than the limit can never be granted: refused at once, nothing created.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn too_many_leases_refused() {
-    let cs = fresh_chroot("recipes_sem_too_many").await;
-    let a = connect(&cs).await;
+    let (_, [a]) = fresh_clients("recipes_sem_too_many", T).await;
     let s = Semaphore::new(a.clone(), "/s", SemaphoreLimit::Fixed(2));
     let started = Instant::now();
     assert_eq!(
@@ -134,8 +124,7 @@ async fn too_many_leases_refused() {
 /// acquire(n) is all or nothing: on timeout the leases already obtained are given back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partial_acquire_times_out_and_gives_back() {
-    let cs = fresh_chroot("recipes_sem_partial").await;
-    let (a, b) = (connect(&cs).await, connect(&cs).await);
+    let (_, [a, b]) = fresh_clients("recipes_sem_partial", T).await;
     let held = Semaphore::new(a.clone(), "/s", SemaphoreLimit::Fixed(3))
         .acquire(2)
         .await
@@ -172,8 +161,7 @@ async fn partial_acquire_times_out_and_gives_back() {
 /// mismatched fixed limit, a malformed or missing node are errors.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shared_count_limit() {
-    let cs = fresh_chroot("recipes_sem_shared").await;
-    let (a, b, admin) = (connect(&cs).await, connect(&cs).await, connect(&cs).await);
+    let (_, [a, b, admin]) = fresh_clients("recipes_sem_shared", T).await;
     let count = SemaphoreLimit::SharedCount("/config/max".into());
     let sa = Semaphore::new(a.clone(), "/s", count.clone());
     assert_eq!(
@@ -299,8 +287,7 @@ async fn shared_count_limit() {
 /// node it created; a lease deleted externally reports lost(); a foreign child is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_lost_and_foreign() {
-    let cs = fresh_chroot("recipes_sem_cancel").await;
-    let (a, b, c) = (connect(&cs).await, connect(&cs).await, connect(&cs).await);
+    let (_, [a, b, c]) = fresh_clients("recipes_sem_cancel", T).await;
     let held = Semaphore::new(a.clone(), "/s", SemaphoreLimit::Fixed(1))
         .acquire_one()
         .await
@@ -373,7 +360,7 @@ async fn m22_semaphore_limits() {
     const CLIENTS: usize = 10;
     const LOOPS: usize = 100;
     const LIMIT: u32 = 25;
-    let cs = fresh_chroot("recipes_m22").await;
+    let (cs, clients) = fresh_clients::<CLIENTS>("recipes_m22", T).await;
     let limit = SemaphoreLimit::FixedChecked {
         max: LIMIT,
         shared_count: "/m22-max".into(),
@@ -383,12 +370,9 @@ async fn m22_semaphore_limits() {
     let over = Arc::new(AtomicUsize::new(0));
     let leases_granted = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
-    let mut clients = Vec::new();
     let mut tasks = Vec::new();
-    for i in 0..CLIENTS {
-        let client = connect(&cs).await;
-        clients.push(client.clone());
-        let sem = Semaphore::new(client, "/sem", limit.clone());
+    for (i, client) in clients.iter().enumerate() {
+        let sem = Semaphore::new(client.clone(), "/sem", limit.clone());
         let (held, max_held, over, leases_granted) = (
             held.clone(),
             max_held.clone(),
@@ -442,9 +426,7 @@ async fn m22_semaphore_limits() {
             shared: LIMIT
         })
     );
-    for task in tasks {
-        task.await.unwrap();
-    }
+    join_all(tasks).await;
     let took = started.elapsed();
     let granted = leases_granted.load(Ordering::SeqCst);
     println!(
@@ -466,23 +448,8 @@ async fn m22_semaphore_limits() {
         "count back to 0"
     );
     assert!(sorted_children(&odd, "/sem/locks").await.is_empty());
-    for c in clients {
-        c.close().await.unwrap();
-    }
+    close_all(clients).await;
     odd.close().await.unwrap();
-}
-
-/// A client, retried until a server answers.
-async fn connect_retrying(cs: &str) -> Client {
-    loop {
-        let attempt = zkwire_testing::support::builder()
-            .with_session_timeout(T)
-            .connect(cs);
-        if let Ok(Ok(client)) = tokio::time::timeout(T, attempt).await {
-            return client;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// What the workers of docs/faults.md #23 share with the test.
@@ -555,11 +522,6 @@ impl Referee {
     }
 }
 
-/// Whether an acquire failed because its session is over.
-fn session_over(e: &LockError, client: &Client) -> bool {
-    matches!(e, LockError::Client(err) if err.is_terminal()) || client.state().is_terminal()
-}
-
 const M23_WORKERS: usize = 6;
 const M23_LIMIT: u32 = 2;
 
@@ -567,7 +529,7 @@ async fn m23_worker(i: usize, cs: String, board: Arc<Board>) -> Client {
     // The hold ends at the first disconnection (Curator's SUSPENDED rule), so that what the
     // workers believe they hold can be counted against the limit.
     let options = LockOptions::new().with_disconnect_grace(Duration::ZERO);
-    let mut client = connect_retrying(&cs).await;
+    let mut client = connect_retrying(&cs, T).await;
     *board.clients[i].lock().unwrap() = Some(client.clone());
     let mut rng = Rng(0x51ed_270b_a3c4_4d11 ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9));
     while board.phase.load(Ordering::SeqCst) < 3 {
@@ -609,16 +571,13 @@ async fn m23_worker(i: usize, cs: String, board: Arc<Board>) -> Client {
                 let _ = lease.release().await;
             }
             Err(LockError::Timeout) => {}
-            Err(e) if session_over(&e, &client) => {
-                println!("m23: worker {i}: {e}; new session");
-                client = connect_retrying(&cs).await;
-                *board.clients[i].lock().unwrap() = Some(client.clone());
-                board.new_sessions.fetch_add(1, Ordering::SeqCst);
-            }
             Err(e) => {
-                let what = format!("worker {i}: {e:?} while {:?}", client.state());
-                println!("m23: unexpected error: {what}");
-                board.unexpected.lock().unwrap().push(what);
+                let who = format!("worker {i}");
+                let tallies = (&board.new_sessions, &board.unexpected);
+                let over = (cs.as_str(), T);
+                if after_acquire_error(("m23", &who), e, &mut client, over, tallies).await {
+                    *board.clients[i].lock().unwrap() = Some(client.clone());
+                }
             }
         }
     }
@@ -755,9 +714,7 @@ async fn m23_semaphore_session_loss() {
         board.new_sessions.load(Ordering::SeqCst) >= 2 * M23_WORKERS,
         "every worker got new sessions twice"
     );
-    for c in clients {
-        c.close().await.unwrap();
-    }
+    close_all(clients).await;
     observer.close().await.unwrap();
 }
 
@@ -765,8 +722,7 @@ async fn m23_semaphore_session_loss() {
 /// mutex busy), returns `None` leaving no node of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn try_acquire_one_never_waits() {
-    let cs = fresh_chroot("recipes_sem_try").await;
-    let (a, b) = (connect(&cs).await, connect(&cs).await);
+    let (_, [a, b]) = fresh_clients("recipes_sem_try", T).await;
     let sa = Semaphore::new(a.clone(), "/s", SemaphoreLimit::Fixed(1));
     let sb = Semaphore::new(b.clone(), "/s", SemaphoreLimit::Fixed(1));
     let lease = sa.try_acquire_one().await.unwrap().expect("a free lease");

@@ -2,10 +2,13 @@
 //! client certificates required.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
+mod support;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use support::join_all;
 use zkwire::TlsConfig;
 use zkwire_recipes::Mutex;
 use zkwire_testing::server::{ServerConfig, ZkServer};
@@ -55,9 +58,7 @@ async fn mutex_contention_over_tls() {
             client.close().await.unwrap();
         }));
     }
-    for task in tasks {
-        task.await.unwrap();
-    }
+    join_all(tasks).await;
     let elapsed = started.elapsed();
     let total = granted.load(Ordering::SeqCst);
     println!(

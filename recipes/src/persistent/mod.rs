@@ -24,7 +24,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::{broadcast, watch};
-use tokio::task::JoinHandle;
 use zkwire::{path, Acl, Backoff, Client, CreateMode, CreateOptions, Error};
 
 pub use events::{NodeEvent, NodeEvents};
@@ -32,6 +31,7 @@ pub use ttl::PersistentTtlNode;
 
 use crate::error::LockError;
 use crate::guid::Uuid;
+use crate::task::Task;
 use events::EVENT_CAPACITY;
 use worker::Worker;
 
@@ -79,7 +79,7 @@ pub struct PersistentNode {
     client: Client,
     spec: Spec,
     shared: Arc<Shared>,
-    task: StdMutex<Option<Running>>,
+    task: Task,
 }
 
 /// What to create: fixed before [`PersistentNode::start`].
@@ -118,12 +118,6 @@ struct Status {
     initialized: bool,
     /// Why the task stopped, if not closed.
     failed: Option<Error>,
-}
-
-#[derive(Debug)]
-struct Running {
-    close: watch::Sender<bool>,
-    handle: JoinHandle<()>,
 }
 
 impl PersistentNode {
@@ -167,7 +161,7 @@ impl PersistentNode {
                 status,
                 events,
             }),
-            task: StdMutex::new(None),
+            task: Task::default(),
         }
     }
 
@@ -357,26 +351,22 @@ impl PersistentNode {
     /// # Ok(()) }
     /// ```
     pub fn start(&self) {
-        let mut task = self.task.lock().unwrap_or_else(PoisonError::into_inner);
-        if task.as_ref().is_some_and(|r| !r.handle.is_finished()) {
-            return;
-        }
-        let (close, closed) = watch::channel(false);
-        self.shared.status.send_replace(Status {
-            running: true,
-            ..Status::default()
+        self.task.start(|closed| {
+            self.shared.status.send_replace(Status {
+                running: true,
+                ..Status::default()
+            });
+            let worker = Worker {
+                client: self.client.clone(),
+                spec: self.spec.clone(),
+                shared: Arc::clone(&self.shared),
+                closed,
+                unsure: false,
+                claim: true,
+                sessions: Vec::new(),
+            };
+            tokio::spawn(worker.run())
         });
-        let worker = Worker {
-            client: self.client.clone(),
-            spec: self.spec.clone(),
-            shared: Arc::clone(&self.shared),
-            closed,
-            unsure: false,
-            claim: true,
-            sessions: Vec::new(),
-        };
-        let handle = tokio::spawn(worker.run());
-        *task = Some(Running { close, handle });
     }
 
     /// Waits until the node has been created (or adopted) since [`start`](Self::start), at
@@ -469,16 +459,7 @@ impl PersistentNode {
     /// # Ok(()) }
     /// ```
     pub async fn close(&self) -> Result<(), LockError> {
-        let running = self
-            .task
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(Running { close, handle }) = running {
-            close.send_replace(true);
-            // The task ends by itself on the signal; a panic in it is not ours to resume.
-            let _ = handle.await;
-        }
+        self.task.close().await;
         let failed = self.shared.status.borrow().failed.clone();
         self.shared.status.send_modify(|s| s.running = false);
         failed.map_or(Ok(()), |e| Err(e.into()))
@@ -487,11 +468,8 @@ impl PersistentNode {
 
 impl Drop for PersistentNode {
     fn drop(&mut self) {
-        let task = self.task.get_mut().unwrap_or_else(PoisonError::into_inner);
-        if let Some(running) = task.take() {
-            // The task deletes the node and ends.
-            running.close.send_replace(true);
-        }
+        // The task deletes the node and ends.
+        self.task.signal_close();
     }
 }
 

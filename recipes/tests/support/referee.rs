@@ -15,6 +15,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
 
 /// Who holds: the peer program or zkwire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,6 +156,59 @@ impl Tally {
     /// Acquisitions of `side`, all kinds together.
     pub(crate) fn total(&self, side: Side) -> usize {
         self.acquisitions[side.index()].iter().sum()
+    }
+
+    /// Prints a finished interop run of the `test` binary against `peer` (`Curator` or
+    /// `kazoo`) and checks what every run must show: no violation, every acquisition the peer
+    /// reported (`peer_done`) seen, and the two sides interleaved. Returns the acquisitions
+    /// seen of the peer and of zkwire.
+    pub(crate) fn check_run(
+        &self,
+        (test, peer): (&str, &str),
+        name: &str,
+        peer_done: usize,
+        took: Duration,
+    ) -> (usize, usize) {
+        let (theirs, zkwire) = (self.total(Side::Peer), self.total(Side::Zkwire));
+        println!(
+            "{test} {name}: {} acquisitions in {took:.2?} — {peer} {theirs} {:?}, zkwire {zkwire} \
+             {:?} [mutex, read, write, semaphore]; side switches {}; violations {}",
+            theirs + zkwire,
+            self.acquisitions[0],
+            self.acquisitions[1],
+            self.side_switches,
+            self.violations.len(),
+        );
+        assert!(
+            self.violations.is_empty(),
+            "exclusion violations: {:?}",
+            self.violations
+        );
+        assert_eq!(
+            theirs, peer_done,
+            "every {peer} acquisition reached the referee"
+        );
+        // The two sides really interleaved, not one after the other.
+        assert!(
+            self.side_switches >= 50,
+            "only {} hand-overs between the sides",
+            self.side_switches
+        );
+        (theirs, zkwire)
+    }
+
+    /// Checks a read/write run against `peer`: both sides wrote, and readers shared the lock,
+    /// across the sides too.
+    pub(crate) fn check_rw(&self, peer: &str) {
+        assert!(
+            self.acquisitions[0][2] > 0 && self.acquisitions[1][2] > 0,
+            "both sides wrote"
+        );
+        assert!(self.max_readers > 1, "readers shared the lock");
+        assert!(
+            self.shared_reads > 0,
+            "{peer} and zkwire readers held the lock together"
+        );
     }
 }
 
