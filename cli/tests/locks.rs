@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     chroot, command, finish, lines_of, running, scratch, signal, spawn_holder, spawn_script,
-    wait_file, wait_line, zkw,
+    wait_file, wait_file_exists, wait_line, zkw,
 };
 
 #[test]
@@ -566,18 +566,6 @@ fn leader_timeout_and_lost_leadership() {
     );
     assert!(!running(pid), "the command survived");
     let _ = std::fs::remove_dir_all(dir);
-}
-
-fn wait_file_exists(path: &std::path::Path) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// The lock covers what the command leaves running in its process group: a background job

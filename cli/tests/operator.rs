@@ -15,10 +15,7 @@ use zkwire::{Client, CreateOptions};
 
 /// Runs `f` with a client on the chroot `cs`.
 fn with_client(cs: &str, f: impl AsyncFnOnce(Client)) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::local_runtime();
     runtime.block_on(async {
         let client = zkwire_testing::support::builder()
             .connect(cs)
@@ -474,11 +471,7 @@ fn wait_for<T>(mut f: impl FnMut() -> Option<T>) -> T {
 fn a_read_cut_after_the_handshake_is_retried_on_the_next_host() {
     let cs = chroot("cli-read-retry");
     zkw(&cs, &["create", "/here", "yes"]).ok();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::runtime();
     let server = zkwire_testing::server::shared_server().addr();
     let proxy = runtime
         .block_on(zkwire_testing::proxy::FaultProxy::start(server))
