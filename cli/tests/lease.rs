@@ -12,7 +12,7 @@ use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{chroot, command, finish, scratch, spawn_lock_script, zkw};
+use common::{chroot, finish, scratch, spawn_lock_script, spawn_zkw, zkw};
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::server::shared_server;
 
@@ -128,19 +128,18 @@ fn one_run(n: usize, proxy: &FaultProxy, direct: &str) -> Run {
         );
         thread::sleep(Duration::from_millis(20));
     }
-    let contender = command(&[
-        "--server",
+    let contender = spawn_zkw(
         direct,
-        "lock",
-        &path,
-        "--",
-        "sh",
-        "-c",
-        "date +%s.%N > \"$0/contender\"",
-        dir_arg,
-    ])
-    .spawn()
-    .unwrap();
+        &[
+            "lock",
+            &path,
+            "--",
+            "sh",
+            "-c",
+            "date +%s.%N > \"$0/contender\"",
+            dir_arg,
+        ],
+    );
     // Cut only once the contender queues behind the holder.
     let deadline = Instant::now() + STEP_LIMIT;
     while zkw(direct, &["ls", &path]).ok().lines().count() < 2 {

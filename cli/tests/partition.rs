@@ -32,7 +32,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{command, finish, running, scratch, spawn_lock_script, Out};
+use common::{finish, running, scratch, spawn_lock_script, spawn_zkw, Out};
 use zkwire_testing::partition::{partition_config, HoldScenario as Scenario, PartitionedEnsemble};
 use zkwire_testing::rng::SplitMix64;
 
@@ -231,21 +231,20 @@ fn run_contender(server: &str, path: &str, dir: &Path) -> (Out, u32) {
     let deadline = Instant::now() + STEP_LIMIT;
     let mut retries = 0;
     loop {
-        let contender = command(&[
-            "--server",
+        let contender = spawn_zkw(
             server,
-            "--session-timeout",
-            SESSION_TIMEOUT,
-            "lock",
-            path,
-            "--",
-            "sh",
-            "-c",
-            CONTENDER,
-            dir_arg,
-        ])
-        .spawn()
-        .unwrap();
+            &[
+                "--session-timeout",
+                SESSION_TIMEOUT,
+                "lock",
+                path,
+                "--",
+                "sh",
+                "-c",
+                CONTENDER,
+                dir_arg,
+            ],
+        );
         let out = finish(contender, STEP_LIMIT);
         let ran = dir.join("contender-start").exists();
         if out.code == Some(UNAVAILABLE) && !ran && Instant::now() < deadline {

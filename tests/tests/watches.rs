@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use zkwire::{AddWatchMode, CreateOptions, Error, EventType, KeeperState, WatcherType};
+use zkwire::{
+    AddWatchMode, CreateOptions, Error, EventType, KeeperState, PersistentWatcher, WatcherType,
+};
 use zkwire_testing::support::{client_in_chroot, create_persistent};
 
 /// The event must already be there: the server sends a notification before the reply that
@@ -13,6 +15,17 @@ async fn ready<F: std::future::Future>(f: F) -> F::Output {
     tokio::time::timeout(Duration::ZERO, f)
         .await
         .expect("event delivered before the reply")
+}
+
+/// The next events on `w` are `expected`, in order, and no other comes within 100 ms (`what`
+/// says what that means).
+async fn expect_events(w: &mut PersistentWatcher, expected: &[(EventType, &str)], what: &str) {
+    for &(event_type, path) in expected {
+        let e = ready(w.next()).await.unwrap();
+        assert_eq!((e.event_type, e.path.as_str()), (event_type, path));
+    }
+    let extra = tokio::time::timeout(Duration::from_millis(100), w.next()).await;
+    assert!(extra.is_err(), "{what}: got an extra {extra:?}");
 }
 
 #[tokio::test]
@@ -86,12 +99,7 @@ async fn persistent_watch_keeps_firing_for_its_node_only() {
         (EventType::NodeChildrenChanged, "/n"),
         (EventType::NodeDataChanged, "/n"),
     ];
-    for (event_type, path) in expected {
-        let e = ready(w.next()).await.unwrap();
-        assert_eq!((e.event_type, e.path.as_str()), (event_type, path));
-    }
-    let extra = tokio::time::timeout(Duration::from_millis(100), w.next()).await;
-    assert!(extra.is_err(), "exactly once: got an extra {extra:?}");
+    expect_events(&mut w, &expected, "exactly once").await;
     c.close().await.unwrap();
     let end = w.next().await.unwrap();
     assert_eq!(
@@ -121,15 +129,12 @@ async fn recursive_watch_covers_the_subtree_without_child_events() {
         (EventType::NodeDataChanged, "/r/a/b"),
         (EventType::NodeDeleted, "/r/a/b"),
     ];
-    for (event_type, path) in expected {
-        let e = ready(w.next()).await.unwrap();
-        assert_eq!((e.event_type, e.path.as_str()), (event_type, path));
-    }
-    let extra = tokio::time::timeout(Duration::from_millis(100), w.next()).await;
-    assert!(
-        extra.is_err(),
-        "no NodeChildrenChanged and nothing outside: got {extra:?}"
-    );
+    expect_events(
+        &mut w,
+        &expected,
+        "no NodeChildrenChanged and nothing outside",
+    )
+    .await;
     c.close().await.unwrap();
 }
 

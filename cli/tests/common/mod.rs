@@ -81,6 +81,13 @@ pub(crate) fn zkw(server: &str, args: &[&str]) -> Out {
     run(&all)
 }
 
+/// Starts `zkw --server SERVER ARGS` (stdout and stderr piped).
+pub(crate) fn spawn_zkw(server: &str, args: &[&str]) -> Child {
+    let mut all = vec!["--server", server];
+    all.extend_from_slice(args);
+    command(&all).spawn().expect("spawn zkw")
+}
+
 /// Waits for a spawned `zkw` (stdout and stderr piped), killing it and failing after `limit`.
 pub(crate) fn finish(mut child: Child, limit: Duration) -> Out {
     let started = Instant::now();
@@ -166,6 +173,15 @@ pub(crate) fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
+}
+
+/// [`chroot`] with `setup` run in it, each `zkw` command of which must succeed.
+pub(crate) fn chroot_with(name: &str, setup: &[&[&str]]) -> String {
+    let cs = chroot(name);
+    for args in setup {
+        zkw(&cs, args).ok();
+    }
+    cs
 }
 
 /// Sends `signal` (e.g. `INT`) to `pid`.
