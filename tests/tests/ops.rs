@@ -5,47 +5,37 @@ use std::time::Duration;
 
 use zkwire::{
     Acl, Client, CreateMode, CreateOptions, Error, Id, Op, OpResult, Perms, ReadOp, ReadResult,
-    SessionState, JUTE_MAX_BUFFER,
+    SessionState, Stat, JUTE_MAX_BUFFER,
 };
 use zkwire_testing::server::shared_server;
 use zkwire_testing::support::{assert_known_as, client_in_chroot, create_persistent, fresh_chroot};
 
+/// Creates `path` holding `data` with `options`; the created path and its Stat.
+async fn created(c: &Client, path: &str, data: &[u8], options: CreateOptions) -> (String, Stat) {
+    c.create(path, data, &options).await.unwrap()
+}
+
 #[tokio::test]
 async fn create_in_every_mode_returns_path_and_stat() {
     let c = client_in_chroot("ops_create").await;
-    let (path, stat) = c
-        .create("/p", b"data", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    let (path, stat) = created(&c, "/p", b"data", CreateOptions::persistent()).await;
     assert_eq!(path, "/p");
     assert_eq!(
         (stat.data_length, stat.ephemeral_owner, stat.version),
         (4, 0, 0)
     );
 
-    let (path, stat) = c
-        .create("/e", b"", &CreateOptions::ephemeral())
-        .await
-        .unwrap();
+    let (path, stat) = created(&c, "/e", b"", CreateOptions::ephemeral()).await;
     assert_eq!(path, "/e");
     assert_eq!(stat.ephemeral_owner, c.session_id());
 
-    let (s1, _) = c
-        .create("/p/s-", b"", &CreateOptions::persistent_sequential())
-        .await
-        .unwrap();
-    let (s2, st2) = c
-        .create("/p/s-", b"", &CreateOptions::ephemeral_sequential())
-        .await
-        .unwrap();
+    let (s1, _) = created(&c, "/p/s-", b"", CreateOptions::persistent_sequential()).await;
+    let (s2, st2) = created(&c, "/p/s-", b"", CreateOptions::ephemeral_sequential()).await;
     assert_eq!(s1, "/p/s-0000000000");
     assert_eq!(s2, "/p/s-0000000001");
     assert_eq!(st2.ephemeral_owner, c.session_id());
 
-    let (path, stat) = c
-        .create("/c", b"", &CreateOptions::container())
-        .await
-        .unwrap();
+    let (path, stat) = created(&c, "/c", b"", CreateOptions::container()).await;
     assert_eq!(path, "/c");
     // The server maps its container and TTL owner markers back to 0 in client Stats.
     assert_eq!(stat.ephemeral_owner, 0);
