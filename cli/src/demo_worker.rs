@@ -226,22 +226,22 @@ pub(crate) fn quantile(samples: &[Duration], q: f64) -> Option<Duration> {
 mod tests {
     use super::*;
 
-    fn section(count: u64, token: i64, enter_us: u64, exit_us: u64) -> Section {
-        Section {
-            count,
-            token,
-            enter_us,
-            exit_us,
-        }
+    /// [`analyse`] of sections given as `(count, token, enter_us, exit_us)`.
+    fn analyse_rows(rows: &[(u64, i64, u64, u64)]) -> Analysis {
+        let sections = rows
+            .iter()
+            .map(|&(count, token, enter_us, exit_us)| Section {
+                count,
+                token,
+                enter_us,
+                exit_us,
+            });
+        analyse(sections.collect())
     }
 
     #[test]
     fn exclusive_run_passes() {
-        let a = analyse(vec![
-            section(2, 20, 300, 400),
-            section(1, 10, 100, 200),
-            section(3, 30, 450, 500),
-        ]);
+        let a = analyse_rows(&[(2, 20, 300, 400), (1, 10, 100, 200), (3, 30, 450, 500)]);
         assert_eq!(a.acquisitions, 3);
         assert_eq!(a.max_concurrent, 1);
         assert!(a.tokens_increasing && a.counts_sequential);
@@ -253,11 +253,7 @@ mod tests {
 
     #[test]
     fn violations_are_seen() {
-        let a = analyse(vec![
-            section(1, 10, 100, 300),
-            section(2, 5, 200, 400),
-            section(2, 30, 400, 500),
-        ]);
+        let a = analyse_rows(&[(1, 10, 100, 300), (2, 5, 200, 400), (2, 30, 400, 500)]);
         assert_eq!(a.max_concurrent, 2);
         assert!(!a.tokens_increasing);
         assert!(!a.counts_sequential);

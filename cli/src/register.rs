@@ -83,11 +83,11 @@ async fn register_and_run(
     };
     let env = [(SERVICE_ID_ENV, registration.instance().id.clone())];
     let events = registration.node().map(|node| node.events());
-    let running = Running::spawn(&a.command, &env, a.foreground);
+    let running = Running::spawn(&a.run.command, &env, a.run.foreground);
     let code = match running {
         Ok(mut running) => {
             let watch = report_registration(events);
-            run_to_end(&mut running, signals, a.foreground, watch).await
+            run_to_end(&mut running, signals, a.run.foreground, watch).await
         }
         Err(failure) => Err(failure),
     };
@@ -136,10 +136,10 @@ async fn barrier_and_run(
     }
     let node = barrier.member_path().unwrap_or_default().to_owned();
     let env = [(BARRIER_NODE_ENV, node.clone())];
-    let code = match Running::spawn(&a.command, &env, a.foreground) {
+    let code = match Running::spawn(&a.run.command, &env, a.run.foreground) {
         Ok(mut running) => {
             let watch = report_expiry(client, &node);
-            run_to_end(&mut running, signals, a.foreground, watch).await?
+            run_to_end(&mut running, signals, a.run.foreground, watch).await?
         }
         Err(failure) => {
             // Leave without waiting for the others: this member did nothing.

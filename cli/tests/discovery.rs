@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 use zkwire_recipes::GroupMember;
 
-use common::{chroot, finish, scratch, spawn_script, wait_file, zkw};
+use common::{chroot, finish, scratch, spawn_script, wait_file, zkw, REGISTER_API};
 
 /// How long any one test's `zkw` runs may take.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -30,19 +30,11 @@ fn register_lists_the_instance_while_the_command_runs() {
     let registered = spawn_script(
         &cs,
         &[
-            "register",
-            "api",
-            "--address",
-            "10.0.0.7",
-            "--port",
-            "8080",
-            "--ssl-port",
-            "8443",
-            "--id",
-            "api-1",
-            "--payload",
-            r#"{"zone":"eu-1"}"#,
-        ],
+            &REGISTER_API[..],
+            &["--ssl-port", "8443", "--id", "api-1"],
+            &["--payload", r#"{"zone":"eu-1"}"#],
+        ]
+        .concat(),
         script,
         &dir,
     );
@@ -100,11 +92,7 @@ fn register_lists_the_instance_while_the_command_runs() {
 #[test]
 fn members_lists_a_library_group() {
     let cs = chroot("cli-discovery-members");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::runtime();
     let (client, one, two) = runtime.block_on(async {
         let client = zkwire::Client::connect(&cs).await.unwrap();
         let one = GroupMember::join(client.clone(), "/group", "m1", "data-1")

@@ -15,19 +15,12 @@ use zkwire_testing::server::shared_server;
 use zkwire_testing::support::connect_with_timeout;
 
 use common::{
-    chroot, command, finish, lines_of, scratch, signal, spawn_script, wait_file, wait_line,
+    chroot, finish, lines_of, runtime, scratch, signal, spawn_script, spawn_zkw, wait_file,
+    wait_line, REGISTER_API,
 };
 
 /// How long any one test's `zkw` runs may take.
 const LIMIT: Duration = Duration::from_secs(30);
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 /// The ephemeral owner of `path`, or `None` while it does not exist.
 fn owner(rt: &tokio::runtime::Runtime, client: &Client, path: &str) -> Option<i64> {
@@ -73,17 +66,11 @@ fn register_comes_back_after_an_expiry_and_unregisters_on_ctrl_c() {
     let mut registered = spawn_script(
         &via,
         &[
-            "--session-timeout",
-            "2s",
-            "register",
-            "api",
-            "--address",
-            "10.0.0.7",
-            "--port",
-            "8080",
-            "--id",
-            "api-1",
-        ],
+            &["--session-timeout", "2s"],
+            &REGISTER_API[..],
+            &["--id", "api-1"],
+        ]
+        .concat(),
         script,
         &dir,
     );
@@ -117,18 +104,7 @@ fn ctrl_c_while_waiting_at_a_barrier_leaves_no_member() {
     let cs = chroot("cli-barrier-ctrl-c");
     let rt = runtime();
     let observer = rt.block_on(connect_with_timeout(&cs, Duration::from_secs(10)));
-    let mut waiting = command(&[
-        "--server",
-        &cs,
-        "barrier",
-        "/b",
-        "--members",
-        "2",
-        "--",
-        "true",
-    ])
-    .spawn()
-    .unwrap();
+    let mut waiting = spawn_zkw(&cs, &["barrier", "/b", "--members", "2", "--", "true"]);
     let deadline = Instant::now() + LIMIT;
     let members = || {
         rt.block_on(observer.get_children("/b"))
@@ -159,9 +135,7 @@ fn services_watch_prints_each_change_until_ctrl_c() {
     let rt = runtime();
     let client = rt.block_on(connect_with_timeout(&cs, Duration::from_secs(10)));
     let discovery = ServiceDiscovery::new(client.clone(), "/services");
-    let mut watching = command(&["--server", &cs, "services", "api", "--watch", "--json"])
-        .spawn()
-        .unwrap();
+    let mut watching = spawn_zkw(&cs, &["services", "api", "--watch", "--json"]);
     let stdout = lines_of(watching.stdout.take().unwrap());
     wait_line(&stdout, r#""instances":[]"#, LIMIT);
     let instance = ServiceInstance::builder("api")

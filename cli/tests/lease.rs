@@ -12,7 +12,7 @@ use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{chroot, command, finish, scratch, zkw};
+use common::{chroot, finish, scratch, spawn_lock_script, spawn_zkw, zkw};
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::server::shared_server;
 
@@ -54,11 +54,7 @@ struct Run {
 #[test]
 fn holder_command_ends_before_the_next_holder_starts() {
     let direct = chroot("cli-lease");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::runtime();
     let server = shared_server().addr();
     let started = Instant::now();
     let mut runs = Vec::new();
@@ -114,25 +110,12 @@ fn one_run(n: usize, proxy: &FaultProxy, direct: &str) -> Run {
         proxy.connect_string(),
         direct.split_once('/').unwrap().1
     );
-    let holder = command(&[
-        "--server",
+    let mut holder = spawn_lock_script(
         &via_proxy,
-        "--session-timeout",
-        SESSION_TIMEOUT,
-        "lock",
-        &path,
-        "--kill-after",
-        KILL_AFTER,
-        "--",
-        "sh",
-        "-c",
+        [SESSION_TIMEOUT, &path, KILL_AFTER],
         HOLDER,
-        dir_arg,
-        mode,
-    ])
-    .spawn()
-    .unwrap();
-    let mut holder = holder;
+        &[dir_arg, mode],
+    );
     let deadline = Instant::now() + STEP_LIMIT;
     while !dir.join("running").exists() {
         if holder.try_wait().unwrap().is_some() {
@@ -145,19 +128,18 @@ fn one_run(n: usize, proxy: &FaultProxy, direct: &str) -> Run {
         );
         thread::sleep(Duration::from_millis(20));
     }
-    let contender = command(&[
-        "--server",
+    let contender = spawn_zkw(
         direct,
-        "lock",
-        &path,
-        "--",
-        "sh",
-        "-c",
-        "date +%s.%N > \"$0/contender\"",
-        dir_arg,
-    ])
-    .spawn()
-    .unwrap();
+        &[
+            "lock",
+            &path,
+            "--",
+            "sh",
+            "-c",
+            "date +%s.%N > \"$0/contender\"",
+            dir_arg,
+        ],
+    );
     // Cut only once the contender queues behind the holder.
     let deadline = Instant::now() + STEP_LIMIT;
     while zkw(direct, &["ls", &path]).ok().lines().count() < 2 {

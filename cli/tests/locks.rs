@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     chroot, command, finish, lines_of, running, scratch, signal, spawn_holder, spawn_script,
-    wait_file, wait_line, zkw,
+    spawn_zkw, wait_file, wait_file_exists, wait_line, zkw,
 };
 
 #[test]
@@ -220,9 +220,7 @@ fn ctrl_c_while_waiting_leaves_no_node() {
     let cs = chroot("cli-lock-ctrl-c");
     let dir = scratch("ctrl-c");
     let holder = spawn_holder(&cs, &["lock", "/wait"], &dir, 3);
-    let mut waiter = command(&["--server", &cs, "lock", "/wait", "--", "echo", "never"])
-        .spawn()
-        .unwrap();
+    let mut waiter = spawn_zkw(&cs, &["lock", "/wait", "--", "echo", "never"]);
     let stderr = lines_of(waiter.stderr.take().unwrap());
     // Wait until its node is queued behind the holder's.
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -346,11 +344,7 @@ fn semaphore_admits_n_holders() {
         Some(&2),
         "the two leases were never used at once: {seen:?}"
     );
-    let busy = command(&[
-        "--server", &cs, "sem", "/sem", "--leases", "1", "--", "sleep", "2",
-    ])
-    .spawn()
-    .unwrap();
+    let busy = spawn_zkw(&cs, &["sem", "/sem", "--leases", "1", "--", "sleep", "2"]);
     thread::sleep(Duration::from_millis(700));
     let refused = zkw(
         &cs,
@@ -568,18 +562,6 @@ fn leader_timeout_and_lost_leadership() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-fn wait_file_exists(path: &std::path::Path) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// The lock covers what the command leaves running in its process group: a background job
 /// of `sh -c 'job & exit 0'` ends before the lock is released (another `zkw lock` is refused
 /// meanwhile), and zkw exits with the command's own code once it has.
@@ -587,18 +569,10 @@ fn wait_file_exists(path: &std::path::Path) {
 fn the_lock_is_released_only_after_the_whole_process_group_ended() {
     let cs = chroot("cli-lock-group");
     let started = Instant::now();
-    let holder = command(&[
-        "--server",
+    let holder = spawn_zkw(
         &cs,
-        "lock",
-        "/group",
-        "--",
-        "sh",
-        "-c",
-        "sleep 2 & exit 0",
-    ])
-    .spawn()
-    .unwrap();
+        &["lock", "/group", "--", "sh", "-c", "sleep 2 & exit 0"],
+    );
     thread::sleep(Duration::from_millis(1000));
     let busy = zkw(
         &cs,

@@ -10,7 +10,7 @@ mod common;
 use std::net::TcpListener;
 use std::time::Duration;
 
-use common::{chroot, command, finish, run, scratch, spawn_holder, zkw, Out, ZKW};
+use common::{chroot, chroot_with, command, finish, run, scratch, spawn_holder, zkw, Out, ZKW};
 use serde_json::Value;
 
 /// The JSON error document of a failed `--json` run, checked to be alone on stderr.
@@ -101,10 +101,12 @@ fn json_errors_have_a_kind_per_cause() {
 
 #[test]
 fn version_mismatches_say_expected_and_actual() {
-    let cs = chroot("cli-versions");
-    zkw(&cs, &["create", "/v", "0"]).ok();
-    zkw(&cs, &["set", "/v", "1"]).ok();
-    zkw(&cs, &["set", "/v", "2"]).ok();
+    let setup: [&[&str]; 3] = [
+        &["create", "/v", "0"],
+        &["set", "/v", "1"],
+        &["set", "/v", "2"],
+    ];
+    let cs = chroot_with("cli-versions", &setup);
     assert_eq!(
         zkw(&cs, &["set", "/v", "3", "-v", "0"]).fails(1),
         "zkw: /v: version does not match: expected 0, the node has version 2"

@@ -10,15 +10,12 @@ use std::process::Stdio;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{chroot, command, finish, run, scratch, spawn_holder, zkw, ZKW};
+use common::{chroot, command, finish, run, scratch, spawn_holder, spawn_zkw, zkw, ZKW};
 use zkwire::{Client, CreateOptions};
 
 /// Runs `f` with a client on the chroot `cs`.
 fn with_client(cs: &str, f: impl AsyncFnOnce(Client)) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::local_runtime();
     runtime.block_on(async {
         let client = zkwire_testing::support::builder()
             .connect(cs)
@@ -204,9 +201,7 @@ fn timeout_zero_tries_once_and_locks_shows_holder_and_queue() {
     assert!(busy.elapsed < Duration::from_secs(3), "{busy:?}");
     assert_eq!(busy.stdout, "");
     // A second contender queues behind the holder (the try above used sequence 1).
-    let waiter = command(&["--server", &cs, "lock", "/l", "--", "true"])
-        .spawn()
-        .unwrap();
+    let waiter = spawn_zkw(&cs, &["lock", "/l", "--", "true"]);
     let shown = wait_for(|| {
         let out = zkw(&cs, &["locks", "/l"]);
         (out.ok().lines().count() == 3).then(|| out.stdout.clone())
@@ -239,11 +234,7 @@ fn locks_shows_a_leader_latch_with_participant_ids() {
     let cs = chroot("cli-locks-latch");
     let dir = scratch("latch");
     let leader = spawn_holder(&cs, &["leader", "/e", "--id", "alpha"], &dir, 30);
-    let follower = command(&[
-        "--server", &cs, "leader", "/e", "--id", "beta", "--", "true",
-    ])
-    .spawn()
-    .unwrap();
+    let follower = spawn_zkw(&cs, &["leader", "/e", "--id", "beta", "--", "true"]);
     let shown = wait_for(|| {
         let out = zkw(&cs, &["locks", "/e"]);
         (out.ok().lines().count() == 3).then(|| out.stdout.clone())
@@ -275,13 +266,9 @@ fn locks_shows_a_read_write_lock_and_a_semaphore() {
         spawn_holder(&cs, &["rlock", "/rw"], &r1, 30),
         spawn_holder(&cs, &["rlock", "/rw"], &r2, 30),
     ];
-    let writer = command(&["--server", &cs, "wlock", "/rw", "--", "true"])
-        .spawn()
-        .unwrap();
+    let writer = spawn_zkw(&cs, &["wlock", "/rw", "--", "true"]);
     wait_for(|| (zkw(&cs, &["ls", "/rw"]).ok().lines().count() == 3).then_some(()));
-    let late_reader = command(&["--server", &cs, "rlock", "/rw", "--", "true"])
-        .spawn()
-        .unwrap();
+    let late_reader = spawn_zkw(&cs, &["rlock", "/rw", "--", "true"]);
     let shown = wait_for(|| {
         let out = zkw(&cs, &["locks", "/rw"]);
         (out.ok().lines().count() == 5).then(|| out.stdout.clone())
@@ -311,9 +298,7 @@ fn locks_shows_a_read_write_lock_and_a_semaphore() {
 
     let s1 = scratch("sem-1");
     let holder = spawn_holder(&cs, &["sem", "/s", "--leases", "1"], &s1, 30);
-    let second = command(&["--server", &cs, "sem", "/s", "--leases", "1", "--", "true"])
-        .spawn()
-        .unwrap();
+    let second = spawn_zkw(&cs, &["sem", "/s", "--leases", "1", "--", "true"]);
     let shown = wait_for(|| {
         let out = zkw(&cs, &["locks", "/s"]);
         (out.ok().lines().count() == 4).then(|| out.stdout.clone())
@@ -355,9 +340,7 @@ fn locks_shows_a_read_write_lock_and_a_semaphore() {
 #[test]
 fn locks_watch_follows_changes() {
     let cs = chroot("cli-locks-watch");
-    let mut watcher = command(&["--server", &cs, "locks", "/w", "--watch"])
-        .spawn()
-        .unwrap();
+    let mut watcher = spawn_zkw(&cs, &["locks", "/w", "--watch"]);
     let lines = common::lines_of(watcher.stdout.take().unwrap());
     let limit = Duration::from_secs(30);
     common::wait_line(&lines, "/w: no one holds or waits", limit);
@@ -474,11 +457,7 @@ fn wait_for<T>(mut f: impl FnMut() -> Option<T>) -> T {
 fn a_read_cut_after_the_handshake_is_retried_on_the_next_host() {
     let cs = chroot("cli-read-retry");
     zkw(&cs, &["create", "/here", "yes"]).ok();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::runtime();
     let server = zkwire_testing::server::shared_server().addr();
     let proxy = runtime
         .block_on(zkwire_testing::proxy::FaultProxy::start(server))

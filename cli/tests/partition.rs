@@ -32,7 +32,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{command, finish, running, scratch, Out};
+use common::{finish, running, scratch, spawn_lock_script, spawn_zkw, Out};
 use zkwire_testing::partition::{partition_config, HoldScenario as Scenario, PartitionedEnsemble};
 use zkwire_testing::rng::SplitMix64;
 
@@ -199,24 +199,12 @@ impl fmt::Display for Verdict {
 /// Starts the holder and returns once its command runs: its `zkw` and the command's pids.
 fn start_holder(server: &str, path: &str, dir: &Path, mode: Mode) -> (Child, Vec<u32>) {
     let dir_arg = dir.to_str().unwrap();
-    let mut holder = command(&[
-        "--server",
+    let mut holder = spawn_lock_script(
         server,
-        "--session-timeout",
-        SESSION_TIMEOUT,
-        "lock",
-        path,
-        "--kill-after",
-        KILL_AFTER,
-        "--",
-        "sh",
-        "-c",
+        [SESSION_TIMEOUT, path, KILL_AFTER],
         HOLDER,
-        dir_arg,
-        mode.arg(),
-    ])
-    .spawn()
-    .unwrap();
+        &[dir_arg, mode.arg()],
+    );
     let pids = dir.join("pids");
     let deadline = Instant::now() + STEP_LIMIT;
     while !pids.exists() {
@@ -243,21 +231,20 @@ fn run_contender(server: &str, path: &str, dir: &Path) -> (Out, u32) {
     let deadline = Instant::now() + STEP_LIMIT;
     let mut retries = 0;
     loop {
-        let contender = command(&[
-            "--server",
+        let contender = spawn_zkw(
             server,
-            "--session-timeout",
-            SESSION_TIMEOUT,
-            "lock",
-            path,
-            "--",
-            "sh",
-            "-c",
-            CONTENDER,
-            dir_arg,
-        ])
-        .spawn()
-        .unwrap();
+            &[
+                "--session-timeout",
+                SESSION_TIMEOUT,
+                "lock",
+                path,
+                "--",
+                "sh",
+                "-c",
+                CONTENDER,
+                dir_arg,
+            ],
+        );
         let out = finish(contender, STEP_LIMIT);
         let ran = dir.join("contender-start").exists();
         if out.code == Some(UNAVAILABLE) && !ran && Instant::now() < deadline {
@@ -280,10 +267,7 @@ fn trial(scenario: Scenario, n: u64, seed: u64) -> Verdict {
     };
     let (leader, victim, victim_cs, quorum_cs) = {
         let e = ensemble();
-        e.heal();
-        let leader = e
-            .wait_healed(HEAL_LIMIT)
-            .unwrap_or_else(|err| panic!("{err}"));
+        let leader = heal(&e);
         let followers: Vec<usize> = (0..NODES).filter(|&i| i != leader).collect();
         let follower = followers[usize::try_from(rng.below(2)).unwrap()];
         let (victim, quorum_side) = if scenario.holder_on_leader() {
@@ -372,33 +356,30 @@ fn run(scenario: Scenario) {
         least(Mode::Polite),
         least(Mode::Stubborn),
     );
-    let e = ensemble();
+    heal(&ensemble());
+}
+
+/// Heals every link of `e` and waits for a quorum again; its leader.
+fn heal(e: &PartitionedEnsemble) -> usize {
     e.heal();
     e.wait_healed(HEAL_LIMIT)
-        .unwrap_or_else(|err| panic!("{err}"));
+        .unwrap_or_else(|err| panic!("{err}"))
 }
 
-#[test]
-fn m28a_follower_isolated_blackhole() {
-    run(Scenario::FollowerBlackhole);
+/// One test per scenario.
+macro_rules! scenario_tests {
+    ($($test:ident: $scenario:ident),* $(,)?) => {$(
+        #[test]
+        fn $test() {
+            run(Scenario::$scenario);
+        }
+    )*};
 }
 
-#[test]
-fn m28b_follower_isolated_reset() {
-    run(Scenario::FollowerReset);
-}
-
-#[test]
-fn m28c_leader_isolated() {
-    run(Scenario::LeaderIsolated);
-}
-
-#[test]
-fn m28d_bridge() {
-    run(Scenario::Bridge);
-}
-
-#[test]
-fn m28e_one_way_from_the_leader() {
-    run(Scenario::OneWayFromLeader);
+scenario_tests! {
+    m28a_follower_isolated_blackhole: FollowerBlackhole,
+    m28b_follower_isolated_reset: FollowerReset,
+    m28c_leader_isolated: LeaderIsolated,
+    m28d_bridge: Bridge,
+    m28e_one_way_from_the_leader: OneWayFromLeader,
 }

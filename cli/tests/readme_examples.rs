@@ -53,6 +53,20 @@ enum How {
     NotRun,
 }
 
+impl How {
+    const fn ctrl_c(ready: &'static str, code: i32) -> Self {
+        Self::CtrlC { ready, code }
+    }
+
+    const fn held(holder: &'static [&'static str], seconds: u32, code: i32) -> Self {
+        Self::WhileHeld {
+            holder,
+            seconds,
+            code,
+        }
+    }
+}
+
 /// A README example that cannot run as written in a plain test.
 struct Special {
     /// The command, as extracted from the README (comment and `&` removed).
@@ -85,20 +99,14 @@ const SPECIAL: &[Special] = &[
         example: "zkw watch /jobs --recursive",
         reason: "runs until Ctrl-C: stopped with SIGINT once watching (exit 0)",
         setup: &[],
-        how: How::CtrlC {
-            ready: "watching /jobs",
-            code: 0,
-        },
+        how: How::ctrl_c("watching /jobs", 0),
     },
     Special {
         example: "zkw cache /config --json",
         reason: "runs until Ctrl-C, and /config does not exist: the test creates it, then \
                  stops the cache with SIGINT once initialized (exit 0)",
         setup: &[&["create", "/config", "x"]],
-        how: How::CtrlC {
-            ready: "initialized",
-            code: 0,
-        },
+        how: How::ctrl_c("initialized", 0),
     },
     Special {
         example: "zkw acl set /jobs world:anyone:r",
@@ -119,40 +127,26 @@ const SPECIAL: &[Special] = &[
                  the README means a holder running elsewhere; the test runs it while \
                  `zkw lock --revocable /locks/nightly` holds it, which then exits 76 (revoked)",
         setup: &[],
-        how: How::WhileHeld {
-            holder: &["lock", "--revocable", "/locks/nightly"],
-            seconds: 30,
-            code: 76,
-        },
+        how: How::held(&["lock", "--revocable", "/locks/nightly"], 30, 76),
     },
     Special {
         example: "zkw locks /locks/nightly --watch",
         reason: "runs until Ctrl-C: stopped with SIGINT once it has printed the contenders \
                  (exit 0), while `zkw lock /locks/nightly` holds the lock",
         setup: &[],
-        how: How::WhileHeld {
-            holder: &["lock", "/locks/nightly"],
-            seconds: 2,
-            code: 0,
-        },
+        how: How::held(&["lock", "/locks/nightly"], 2, 0),
     },
     Special {
         example: "zkw sandbox --ensemble 3",
         reason: "runs until Ctrl-C: stopped with SIGINT once it prints its export line (exit 0)",
         setup: &[],
-        how: How::CtrlC {
-            ready: "export ZOOKEEPER=",
-            code: 0,
-        },
+        how: How::ctrl_c("export ZOOKEEPER=", 0),
     },
     Special {
         example: "zkw sandbox --tls",
         reason: "runs until Ctrl-C: stopped with SIGINT once it prints its export line (exit 0)",
         setup: &[],
-        how: How::CtrlC {
-            ready: "export ZOOKEEPER=",
-            code: 0,
-        },
+        how: How::ctrl_c("export ZOOKEEPER=", 0),
     },
     Special {
         example: "zkw --tls-ca ca.pem --sasl digest:bob ls /",
@@ -180,11 +174,7 @@ const SPECIAL: &[Special] = &[
         example: "zkw locks /locks/nightly",
         reason: "the transcript shows a holder: run while `zkw lock /locks/nightly` holds it",
         setup: &[],
-        how: How::WhileHeld {
-            holder: &["lock", "/locks/nightly"],
-            seconds: 2,
-            code: 0,
-        },
+        how: How::held(&["lock", "/locks/nightly"], 2, 0),
     },
     Special {
         example: "zkw --server zk1.example:2281 --tls-ca ca.pem --tls-cert client.pem \
@@ -390,6 +380,20 @@ struct Ran {
 }
 
 /// Runs `example` as `how` says.
+impl Ran {
+    /// Counts a run as documented, or records how `example` failed.
+    fn tally(&self, example: &Example, documented: &mut usize, failures: &mut Vec<String>) {
+        if self.as_documented {
+            *documented += 1;
+        } else {
+            failures.push(format!(
+                "README:{} {}: {}",
+                example.line, example.command, self.detail
+            ));
+        }
+    }
+}
+
 fn run_one(world: &mut World, example: &Example, how: &How) -> Ran {
     let expect = |out: &Out, codes: &[i32]| Ran {
         as_documented: out.code.is_some_and(|c| codes.contains(&c)),
@@ -618,25 +622,11 @@ fn every_readme_example_runs() {
             example.command,
             ran.detail
         );
-        if ran.as_documented {
-            documented += 1;
-        } else {
-            failures.push(format!(
-                "README:{} {}: {}",
-                example.line, example.command, ran.detail
-            ));
-        }
+        ran.tally(example, &mut documented, &mut failures);
     }
     for (example, child) in background {
         let ran = stop(child, 0);
-        if ran.as_documented {
-            documented += 1;
-        } else {
-            failures.push(format!(
-                "README:{} {}: {}",
-                example.line, example.command, ran.detail
-            ));
-        }
+        ran.tally(example, &mut documented, &mut failures);
     }
     println!(
         "README examples: {run} run, {documented} exited as documented, {not_run} listed as \

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{chroot, command, finish, running, scratch, spawn_script, wait_file, zkw};
+use common::{chroot, finish, running, scratch, spawn_script, spawn_zkw, wait_file, zkw};
 
 /// A holder's command that records its pid and node, notes SIGTERM, then sleeps.
 const HOLDER: &str = "trap 'echo term > \"$0/term\"; exit 3' TERM; echo $$ > \"$0/pid\"; \
@@ -23,9 +23,7 @@ fn revoke_stops_a_revocable_holder_and_hands_the_lock_on() {
         .parse()
         .unwrap();
     // A waiter queues behind the holder.
-    let waiter = command(&["--server", &cs, "lock", "/r", "--", "echo", "acquired"])
-        .spawn()
-        .unwrap();
+    let waiter = spawn_zkw(&cs, &["lock", "/r", "--", "echo", "acquired"]);
 
     let asked = Instant::now();
     let out = zkw(&cs, &["revoke", "/r"]);

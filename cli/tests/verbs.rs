@@ -6,7 +6,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{chroot, command, finish, lines_of, run, signal, wait_line, zkw};
+use common::{
+    chroot, chroot_with, command, finish, lines_of, run, signal, spawn_zkw, wait_line, zkw,
+};
 
 #[test]
 fn create_get_set_stat_ls_rm() {
@@ -189,9 +191,7 @@ fn sync_and_whoami() {
 fn watch_streams_events_until_ctrl_c() {
     let cs = chroot("cli-watch");
     zkw(&cs, &["create", "/w"]).ok();
-    let mut watcher = command(&["--server", &cs, "watch", "/w", "--recursive"])
-        .spawn()
-        .unwrap();
+    let mut watcher = spawn_zkw(&cs, &["watch", "/w", "--recursive"]);
     let events = lines_of(watcher.stdout.take().unwrap());
     let notes = lines_of(watcher.stderr.take().unwrap());
     wait_line(&notes, "watching /w", Duration::from_secs(30));
@@ -210,9 +210,7 @@ fn watch_streams_events_until_ctrl_c() {
 #[test]
 fn watch_json_on_one_node() {
     let cs = chroot("cli-watch-json");
-    let mut watcher = command(&["--server", &cs, "--json", "watch", "/solo"])
-        .spawn()
-        .unwrap();
+    let mut watcher = spawn_zkw(&cs, &["--json", "watch", "/solo"]);
     let events = lines_of(watcher.stdout.take().unwrap());
     let notes = lines_of(watcher.stderr.take().unwrap());
     wait_line(&notes, "watching /solo", Duration::from_secs(30));
@@ -231,13 +229,15 @@ fn watch_json_on_one_node() {
 /// line with the data and its version.
 #[test]
 fn cache_prints_the_tree_then_its_changes() {
-    let cs = chroot("cli-cache");
-    zkw(&cs, &["create", "/c", "root"]).ok();
-    zkw(&cs, &["create", "/c/a", "line1\nline2"]).ok();
-    zkw(&cs, &["create", "/c/locked", "x"]).ok();
+    let tree: [&[&str]; 3] = [
+        &["create", "/c", "root"],
+        &["create", "/c/a", "line1\nline2"],
+        &["create", "/c/locked", "x"],
+    ];
+    let cs = chroot_with("cli-cache", &tree);
     let acl = "digest:alice:secret:cdrwa";
     zkw(&cs, &["acl", "set", "/c/locked", acl, "--plain-password"]).ok();
-    let mut cache = command(&["--server", &cs, "cache", "/c"]).spawn().unwrap();
+    let mut cache = spawn_zkw(&cs, &["cache", "/c"]);
     let lines = lines_of(cache.stdout.take().unwrap());
     let limit = Duration::from_secs(30);
     assert_eq!(wait_line(&lines, "/c", limit), "created /c root");
@@ -258,9 +258,7 @@ fn cache_prints_the_tree_then_its_changes() {
     signal(cache.id(), "INT");
     assert_eq!(finish(cache, Duration::from_secs(15)).code, Some(0));
 
-    let mut json = command(&["--server", &cs, "--json", "cache", "/c", "--depth", "0"])
-        .spawn()
-        .unwrap();
+    let mut json = spawn_zkw(&cs, &["--json", "cache", "/c", "--depth", "0"]);
     let lines = lines_of(json.stdout.take().unwrap());
     let first = wait_line(&lines, "", limit);
     assert!(

@@ -8,6 +8,7 @@ pub mod evil;
 pub mod java;
 pub mod partition;
 pub mod proxy;
+mod pump;
 pub mod rng;
 pub mod support;
 

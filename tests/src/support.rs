@@ -286,6 +286,20 @@ pub async fn wait_for_state(states: &mut zkwire::StateStream, want: zkwire::Sess
     }
 }
 
+/// The next state change on `states`.
+///
+/// # Panics
+/// When none comes within `within`, or the stream ends.
+pub async fn next_state(
+    states: &mut zkwire::StateStream,
+    within: Duration,
+) -> zkwire::SessionState {
+    tokio::time::timeout(within, states.next())
+        .await
+        .expect("a state change in time")
+        .expect("open stream")
+}
+
 /// Cuts `client`'s connection through `proxy` and holds new ones off, submits a create of
 /// `path` while disconnected, then lets the client reconnect; returns once the create has
 /// succeeded. On a server that ends a session whose first request comes before its
@@ -314,6 +328,54 @@ pub async fn create_queued_across_a_reconnect(
         .await
         .expect("the create task")
         .expect("the queued create succeeds");
+}
+
+/// The check of a SASL client connected through `proxy` that its exchange runs again on a
+/// reconnect before anything queued: [`create_queued_across_a_reconnect`] of a node named
+/// after `name`, then asserts that the proxy saw `sasl_requests` SASL requests in all (`what`
+/// says why), that the server knows the client by a `sasl` identity; deletes the node and
+/// closes the client.
+///
+/// # Panics
+/// When any of that fails.
+pub async fn assert_sasl_runs_again_on_reconnect(
+    client: Client,
+    proxy: &crate::proxy::FaultProxy,
+    name: &str,
+    sasl_requests: usize,
+    what: &str,
+) {
+    let path = format!("/{name}-queued-{}", std::process::id());
+    create_queued_across_a_reconnect(&client, proxy, &path).await;
+    assert_eq!(proxy.requests_seen(OpCode::Sasl), sasl_requests, "{what}");
+    let who = client.who_am_i().await.expect("whoAmI");
+    assert!(who.iter().any(|i| i.auth_scheme == "sasl"), "{who:?}");
+    client.delete(&path, None).await.expect("delete");
+    client.close().await.expect("close");
+}
+
+/// Creates a persistent node at `path` holding `data`.
+///
+/// # Panics
+/// When the create fails.
+pub async fn create_persistent(client: &Client, path: &str, data: &[u8]) {
+    let persistent = CreateOptions::persistent();
+    if let Err(e) = client.create(path, data, &persistent).await {
+        panic!("create {path}: {e}");
+    }
+}
+
+/// Asserts that the server knows `client` by the identity `scheme`:`user` (whoAmI).
+///
+/// # Panics
+/// When it does not, or whoAmI fails.
+pub async fn assert_known_as(client: &Client, scheme: &str, user: &str) {
+    let who = client.who_am_i().await.expect("whoAmI");
+    assert!(
+        who.iter()
+            .any(|i| i.auth_scheme == scheme && i.user == user),
+        "{who:?}"
+    );
 }
 
 /// The tickTime of the harness's servers ([`crate::server::ServerConfig`]'s default).

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use tokio::task::{block_in_place, JoinSet};
 use zkwire::{Client, CreateOptions, Error, SessionState};
 use zkwire_testing::server::ZkEnsemble;
-use zkwire_testing::support::{assert_no_leaks_to, connect_with_timeout, sockets_to};
+use zkwire_testing::support::{
+    assert_no_leaks_to, connect_with_timeout, create_persistent, sockets_to,
+};
 
 const SESSION: Duration = Duration::from_secs(8);
 
@@ -25,44 +27,77 @@ struct Writes {
     other: Vec<Error>,
 }
 
-/// Runs `tasks` writers creating `/w/<task>-<n>` one after another until `stop`.
-async fn writers(client: &Client, tasks: usize, stop: Arc<AtomicBool>) -> JoinSet<Writes> {
-    let mut set = JoinSet::new();
-    for task in 0..tasks {
-        let (client, stop) = (client.clone(), stop.clone());
-        set.spawn(async move {
-            let mut w = Writes::default();
-            let opts = CreateOptions::persistent();
-            for n in 0.. {
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                let path = format!("/w/{task}-{n}");
-                match client
-                    .with_timeout(SESSION)
-                    .create(&path, b"x", &opts)
-                    .await
-                {
-                    Ok((p, _)) => w.ok.push(p),
-                    Err(Error::ConnectionLoss) => w.connection_loss += 1,
-                    Err(e) => w.other.push(e),
-                }
-            }
-            w
-        });
-    }
-    set
+/// Writers creating `/w/<task>-<n>` one after another until stopped.
+struct Writers {
+    stop: Arc<AtomicBool>,
+    set: JoinSet<Writes>,
 }
 
-async fn collect(mut set: JoinSet<Writes>) -> Writes {
-    let mut all = Writes::default();
-    while let Some(w) = set.join_next().await {
-        let w = w.unwrap();
-        all.ok.extend(w.ok);
-        all.connection_loss += w.connection_loss;
-        all.other.extend(w.other);
+impl Writers {
+    /// Creates `/w` and starts `tasks` writers under it.
+    async fn start(client: &Client, tasks: usize) -> Self {
+        create_persistent(client, "/w", b"").await;
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut set = JoinSet::new();
+        for task in 0..tasks {
+            set.spawn(write_until(client.clone(), task, stop.clone()));
+        }
+        Self { stop, set }
     }
-    all
+
+    /// Stops the writers; what they saw, all together.
+    async fn stop(mut self) -> Writes {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut all = Writes::default();
+        while let Some(w) = self.set.join_next().await {
+            let w = w.unwrap();
+            all.ok.extend(w.ok);
+            all.connection_loss += w.connection_loss;
+            all.other.extend(w.other);
+        }
+        all
+    }
+}
+
+/// Writer `task`: creates `/w/<task>-<n>` one after another until `stop`.
+async fn write_until(client: Client, task: usize, stop: Arc<AtomicBool>) -> Writes {
+    let mut w = Writes::default();
+    let opts = CreateOptions::persistent();
+    for n in 0.. {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let path = format!("/w/{task}-{n}");
+        match client
+            .with_timeout(SESSION)
+            .create(&path, b"x", &opts)
+            .await
+        {
+            Ok((p, _)) => w.ok.push(p),
+            Err(Error::ConnectionLoss) => w.connection_loss += 1,
+            Err(e) => w.other.push(e),
+        }
+    }
+    w
+}
+
+impl Writes {
+    /// "N acknowledged, M ConnectionLoss".
+    fn summary(&self) -> String {
+        format!(
+            "{} acknowledged, {} ConnectionLoss",
+            self.ok.len(),
+            self.connection_loss
+        )
+    }
+
+    fn assert_only_connection_loss(&self) {
+        assert!(
+            self.other.is_empty(),
+            "only ConnectionLoss may fail a write: {:?}",
+            self.other
+        );
+    }
 }
 
 /// Every write reported OK is there; nothing reported OK is missing.
@@ -89,26 +124,16 @@ async fn m25_leader_kill_with_writes_in_flight() {
     let mut ensemble = start_ensemble();
     let ports: Vec<u16> = (0..3).map(|i| ensemble.node_port(i)).collect();
     let client = connect_with_timeout(&ensemble.connect_string(), SESSION).await;
-    client
-        .create("/w", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
     let session = client.session_id();
-    let stop = Arc::new(AtomicBool::new(false));
-    let running = writers(&client, 4, stop.clone()).await;
+    let running = Writers::start(&client, 4).await;
 
     tokio::time::sleep(Duration::from_millis(300)).await;
     let leader = ensemble.leader().expect("a leader");
     block_in_place(|| ensemble.kill(leader)).unwrap();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    stop.store(true, Ordering::Relaxed);
-    let writes = collect(running).await;
+    let writes = running.stop().await;
 
-    assert!(
-        writes.other.is_empty(),
-        "only ConnectionLoss may fail a write: {:?}",
-        writes.other
-    );
+    writes.assert_only_connection_loss();
     assert_eq!(client.session_id(), session, "the session survived");
     assert_eq!(client.state(), SessionState::Connected);
     assert_acknowledged_writes_exist(&client, &writes).await;
@@ -138,13 +163,8 @@ async fn m25_leader_kill_with_writes_in_flight() {
 async fn m25_quorum_loss_then_recovery_keeps_the_session() {
     let mut ensemble = start_ensemble();
     let client = connect_with_timeout(&ensemble.connect_string(), SESSION).await;
-    client
-        .create("/w", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
     let session = client.session_id();
-    let stop = Arc::new(AtomicBool::new(false));
-    let running = writers(&client, 2, stop.clone()).await;
+    let running = Writers::start(&client, 2).await;
 
     tokio::time::sleep(Duration::from_millis(200)).await;
     block_in_place(|| {
@@ -160,25 +180,16 @@ async fn m25_quorum_loss_then_recovery_keeps_the_session() {
     .unwrap();
     block_in_place(|| ensemble.wait_for_quorum(Duration::from_secs(20))).unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    stop.store(true, Ordering::Relaxed);
-    let writes = collect(running).await;
+    let writes = running.stop().await;
 
-    assert!(
-        writes.other.is_empty(),
-        "only ConnectionLoss may fail a write: {:?}",
-        writes.other
-    );
+    writes.assert_only_connection_loss();
     assert_eq!(
         client.session_id(),
         session,
         "the session survived the quorum loss"
     );
     assert_acknowledged_writes_exist(&client, &writes).await;
-    println!(
-        "m25 quorum loss: {} acknowledged, {} ConnectionLoss",
-        writes.ok.len(),
-        writes.connection_loss
-    );
+    println!("m25 quorum loss: {}", writes.summary());
     zkwire_testing::support::figure("m25.quorum_loss.acknowledged", writes.ok.len());
     zkwire_testing::support::figure("m25.quorum_loss.connection_loss", writes.connection_loss);
     client.close().await.unwrap();
@@ -192,12 +203,7 @@ async fn m25_quorum_loss_then_recovery_keeps_the_session() {
 async fn m03_session_stomp() {
     let ensemble = start_ensemble();
     let first = connect_with_timeout(&ensemble.node_connect_string(0), SESSION).await;
-    first
-        .create("/w", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let running = writers(&first, 3, stop.clone()).await;
+    let running = Writers::start(&first, 3).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
 
     let second = zkwire_testing::support::builder()
@@ -208,8 +214,7 @@ async fn m03_session_stomp() {
         .unwrap();
     assert_eq!(second.session_id(), first.session_id());
     tokio::time::sleep(Duration::from_millis(500)).await;
-    stop.store(true, Ordering::Relaxed);
-    let writes = collect(running).await;
+    let writes = running.stop().await;
     let mut states = first.state_stream();
     second.close().await.unwrap();
 
@@ -232,11 +237,7 @@ async fn m03_session_stomp() {
     .await
     .expect("the first handle learns the session ended");
     assert_eq!(end, SessionState::Expired);
-    println!(
-        "m03 stomp: {} acknowledged, {} ConnectionLoss",
-        writes.ok.len(),
-        writes.connection_loss
-    );
+    println!("m03 stomp: {}", writes.summary());
     observer.close().await.unwrap();
 }
 
@@ -250,10 +251,7 @@ async fn read_only_server_then_back_to_read_write() {
     let config = ServerConfig::default().read_only_mode(true);
     let mut ensemble = block_in_place(|| ZkEnsemble::start_with(3, config)).unwrap();
     let setup = Client::connect(&ensemble.connect_string()).await.unwrap();
-    setup
-        .create("/ro", b"data", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&setup, "/ro", b"data").await;
     setup.close().await.unwrap();
     block_in_place(|| {
         ensemble.kill(1)?;

@@ -5,7 +5,7 @@
 
 use zkwire::{Acl, Client, CreateOptions, Error, Id, Perms, Reconfig};
 use zkwire_testing::server::{ServerConfig, ZkEnsemble};
-use zkwire_testing::support::{client_in_chroot, fresh_chroot};
+use zkwire_testing::support::{assert_known_as, client_in_chroot, create_persistent, fresh_chroot};
 
 #[tokio::test]
 async fn create_all_makes_the_ancestors_and_delete_all_the_subtree() {
@@ -124,12 +124,7 @@ async fn the_digest_helper_matches_the_servers_digest() {
         alice.get_data("/private").await.unwrap().0,
         b"hers".as_slice()
     );
-    let who = alice.who_am_i().await.unwrap();
-    assert!(
-        who.iter()
-            .any(|i| i.auth_scheme == "digest" && i.user == "alice"),
-        "{who:?}"
-    );
+    assert_known_as(&alice, "digest", "alice").await;
 
     let mallory = Client::connect(&cs).await.unwrap();
     assert_eq!(
@@ -221,9 +216,7 @@ async fn event_streams_are_streams() {
         .add_watch("/", AddWatchMode::PersistentRecursive)
         .await
         .unwrap();
-    c.create("/s", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&c, "/s", b"").await;
     let event = poll_next(&mut events).await.unwrap();
     assert_eq!(
         (event.event_type, event.path.as_str()),

@@ -14,7 +14,8 @@ use zkwire::{
 };
 use zkwire_testing::server::ZkServer;
 use zkwire_testing::support::{
-    assert_no_leaks, connect_with_timeout, fresh_chroot, kill_client_session, open_fds,
+    assert_known_as, assert_no_leaks, connect_with_timeout, create_persistent, fresh_chroot,
+    kill_client_session, next_state, open_fds,
 };
 
 /// Runs one test of this file at a time, on a runtime of its own that is built and dropped
@@ -37,12 +38,23 @@ fn serial(test: impl std::future::Future<Output = ()>) {
 
 const T: Duration = Duration::from_secs(2);
 
-/// The next state change, failing the test after `within`.
-async fn next_state(states: &mut StateStream, within: Duration) -> SessionState {
-    tokio::time::timeout(within, states.next())
-        .await
-        .expect("a state change in time")
-        .expect("open stream")
+/// The tests: each `#[test]` runs its body with [`serial`].
+macro_rules! serial_tests {
+    ($($test:ident => $body:ident,)*) => {$(
+        #[test]
+        fn $test() {
+            serial($body());
+        }
+    )*};
+}
+
+serial_tests! {
+    m01_handshake_expired_is_terminal => m01_handshake_expired_is_terminal_body,
+    m02_real_session_kill_reports_expiry_once => m02_real_session_kill_reports_expiry_once_body,
+    m11_local_expiry_when_no_server_answers => m11_local_expiry_when_no_server_answers_body,
+    m12_watches_survive_a_server_restart => m12_watches_survive_a_server_restart_body,
+    m26_bad_auth_is_terminal_good_auth_is_replayed
+        => m26_bad_auth_is_terminal_good_auth_is_replayed_body,
 }
 
 /// Asserts no state change happens for `quiet`.
@@ -102,11 +114,6 @@ async fn expect_state(
 }
 
 /// Resuming a closed or bogus session gets Expired (terminal), never a silent new one.
-#[test]
-fn m01_handshake_expired_is_terminal() {
-    serial(m01_handshake_expired_is_terminal_body());
-}
-
 async fn m01_handshake_expired_is_terminal_body() {
     let cs = fresh_chroot("m01").await;
     let fds = open_fds();
@@ -142,11 +149,6 @@ async fn m01_handshake_expired_is_terminal_body() {
 
 /// A real kill (closeSession from a second connection) is seen as Disconnected then
 /// Expired, exactly once each; the session's ephemerals are gone for an observer.
-#[test]
-fn m02_real_session_kill_reports_expiry_once() {
-    serial(m02_real_session_kill_reports_expiry_once_body());
-}
-
 async fn m02_real_session_kill_reports_expiry_once_body() {
     let cs = fresh_chroot("m02").await;
     let fds = open_fds();
@@ -185,11 +187,6 @@ async fn m02_real_session_kill_reports_expiry_once_body() {
 /// With every server down for longer than the session timeout the client declares
 /// the session expired by itself, between T and 10·T; a brand-new session that never
 /// connected does not "expire".
-#[test]
-fn m11_local_expiry_when_no_server_answers() {
-    serial(m11_local_expiry_when_no_server_answers_body());
-}
-
 async fn m11_local_expiry_when_no_server_answers_body() {
     let mut server = ZkServer::start().unwrap();
     let a = connect_with_timeout(&server.connect_string(), T).await;
@@ -233,21 +230,12 @@ async fn m11_local_expiry_when_no_server_answers_body() {
 
 /// Data, child and exist watches survive a server restart: no spurious event, and
 /// each later change fires exactly once, in order.
-#[test]
-fn m12_watches_survive_a_server_restart() {
-    serial(m12_watches_survive_a_server_restart_body());
-}
-
 async fn m12_watches_survive_a_server_restart_body() {
     let mut server = ZkServer::start().unwrap();
     let fds = open_fds();
     let a = connect_for_restart(&server).await;
-    a.create("/d", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
-    a.create("/c", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&a, "/d", b"").await;
+    create_persistent(&a, "/c", b"").await;
     let (_, _, mut data) = a.get_data_and_watch("/d").await.unwrap();
     let (_, _, mut child) = a.get_children_and_watch("/c").await.unwrap();
     let (_, mut exist) = a.exists_and_watch("/missing").await.unwrap();
@@ -273,12 +261,8 @@ async fn m12_watches_survive_a_server_restart_body() {
     }
 
     a.set_data("/d", b"1", None).await.unwrap();
-    a.create("/c/k", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
-    a.create("/missing", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&a, "/c/k", b"").await;
+    create_persistent(&a, "/missing", b"").await;
     assert_eq!(fired(data).await.event_type, EventType::NodeDataChanged);
     assert_eq!(
         fired(child).await.event_type,
@@ -291,11 +275,6 @@ async fn m12_watches_survive_a_server_restart_body() {
 
 /// A bad auth scheme is terminal (AuthFailed); a good digest credential is replayed
 /// after a reconnect, before anything else, so ACL-protected reads keep working.
-#[test]
-fn m26_bad_auth_is_terminal_good_auth_is_replayed() {
-    serial(m26_bad_auth_is_terminal_good_auth_is_replayed_body());
-}
-
 async fn m26_bad_auth_is_terminal_good_auth_is_replayed_body() {
     let mut server = ZkServer::start().unwrap();
     let fds = open_fds();
@@ -319,12 +298,7 @@ async fn m26_bad_auth_is_terminal_good_auth_is_replayed_body() {
         b"s",
         "auth replayed"
     );
-    let who = a.who_am_i().await.unwrap();
-    assert!(
-        who.iter()
-            .any(|i| i.auth_scheme == "digest" && i.user == "alice"),
-        "{who:?}"
-    );
+    assert_known_as(&a, "digest", "alice").await;
 
     let mut states = a.state_stream();
     let failed = a.add_auth("nosuchscheme", b"x").await;

@@ -42,34 +42,23 @@ fn replay(target: &str, run: fn(&[u8])) -> usize {
     files.len()
 }
 
-#[test]
-fn frame_decoder_inputs() {
-    let n = replay("frame_decoder", zkwire::fuzzing::frame_decoder);
-    assert!(
-        n >= 5,
-        "only {n} frame_decoder inputs: is fuzz/seeds in place?"
-    );
+/// `{target}_inputs`: replays `target`'s inputs, at least five of them.
+macro_rules! replay_tests {
+    ($($test:ident: $target:ident),* $(,)?) => {$(
+        #[test]
+        fn $test() {
+            let target = stringify!($target);
+            let n = replay(target, zkwire::fuzzing::$target);
+            assert!(n >= 5, "only {n} {target} inputs: is fuzz/seeds in place?");
+        }
+    )*};
 }
 
-#[test]
-fn decode_reply_inputs() {
-    let n = replay("decode_reply", zkwire::fuzzing::decode_reply);
-    assert!(
-        n >= 5,
-        "only {n} decode_reply inputs: is fuzz/seeds in place?"
-    );
-}
-
-#[test]
-fn roundtrip_inputs() {
-    let n = replay("roundtrip", zkwire::fuzzing::roundtrip);
-    assert!(n >= 5, "only {n} roundtrip inputs: is fuzz/seeds in place?");
-}
-
-#[test]
-fn session_inputs() {
-    let n = replay("session", zkwire::fuzzing::session);
-    assert!(n >= 5, "only {n} session inputs: is fuzz/seeds in place?");
+replay_tests! {
+    frame_decoder_inputs: frame_decoder,
+    decode_reply_inputs: decode_reply,
+    roundtrip_inputs: roundtrip,
+    session_inputs: session,
 }
 
 /// The committed seeds are the ones `zkwire::fuzzing::seeds` builds from the golden fixtures

@@ -181,108 +181,45 @@ fn truncations(cases: &mut usize) {
     }
 }
 
+/// Each case: what it is, the record type that decodes it and the jute name its error must
+/// give, its bytes, and the [`DecodeErrorKind`] the error must match.
+macro_rules! bad_records {
+    ($($what:literal: $ty:ty, $record:literal, $bytes:expr => $kind:pat,)*) => {$(
+        let e = expect_error($what, d::<$ty>, $record, &$bytes);
+        assert!(matches!(e.kind(), $kind), "{}: unexpected error {e:?}", $what);
+    )*};
+}
+
 fn bad_lengths_and_counts(cases: &mut usize) {
-    let path_minus_2 = [0xff, 0xff, 0xff, 0xfe, 1];
-    let e = expect_error(
-        "length -2",
-        d::<ExistsRequest>,
-        "ExistsRequest",
-        &path_minus_2,
-    );
-    assert!(matches!(
-        e.kind(),
-        DecodeErrorKind::BadLength { len: -2, offset: 0 }
-    ));
-
-    let null_path = [0xff, 0xff, 0xff, 0xff, 1];
-    let e = expect_error("null path", d::<ExistsRequest>, "ExistsRequest", &null_path);
-    assert!(matches!(
-        e.kind(),
-        DecodeErrorKind::UnexpectedNull { what: "string", .. }
-    ));
-
-    let huge_string = [0x7f, 0xff, 0xff, 0xff, b'/', b'a'];
-    let e = expect_error(
-        "0x7fffffff path length",
-        d::<SyncResponse>,
-        "SyncResponse",
-        &huge_string,
-    );
-    assert!(matches!(
-        e.kind(),
-        DecodeErrorKind::UnexpectedEnd {
-            needed: 0x7fff_ffff,
-            ..
-        }
-    ));
-
-    let mut huge_buffer = vec![0x7f, 0xff, 0xff, 0xff];
-    huge_buffer.extend_from_slice(&[0; 68]);
-    let e = expect_error(
-        "0x7fffffff data length",
-        d::<GetDataResponse>,
-        "GetDataResponse",
-        &huge_buffer,
-    );
-    assert!(matches!(e.kind(), DecodeErrorKind::UnexpectedEnd { .. }));
-
+    use DecodeErrorKind::{BadCount, BadLength, BadUtf8, UnexpectedEnd, UnexpectedNull};
     // A vector count of 2^31-1 inside a 12-byte frame.
     let huge_count = [0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 1, b'a', 0, 0, 0];
-    let e = expect_error(
-        "2^31-1 children",
-        d::<GetChildrenResponse>,
-        "GetChildrenResponse",
-        &huge_count,
-    );
-    assert!(matches!(
-        e.kind(),
-        DecodeErrorKind::BadCount {
-            count: i32::MAX,
-            ..
-        }
-    ));
-    let e = expect_error(
-        "2^31-1 ACLs",
-        d::<GetAclResponse>,
-        "GetACLResponse",
-        &huge_count,
-    );
-    assert!(matches!(
-        e.kind(),
-        DecodeErrorKind::BadCount {
-            count: i32::MAX,
-            ..
-        }
-    ));
-    let e = expect_error(
-        "2^31-1 infos",
-        d::<WhoAmIResponse>,
-        "WhoAmIResponse",
-        &huge_count,
-    );
-    assert!(matches!(e.kind(), DecodeErrorKind::BadCount { .. }));
-
-    let minus_2_count = [0xff, 0xff, 0xff, 0xfe];
-    let e = expect_error(
-        "count -2",
-        d::<GetEphemeralsResponse>,
-        "GetEphemeralsResponse",
-        &minus_2_count,
-    );
-    assert!(matches!(
-        e.kind(),
-        DecodeErrorKind::BadCount { count: -2, .. }
-    ));
-
-    // Invalid UTF-8 in paths: in a notification and inside a multi result.
-    let bad_event = [0, 0, 0, 3, 0, 0, 0, 3, 0, 0, 0, 3, b'/', 0xc3, 0x28];
-    let e = expect_error(
-        "invalid UTF-8 event path",
-        d::<WatcherEvent>,
-        "WatcherEvent",
-        &bad_event,
-    );
-    assert!(matches!(e.kind(), DecodeErrorKind::BadUtf8 { offset: 12 }));
+    let mut huge_buffer = vec![0x7f, 0xff, 0xff, 0xff];
+    huge_buffer.extend_from_slice(&[0; 68]);
+    bad_records! {
+        "length -2": ExistsRequest, "ExistsRequest", [0xff, 0xff, 0xff, 0xfe, 1]
+            => BadLength { len: -2, offset: 0 },
+        "null path": ExistsRequest, "ExistsRequest", [0xff, 0xff, 0xff, 0xff, 1]
+            => UnexpectedNull { what: "string", .. },
+        "0x7fffffff path length": SyncResponse, "SyncResponse",
+            [0x7f, 0xff, 0xff, 0xff, b'/', b'a'] => UnexpectedEnd { needed: 0x7fff_ffff, .. },
+        "0x7fffffff data length": GetDataResponse, "GetDataResponse", huge_buffer
+            => UnexpectedEnd { .. },
+        "2^31-1 children": GetChildrenResponse, "GetChildrenResponse", huge_count
+            => BadCount { count: i32::MAX, .. },
+        "2^31-1 ACLs": GetAclResponse, "GetACLResponse", huge_count
+            => BadCount { count: i32::MAX, .. },
+        "2^31-1 infos": WhoAmIResponse, "WhoAmIResponse", huge_count => BadCount { .. },
+        "count -2": GetEphemeralsResponse, "GetEphemeralsResponse", [0xff, 0xff, 0xff, 0xfe]
+            => BadCount { count: -2, .. },
+        // Invalid UTF-8 in a notification's path.
+        "invalid UTF-8 event path": WatcherEvent, "WatcherEvent",
+            [0, 0, 0, 3, 0, 0, 0, 3, 0, 0, 0, 3, b'/', 0xc3, 0x28] => BadUtf8 { offset: 12 },
+        // An unknown multi result type cannot be skipped: its body length is unknown.
+        "unknown multi type": MultiResponse, "MultiResponse", [0, 0, 0x03, 0xe7, 0, 0, 0, 0, 0]
+            => DecodeErrorKind::UnknownValue { value: 999, .. },
+    }
+    // Invalid UTF-8 in a path inside a multi result: the error names the inner record.
     let mut bad_multi = vec![0, 0, 0, 1, 0, 0, 0, 0, 0];
     bad_multi.extend_from_slice(&[0, 0, 0, 2, b'/', 0xff]);
     let e = expect_error(
@@ -292,19 +229,6 @@ fn bad_lengths_and_counts(cases: &mut usize) {
         &bad_multi,
     );
     assert_eq!(e.record(), "CreateResponse");
-
-    // An unknown multi result type cannot be skipped: its body length is unknown.
-    let unknown_type = [0, 0, 0x03, 0xe7, 0, 0, 0, 0, 0];
-    let e = expect_error(
-        "unknown multi type",
-        d::<MultiResponse>,
-        "MultiResponse",
-        &unknown_type,
-    );
-    assert!(matches!(
-        e.kind(),
-        DecodeErrorKind::UnknownValue { value: 999, .. }
-    ));
     *cases += 12;
 }
 

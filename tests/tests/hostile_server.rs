@@ -31,7 +31,7 @@ use zkwire::proto::{
     ErrorCode, EventType, GetDataResponse, KeeperState, ReplyHeader, RequestHeader, Stat, AUTH_XID,
     NOTIFICATION_XID,
 };
-use zkwire::{AddWatchMode, Client, ClientBuilder, Error, SessionState};
+use zkwire::{AddWatchMode, Client, ClientBuilder, Error, SessionState, WatchedEvent};
 use zkwire_testing::evil::{
     connect_response_frame, healthy_reply, EvilConn, EvilServer, HEALTHY_DATA,
 };
@@ -311,29 +311,14 @@ async fn bad_utf8_notification() -> Result<Outcome, String> {
 /// A length prefix under the cap (a legal size) whose payload never comes: only the read
 /// timeout can end this, and it must.
 async fn stalled_big_frame() -> Result<Outcome, String> {
-    let server = start(|mut conn| async move {
-        conn.handshake().await?;
-        if conn.index() > 0 {
-            return conn.serve().await;
-        }
-        let _ = conn.next_request().await?;
-        conn.send_hostile(&0x10_0001_i32.to_be_bytes()).await?;
-        conn.hold().await
-    })
-    .await?;
-    let client = connect(&server, None).await?;
-    let started = Instant::now();
-    let result = client.get_data("/victim").await;
-    let elapsed = started.elapsed();
-    ensure!(
-        result == Err(Error::ConnectionLoss),
-        "the request in flight got {result:?}"
-    );
-    ensure!(
-        elapsed < SESSION_TIMEOUT,
-        "ConnectionLoss only after {elapsed:?}"
-    );
-    healthy_after(&client, &server, 2).await
+    let hostile = |_: &RequestHeader| 0x10_0001_i32.to_be_bytes().to_vec();
+    dropped_within(
+        hostile,
+        None,
+        SESSION_TIMEOUT,
+        "only after the session timeout",
+    )
+    .await
 }
 
 // ===== handshake =====
@@ -479,14 +464,7 @@ async fn unknown_notifications() -> Result<Outcome, String> {
     let event = tokio::time::timeout(Duration::from_secs(2), watcher)
         .await
         .map_err(|_| "the watch never fired")?;
-    ensure!(
-        event.event_type == EventType::NodeDataChanged,
-        "the watch fired with {event:?}"
-    );
-    ensure!(
-        event.state == KeeperState::SyncConnected,
-        "the watch fired with {event:?}"
-    );
+    data_changed_when_connected(&event)?;
     same_connection(&client, &server).await
 }
 
@@ -522,14 +500,7 @@ async fn unknown_state_persistent() -> Result<Outcome, String> {
         .await
         .map_err(|_| "no event")?;
     let event = event.ok_or("the persistent watch ended")?;
-    ensure!(
-        event.state == KeeperState::SyncConnected,
-        "the forged state reached the watch: {event:?}"
-    );
-    ensure!(
-        event.event_type == EventType::NodeDataChanged,
-        "the watch got {event:?}"
-    );
+    data_changed_when_connected(&event)?;
     same_connection(&client, &server).await
 }
 
@@ -567,10 +538,37 @@ async fn unknown_error_code() -> Result<Outcome, String> {
 
 // ===== shared shapes =====
 
+/// `event` is a data change delivered while connected (a forged state must not get through).
+fn data_changed_when_connected(event: &WatchedEvent) -> Result<(), String> {
+    ensure!(
+        event.event_type == EventType::NodeDataChanged,
+        "the watch fired with {event:?}"
+    );
+    ensure!(
+        event.state == KeeperState::SyncConnected,
+        "the forged state reached the watch: {event:?}"
+    );
+    Ok(())
+}
+
 /// The first connection answers the first request with `hostile` and keeps the socket open;
 /// the request must fail with ConnectionLoss before the read timeout could have fired, and
 /// the client must reconnect to the (then healthy) server.
 async fn dropped_fast<H>(hostile: H, cap: Option<usize>) -> Result<Outcome, String>
+where
+    H: Fn(&RequestHeader) -> Vec<u8> + Send + Sync + 'static,
+{
+    dropped_within(hostile, cap, READ_TIMEOUT, "the timer, not the bytes").await
+}
+
+/// As [`dropped_fast`], with the request failing within `limit` (`late` says what failing
+/// later means).
+async fn dropped_within<H>(
+    hostile: H,
+    cap: Option<usize>,
+    limit: Duration,
+    late: &str,
+) -> Result<Outcome, String>
 where
     H: Fn(&RequestHeader) -> Vec<u8> + Send + Sync + 'static,
 {
@@ -596,10 +594,7 @@ where
         result == Err(Error::ConnectionLoss),
         "the request in flight got {result:?}"
     );
-    ensure!(
-        elapsed < READ_TIMEOUT,
-        "ConnectionLoss after {elapsed:?}: the timer, not the bytes"
-    );
+    ensure!(elapsed < limit, "ConnectionLoss after {elapsed:?}: {late}");
     healthy_after(&client, &server, 2).await
 }
 

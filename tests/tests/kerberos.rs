@@ -16,7 +16,7 @@ use zkwire::{Acl, ClientBuilder, CreateOptions, Error, Id, Kerberos, Perms};
 use zkwire_testing::kerberos::{Kdc, REALM};
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::server::{ServerConfig, ZkServer};
-use zkwire_testing::support::create_queued_across_a_reconnect;
+use zkwire_testing::support::assert_sasl_runs_again_on_reconnect;
 
 const T: Duration = Duration::from_secs(10);
 /// What "fails fast" means here: well under the session timeout a retry loop would run to.
@@ -153,15 +153,12 @@ async fn kerberos_runs_again_on_reconnect_before_queued_requests() {
         .connect(&proxy.connect_string())
         .await
         .unwrap();
-    let path = format!("/kerberos-queued-{}", std::process::id());
-    create_queued_across_a_reconnect(&client, &proxy, &path).await;
-    assert_eq!(
-        proxy.requests_seen(zkwire::proto::OpCode::Sasl),
+    assert_sasl_runs_again_on_reconnect(
+        client,
+        &proxy,
+        "kerberos",
         6,
-        "two exchanges of three tokens"
-    );
-    let who = client.who_am_i().await.unwrap();
-    assert!(who.iter().any(|i| i.auth_scheme == "sasl"), "{who:?}");
-    client.delete(&path, None).await.unwrap();
-    client.close().await.unwrap();
+        "two exchanges of three tokens",
+    )
+    .await;
 }

@@ -5,47 +5,37 @@ use std::time::Duration;
 
 use zkwire::{
     Acl, Client, CreateMode, CreateOptions, Error, Id, Op, OpResult, Perms, ReadOp, ReadResult,
-    SessionState, JUTE_MAX_BUFFER,
+    SessionState, Stat, JUTE_MAX_BUFFER,
 };
 use zkwire_testing::server::shared_server;
-use zkwire_testing::support::{client_in_chroot, fresh_chroot};
+use zkwire_testing::support::{assert_known_as, client_in_chroot, create_persistent, fresh_chroot};
+
+/// Creates `path` holding `data` with `options`; the created path and its Stat.
+async fn created(c: &Client, path: &str, data: &[u8], options: CreateOptions) -> (String, Stat) {
+    c.create(path, data, &options).await.unwrap()
+}
 
 #[tokio::test]
 async fn create_in_every_mode_returns_path_and_stat() {
     let c = client_in_chroot("ops_create").await;
-    let (path, stat) = c
-        .create("/p", b"data", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    let (path, stat) = created(&c, "/p", b"data", CreateOptions::persistent()).await;
     assert_eq!(path, "/p");
     assert_eq!(
         (stat.data_length, stat.ephemeral_owner, stat.version),
         (4, 0, 0)
     );
 
-    let (path, stat) = c
-        .create("/e", b"", &CreateOptions::ephemeral())
-        .await
-        .unwrap();
+    let (path, stat) = created(&c, "/e", b"", CreateOptions::ephemeral()).await;
     assert_eq!(path, "/e");
     assert_eq!(stat.ephemeral_owner, c.session_id());
 
-    let (s1, _) = c
-        .create("/p/s-", b"", &CreateOptions::persistent_sequential())
-        .await
-        .unwrap();
-    let (s2, st2) = c
-        .create("/p/s-", b"", &CreateOptions::ephemeral_sequential())
-        .await
-        .unwrap();
+    let (s1, _) = created(&c, "/p/s-", b"", CreateOptions::persistent_sequential()).await;
+    let (s2, st2) = created(&c, "/p/s-", b"", CreateOptions::ephemeral_sequential()).await;
     assert_eq!(s1, "/p/s-0000000000");
     assert_eq!(s2, "/p/s-0000000001");
     assert_eq!(st2.ephemeral_owner, c.session_id());
 
-    let (path, stat) = c
-        .create("/c", b"", &CreateOptions::container())
-        .await
-        .unwrap();
+    let (path, stat) = created(&c, "/c", b"", CreateOptions::container()).await;
     assert_eq!(path, "/c");
     // The server maps its container and TTL owner markers back to 0 in client Stats.
     assert_eq!(stat.ephemeral_owner, 0);
@@ -91,9 +81,7 @@ async fn data_exists_delete_with_versions() {
     let c = client_in_chroot("ops_data").await;
     assert_eq!(c.exists("/n").await.unwrap(), None);
     assert_eq!(c.get_data("/n").await, Err(Error::NoNode));
-    c.create("/n", b"v0", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&c, "/n", b"v0").await;
     let (data, stat) = c.get_data("/n").await.unwrap();
     assert_eq!((&data[..], stat.version), (&b"v0"[..], 0));
     assert_eq!(
@@ -106,9 +94,7 @@ async fn data_exists_delete_with_versions() {
     let stat = c.set_data("/n", b"", None).await.unwrap();
     assert_eq!(stat.data_length, 0);
 
-    c.create("/n/kid", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&c, "/n/kid", b"").await;
     assert_eq!(c.delete("/n", None).await, Err(Error::NotEmpty));
     assert_eq!(c.delete("/n/kid", Some(3)).await, Err(Error::BadVersion));
     c.delete("/n/kid", Some(0)).await.unwrap();
@@ -120,9 +106,7 @@ async fn data_exists_delete_with_versions() {
 #[tokio::test]
 async fn children_counts_ephemerals_and_sync() {
     let c = client_in_chroot("ops_children").await;
-    c.create("/d", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&c, "/d", b"").await;
     for name in ["a", "b", "c"] {
         c.create(&format!("/d/{name}"), b"", &CreateOptions::persistent())
             .await
@@ -154,12 +138,7 @@ async fn acls_and_digest_auth() {
         .connect(&cs)
         .await
         .unwrap();
-    let who = alice.who_am_i().await.unwrap();
-    assert!(
-        who.iter()
-            .any(|i| i.auth_scheme == "digest" && i.user == "alice"),
-        "{who:?}"
-    );
+    assert_known_as(&alice, "digest", "alice").await;
 
     let creator_only = CreateOptions::persistent().with_acl(Acl::creator_all());
     alice.create("/private", b"s", &creator_only).await.unwrap();
@@ -206,9 +185,7 @@ async fn acls_and_digest_auth() {
 #[tokio::test]
 async fn multi_success_failure_and_multi_read() {
     let c = client_in_chroot("ops_multi").await;
-    c.create("/m", b"0", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&c, "/m", b"0").await;
     let results = c
         .multi(&[
             Op::check("/m", Some(0)),
@@ -300,9 +277,7 @@ async fn close_removes_ephemerals_and_fails_later_requests() {
 #[tokio::test]
 async fn oversized_request_fails_locally_without_reconnecting() {
     let c = client_in_chroot("ops_oversized").await;
-    c.create("/big", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&c, "/big", b"").await;
     let session = c.session_id();
     let mut states = c.state_stream();
     let big = vec![7u8; 2 << 20];

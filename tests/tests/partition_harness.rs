@@ -81,6 +81,23 @@ fn a_follower(e: &PartitionedEnsemble, leader: usize) -> usize {
     (leader + 1) % e.node_count()
 }
 
+/// Heals every link and waits for the ensemble to be whole again; its leader.
+fn heal(e: &PartitionedEnsemble) -> usize {
+    e.heal();
+    e.wait_healed(HEAL_TIMEOUT)
+        .unwrap_or_else(|err| panic!("{err}"))
+}
+
+/// Waits (up to the sync timeout and some) until `leader` leads without follower `f`, which
+/// has stopped following, and with every other follower synced; `what` names the wait.
+fn wait_follower_out(e: &PartitionedEnsemble, leader: usize, f: usize, what: &str) {
+    let n = e.node_count();
+    e.wait_until(what, e.sync_timeout() + DETECT_SLACK, |v| {
+        v.is_leading(leader) && v.synced_followers_of(leader) == Some(n - 2) && !v.is_following(f)
+    })
+    .unwrap_or_else(|err| panic!("{err}"));
+}
+
 /// Asserts that `check` holds for every view seen during `period`.
 fn holds_for(e: &PartitionedEnsemble, period: Duration, what: &str, check: impl Fn(&View) -> bool) {
     let end = Instant::now() + period;
@@ -98,20 +115,11 @@ fn isolated_follower_leaves_and_rejoins(fault: LinkFault) {
     let n = e.node_count();
     let leader = e.wait_healed(HEAL_TIMEOUT).unwrap();
     let f = a_follower(&e, leader);
-    let bound = e.sync_timeout() + DETECT_SLACK;
 
     let cut_at = Instant::now();
     e.isolate(f, fault);
-    e.wait_until(
-        &format!("leader {leader} drops follower {f}, which stops serving"),
-        bound,
-        |v| {
-            v.is_leading(leader)
-                && v.synced_followers_of(leader) == Some(n - 2)
-                && !v.is_following(f)
-        },
-    )
-    .unwrap_or_else(|err| panic!("{err}"));
+    let what = format!("leader {leader} drops follower {f}, which stops serving");
+    wait_follower_out(&e, leader, f, &what);
     eprintln!("{fault:?}: follower {f} out after {:?}", cut_at.elapsed());
 
     holds_for(
@@ -126,10 +134,7 @@ fn isolated_follower_leaves_and_rejoins(fault: LinkFault) {
     );
 
     let healed_at = Instant::now();
-    e.heal();
-    let back = e
-        .wait_healed(HEAL_TIMEOUT)
-        .unwrap_or_else(|err| panic!("{err}"));
+    let back = heal(&e);
     eprintln!(
         "{fault:?}: whole again {:?} after heal",
         healed_at.elapsed()
@@ -181,10 +186,7 @@ fn isolated_leader_is_replaced() {
         |v| v.is_leading(new) && !v.is_leading(old) && !v.is_following(old),
     );
 
-    e.heal();
-    let back = e
-        .wait_healed(HEAL_TIMEOUT)
-        .unwrap_or_else(|err| panic!("{err}"));
+    let back = heal(&e);
     assert_eq!(
         back, new,
         "the new leader has the newer epoch and keeps leading"
@@ -197,21 +199,16 @@ fn isolated_leader_is_replaced() {
 #[test]
 fn one_way_cut_leader_to_follower() {
     let e = fixture();
-    let n = e.node_count();
     let leader = e.wait_healed(HEAL_TIMEOUT).unwrap();
     let f = a_follower(&e, leader);
     let cut_at = Instant::now();
     e.cut_one_way(leader, f, LinkFault::Blackhole);
-    e.wait_until(
+    wait_follower_out(
+        &e,
+        leader,
+        f,
         &format!("follower {f} leaves leader {leader}"),
-        e.sync_timeout() + DETECT_SLACK,
-        |v| {
-            v.is_leading(leader)
-                && v.synced_followers_of(leader) == Some(n - 2)
-                && !v.is_following(f)
-        },
-    )
-    .unwrap_or_else(|err| panic!("{err}"));
+    );
     eprintln!("one-way cut: follower {f} out after {:?}", cut_at.elapsed());
     // Its own bytes still reach the leader, but that is not enough to rejoin.
     assert!(e.link_counts(LinkKind::Election, f, leader).forward_bytes > 0);
@@ -221,10 +218,7 @@ fn one_way_cut_leader_to_follower() {
         "the deaf follower stays out",
         |v| v.is_leading(leader) && !v.is_following(f),
     );
-    e.heal();
-    let back = e
-        .wait_healed(HEAL_TIMEOUT)
-        .unwrap_or_else(|err| panic!("{err}"));
+    let back = heal(&e);
     assert_eq!(back, leader);
 }
 
@@ -269,7 +263,6 @@ fn bridge_on_three_nodes() {
 #[test]
 fn delayed_follower() {
     let e = fixture();
-    let n = e.node_count();
     let leader = e.wait_healed(HEAL_TIMEOUT).unwrap();
     let f = a_follower(&e, leader);
 
@@ -282,16 +275,7 @@ fn delayed_follower() {
     );
 
     e.isolate(f, LinkFault::Delay(e.sync_timeout() * 3));
-    e.wait_until(
-        &format!("delayed follower {f} is dropped"),
-        e.sync_timeout() + DETECT_SLACK,
-        |v| {
-            v.is_leading(leader)
-                && v.synced_followers_of(leader) == Some(n - 2)
-                && !v.is_following(f)
-        },
-    )
-    .unwrap_or_else(|err| panic!("{err}"));
+    wait_follower_out(&e, leader, f, &format!("delayed follower {f} is dropped"));
     e.heal();
     assert_eq!(e.wait_healed(HEAL_TIMEOUT).unwrap(), leader);
 }

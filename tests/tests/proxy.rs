@@ -133,11 +133,31 @@ async fn echo_pair(proxy: &FaultProxy) -> TcpStream {
     client
 }
 
+/// A proxy in front of an echo upstream, a client connection through it with the handshake
+/// done, and what the upstream reads after the handshake.
+async fn echo_setup() -> (FaultProxy, TcpStream, mpsc::UnboundedReceiver<Seen>) {
+    let (upstream, mut seen) = echo_upstream(b"").await;
+    let proxy = FaultProxy::start(upstream).await.unwrap();
+    let client = echo_pair(&proxy).await;
+    upstream_bytes(&mut seen, 8).await;
+    (proxy, client, seen)
+}
+
+/// Writes `frame` on `stream` and asserts that it comes back whole (`what` says why).
+async fn echoes(stream: &mut TcpStream, frame: &[u8], what: &str) {
+    stream.write_all(frame).await.unwrap();
+    assert_eq!(read_exact(stream, frame.len()).await, frame, "{what}");
+}
+
+/// Writes `frame` on `from` and asserts that it arrives whole on `to` (`what` says why).
+async fn passes(from: &mut TcpStream, frame: &[u8], to: &mut TcpStream, what: &str) {
+    from.write_all(frame).await.unwrap();
+    assert_eq!(read_exact(to, frame.len()).await, frame, "{what}");
+}
+
 #[tokio::test]
 async fn blackhole_releases_in_order_and_blackhole_drop_discards() {
-    let (upstream, _seen) = echo_upstream(b"").await;
-    let proxy = FaultProxy::start(upstream).await.unwrap();
-    let mut client = echo_pair(&proxy).await;
+    let (proxy, mut client, _seen) = echo_setup().await;
 
     proxy.blackhole(true);
     let (b, c) = (
@@ -159,22 +179,14 @@ async fn blackhole_releases_in_order_and_blackhole_drop_discards() {
     assert_silent(&mut client, Duration::from_millis(200)).await;
     proxy.blackhole_drop(false);
     let e = request(5, OpCode::Exists, b"e");
-    client.write_all(&e).await.unwrap();
-    assert_eq!(
-        read_exact(&mut client, e.len()).await,
-        e,
-        "the dropped frame never arrives"
-    );
+    echoes(&mut client, &e, "the dropped frame never arrives").await;
     assert_eq!(proxy.counts().frames_discarded, 1);
     assert_eq!(proxy.active(), 1);
 }
 
 #[tokio::test]
 async fn one_way_holds_stall_only_their_direction() {
-    let (upstream, mut seen) = echo_upstream(b"").await;
-    let proxy = FaultProxy::start(upstream).await.unwrap();
-    let mut client = echo_pair(&proxy).await;
-    upstream_bytes(&mut seen, 8).await;
+    let (proxy, mut client, mut seen) = echo_setup().await;
 
     proxy.hold_server_to_client(true);
     let a = request(1, OpCode::GetData, b"a");
@@ -198,9 +210,7 @@ async fn one_way_holds_stall_only_their_direction() {
 
 #[tokio::test]
 async fn delay_applies_to_each_direction() {
-    let (upstream, _seen) = echo_upstream(b"").await;
-    let proxy = FaultProxy::start(upstream).await.unwrap();
-    let mut client = echo_pair(&proxy).await;
+    let (proxy, mut client, _seen) = echo_setup().await;
     proxy.delay(Duration::from_millis(150));
     let started = Instant::now();
     let frames: Vec<Bytes> = (1..=3)
@@ -221,10 +231,7 @@ async fn delay_applies_to_each_direction() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn split_frames_writes_single_bytes() {
-    let (upstream, mut seen) = echo_upstream(b"").await;
-    let proxy = FaultProxy::start(upstream).await.unwrap();
-    let mut client = echo_pair(&proxy).await;
-    upstream_bytes(&mut seen, 8).await;
+    let (proxy, mut client, mut seen) = echo_setup().await;
     proxy.split_frames(true);
     let big = request(1, OpCode::SetData, &[7; 2000]);
     client.write_all(&big).await.unwrap();
@@ -248,19 +255,11 @@ async fn split_frames_writes_single_bytes() {
 
 #[tokio::test]
 async fn cut_after_request_forwards_the_nth_then_closes() {
-    let (upstream, mut seen) = echo_upstream(b"").await;
-    let proxy = FaultProxy::start(upstream).await.unwrap();
-    let mut client = echo_pair(&proxy).await;
-    upstream_bytes(&mut seen, 8).await;
+    let (proxy, mut client, mut seen) = echo_setup().await;
     proxy.cut_after_request(OpCode::Create2, 2);
 
     let first = request(1, OpCode::Create2, b"one");
-    client.write_all(&first).await.unwrap();
-    assert_eq!(
-        read_exact(&mut client, first.len()).await,
-        first,
-        "the first create passes"
-    );
+    echoes(&mut client, &first, "the first create passes").await;
     assert_eq!(upstream_bytes(&mut seen, first.len()).await, first);
 
     // The second create and a request pipelined behind it, in one write.
@@ -319,12 +318,7 @@ async fn cut_and_reset_close_current_connections_only() {
 
     let mut fresh = echo_pair(&proxy).await;
     let ping = request(-2, OpCode::Ping, b"");
-    fresh.write_all(&ping).await.unwrap();
-    assert_eq!(
-        read_exact(&mut fresh, ping.len()).await,
-        ping,
-        "new connections still work"
-    );
+    echoes(&mut fresh, &ping, "new connections still work").await;
     let counts = proxy.counts();
     assert_eq!((counts.cut_connections, counts.reset_connections), (1, 1));
     assert_eq!(proxy.connections(), 3);
@@ -446,39 +440,35 @@ async fn drop_direction_loses_whole_frames_one_way_only() {
     let lost = request(1, OpCode::GetData, b"lost");
     client.write_all(&lost).await.unwrap();
     let note = reply(-1, b"notification");
-    server.write_all(&note).await.unwrap();
-    assert_eq!(
-        read_exact(&mut client, note.len()).await,
-        note,
-        "server→client still flows"
-    );
+    passes(&mut server, &note, &mut client, "server→client still flows").await;
     assert_silent(&mut server, Duration::from_millis(200)).await;
     assert_eq!(proxy.counts().client_frames_dropped, 1);
     proxy.drop_client_to_server(false);
     let after = request(2, OpCode::Exists, b"after");
-    client.write_all(&after).await.unwrap();
-    assert_eq!(
-        read_exact(&mut server, after.len()).await,
-        after,
-        "the dropped frame never arrives, and the stream is still framed"
-    );
+    passes(
+        &mut client,
+        &after,
+        &mut server,
+        "the dropped frame never arrives, and the stream is still framed",
+    )
+    .await;
 
     // The other way round.
     proxy.drop_direction(Direction::ServerToClient, true);
     server.write_all(&reply(-1, b"lost")).await.unwrap();
-    client.write_all(&after).await.unwrap();
-    assert_eq!(
-        read_exact(&mut server, after.len()).await,
-        after,
-        "client→server still flows"
-    );
+    passes(
+        &mut client,
+        &after,
+        &mut server,
+        "client→server still flows",
+    )
+    .await;
     assert_silent(&mut client, Duration::from_millis(200)).await;
 
     // heal() stops the drop.
     proxy.heal();
     let kept = reply(3, b"kept");
-    server.write_all(&kept).await.unwrap();
-    assert_eq!(read_exact(&mut client, kept.len()).await, kept);
+    passes(&mut server, &kept, &mut client, "whole").await;
 
     // Frames queued (here: delayed) when the drop is switched on are dropped too.
     proxy.delay_direction(
@@ -492,8 +482,7 @@ async fn drop_direction_loses_whole_frames_one_way_only() {
     proxy.drop_client_to_server(true);
     assert_silent(&mut server, Duration::from_millis(400)).await;
     proxy.heal();
-    client.write_all(&after).await.unwrap();
-    assert_eq!(read_exact(&mut server, after.len()).await, after);
+    passes(&mut client, &after, &mut server, "whole").await;
 
     // A dropped request never fires a trigger: it does not reach the server.
     proxy.cut_after_request(OpCode::GetData, 1);
@@ -505,8 +494,7 @@ async fn drop_direction_loses_whole_frames_one_way_only() {
     .await;
     assert_eq!(proxy.triggered(), 0);
     proxy.drop_client_to_server(false);
-    client.write_all(&lost).await.unwrap();
-    assert_eq!(read_exact(&mut server, lost.len()).await, lost);
+    passes(&mut client, &lost, &mut server, "whole").await;
     eventually(STEP, "trigger fired", || proxy.triggered() == 1).await;
 
     let counts = proxy.counts();
@@ -526,10 +514,7 @@ async fn drop_direction_loses_whole_frames_one_way_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delay_direction_draws_delays_in_bounds_and_keeps_order() {
     let (min, max) = (Duration::from_millis(150), Duration::from_millis(400));
-    let (upstream, mut seen) = echo_upstream(b"").await;
-    let proxy = FaultProxy::start(upstream).await.unwrap();
-    let mut client = echo_pair(&proxy).await;
-    upstream_bytes(&mut seen, 8).await;
+    let (proxy, mut client, mut seen) = echo_setup().await;
     proxy.delay_direction(Direction::ServerToClient, min, max, 42);
 
     // One frame at a time: each round trip is one draw, and only the way back is delayed.
@@ -567,8 +552,7 @@ async fn delay_direction_draws_delays_in_bounds_and_keeps_order() {
     proxy.delay_direction(Direction::ServerToClient, Duration::ZERO, Duration::ZERO, 0);
     let frame = request(40, OpCode::Exists, b"z");
     let started = Instant::now();
-    client.write_all(&frame).await.unwrap();
-    assert_eq!(read_exact(&mut client, frame.len()).await, frame);
+    echoes(&mut client, &frame, "whole").await;
     assert!(
         started.elapsed() < min,
         "delay off: {:?}",
@@ -591,8 +575,7 @@ async fn delay_direction_draws_delays_in_bounds_and_keeps_order() {
     assert_eq!(read_exact(&mut client, frame.len()).await, frame);
     proxy.heal();
     let started = Instant::now();
-    client.write_all(&frame).await.unwrap();
-    assert_eq!(read_exact(&mut client, frame.len()).await, frame);
+    echoes(&mut client, &frame, "whole").await;
     assert!(
         started.elapsed() < Duration::from_millis(200),
         "healed: {:?}",
@@ -618,6 +601,77 @@ async fn connect(connect_string: &str, session_timeout: Duration) -> Client {
     within(STEP, "connect", connecting).await.unwrap()
 }
 
+/// A persistent node at `path` with `data`, created through `c`.
+async fn create(c: &Client, path: &str, data: &[u8]) {
+    let persistent = CreateOptions::persistent();
+    within(STEP, "create", c.create(path, data, &persistent))
+        .await
+        .unwrap();
+}
+
+/// Closes each client.
+async fn close_all(clients: &[&Client]) {
+    for c in clients {
+        within(STEP, "close", c.close()).await.unwrap();
+    }
+}
+
+/// As [`proxied`], with a client through the proxy (4 s session) instead of its connect
+/// string.
+async fn proxied_client(name: &str) -> (FaultProxy, Client, String) {
+    let (proxy, via_proxy, direct) = proxied(name).await;
+    (
+        proxy,
+        connect(&via_proxy, Duration::from_secs(4)).await,
+        direct,
+    )
+}
+
+/// As [`proxied_client`], with an observer connected directly (4 s session too).
+async fn proxied_pair(name: &str) -> (FaultProxy, Client, Client) {
+    let (proxy, c, direct) = proxied_client(name).await;
+    (proxy, c, connect(&direct, Duration::from_secs(4)).await)
+}
+
+/// After fresh traffic both ways (so that the client's read timeout and the server's expiry
+/// count from then), applies `fault` and waits (up to 6 s) for the client to disconnect;
+/// when the fault was applied and when the client disconnected.
+async fn disconnect_by(
+    c: &Client,
+    states: &mut StateStream,
+    fault: impl FnOnce(),
+) -> (Instant, Instant) {
+    within(STEP, "exists", c.exists("/")).await.unwrap();
+    let started = Instant::now();
+    fault();
+    let limit = Duration::from_secs(6);
+    (
+        started,
+        wait_state(states, SessionState::Disconnected, limit).await,
+    )
+}
+
+/// A client's session and its states from some point on.
+struct Watched {
+    session: i64,
+    states: StateStream,
+}
+
+impl Watched {
+    fn new(c: &Client) -> Self {
+        Self {
+            session: c.session_id(),
+            states: c.state_stream(),
+        }
+    }
+
+    /// Waits (up to `limit`) until `c` is connected again, on the same session (`what`).
+    async fn reconnected(&mut self, c: &Client, limit: Duration, what: &str) {
+        wait_state(&mut self.states, SessionState::Connected, limit).await;
+        assert_eq!(c.session_id(), self.session, "{what}");
+    }
+}
+
 /// Waits for `want` on `states`, skipping other transient states; returns when it came.
 async fn wait_state(states: &mut StateStream, want: SessionState, limit: Duration) -> Instant {
     within(limit, &format!("state {want:?}"), async {
@@ -637,15 +691,8 @@ async fn wait_state(states: &mut StateStream, want: SessionState, limit: Duratio
 
 #[tokio::test]
 async fn forwards_plain_operations() {
-    let (proxy, cs, _) = proxied("proxy_plain").await;
-    let c = connect(&cs, Duration::from_secs(4)).await;
-    within(
-        STEP,
-        "create",
-        c.create("/n", b"v1", &CreateOptions::persistent()),
-    )
-    .await
-    .unwrap();
+    let (proxy, c, _) = proxied_client("proxy_plain").await;
+    create(&c, "/n", b"v1").await;
     within(STEP, "set", c.set_data("/n", b"v2", Some(0)))
         .await
         .unwrap();
@@ -674,7 +721,7 @@ async fn forwards_plain_operations() {
     assert_eq!(replies[0].0, None, "the ConnectResponse comes first");
     assert!(proxy.frames_seen(Direction::ServerToClient) >= 7);
     assert!(proxy.max_frame_len(OpCode::SetData) > 8);
-    within(STEP, "close", c.close()).await.unwrap();
+    close_all(&[&c]).await;
     assert_eq!(
         proxy.requests_seen(OpCode::CloseSession),
         1,
@@ -698,10 +745,8 @@ async fn four_letter_words_pass_through_raw() {
 
 #[tokio::test]
 async fn cut_all_and_reset_all_keep_the_session() {
-    let (proxy, cs, _) = proxied("proxy_cut").await;
-    let c = connect(&cs, Duration::from_secs(4)).await;
-    let session = c.session_id();
-    let mut states = c.state_stream();
+    let (proxy, c, _) = proxied_client("proxy_cut").await;
+    let mut w = Watched::new(&c);
     for reset in [false, true] {
         within(STEP, "exists", c.exists("/")).await.unwrap();
         if reset {
@@ -709,9 +754,13 @@ async fn cut_all_and_reset_all_keep_the_session() {
         } else {
             proxy.cut_all();
         }
-        wait_state(&mut states, SessionState::Disconnected, STEP).await;
-        wait_state(&mut states, SessionState::Connected, STEP).await;
-        assert_eq!(c.session_id(), session, "same session after reset={reset}");
+        wait_state(&mut w.states, SessionState::Disconnected, STEP).await;
+        wait_state(&mut w.states, SessionState::Connected, STEP).await;
+        assert_eq!(
+            c.session_id(),
+            w.session,
+            "same session after reset={reset}"
+        );
         within(
             STEP,
             "create",
@@ -727,16 +776,13 @@ async fn cut_all_and_reset_all_keep_the_session() {
     let counts = proxy.counts();
     assert_eq!((counts.cut_connections, counts.reset_connections), (1, 1));
     assert_eq!(proxy.connections(), 3);
-    within(STEP, "close", c.close()).await.unwrap();
+    close_all(&[&c]).await;
 }
 
 #[tokio::test]
 async fn reply_lost_after_create_reached_the_server() {
-    let (proxy, cs, direct) = proxied("proxy_lost_reply").await;
-    let c = connect(&cs, Duration::from_secs(4)).await;
-    let observer = connect(&direct, Duration::from_secs(4)).await;
-    let session = c.session_id();
-    let mut states = c.state_stream();
+    let (proxy, c, observer) = proxied_pair("proxy_lost_reply").await;
+    let mut w = Watched::new(&c);
     proxy.cut_after_request(OpCode::Create2, 2);
     within(
         STEP,
@@ -761,36 +807,23 @@ async fn reply_lost_after_create_reached_the_server() {
         }
     })
     .await;
-    assert_eq!(stat.ephemeral_owner, session);
-    wait_state(&mut states, SessionState::Connected, STEP).await;
-    assert_eq!(c.session_id(), session);
+    assert_eq!(stat.ephemeral_owner, w.session);
+    w.reconnected(&c, STEP, "the same session").await;
     let retry = within(STEP, "blind retry", c.create("/second", b"", &ephemeral)).await;
     assert_eq!(
         retry,
         Err(Error::NodeExists),
         "a blind retry finds its own node"
     );
-    within(STEP, "close", c.close()).await.unwrap();
-    within(STEP, "close", observer.close()).await.unwrap();
+    close_all(&[&c, &observer]).await;
 }
 
 #[tokio::test]
 async fn blackhole_past_the_read_timeout_then_release_before_expiry() {
-    let (proxy, cs, _) = proxied("proxy_blackhole").await;
-    let c = connect(&cs, Duration::from_secs(4)).await;
-    let session = c.session_id();
-    let mut states = c.state_stream();
-    // Fresh traffic both ways, so the client's read timeout (2/3 T) and the server's expiry
-    // (T) both count from now.
-    within(STEP, "exists", c.exists("/")).await.unwrap();
-    let started = Instant::now();
-    proxy.blackhole(true);
-    let lost = wait_state(
-        &mut states,
-        SessionState::Disconnected,
-        Duration::from_secs(6),
-    )
-    .await;
+    let (proxy, c, _) = proxied_client("proxy_blackhole").await;
+    let mut w = Watched::new(&c);
+    // The client's read timeout is 2/3 T, the server's expiry T.
+    let (started, lost) = disconnect_by(&c, &mut w.states, || proxy.blackhole(true)).await;
     let silence = lost - started;
     assert!(
         silence >= Duration::from_millis(2000),
@@ -799,16 +832,10 @@ async fn blackhole_past_the_read_timeout_then_release_before_expiry() {
     // Released at about 2/3 T + 0.2 s: before the server's expiry at T.
     tokio::time::sleep(Duration::from_millis(200)).await;
     proxy.blackhole(false);
-    wait_state(&mut states, SessionState::Connected, Duration::from_secs(4)).await;
-    assert_eq!(c.session_id(), session, "the session survived");
-    within(
-        STEP,
-        "create",
-        c.create("/healed", b"", &CreateOptions::persistent()),
-    )
-    .await
-    .unwrap();
-    within(STEP, "close", c.close()).await.unwrap();
+    w.reconnected(&c, Duration::from_secs(4), "the session survived")
+        .await;
+    create(&c, "/healed", b"").await;
+    close_all(&[&c]).await;
 }
 
 /// Keepalives that never reach the server (the lease's syncs, and pings when a session
@@ -816,19 +843,12 @@ async fn blackhole_past_the_read_timeout_then_release_before_expiry() {
 /// the session on a new one.
 #[tokio::test]
 async fn dropped_keepalives_make_the_client_reconnect() {
-    let (proxy, cs, _) = proxied("proxy_pings").await;
-    let c = connect(&cs, Duration::from_secs(4)).await;
-    let session = c.session_id();
-    let mut states = c.state_stream();
-    within(STEP, "exists", c.exists("/")).await.unwrap();
-    let started = Instant::now();
-    proxy.drop_pings(true);
-    proxy.drop_direction(Direction::ClientToServer, true);
-    let lost = wait_state(
-        &mut states,
-        SessionState::Disconnected,
-        Duration::from_secs(6),
-    )
+    let (proxy, c, _) = proxied_client("proxy_pings").await;
+    let mut w = Watched::new(&c);
+    let (started, lost) = disconnect_by(&c, &mut w.states, || {
+        proxy.drop_pings(true);
+        proxy.drop_direction(Direction::ClientToServer, true);
+    })
     .await;
     let idle = lost - started;
     assert!(
@@ -839,10 +859,10 @@ async fn dropped_keepalives_make_the_client_reconnect() {
     assert!(proxy.requests_seen(OpCode::Sync) >= 1, "the lease's syncs");
     proxy.drop_direction(Direction::ClientToServer, false);
     proxy.drop_pings(false);
-    wait_state(&mut states, SessionState::Connected, Duration::from_secs(4)).await;
-    assert_eq!(c.session_id(), session);
+    w.reconnected(&c, Duration::from_secs(4), "the same session")
+        .await;
     within(STEP, "exists", c.exists("/")).await.unwrap();
-    within(STEP, "close", c.close()).await.unwrap();
+    close_all(&[&c]).await;
 }
 
 #[tokio::test]
@@ -851,13 +871,7 @@ async fn operations_survive_one_byte_writes() {
     proxy.split_frames(true);
     let c = connect(&cs, Duration::from_secs(4)).await;
     let data: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
-    within(
-        STEP,
-        "create",
-        c.create("/n", &data, &CreateOptions::persistent()),
-    )
-    .await
-    .unwrap();
+    create(&c, "/n", &data).await;
     let (got, stat) = within(STEP, "get", c.get_data("/n")).await.unwrap();
     assert_eq!((&got[..], stat.data_length), (&data[..], 3000));
     for i in 0..5 {
@@ -874,22 +888,15 @@ async fn operations_survive_one_byte_writes() {
         .unwrap();
     kids.sort();
     assert_eq!(kids, ["k0", "k1", "k2", "k3", "k4"]);
-    within(STEP, "close", c.close()).await.unwrap();
+    close_all(&[&c]).await;
 }
 
 #[tokio::test]
 async fn delayed_frames_slow_round_trips() {
-    let (proxy, cs, _) = proxied("proxy_delay").await;
-    let c = connect(&cs, Duration::from_secs(4)).await;
+    let (proxy, c, _) = proxied_client("proxy_delay").await;
     proxy.delay(Duration::from_millis(200));
     let started = Instant::now();
-    within(
-        STEP,
-        "create",
-        c.create("/n", b"", &CreateOptions::persistent()),
-    )
-    .await
-    .unwrap();
+    create(&c, "/n", b"").await;
     let rtt = started.elapsed();
     assert!(rtt >= Duration::from_millis(400), "round trip {rtt:?}");
     proxy.delay(Duration::ZERO);
@@ -899,21 +906,13 @@ async fn delayed_frames_slow_round_trips() {
         started.elapsed() < Duration::from_millis(300),
         "delay off for new frames"
     );
-    within(STEP, "close", c.close()).await.unwrap();
+    close_all(&[&c]).await;
 }
 
 #[tokio::test]
 async fn held_replies_arrive_after_the_write_was_applied() {
-    let (proxy, cs, direct) = proxied("proxy_one_way").await;
-    let c = connect(&cs, Duration::from_secs(4)).await;
-    let observer = connect(&direct, Duration::from_secs(4)).await;
-    within(
-        STEP,
-        "create",
-        c.create("/n", b"old", &CreateOptions::persistent()),
-    )
-    .await
-    .unwrap();
+    let (proxy, c, observer) = proxied_pair("proxy_one_way").await;
+    create(&c, "/n", b"old").await;
     proxy.hold_server_to_client(true);
     let write = tokio::spawn({
         let c = c.clone();
@@ -930,8 +929,7 @@ async fn held_replies_arrive_after_the_write_was_applied() {
     let stat = within(STEP, "held reply", write).await.unwrap().unwrap();
     assert_eq!(stat.version, 1);
     assert_eq!(c.state(), SessionState::Connected);
-    within(STEP, "close", c.close()).await.unwrap();
-    within(STEP, "close", observer.close()).await.unwrap();
+    close_all(&[&c, &observer]).await;
 }
 
 #[tokio::test]
@@ -939,33 +937,25 @@ async fn refused_reconnects_then_recovery() {
     let (proxy, cs, _) = proxied("proxy_refuse").await;
     // A longer session: refused attempts back off by up to 2 s each.
     let c = connect(&cs, Duration::from_secs(8)).await;
-    let session = c.session_id();
-    let mut states = c.state_stream();
+    let mut w = Watched::new(&c);
     proxy.refuse(true);
     proxy.cut_all();
-    wait_state(&mut states, SessionState::Disconnected, STEP).await;
+    wait_state(&mut w.states, SessionState::Disconnected, STEP).await;
     eventually(Duration::from_secs(4), "a refused attempt", || {
         proxy.counts().refused >= 1
     })
     .await;
     proxy.refuse(false);
-    wait_state(&mut states, SessionState::Connected, Duration::from_secs(5)).await;
-    assert_eq!(c.session_id(), session);
-    within(STEP, "close", c.close()).await.unwrap();
+    w.reconnected(&c, Duration::from_secs(5), "the same session")
+        .await;
+    close_all(&[&c]).await;
 }
 
 #[tokio::test]
 async fn set_watches_after_a_cut_carry_every_watched_path() {
     let name = "proxy_setwatches";
-    let (proxy, cs, _) = proxied(name).await;
-    let c = connect(&cs, Duration::from_secs(4)).await;
-    within(
-        STEP,
-        "create",
-        c.create("/a", b"", &CreateOptions::persistent()),
-    )
-    .await
-    .unwrap();
+    let (proxy, c, _) = proxied_client(name).await;
+    create(&c, "/a", b"").await;
     let (_, _, data_watch) = within(STEP, "data watch", c.get_data_and_watch("/a"))
         .await
         .unwrap();
@@ -1021,22 +1011,14 @@ async fn set_watches_after_a_cut_carry_every_watched_path() {
         (event.event_type, event.path.as_str()),
         (EventType::NodeDataChanged, "/a")
     );
-    within(STEP, "close", c.close()).await.unwrap();
+    close_all(&[&c]).await;
 }
 
 #[tokio::test]
 async fn in_flight_requests_fail_with_connection_loss_on_a_cut() {
-    let (proxy, cs, _) = proxied("proxy_in_flight").await;
-    let c = connect(&cs, Duration::from_secs(4)).await;
-    let session = c.session_id();
-    within(
-        STEP,
-        "create",
-        c.create("/n", b"", &CreateOptions::persistent()),
-    )
-    .await
-    .unwrap();
-    let mut states = c.state_stream();
+    let (proxy, c, _) = proxied_client("proxy_in_flight").await;
+    let mut w = Watched::new(&c);
+    create(&c, "/n", b"").await;
     proxy.hold_server_to_client(true);
     let reads: Vec<_> = (0..5)
         .map(|_| {
@@ -1056,26 +1038,16 @@ async fn in_flight_requests_fail_with_connection_loss_on_a_cut() {
             Some(Error::ConnectionLoss)
         );
     }
-    wait_state(&mut states, SessionState::Connected, STEP).await;
-    assert_eq!(c.session_id(), session);
+    w.reconnected(&c, STEP, "the same session").await;
     within(STEP, "read after", c.get_data("/n")).await.unwrap();
-    within(STEP, "close", c.close()).await.unwrap();
+    close_all(&[&c]).await;
 }
 
 #[tokio::test]
 async fn blackhole_beyond_the_session_timeout_expires_the_session() {
-    let (proxy, cs, _) = proxied("proxy_expire").await;
-    let c = connect(&cs, Duration::from_secs(4)).await;
+    let (proxy, c, _) = proxied_client("proxy_expire").await;
     let mut states = c.state_stream();
-    within(STEP, "exists", c.exists("/")).await.unwrap();
-    let started = Instant::now();
-    proxy.blackhole(true);
-    wait_state(
-        &mut states,
-        SessionState::Disconnected,
-        Duration::from_secs(6),
-    )
-    .await;
+    let (started, _) = disconnect_by(&c, &mut states, || proxy.blackhole(true)).await;
     let expired = within(Duration::from_secs(10), "expiry", async {
         loop {
             match states.next().await.expect("driver stopped") {
@@ -1130,13 +1102,7 @@ async fn many_watches_are_re_registered_in_bounded_batches() {
     );
     // The watches were re-armed: creating a watched node fires its watch.
     let observer = connect(&direct, Duration::from_secs(4)).await;
-    within(
-        STEP,
-        "create",
-        observer.create(&paths[1234], b"", &CreateOptions::persistent()),
-    )
-    .await
-    .unwrap();
+    create(&observer, &paths[1234], b"").await;
     let created = within(STEP, "watch fires", watchers.swap_remove(1234)).await;
     assert_eq!(
         (created.event_type, created.path.as_str()),
@@ -1146,22 +1112,13 @@ async fn many_watches_are_re_registered_in_bounded_batches() {
         let spurious = tokio::time::timeout(Duration::ZERO, w).await;
         assert!(spurious.is_err(), "an unrelated watch fired: {spurious:?}");
     }
-    within(STEP, "close", c.close()).await.unwrap();
-    within(STEP, "close", observer.close()).await.unwrap();
+    close_all(&[&c, &observer]).await;
 }
 
 #[tokio::test]
 async fn dropped_requests_go_unanswered_while_notifications_flow() {
-    let (proxy, cs, direct) = proxied("proxy_drop_requests").await;
-    let c = connect(&cs, Duration::from_secs(4)).await;
-    let observer = connect(&direct, Duration::from_secs(4)).await;
-    within(
-        STEP,
-        "create",
-        observer.create("/n", b"0", &CreateOptions::persistent()),
-    )
-    .await
-    .unwrap();
+    let (proxy, c, observer) = proxied_pair("proxy_drop_requests").await;
+    create(&observer, "/n", b"0").await;
     let mut watch = within(
         STEP,
         "add watch",
@@ -1169,8 +1126,7 @@ async fn dropped_requests_go_unanswered_while_notifications_flow() {
     )
     .await
     .unwrap();
-    let session = c.session_id();
-    let mut states = c.state_stream();
+    let mut w = Watched::new(&c);
     // Connecting under a chroot checked that it exists: that exists request counts too.
     let exists_before = proxy.requests_seen(OpCode::Exists);
 
@@ -1215,28 +1171,18 @@ async fn dropped_requests_go_unanswered_while_notifications_flow() {
         within(STEP, "dropped request", pending).await.unwrap(),
         Err(Error::ConnectionLoss)
     );
-    wait_state(&mut states, SessionState::Connected, STEP).await;
-    assert_eq!(c.session_id(), session);
+    w.reconnected(&c, STEP, "the same session").await;
     assert!(within(STEP, "exists", c.exists("/n"))
         .await
         .unwrap()
         .is_some());
-    within(STEP, "close", c.close()).await.unwrap();
-    within(STEP, "close", observer.close()).await.unwrap();
+    close_all(&[&c, &observer]).await;
 }
 
 #[tokio::test]
 async fn delayed_replies_arrive_after_the_write_was_applied() {
-    let (proxy, cs, direct) = proxied("proxy_delay_replies").await;
-    let c = connect(&cs, Duration::from_secs(4)).await;
-    let observer = connect(&direct, Duration::from_secs(4)).await;
-    within(
-        STEP,
-        "create",
-        c.create("/n", b"old", &CreateOptions::persistent()),
-    )
-    .await
-    .unwrap();
+    let (proxy, c, observer) = proxied_pair("proxy_delay_replies").await;
+    create(&c, "/n", b"old").await;
     let min = Duration::from_millis(700);
     proxy.delay_direction(
         Direction::ServerToClient,
@@ -1276,6 +1222,5 @@ async fn delayed_replies_arrive_after_the_write_was_applied() {
         "delay off for new frames"
     );
     assert_eq!(c.state(), SessionState::Connected);
-    within(STEP, "close", c.close()).await.unwrap();
-    within(STEP, "close", observer.close()).await.unwrap();
+    close_all(&[&c, &observer]).await;
 }

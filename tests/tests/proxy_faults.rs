@@ -13,7 +13,9 @@ use zkwire::{
 };
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::server::{shared_server, ZkServer};
-use zkwire_testing::support::{assert_no_leaks_to, connect_with_timeout, fresh_chroot};
+use zkwire_testing::support::{
+    assert_no_leaks_to, connect_with_timeout, create_persistent, fresh_chroot, next_state,
+};
 
 async fn proxy_to(server: &ZkServer) -> FaultProxy {
     FaultProxy::start(server.addr()).await.unwrap()
@@ -24,13 +26,6 @@ async fn through(proxy: &FaultProxy, direct: &str, timeout: Duration) -> Client 
     let chroot = direct.find('/').map_or("", |i| &direct[i..]);
     let cs = format!("{}{chroot}", proxy.connect_string());
     connect_with_timeout(&cs, timeout).await
-}
-
-async fn next_state(states: &mut StateStream, within: Duration) -> SessionState {
-    tokio::time::timeout(within, states.next())
-        .await
-        .expect("a state change in time")
-        .expect("open stream")
 }
 
 async fn reconnected(states: &mut StateStream, within: Duration) {
@@ -75,9 +70,7 @@ async fn m13_watch_catch_up_after_a_partition() {
     let a = through(&proxy, &direct, Duration::from_secs(6)).await;
     let b = Client::connect(&direct).await.unwrap();
     for p in ["/d", "/c", "/gone"] {
-        b.create(p, b"", &CreateOptions::persistent())
-            .await
-            .unwrap();
+        create_persistent(&b, p, b"").await;
     }
     let (_, _, data) = a.get_data_and_watch("/d").await.unwrap();
     let (_, _, child) = a.get_children_and_watch("/c").await.unwrap();
@@ -90,16 +83,10 @@ async fn m13_watch_catch_up_after_a_partition() {
 
     proxy.blackhole_drop(true);
     b.set_data("/d", b"1", None).await.unwrap();
-    b.create("/c/k", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&b, "/c/k", b"").await;
     b.delete("/gone", None).await.unwrap();
-    b.create("/e1", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
-    b.create("/e2", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&b, "/e1", b"").await;
+    create_persistent(&b, "/e2", b"").await;
     b.delete("/e2", None).await.unwrap();
     proxy.cut_all();
     proxy.blackhole_drop(false);
@@ -128,9 +115,7 @@ async fn m13_watch_catch_up_after_a_partition() {
         "an unchanged node fires nothing: {nothing:?}"
     );
     // The watches that did not fire are armed again: they fire once on the next change.
-    b.create("/e2", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&b, "/e2", b"").await;
     assert_eq!(event(gap).await, EventType::NodeCreated);
     b.set_data("/c", b"x", None).await.unwrap();
     assert_eq!(event(untouched).await, EventType::NodeDataChanged);
@@ -174,9 +159,7 @@ async fn m14_watches_pending_at_a_cut_are_not_registered() {
             .await
             .unwrap();
     }
-    b.create("/ok", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&b, "/ok", b"").await;
     let fired = tokio::time::timeout(Duration::from_secs(3), ok)
         .await
         .expect("fires");
@@ -193,9 +176,7 @@ async fn recursive_watch_survives_three_cuts() {
     let proxy = proxy_to(shared_server()).await;
     let a = through(&proxy, &direct, Duration::from_secs(6)).await;
     let b = Client::connect(&direct).await.unwrap();
-    b.create("/r", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&b, "/r", b"").await;
     let mut w = a
         .add_watch("/r", AddWatchMode::PersistentRecursive)
         .await
@@ -205,9 +186,7 @@ async fn recursive_watch_survives_three_cuts() {
         proxy.cut_all();
         reconnected(&mut states, Duration::from_secs(6)).await;
         let path = format!("/r/after-cut-{cut}");
-        b.create(&path, b"", &CreateOptions::persistent())
-            .await
-            .unwrap();
+        create_persistent(&b, &path, b"").await;
         let e = tokio::time::timeout(Duration::from_secs(3), w.next())
             .await
             .expect("delivered")
@@ -237,9 +216,7 @@ async fn m15_ten_thousand_watches_survive_a_restart() {
     let mut server = ZkServer::start().unwrap();
     let proxy = proxy_to(&server).await;
     let b = Client::connect(&server.connect_string()).await.unwrap();
-    b.create("/w", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&b, "/w", b"").await;
     let paths: Vec<String> = (0..N)
         .map(|i| format!("/w/{i:05}-{}", "x".repeat(101)))
         .collect();
@@ -333,9 +310,7 @@ async fn dropped_watch_call_registers_nothing() {
     let direct = fresh_chroot("dropped_watch").await;
     let proxy = proxy_to(shared_server()).await;
     let a = through(&proxy, &direct, Duration::from_secs(6)).await;
-    a.create("/n", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&a, "/n", b"").await;
     proxy.hold_server_to_client(true);
     let before = proxy.requests_seen(OpCode::GetData);
     let call = {

@@ -8,7 +8,7 @@ use zkwire::{
     AddWatchMode, Client, CreateOptions, Error, EventType, KeeperState, SessionState, WatchedEvent,
 };
 use zkwire_testing::support::{
-    connect_renewing, connect_with_timeout, fresh_chroot, kill_client_session,
+    connect_renewing, connect_with_timeout, create_persistent, fresh_chroot, kill_client_session,
 };
 
 const T: Duration = Duration::from_secs(4);
@@ -93,10 +93,7 @@ async fn a_killed_session_is_replaced_on_the_same_client() {
         .await
         .unwrap()
         .expect("the request made meanwhile ran");
-    other
-        .create("/after", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&other, "/after", b"").await;
     let mut paths = Vec::new();
     while paths.len() < 2 {
         let event = next_event(&mut events).await;

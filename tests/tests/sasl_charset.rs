@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use zkwire::{ClientBuilder, Error};
 use zkwire_testing::server::{ServerConfig, ZkServer};
+use zkwire_testing::support::assert_known_as;
 
 const T: Duration = Duration::from_secs(10);
 
@@ -39,12 +40,7 @@ async fn connects_as(user: &str, password: impl AsRef<[u8]>) {
         .connect(&server.connect_string())
         .await
         .unwrap_or_else(|e| panic!("{user} authenticates: {e}"));
-    let who = client.who_am_i().await.unwrap();
-    assert!(
-        who.iter()
-            .any(|i| i.auth_scheme == "sasl" && i.user == user),
-        "{who:?}"
-    );
+    assert_known_as(&client, "sasl", user).await;
     assert!(client.exists("/").await.unwrap().is_some());
     client.close().await.unwrap();
 }

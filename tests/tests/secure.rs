@@ -15,7 +15,9 @@ use zkwire::{
 };
 use zkwire_testing::proxy::FaultProxy;
 use zkwire_testing::server::{ServerConfig, ZkEnsemble, ZkServer};
-use zkwire_testing::support::{create_queued_across_a_reconnect, wait_for_state};
+use zkwire_testing::support::{
+    assert_known_as, assert_sasl_runs_again_on_reconnect, create_persistent, wait_for_state,
+};
 use zkwire_testing::tls::{ClientAuth, StoreType, TlsMaterial};
 
 const T: Duration = Duration::from_secs(10);
@@ -225,10 +227,7 @@ async fn tls_sessions_survive_a_cut_and_a_restart_with_watches_restored() {
         .connect(&via_proxy)
         .await
         .unwrap();
-    client
-        .create("/w", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&client, "/w", b"").await;
     let session = client.session_id();
     let (_, _, first) = client.get_data_and_watch("/w").await.unwrap();
     let mut states = client.state_stream();
@@ -272,10 +271,7 @@ async fn tls_ensemble_leader_kill_with_watches_restored() {
         .connect(&ensemble.secure_connect_string().unwrap())
         .await
         .unwrap();
-    client
-        .create("/leader-kill", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&client, "/leader-kill", b"").await;
     let (_, _, watch) = client.get_data_and_watch("/leader-kill").await.unwrap();
     let leader = blocking(|| ensemble.leader()).expect("a leader");
     blocking(|| ensemble.kill(leader)).unwrap();
@@ -306,12 +302,7 @@ async fn sasl_digest_authenticates_and_a_wrong_password_is_terminal() {
         .connect(&server.connect_string())
         .await
         .unwrap();
-    let who = client.who_am_i().await.unwrap();
-    assert!(
-        who.iter()
-            .any(|i| i.auth_scheme == "sasl" && i.user == "bob"),
-        "{who:?}"
-    );
+    assert_known_as(&client, "sasl", "bob").await;
     client.close().await.unwrap();
 
     let started = Instant::now();
@@ -339,15 +330,5 @@ async fn sasl_runs_again_on_reconnect_before_queued_requests() {
         .connect(&proxy.connect_string())
         .await
         .unwrap();
-    let path = format!("/sasl-queued-{}", std::process::id());
-    create_queued_across_a_reconnect(&client, &proxy, &path).await;
-    assert_eq!(
-        proxy.requests_seen(zkwire::proto::OpCode::Sasl),
-        4,
-        "two exchanges"
-    );
-    let who = client.who_am_i().await.unwrap();
-    assert!(who.iter().any(|i| i.auth_scheme == "sasl"), "{who:?}");
-    client.delete(&path, None).await.unwrap();
-    client.close().await.unwrap();
+    assert_sasl_runs_again_on_reconnect(client, &proxy, "sasl", 4, "two exchanges").await;
 }

@@ -4,8 +4,10 @@
 
 use std::time::Duration;
 
-use zkwire::{AddWatchMode, CreateOptions, Error, EventType, KeeperState, WatcherType};
-use zkwire_testing::support::client_in_chroot;
+use zkwire::{
+    AddWatchMode, CreateOptions, Error, EventType, KeeperState, PersistentWatcher, WatcherType,
+};
+use zkwire_testing::support::{client_in_chroot, create_persistent};
 
 /// The event must already be there: the server sends a notification before the reply that
 /// shows the change, and the client delivers both in order.
@@ -15,12 +17,21 @@ async fn ready<F: std::future::Future>(f: F) -> F::Output {
         .expect("event delivered before the reply")
 }
 
+/// The next events on `w` are `expected`, in order, and no other comes within 100 ms (`what`
+/// says what that means).
+async fn expect_events(w: &mut PersistentWatcher, expected: &[(EventType, &str)], what: &str) {
+    for &(event_type, path) in expected {
+        let e = ready(w.next()).await.unwrap();
+        assert_eq!((e.event_type, e.path.as_str()), (event_type, path));
+    }
+    let extra = tokio::time::timeout(Duration::from_millis(100), w.next()).await;
+    assert!(extra.is_err(), "{what}: got an extra {extra:?}");
+}
+
 #[tokio::test]
 async fn data_watch_fires_once_before_the_write_reply() {
     let c = client_in_chroot("w_data").await;
-    c.create("/n", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&c, "/n", b"").await;
     let (_, _, watcher) = c.get_data_and_watch("/n").await.unwrap();
     c.set_data("/n", b"1", None).await.unwrap();
     let event = ready(watcher).await;
@@ -42,9 +53,7 @@ async fn exist_watch_on_missing_node_fires_on_create() {
     let c = client_in_chroot("w_exist").await;
     let (stat, watcher) = c.exists_and_watch("/later").await.unwrap();
     assert!(stat.is_none());
-    c.create("/later", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&c, "/later", b"").await;
     let event = ready(watcher).await;
     assert_eq!(
         (event.event_type, event.path.as_str()),
@@ -60,13 +69,9 @@ async fn exist_watch_on_missing_node_fires_on_create() {
 #[tokio::test]
 async fn child_watch_fires_on_children_change_and_delete() {
     let c = client_in_chroot("w_child").await;
-    c.create("/p", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&c, "/p", b"").await;
     let (_, _, watcher) = c.get_children_and_watch("/p").await.unwrap();
-    c.create("/p/k", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&c, "/p/k", b"").await;
     let event = ready(watcher).await;
     assert_eq!(
         (event.event_type, event.path.as_str()),
@@ -83,13 +88,9 @@ async fn child_watch_fires_on_children_change_and_delete() {
 async fn persistent_watch_keeps_firing_for_its_node_only() {
     let c = client_in_chroot("w_persistent").await;
     let mut w = c.add_watch("/n", AddWatchMode::Persistent).await.unwrap();
-    c.create("/n", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&c, "/n", b"").await;
     c.set_data("/n", b"1", None).await.unwrap();
-    c.create("/n/kid", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&c, "/n/kid", b"").await;
     c.set_data("/n/kid", b"ignored", None).await.unwrap();
     c.set_data("/n", b"2", None).await.unwrap();
     let expected = [
@@ -98,12 +99,7 @@ async fn persistent_watch_keeps_firing_for_its_node_only() {
         (EventType::NodeChildrenChanged, "/n"),
         (EventType::NodeDataChanged, "/n"),
     ];
-    for (event_type, path) in expected {
-        let e = ready(w.next()).await.unwrap();
-        assert_eq!((e.event_type, e.path.as_str()), (event_type, path));
-    }
-    let extra = tokio::time::timeout(Duration::from_millis(100), w.next()).await;
-    assert!(extra.is_err(), "exactly once: got an extra {extra:?}");
+    expect_events(&mut w, &expected, "exactly once").await;
     c.close().await.unwrap();
     let end = w.next().await.unwrap();
     assert_eq!(
@@ -120,20 +116,12 @@ async fn recursive_watch_covers_the_subtree_without_child_events() {
         .add_watch("/r", AddWatchMode::PersistentRecursive)
         .await
         .unwrap();
-    c.create("/r", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
-    c.create("/r/a", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
-    c.create("/r/a/b", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&c, "/r", b"").await;
+    create_persistent(&c, "/r/a", b"").await;
+    create_persistent(&c, "/r/a/b", b"").await;
     c.set_data("/r/a/b", b"x", None).await.unwrap();
     c.delete("/r/a/b", None).await.unwrap();
-    c.create("/elsewhere", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&c, "/elsewhere", b"").await;
     let expected = [
         (EventType::NodeCreated, "/r"),
         (EventType::NodeCreated, "/r/a"),
@@ -141,24 +129,19 @@ async fn recursive_watch_covers_the_subtree_without_child_events() {
         (EventType::NodeDataChanged, "/r/a/b"),
         (EventType::NodeDeleted, "/r/a/b"),
     ];
-    for (event_type, path) in expected {
-        let e = ready(w.next()).await.unwrap();
-        assert_eq!((e.event_type, e.path.as_str()), (event_type, path));
-    }
-    let extra = tokio::time::timeout(Duration::from_millis(100), w.next()).await;
-    assert!(
-        extra.is_err(),
-        "no NodeChildrenChanged and nothing outside: got {extra:?}"
-    );
+    expect_events(
+        &mut w,
+        &expected,
+        "no NodeChildrenChanged and nothing outside",
+    )
+    .await;
     c.close().await.unwrap();
 }
 
 #[tokio::test]
 async fn one_notification_fans_out_to_every_local_watcher() {
     let c = client_in_chroot("w_fanout").await;
-    c.create("/n", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&c, "/n", b"").await;
     let (_, _, w1) = c.get_data_and_watch("/n").await.unwrap();
     let (_, _, w2) = c.get_data_and_watch("/n").await.unwrap();
     let (_, w3) = c.exists_and_watch("/n").await.unwrap();
@@ -172,9 +155,7 @@ async fn one_notification_fans_out_to_every_local_watcher() {
 #[tokio::test]
 async fn remove_and_check_watches() {
     let c = client_in_chroot("w_remove").await;
-    c.create("/n", b"", &CreateOptions::persistent())
-        .await
-        .unwrap();
+    create_persistent(&c, "/n", b"").await;
     let (_, _, watcher) = c.get_data_and_watch("/n").await.unwrap();
     c.check_watches("/n", WatcherType::Data).await.unwrap();
     assert_eq!(
@@ -219,9 +200,7 @@ async fn notifications_nobody_listens_to_are_ignored() {
     let b = client_in_chroot("watches_orphan_notifications").await;
     for i in 0..20 {
         let path = format!("/n{i}");
-        b.create(&path, b"", &CreateOptions::persistent())
-            .await
-            .unwrap();
+        create_persistent(&b, &path, b"").await;
         let (_, _, data) = a.get_data_and_watch(&path).await.unwrap();
         let (_, _, children) = a.get_children_and_watch(&path).await.unwrap();
         let stream = a

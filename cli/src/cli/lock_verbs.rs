@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::durations::duration_or_zero;
+use super::run_args::RunArgs;
 
 /// The options every lock verb shares.
 #[derive(Debug, Clone, Args)]
@@ -18,17 +19,9 @@ pub(crate) struct HoldArgs {
     /// Grace between SIGTERM and SIGKILL [default: 5s, less if the session timeout requires]
     #[arg(long, value_name = "D", value_parser = duration_or_zero, allow_hyphen_values = true)]
     pub(crate) kill_after: Option<Duration>,
-    /// Run CMD in zkw's process group (for commands that read the terminal)
-    #[arg(long)]
-    pub(crate) foreground: bool,
-    /// The command and its arguments
-    #[arg(
-        value_name = "CMD",
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
-    pub(crate) command: Vec<String>,
+    /// The command to run.
+    #[command(flatten)]
+    pub(crate) run: RunArgs,
 }
 
 /// `lock`, `rlock`, `wlock`.

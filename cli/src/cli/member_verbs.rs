@@ -5,6 +5,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::durations::duration;
+use super::run_args::RunArgs;
 
 /// `members`.
 #[derive(Debug, Clone, Args)]
@@ -55,17 +56,9 @@ pub(crate) struct RegisterArgs {
     /// The base path of service discovery
     #[arg(long, value_name = "PATH", default_value = SERVICES_BASE)]
     pub(crate) base: String,
-    /// Run CMD in zkw's process group (for commands that read the terminal)
-    #[arg(long)]
-    pub(crate) foreground: bool,
-    /// The command and its arguments
-    #[arg(
-        value_name = "CMD",
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
-    pub(crate) command: Vec<String>,
+    /// The command to run.
+    #[command(flatten)]
+    pub(crate) run: RunArgs,
 }
 
 /// `barrier`.
@@ -80,17 +73,9 @@ pub(crate) struct BarrierArgs {
     /// Give up waiting for the others to enter after D: exit 73
     #[arg(long, value_name = "D", value_parser = duration, allow_hyphen_values = true)]
     pub(crate) timeout: Option<Duration>,
-    /// Run CMD in zkw's process group (for commands that read the terminal)
-    #[arg(long)]
-    pub(crate) foreground: bool,
-    /// The command and its arguments
-    #[arg(
-        value_name = "CMD",
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
-    pub(crate) command: Vec<String>,
+    /// The command to run.
+    #[command(flatten)]
+    pub(crate) run: RunArgs,
 }
 
 /// A JSON value (`--payload`).

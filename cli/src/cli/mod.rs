@@ -5,14 +5,16 @@
 //!
 //! The whole command line and the list of verbs are here; each group of verbs declares its
 //! arguments and long help in a file of its own (`node_verbs.rs`, `lock_verbs.rs`,
-//! `member_verbs.rs`, `tool_verbs.rs`), the global options in `global.rs`, and durations are
-//! read and shown by `durations.rs`.
+//! `member_verbs.rs`, `tool_verbs.rs`), the command that the running verbs take in
+//! `run_args.rs`, the global options in `global.rs`, and durations are read and shown by
+//! `durations.rs`.
 
 mod durations;
 mod global;
 mod lock_verbs;
 mod member_verbs;
 mod node_verbs;
+mod run_args;
 #[cfg(test)]
 mod tests;
 mod tool_verbs;

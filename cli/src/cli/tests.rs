@@ -71,6 +71,6 @@ fn commands_take_everything_after_the_path() {
     else {
         panic!("{cli:?}");
     };
-    assert_eq!(args.hold.command, ["echo", "--timeout"]);
+    assert_eq!(args.hold.run.command, ["echo", "--timeout"]);
     assert_eq!(args.hold.timeout, None);
 }

@@ -105,10 +105,10 @@ impl LockArgs {
             path: hold.path.clone(),
             timeout: hold.timeout,
             kill_after: hold.kill_after,
-            foreground: hold.foreground,
+            foreground: hold.run.foreground,
             revocable,
             id: id.map_or_else(default_participant_id, str::to_owned),
-            command: hold.command.clone(),
+            command: hold.run.command.clone(),
         })
     }
 }

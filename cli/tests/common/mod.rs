@@ -49,6 +49,10 @@ impl Out {
     }
 }
 
+/// `zkw register` of an instance of service `api` at 10.0.0.7:8080, before its other options.
+pub(crate) const REGISTER_API: [&str; 6] =
+    ["register", "api", "--address", "10.0.0.7", "--port", "8080"];
+
 /// A `zkw` command with a clean environment (no `ZOOKEEPER`).
 pub(crate) fn command(args: &[&str]) -> Command {
     let mut command = Command::new(ZKW);
@@ -75,6 +79,13 @@ pub(crate) fn zkw(server: &str, args: &[&str]) -> Out {
     let mut all = vec!["--server", server];
     all.extend_from_slice(args);
     run(&all)
+}
+
+/// Starts `zkw --server SERVER ARGS` (stdout and stderr piped).
+pub(crate) fn spawn_zkw(server: &str, args: &[&str]) -> Child {
+    let mut all = vec!["--server", server];
+    all.extend_from_slice(args);
+    command(&all).spawn().expect("spawn zkw")
 }
 
 /// Waits for a spawned `zkw` (stdout and stderr piped), killing it and failing after `limit`.
@@ -143,11 +154,34 @@ pub(crate) fn wait_line(lines: &Receiver<String>, needle: &str, limit: Duration)
 
 /// A fresh, empty chroot `/<name>` on the shared server; its connect string.
 pub(crate) fn chroot(name: &str) -> String {
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    local_runtime().block_on(zkwire_testing::support::fresh_chroot(name))
+}
+
+/// A runtime on the calling thread, for a test that blocks on one task at a time.
+pub(crate) fn local_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .unwrap();
-    runtime.block_on(zkwire_testing::support::fresh_chroot(name))
+        .unwrap()
+}
+
+/// A runtime with one worker thread, for a test whose clients must keep their sessions
+/// alive while it waits on `zkw`.
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// [`chroot`] with `setup` run in it, each `zkw` command of which must succeed.
+pub(crate) fn chroot_with(name: &str, setup: &[&[&str]]) -> String {
+    let cs = chroot(name);
+    for args in setup {
+        zkw(&cs, args).ok();
+    }
+    cs
 }
 
 /// Sends `signal` (e.g. `INT`) to `pid`.
@@ -206,21 +240,46 @@ pub(crate) fn spawn_script(cs: &str, args: &[&str], script: &str, dir: &Path) ->
     command(&all).spawn().unwrap()
 }
 
+/// Starts `zkw --server SERVER --session-timeout TIMEOUT lock PATH --kill-after KILL_AFTER --
+/// sh -c SCRIPT ARGS…` (stdout and stderr piped): SCRIPT sees ARGS as `$0`, `$1`, ….
+pub(crate) fn spawn_lock_script(
+    server: &str,
+    [timeout, path, kill_after]: [&str; 3],
+    script: &str,
+    args: &[&str],
+) -> Child {
+    let mut all = vec![
+        "--server",
+        server,
+        "--session-timeout",
+        timeout,
+        "lock",
+        path,
+    ];
+    all.extend(["--kill-after", kill_after, "--", "sh", "-c", script]);
+    all.extend_from_slice(args);
+    command(&all).spawn().unwrap()
+}
+
 /// Starts `zkw --server CS ARGS -- sh -c "touch DIR/held; sleep SECONDS"` (ARGS: a lock verb
 /// and its path and options) and returns once the command runs, that is once ARGS' lock is
 /// held.
 pub(crate) fn spawn_holder(cs: &str, args: &[&str], dir: &Path, seconds: u32) -> Child {
     let script = format!("touch \"$0/held\"; sleep {seconds}");
     let child = spawn_script(cs, args, &script, dir);
-    let held = dir.join("held");
+    wait_file_exists(&dir.join("held"));
+    child
+}
+
+/// Waits (at most 30 s) until `path` exists.
+pub(crate) fn wait_file_exists(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !held.exists() {
+    while !path.exists() {
         assert!(
             Instant::now() < deadline,
             "{} never appeared",
-            held.display()
+            path.display()
         );
         thread::sleep(Duration::from_millis(20));
     }
-    child
 }

@@ -16,12 +16,10 @@ use tokio::time::Instant;
 use super::election::Rewriter;
 use super::relay::{delay, held, resetting, ActiveGuard, Faults, PortGuard, Shared, BWD, FWD};
 use super::{lock, MAX_HELD};
+use crate::pump::{pump, Lanes, Queue, READ_CHUNK};
 
 /// How long a relay waits for the upstream's TCP handshake.
 const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Bytes read from a socket in one call.
-const READ_CHUNK: usize = 64 * 1024;
 
 /// How a connection ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +68,7 @@ pub(super) async fn run_connection(mut client: TcpStream, guard: ActiveGuard) {
                 shared.stats().upstream_ports.insert(port);
             }
             let port_guard = PortGuard(Arc::clone(&shared), port);
-            let end = conn.pump(&mut client, &mut server, &mut control).await;
+            let end = pump(&mut conn, &mut client, &mut server, &mut control).await;
             finish(&shared, end, &mut client, Some(&mut server)).await;
             // Forget the port only once the socket is closed, so that a look at the socket
             // tables never finds the connection open but unknown.
@@ -150,32 +148,12 @@ impl Lane {
         }
     }
 
-    /// Held directions keep reading (the cap then resets the connection); others stop at
-    /// the cap so that a slow reader only slows its writer.
-    fn wants_read(&self, faults: &Faults) -> bool {
-        self.eof.is_none() && (self.queued < MAX_HELD || held(faults, self.flow))
-    }
-
     fn push(&mut self, bytes: Bytes, release_at: Instant) {
         if bytes.is_empty() {
             return;
         }
         self.queued += bytes.len();
         self.queue.push_back(Chunk { bytes, release_at });
-    }
-
-    fn next_write(&self, now: Instant, faults: &Faults) -> Bytes {
-        match self.queue.front() {
-            Some(c) if !held(faults, self.flow) && c.release_at <= now => {
-                c.bytes.slice(self.written..)
-            }
-            _ => Bytes::new(),
-        }
-    }
-
-    fn wake_at(&self, now: Instant, faults: &Faults) -> Option<Instant> {
-        let front = self.queue.front()?;
-        (!held(faults, self.flow) && front.release_at > now).then_some(front.release_at)
     }
 
     fn advance(&mut self, n: usize) {
@@ -236,25 +214,6 @@ impl Conn {
         }
     }
 
-    /// Applies the faults that end a connection; `Some` ends it.
-    fn check(&self, faults: &Faults) -> Option<End> {
-        if resetting(faults) {
-            return Some(End::Reset);
-        }
-        if self.lanes.iter().any(|l| l.queued > MAX_HELD) {
-            return Some(End::Overflow);
-        }
-        // A peer that stopped ends the connection once what it sent has been delivered.
-        self.lanes
-            .iter()
-            .filter(|l| l.queue.is_empty())
-            .find_map(|l| l.eof)
-            .map(|eof| match eof {
-                Eof::Clean => End::Closed,
-                Eof::Failed => End::Failed,
-            })
-    }
-
     /// Reads the connector while the forward direction is blackholed, without contacting
     /// the upstream.
     async fn before_upstream(
@@ -289,62 +248,39 @@ impl Conn {
             }
         }
     }
+}
 
-    /// Forwards between the two sockets until a peer stops or a fault ends the connection.
-    async fn pump(
-        &mut self,
-        client: &mut TcpStream,
-        server: &mut TcpStream,
-        control: &mut watch::Receiver<u64>,
-    ) -> End {
-        let (mut client_rd, mut client_wr) = client.split();
-        let (mut server_rd, mut server_wr) = server.split();
-        let mut client_buf = vec![0; READ_CHUNK];
-        let mut server_buf = vec![0; READ_CHUNK];
-        loop {
-            // Mark the control version seen before reading the faults, so that a change made
-            // after this point wakes the select below.
-            control.borrow_and_update();
-            let faults = self.shared.faults();
-            if let Some(end) = self.check(&faults) {
-                return end;
-            }
-            let now = Instant::now();
-            let to_server = self.lanes[FWD].next_write(now, &faults);
-            let to_client = self.lanes[BWD].next_write(now, &faults);
-            let wake = self
-                .lanes
-                .iter()
-                .filter_map(|l| l.wake_at(now, &faults))
-                .min();
-            let read_client = self.lanes[FWD].wants_read(&faults);
-            let read_server = self.lanes[BWD].wants_read(&faults);
-            tokio::select! {
-                r = client_rd.read(&mut client_buf), if read_client => {
-                    self.on_read(FWD, r, &client_buf);
-                }
-                r = server_rd.read(&mut server_buf), if read_server => {
-                    self.on_read(BWD, r, &server_buf);
-                }
-                r = server_wr.write(&to_server), if !to_server.is_empty() => {
-                    if let Some(end) = self.on_written(FWD, r) {
-                        return end;
-                    }
-                }
-                r = client_wr.write(&to_client), if !to_client.is_empty() => {
-                    if let Some(end) = self.on_written(BWD, r) {
-                        return end;
-                    }
-                }
-                () = tokio::time::sleep_until(wake.unwrap_or(now)), if wake.is_some() => {}
-                changed = control.changed() => {
-                    // The relay handle is gone; its Drop is aborting us anyway.
-                    if changed.is_err() {
-                        return End::Closed;
-                    }
-                }
-            }
+impl Lanes for Conn {
+    type Faults = Faults;
+    type End = End;
+    type Queue = Lane;
+    const ORPHANED: End = End::Closed;
+
+    /// Applies the faults that end a connection; `Some` ends it.
+    fn check(&mut self, faults: &Faults) -> Option<End> {
+        if resetting(faults) {
+            return Some(End::Reset);
         }
+        if self.lanes.iter().any(|l| l.queued > MAX_HELD) {
+            return Some(End::Overflow);
+        }
+        // A peer that stopped ends the connection once what it sent has been delivered.
+        self.lanes
+            .iter()
+            .filter(|l| l.queue.is_empty())
+            .find_map(|l| l.eof)
+            .map(|eof| match eof {
+                Eof::Clean => End::Closed,
+                Eof::Failed => End::Failed,
+            })
+    }
+
+    fn faults(&self) -> Faults {
+        self.shared.faults()
+    }
+
+    fn lanes(&self) -> &[Lane; 2] {
+        &self.lanes
     }
 
     /// Queues what was read. The faults are read afresh: a switch made just before the peer
@@ -379,5 +315,27 @@ impl Conn {
                 None
             }
         }
+    }
+}
+
+impl Queue<Faults> for Lane {
+    /// Held directions keep reading (the cap then resets the connection); others stop at
+    /// the cap so that a slow reader only slows its writer.
+    fn wants_read(&self, faults: &Faults) -> bool {
+        self.eof.is_none() && (self.queued < MAX_HELD || held(faults, self.flow))
+    }
+
+    fn next_write(&self, now: Instant, faults: &Faults) -> Bytes {
+        match self.queue.front() {
+            Some(c) if !held(faults, self.flow) && c.release_at <= now => {
+                c.bytes.slice(self.written..)
+            }
+            _ => Bytes::new(),
+        }
+    }
+
+    fn wake_at(&self, now: Instant, faults: &Faults) -> Option<Instant> {
+        let front = self.queue.front()?;
+        (!held(faults, self.flow) && front.release_at > now).then_some(front.release_at)
     }
 }

@@ -10,13 +10,11 @@ use tokio::task::JoinSet;
 
 use super::conn::Conn;
 use super::state::{lock, Shared};
+use crate::pump::pump;
 
 /// How long a new connection waits for the upstream's TCP handshake before giving up (the
 /// client then sees its connection closed).
 const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Bytes read from a socket in one call.
-pub(super) const READ_CHUNK: usize = 64 * 1024;
 
 /// Accepts connections until aborted. Owning the connection tasks in a `JoinSet` is what
 /// ties their lifetime to this loop: aborting it drops the set, which aborts them all.
@@ -99,9 +97,9 @@ pub(super) async fn run_connection(mut client: TcpStream, guard: ActiveGuard, bi
     // Forward small frames at once; split mode relies on each 1-byte write leaving alone.
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
-    let end = Conn::new(shared, birth)
-        .pump(&mut client, &mut server)
-        .await;
+    let mut control = shared.control.subscribe();
+    let mut conn = Conn::new(shared, birth);
+    let end = pump(&mut conn, &mut client, &mut server, &mut control).await;
     match end {
         End::Reset => {
             let _ = client.set_zero_linger();

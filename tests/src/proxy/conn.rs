@@ -6,15 +6,14 @@ use std::io;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 use zkwire::proto::{OpCode, ReplyHeader, RequestHeader, PING_XID};
 
-use super::accept::{Birth, End, READ_CHUNK};
+use super::accept::{Birth, End};
 use super::framing::{decode_prefix, with_prefix, Framer, Piece};
 use super::state::{Faults, Shared};
 use super::{Direction, MAX_BUFFERED};
+use crate::pump::{Lanes, Queue, TO_CLIENT, TO_SERVER};
 
 /// Bytes waiting to be written to a peer.
 #[derive(Debug)]
@@ -54,12 +53,6 @@ impl Lane {
         }
     }
 
-    /// Held directions keep reading (the test asked for the bytes to be held, and the cap
-    /// then cuts); others stop at the cap so that a slow reader only slows its writer.
-    fn wants_read(&self, faults: &Faults) -> bool {
-        !self.eof && (self.queued < MAX_BUFFERED || faults.held(self.dir))
-    }
-
     fn overflowed(&self) -> bool {
         self.queued > MAX_BUFFERED
     }
@@ -71,28 +64,6 @@ impl Lane {
             release_at,
             last,
         });
-    }
-
-    /// What to write next (empty for nothing): the rest of the front chunk, or one byte of
-    /// it in split mode.
-    fn next_write(&self, now: Instant, faults: &Faults) -> Bytes {
-        match self.queue.front() {
-            Some(c) if !faults.held(self.dir) && c.release_at <= now => {
-                let rest = c.bytes.slice(self.written..);
-                if faults.split {
-                    rest.slice(..rest.len().min(1))
-                } else {
-                    rest
-                }
-            }
-            _ => Bytes::new(),
-        }
-    }
-
-    /// When the front chunk becomes writable, if it is waiting on its delay only.
-    fn wake_at(&self, now: Instant, faults: &Faults) -> Option<Instant> {
-        let front = self.queue.front()?;
-        (!faults.held(self.dir) && front.release_at > now).then_some(front.release_at)
     }
 
     /// Records `n` bytes written; returns the chunk if it is now fully written.
@@ -132,8 +103,8 @@ pub(super) struct Conn {
     doomed: bool,
 }
 
-pub(super) const C2S: usize = 0;
-pub(super) const S2C: usize = 1;
+pub(super) const C2S: usize = TO_SERVER;
+pub(super) const S2C: usize = TO_CLIENT;
 
 impl Conn {
     pub(super) fn new(shared: Arc<Shared>, birth: Birth) -> Self {
@@ -146,84 +117,6 @@ impl Conn {
             ],
             doomed: false,
         }
-    }
-
-    /// Forwards between the two sockets until a peer closes or a fault ends the connection.
-    pub(super) async fn pump(&mut self, client: &mut TcpStream, server: &mut TcpStream) -> End {
-        let mut control = self.shared.control.subscribe();
-        let (mut client_rd, mut client_wr) = client.split();
-        let (mut server_rd, mut server_wr) = server.split();
-        let mut client_buf = vec![0; READ_CHUNK];
-        let mut server_buf = vec![0; READ_CHUNK];
-        loop {
-            // Mark the current control version seen before reading the faults, so a change
-            // made after this point wakes the select below.
-            control.borrow_and_update();
-            let faults = self.shared.faults();
-            if let Some(end) = self.check(&faults) {
-                return end;
-            }
-            let now = Instant::now();
-            let to_server = self.lanes[C2S].next_write(now, &faults);
-            let to_client = self.lanes[S2C].next_write(now, &faults);
-            let wake = self
-                .lanes
-                .iter()
-                .filter_map(|l| l.wake_at(now, &faults))
-                .min();
-            let read_client = !self.doomed && self.lanes[C2S].wants_read(&faults);
-            let read_server = self.lanes[S2C].wants_read(&faults);
-            tokio::select! {
-                r = client_rd.read(&mut client_buf), if read_client => {
-                    self.on_read(Direction::ClientToServer, r, &client_buf);
-                }
-                r = server_rd.read(&mut server_buf), if read_server => {
-                    self.on_read(Direction::ServerToClient, r, &server_buf);
-                }
-                r = server_wr.write(&to_server), if !to_server.is_empty() => {
-                    if let Some(end) = self.on_written(C2S, r) {
-                        return end;
-                    }
-                }
-                r = client_wr.write(&to_client), if !to_client.is_empty() => {
-                    if let Some(end) = self.on_written(S2C, r) {
-                        return end;
-                    }
-                }
-                () = tokio::time::sleep_until(wake.unwrap_or(now)), if wake.is_some() => {}
-                changed = control.changed() => {
-                    // The proxy handle is gone; its Drop is aborting us anyway.
-                    if changed.is_err() {
-                        return End::Cut;
-                    }
-                }
-            }
-        }
-    }
-
-    /// Applies the faults that end or empty the connection; `Some` ends it.
-    fn check(&mut self, faults: &Faults) -> Option<End> {
-        if faults.reset_epoch > self.birth.reset {
-            self.shared.stats().counts.reset_connections += 1;
-            return Some(End::Reset);
-        }
-        if faults.cut_epoch > self.birth.cut {
-            self.shared.stats().counts.cut_connections += 1;
-            return Some(End::Cut);
-        }
-        if self.discard_dropped(faults) {
-            return Some(End::Cut);
-        }
-        if self.lanes.iter().any(Lane::overflowed) {
-            self.shared.stats().counts.overflow_cuts += 1;
-            return Some(End::Cut);
-        }
-        // A peer that closed ends the connection once what it sent has been forwarded (a
-        // closeSession, or an "expired" ConnectResponse, must get through).
-        self.lanes
-            .iter()
-            .any(|l| l.eof && l.queue.is_empty())
-            .then_some(End::Closed)
     }
 
     /// Empties the queues of the directions being dropped; true when that threw away a
@@ -241,39 +134,6 @@ impl Conn {
             }
         }
         lost_last
-    }
-
-    fn on_written(&mut self, lane: usize, written: io::Result<usize>) -> Option<End> {
-        match written {
-            Ok(0) | Err(_) => Some(End::Closed),
-            Ok(n) => match self.lanes[lane].advance(n) {
-                Some(chunk) if chunk.last => Some(End::Cut),
-                _ => None,
-            },
-        }
-    }
-
-    /// Frames what was read and queues it. The faults are read afresh rather than taken from
-    /// the loop's snapshot: a switch made just before the peer wrote (both ready when the
-    /// loop wakes) must apply to those bytes.
-    fn on_read(&mut self, dir: Direction, read: io::Result<usize>, buf: &[u8]) {
-        let faults = &self.shared.faults();
-        let lane = &mut self.lanes[dir.index()];
-        let n = match read {
-            Ok(0) | Err(_) => {
-                lane.eof = true;
-                return;
-            }
-            Ok(n) => n,
-        };
-        let read_at = Instant::now() + faults.delay;
-        for piece in lane.framer.push(&buf[..n]) {
-            // After a trigger fired nothing more from the client may reach the server.
-            if self.doomed && dir == Direction::ClientToServer {
-                break;
-            }
-            self.on_piece(dir, piece, read_at, faults);
-        }
     }
 
     /// Logs one piece and queues it (due at `read_at` plus its random delay) unless a fault
@@ -337,5 +197,118 @@ impl Conn {
             decode_prefix::<ReplyHeader>(payload)
         };
         self.shared.stats().log_server(header, payload);
+    }
+}
+
+impl Lanes for Conn {
+    type Faults = Faults;
+    type End = End;
+    type Queue = Lane;
+    const ORPHANED: End = End::Cut;
+
+    fn faults(&self) -> Faults {
+        self.shared.faults()
+    }
+
+    fn lanes(&self) -> &[Lane; 2] {
+        &self.lanes
+    }
+
+    /// Applies the faults that end or empty the connection; `Some` ends it.
+    fn check(&mut self, faults: &Faults) -> Option<End> {
+        if faults.reset_epoch > self.birth.reset {
+            self.shared.stats().counts.reset_connections += 1;
+            return Some(End::Reset);
+        }
+        if faults.cut_epoch > self.birth.cut {
+            self.shared.stats().counts.cut_connections += 1;
+            return Some(End::Cut);
+        }
+        if self.discard_dropped(faults) {
+            return Some(End::Cut);
+        }
+        if self.lanes.iter().any(Lane::overflowed) {
+            self.shared.stats().counts.overflow_cuts += 1;
+            return Some(End::Cut);
+        }
+        // A peer that closed ends the connection once what it sent has been forwarded (a
+        // closeSession, or an "expired" ConnectResponse, must get through).
+        self.lanes
+            .iter()
+            .any(|l| l.eof && l.queue.is_empty())
+            .then_some(End::Closed)
+    }
+
+    fn wants_read(&self, lane: usize, faults: &Faults) -> bool {
+        // After a trigger fired nothing more is read from the client.
+        !(self.doomed && lane == C2S) && self.lanes[lane].wants_read(faults)
+    }
+
+    fn on_written(&mut self, lane: usize, written: io::Result<usize>) -> Option<End> {
+        match written {
+            Ok(0) | Err(_) => Some(End::Closed),
+            Ok(n) => match self.lanes[lane].advance(n) {
+                Some(chunk) if chunk.last => Some(End::Cut),
+                _ => None,
+            },
+        }
+    }
+
+    /// Frames what was read and queues it. The faults are read afresh rather than taken from
+    /// the loop's snapshot: a switch made just before the peer wrote (both ready when the
+    /// loop wakes) must apply to those bytes.
+    fn on_read(&mut self, lane: usize, read: io::Result<usize>, buf: &[u8]) {
+        let dir = if lane == C2S {
+            Direction::ClientToServer
+        } else {
+            Direction::ServerToClient
+        };
+        let faults = &self.shared.faults();
+        let lane = &mut self.lanes[dir.index()];
+        let n = match read {
+            Ok(0) | Err(_) => {
+                lane.eof = true;
+                return;
+            }
+            Ok(n) => n,
+        };
+        let read_at = Instant::now() + faults.delay;
+        for piece in lane.framer.push(&buf[..n]) {
+            // After a trigger fired nothing more from the client may reach the server.
+            if self.doomed && dir == Direction::ClientToServer {
+                break;
+            }
+            self.on_piece(dir, piece, read_at, faults);
+        }
+    }
+}
+
+impl Queue<Faults> for Lane {
+    /// Held directions keep reading (the test asked for the bytes to be held, and the cap
+    /// then cuts); others stop at the cap so that a slow reader only slows its writer.
+    fn wants_read(&self, faults: &Faults) -> bool {
+        !self.eof && (self.queued < MAX_BUFFERED || faults.held(self.dir))
+    }
+
+    /// What to write next (empty for nothing): the rest of the front chunk, or one byte of
+    /// it in split mode.
+    fn next_write(&self, now: Instant, faults: &Faults) -> Bytes {
+        match self.queue.front() {
+            Some(c) if !faults.held(self.dir) && c.release_at <= now => {
+                let rest = c.bytes.slice(self.written..);
+                if faults.split {
+                    rest.slice(..rest.len().min(1))
+                } else {
+                    rest
+                }
+            }
+            _ => Bytes::new(),
+        }
+    }
+
+    /// When the front chunk becomes writable, if it is waiting on its delay only.
+    fn wake_at(&self, now: Instant, faults: &Faults) -> Option<Instant> {
+        let front = self.queue.front()?;
+        (!faults.held(self.dir) && front.release_at > now).then_some(front.release_at)
     }
 }
