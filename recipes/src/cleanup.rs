@@ -27,11 +27,11 @@
 //! sent (a dropped guard's) is left for it to find there, without waking it, since waking a
 //! task from a guard's drop moves the client's driver to another thread at every cycle;
 //! other jobs wake it at once (BENCHMARKS.md, "Allocations per lock cycle"). While it
-//! lingers it holds no client, so it never keeps an idle client (and its session) alive. The queue lives in the
-//! client's coordinator for as long as the worker runs; a worker dropped before it could run
-//! (its runtime shut down) drops the jobs left with it, whose nodes then live until the
-//! session ends. Jobs run one at a time, which is what a single ZooKeeper session does
-//! anyway.
+//! lingers it holds no client, so it never keeps an idle client (and its session) alive.
+//! The queue lives in the client's coordinator for as long as the worker runs; a worker
+//! dropped before it could run (its runtime shut down) drops the jobs left with it, whose
+//! nodes then live until the session ends. Jobs run one at a time, which is what a single
+//! ZooKeeper session does anyway.
 
 use std::collections::VecDeque;
 use std::future::Future;

@@ -19,7 +19,7 @@ pub(super) enum Held {
     Mutex(MutexGuard),
     Read(ReadGuard),
     Write(WriteGuard),
-    Lease(Lease),
+    Lease(Box<Lease>),
     /// The latch is kept to leave the election on release.
     Leader(LeaderLatch, Leadership),
 }
@@ -114,7 +114,7 @@ pub(super) async fn acquire(
             Semaphore::new(client, path, SemaphoreLimit::Fixed(n))
                 .try_acquire_one()
                 .await,
-            Held::Lease,
+            |lease| Held::Lease(Box::new(lease)),
         ),
         (Kind::Leader, _) if once => {
             let latch = LeaderLatch::new(client, path, args.id.clone());
@@ -144,7 +144,7 @@ pub(super) async fn acquire(
                 None => semaphore.acquire_one().await,
                 Some(t) => semaphore.acquire_one_timeout(t).await,
             };
-            lease.map(Held::Lease)
+            lease.map(|lease| Held::Lease(Box::new(lease)))
         }
         (Kind::Leader, t) => lead(LeaderLatch::new(client, path, args.id.clone()), t).await,
     }

@@ -316,10 +316,10 @@ samples! {
     };
     SetDataResponse: true, |_path| Self { stat: SAMPLE_STAT };
     GetAclRequest: true, |path| Self { path: path.to_owned() };
-    GetAclResponse: false, |_path| Self { acl: Acl::open_unsafe().into(), stat: SAMPLE_STAT };
+    GetAclResponse: false, |_path| Self { acl: Acl::open_unsafe(), stat: SAMPLE_STAT };
     SetAclRequest: false, |path| Self {
         path: path.to_owned(),
-        acl: Acl::open_unsafe().into(),
+        acl: Acl::open_unsafe(),
         version: -1,
     };
     SetAclResponse: true, |_path| Self { stat: SAMPLE_STAT };
