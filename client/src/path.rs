@@ -160,10 +160,16 @@ fn validate(path: &str, sequential: bool) -> Result<(), InvalidPath> {
     if let Some(verdict) = printable_segments(body.as_bytes(), sequential) {
         return verdict.or_else(fail);
     }
+    walk_segments(body, sequential).or_else(fail)
+}
+
+/// The rules of [`validate`] on the segments of a body (the path after its leading `/`, not
+/// empty, without a forbidden trailing `/`), character by character: the first fault.
+fn walk_segments(body: &str, sequential: bool) -> Result<(), &'static str> {
     let mut segments = body.split('/').peekable();
     while let Some(segment) = segments.next() {
         if let Some(reason) = segment.chars().find_map(forbidden_char) {
-            return fail(reason);
+            return Err(reason);
         }
         // The server completes the last segment of a sequential path with
         // digits, so an empty, "." or ".." last segment still names a
@@ -173,10 +179,10 @@ fn validate(path: &str, sequential: bool) -> Result<(), InvalidPath> {
             continue;
         }
         if segment.is_empty() {
-            return fail(EMPTY_SEGMENT);
+            return Err(EMPTY_SEGMENT);
         }
         if segment == "." || segment == ".." {
-            return fail(RELATIVE_SEGMENT);
+            return Err(RELATIVE_SEGMENT);
         }
     }
     Ok(())

@@ -398,3 +398,34 @@ proptest! {
         prop_assert_eq!(sequence_suffix(&name), Some(expected));
     }
 }
+
+/// The one-pass check of printable paths finds the same first fault as the character walk,
+/// for every body of up to 7 characters over `/`, `.`, `a` and ` `, plain and sequential.
+#[test]
+fn the_printable_pass_agrees_with_the_walk() {
+    const ALPHABET: [char; 4] = ['/', '.', 'a', ' '];
+    let mut checked = 0;
+    for len in 1..=7u32 {
+        for mut n in 0..ALPHABET.len().pow(len) {
+            let mut body = String::new();
+            for _ in 0..len {
+                body.push(ALPHABET[n % ALPHABET.len()]);
+                n /= ALPHABET.len();
+            }
+            for sequential in [false, true] {
+                assert_eq!(
+                    printable_segments(body.as_bytes(), sequential),
+                    Some(walk_segments(&body, sequential)),
+                    "{body:?}, sequential {sequential}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 2 * (4 + 16 + 64 + 256 + 1024 + 4096 + 16384));
+    assert_eq!(
+        printable_segments("a/é".as_bytes(), false),
+        None,
+        "not ASCII"
+    );
+}
