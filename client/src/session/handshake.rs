@@ -98,14 +98,14 @@ impl Session {
             !self.seen_rw || self.session_id == 0 || self.session_id != response.session_id;
         self.session_id = response.session_id;
         self.passwd = response.passwd;
-        self.negotiated = Some(Duration::from_millis(u64::from(
+        self.set_negotiated(Some(Duration::from_millis(u64::from(
             response.timeout.unsigned_abs(),
-        )));
+        ))));
         let read_only = response.read_only == Some(true);
         self.seen_rw |= !read_only;
         if !read_only {
             let sent = self.timers.on_handshake();
-            let timeout = self.negotiated_or_requested();
+            let timeout = self.periods.timeout;
             self.lease.touched(sent, now, timeout);
             if created {
                 // A new session is made by the leader, and a quorum agrees to it, after our

@@ -223,8 +223,7 @@ impl Session {
             return;
         }
         self.timers.acknowledge(pending.sent);
-        let timeout = self.negotiated_or_requested();
-        self.lease.touched(pending.sent, now, timeout);
+        self.lease.touched(pending.sent, now, self.periods.timeout);
         if err == ErrorCode::Ok && vouches(pending.op) {
             self.lease.vouched_by(pending.sent);
         }

@@ -134,7 +134,7 @@ impl Session {
         }
         self.session_id = 0;
         self.passwd = Bytes::from_static(&[0; 16]);
-        self.negotiated = None;
+        self.set_negotiated(None);
         self.seen_rw = false;
         self.lease.forget();
         self.set_state(SessionState::Expired);

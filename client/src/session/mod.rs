@@ -38,7 +38,7 @@ pub(crate) use types::IdMap;
 
 use self::lease::Lease;
 use self::pending::{Pending, PendingAuth, Queued, Xids};
-use self::timers::{Deadlines, Timers};
+use self::timers::{Deadlines, Periods, Timers};
 use self::watches::Watches;
 use crate::error::Error;
 use crate::jute::FrameDecoder;
@@ -85,6 +85,8 @@ pub struct Session {
     session_id: i64,
     passwd: Bytes,
     negotiated: Option<Duration>,
+    /// The periods of the negotiated timeout, or of the requested one until negotiated.
+    periods: Periods,
     last_zxid: i64,
     xids: Xids,
     next_id: u64,
@@ -167,6 +169,7 @@ impl Session {
         let relay = config.relay_bound;
         let auths = config.auth.clone();
         let seen_rw = config.resume.is_some();
+        let periods = Periods::of(config.session_timeout);
         Self {
             config,
             state: SessionState::Connecting,
@@ -174,6 +177,7 @@ impl Session {
             session_id,
             passwd,
             negotiated: None,
+            periods,
             last_zxid: 0,
             xids: Xids::default(),
             next_id: 0,
@@ -298,18 +302,15 @@ impl Session {
             Conn::Idle if self.state.is_terminal() => None,
             Conn::Idle => self.timers.expiry_at(self.negotiated, self.session_id),
             Conn::AwaitingConnectResponse => self.timers.connect_deadline(self.connect_timeout()),
-            Conn::Authenticating { .. } => {
-                let timeout = self.negotiated_or_requested();
-                self.timers.read_deadline(timeout, self.oldest_unanswered())
-            }
+            Conn::Authenticating { .. } => self
+                .timers
+                .read_deadline(&self.periods, self.oldest_unanswered()),
             Conn::Open => {
-                let timeout = self.negotiated_or_requested();
-                let read = self.timers.read_deadline(timeout, self.oldest_unanswered());
-                let ping = self.timers.ping_at(timeout);
-                read.into_iter()
-                    .chain(ping)
-                    .chain(self.vouch_at(timeout))
-                    .min()
+                let read = self
+                    .timers
+                    .read_deadline(&self.periods, self.oldest_unanswered());
+                let ping = self.timers.ping_at(&self.periods);
+                read.into_iter().chain(ping).chain(self.vouch_at()).min()
             }
         };
         self.deadlines.next().into_iter().chain(timer).min()
@@ -413,8 +414,11 @@ impl Session {
         pipeline.into_iter().chain(auth).min()
     }
 
-    fn negotiated_or_requested(&self) -> Duration {
-        self.negotiated.unwrap_or(self.config.session_timeout)
+    /// Sets the negotiated timeout (`None`: not known, the requested one applies) and the
+    /// periods that follow from it.
+    fn set_negotiated(&mut self, negotiated: Option<Duration>) {
+        self.negotiated = negotiated;
+        self.periods = Periods::of(negotiated.unwrap_or(self.config.session_timeout));
     }
 
     fn answer(&mut self, id: RequestId, result: Result<Reply, Error>) {

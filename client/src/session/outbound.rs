@@ -1,12 +1,12 @@
 //! Frames out and the clock: writing queued requests once the connection is open, and what
 //! falls due (request deadlines, connect and read timeouts, pings, the lease's `sync`).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::BufMut;
 
 use super::pending::{Pending, PendingAuth, Queued, Target};
-use super::{timers, Conn, DropReason, Session, SessionState};
+use super::{Conn, DropReason, Session, SessionState};
 use crate::error::Error;
 use crate::jute::{encode_frame, Encode};
 use crate::proto::{OpCode, RequestHeader, SyncRequest, AUTH_XID, PING_XID};
@@ -80,8 +80,9 @@ impl Session {
                 }
             }
             Conn::Authenticating { .. } => {
-                let timeout = self.negotiated_or_requested();
-                let read_deadline = self.timers.read_deadline(timeout, self.oldest_unanswered());
+                let read_deadline = self
+                    .timers
+                    .read_deadline(&self.periods, self.oldest_unanswered());
                 if read_deadline.is_some_and(|d| d <= now) {
                     self.drop_connection(DropReason::ReadTimeout);
                 }
@@ -91,11 +92,12 @@ impl Session {
     }
 
     pub(super) fn handle_open_timers(&mut self, now: Instant) {
-        let timeout = self.negotiated_or_requested();
-        let read_deadline = self.timers.read_deadline(timeout, self.oldest_unanswered());
+        let read_deadline = self
+            .timers
+            .read_deadline(&self.periods, self.oldest_unanswered());
         if read_deadline.is_some_and(|d| d <= now) {
             self.drop_connection(DropReason::ReadTimeout);
-        } else if self.timers.ping_at(timeout).is_some_and(|d| d <= now) {
+        } else if self.timers.ping_at(&self.periods).is_some_and(|d| d <= now) {
             self.write_frame(PING_XID, OpCode::Ping, &[]);
             self.pending.push_back(Pending {
                 xid: PING_XID,
@@ -104,17 +106,17 @@ impl Session {
                 sent: now,
             });
             self.timers.on_ping_sent();
-        } else if self.vouch_at(timeout).is_some_and(|d| d <= now) {
+        } else if self.vouch_at().is_some_and(|d| d <= now) {
             self.write_vouch(now);
         }
     }
 
     /// When our next `sync` is due, on a connection to a read/write server.
-    pub(super) fn vouch_at(&self, timeout: Duration) -> Option<Instant> {
+    pub(super) fn vouch_at(&self) -> Option<Instant> {
         if self.state != SessionState::Connected {
             return None;
         }
-        self.lease.vouch_at(timers::vouch_interval(timeout))
+        self.lease.vouch_at(self.periods.vouch)
     }
 
     /// Sends a `sync` of the root: the leader answers it only while the server we talk to

@@ -104,20 +104,20 @@ impl Timers {
     /// received, or after the send instant of the oldest request still unanswered.
     pub(crate) fn read_deadline(
         &self,
-        timeout: Duration,
+        periods: &Periods,
         oldest_unanswered: Option<Instant>,
     ) -> Option<Instant> {
         let since = oldest_unanswered.map_or(self.last_recv, |s| s.min(self.last_recv));
-        since.checked_add(read_timeout(timeout))
+        since.checked_add(periods.read)
     }
 
     /// When the next ping is due, if none is outstanding.
-    pub(crate) fn ping_at(&self, timeout: Duration) -> Option<Instant> {
+    pub(crate) fn ping_at(&self, periods: &Periods) -> Option<Instant> {
         if self.ping_outstanding {
             return None;
         }
         let base = self.acknowledged.unwrap_or(self.connect_started);
-        base.checked_add(ping_interval(timeout))
+        base.checked_add(periods.ping)
     }
 
     /// When a disconnected session is to be reported expired.
@@ -172,6 +172,31 @@ impl Deadlines {
         self.order.pop_first();
         self.by_id.remove(&id);
         Some(id)
+    }
+}
+
+/// The periods that follow from a session timeout, worked out once per timeout: the session
+/// asks for its next deadline at every step of a request's path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Periods {
+    /// The session timeout they follow from.
+    pub(crate) timeout: Duration,
+    /// [`read_timeout`].
+    pub(crate) read: Duration,
+    /// [`ping_interval`].
+    pub(crate) ping: Duration,
+    /// [`vouch_interval`].
+    pub(crate) vouch: Duration,
+}
+
+impl Periods {
+    pub(crate) fn of(timeout: Duration) -> Self {
+        Self {
+            timeout,
+            read: read_timeout(timeout),
+            ping: ping_interval(timeout),
+            vouch: vouch_interval(timeout),
+        }
     }
 }
 
@@ -242,8 +267,8 @@ mod tests {
         let timers = Timers::new(Instant::now());
         assert_eq!(timers.connect_deadline(Duration::MAX), None);
         assert!(read_timeout(Duration::MAX) > Duration::ZERO);
-        let _ = timers.read_deadline(Duration::MAX, None);
-        let _ = timers.ping_at(Duration::MAX);
+        let _ = timers.read_deadline(&Periods::of(Duration::MAX), None);
+        let _ = timers.ping_at(&Periods::of(Duration::MAX));
         let _ = timers.expiry_at(Some(Duration::MAX), 1);
     }
 }
