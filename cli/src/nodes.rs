@@ -144,16 +144,26 @@ async fn exists(g: &Global, client: &Client, path: &str) -> Result<Stat, Failure
     }
 }
 
+/// Runs the idempotent read `read` on a session, retried as [`Global::read`] retries; a
+/// failure is told as about `what` (the path, mostly).
+async fn session_read<T>(
+    g: &Global,
+    what: &str,
+    read: impl AsyncFn(&Client) -> Result<T, Error>,
+) -> Result<T, Failure> {
+    g.with_session(|client| async move {
+        g.read(|| read(&client))
+            .await
+            .map_err(|e| Failure::zk(what, &e))
+    })
+    .await
+}
+
 /// `get PATH [-s] [--raw]`: the node's data (and Stat).
 pub(crate) async fn get(g: &Global, a: &GetArgs) -> Result<(), Failure> {
     let path = checked(&a.path)?;
-    let (data, stat) = g
-        .with_session(|client| async move {
-            g.read(|| client.get_data(&path))
-                .await
-                .map_err(|e| Failure::zk(&path, &e))
-        })
-        .await?;
+    let read = async |client: &Client| client.get_data(&path).await;
+    let (data, stat) = session_read(g, &path, read).await?;
     if g.json {
         let mut doc = Map::new();
         doc.insert("path".into(), json!(a.path));
@@ -196,17 +206,27 @@ pub(crate) async fn set(g: &Global, a: &SetArgs) -> Result<(), Failure> {
     let path = checked(&a.path)?;
     let data = data_argument(&a.data)?;
     let version = a.version;
-    let stat = g
-        .with_session(|client| async move {
-            match client.set_data(&path, &data, version).await {
-                Err(Error::BadVersion) => {
-                    Err(version_failure(g, &client, &path, version, false).await)
-                }
-                done => done.map_err(|e| Failure::zk(&path, &e)),
-            }
-        })
-        .await?;
+    let set = async |client: &Client| client.set_data(&path, &data, version).await;
+    let stat = versioned_write(g, &path, version, false, set).await?;
     print_stat(g, &a.path, &stat, false)
+}
+
+/// Runs `write`, checked against `version` (`acl`: the ACL version), on a session: a failed
+/// check is told with the node's actual version.
+async fn versioned_write(
+    g: &Global,
+    path: &str,
+    version: Option<i32>,
+    acl: bool,
+    write: impl AsyncFnOnce(&Client) -> Result<Stat, Error>,
+) -> Result<Stat, Failure> {
+    g.with_session(|client| async move {
+        match write(&client).await {
+            Err(Error::BadVersion) => Err(version_failure(g, &client, path, version, acl).await),
+            done => done.map_err(|e| Failure::zk(path, &e)),
+        }
+    })
+    .await
 }
 
 /// A failed `-v VERSION` check (`acl`: on the ACL version), with the node's actual version
@@ -378,12 +398,7 @@ fn ask(question: &str) -> String {
 /// `sync PATH`: waits until the server we are connected to has caught up with the leader.
 pub(crate) async fn sync(g: &Global, a: &PathArg) -> Result<(), Failure> {
     let path = checked(&a.path)?;
-    g.with_session(|client| async move {
-        g.read(|| client.sync(&path))
-            .await
-            .map_err(|e| Failure::zk(&path, &e))
-    })
-    .await?;
+    session_read(g, &path, async |client: &Client| client.sync(&path).await).await?;
     if g.json {
         return out::json(&json!({"path": a.path, "synced": true}));
     }
@@ -392,13 +407,7 @@ pub(crate) async fn sync(g: &Global, a: &PathArg) -> Result<(), Failure> {
 
 /// `whoami`: the identities of the session.
 pub(crate) async fn whoami(g: &Global) -> Result<(), Failure> {
-    let ids = g
-        .with_session(|client| async move {
-            g.read(|| client.who_am_i())
-                .await
-                .map_err(|e| Failure::zk("whoami", &e))
-        })
-        .await?;
+    let ids = session_read(g, "whoami", async |client: &Client| client.who_am_i().await).await?;
     if g.json {
         let items: Vec<Value> = ids
             .iter()
@@ -423,13 +432,8 @@ pub(crate) async fn acl(g: &Global, command: &AclCommand) -> Result<(), Failure>
 
 async fn acl_get(g: &Global, given: &str) -> Result<(), Failure> {
     let path = checked(given)?;
-    let (acl, stat) = g
-        .with_session(|client| async move {
-            g.read(|| client.get_acl(&path))
-                .await
-                .map_err(|e| Failure::zk(&path, &e))
-        })
-        .await?;
+    let read = async |client: &Client| client.get_acl(&path).await;
+    let (acl, stat) = session_read(g, &path, read).await?;
     if g.json {
         let entries: Vec<Value> = acl.iter().map(acl_json).collect();
         return out::json(&json!({"path": given, "acl": entries, "aversion": stat.aversion}));
@@ -447,16 +451,8 @@ async fn acl_set(g: &Global, a: &AclSetArgs) -> Result<(), Failure> {
     let (acl, warnings) = parse_acl(&a.acl, digests)?;
     warnings.iter().for_each(|w| out::note(w));
     let version = a.version;
-    let stat = g
-        .with_session(|client| async move {
-            match client.set_acl(&path, &acl, version).await {
-                Err(Error::BadVersion) => {
-                    Err(version_failure(g, &client, &path, version, true).await)
-                }
-                done => done.map_err(|e| Failure::zk(&path, &e)),
-            }
-        })
-        .await?;
+    let set = async |client: &Client| client.set_acl(&path, &acl, version).await;
+    let stat = versioned_write(g, &path, version, true, set).await?;
     print_stat(g, &a.path, &stat, false)
 }
 

@@ -6,6 +6,7 @@
 
 pub mod evil;
 pub mod java;
+mod listening;
 pub mod partition;
 pub mod proxy;
 mod pump;

@@ -7,7 +7,7 @@ use super::{Client, CreateOptions, OpResult, ReadResult};
 use crate::error::{Error, ProtocolError};
 use crate::proto::{
     op, CheckVersionRequest, DeleteRequest, ErrorCode, GetChildrenRequest, GetDataRequest, MultiOp,
-    MultiRequest, MultiResponse, MultiResult, SetDataRequest,
+    MultiRequest, MultiResponse, MultiResult, Operation, SetDataRequest,
 };
 
 /// One write of a [`Client::multi`] transaction.
@@ -177,17 +177,9 @@ impl Client {
     /// [`Error::MultiFailed`] with the index of the op that failed and its error (nothing was
     /// applied); the errors common to every operation.
     pub async fn multi(&self, ops: &[Op]) -> Result<Vec<OpResult>, Error> {
-        if ops.is_empty() {
-            return Ok(Vec::new());
-        }
-        let request = MultiRequest {
-            ops: ops
-                .iter()
-                .map(|op| self.multi_op(op))
-                .collect::<Result<_, _>>()?,
-        };
-        let response = self.call_op::<op::Multi>(&request).await?;
-        let results = one_result_per_op(response, ops.len())?;
+        let results = self
+            .send_multi::<op::Multi, _>(ops, |op| self.multi_op(op))
+            .await?;
         if let Some(index) = results.iter().position(is_failure) {
             let error = match &results[index] {
                 MultiResult::Error(code) => Error::from_code(*code),
@@ -222,18 +214,30 @@ impl Client {
         &self,
         ops: &[ReadOp],
     ) -> Result<Vec<Result<ReadResult, Error>>, Error> {
+        let results = self
+            .send_multi::<op::MultiRead, _>(ops, |op| self.read_op(op))
+            .await?;
+        Ok(results.into_iter().map(read_result).collect())
+    }
+
+    /// Sends `ops`, each made a [`MultiOp`] by `multi_op`, as one `O` (multi or multiRead):
+    /// one result per op. No ops: no results, and nothing is sent.
+    async fn send_multi<O, T>(
+        &self,
+        ops: &[T],
+        multi_op: impl Fn(&T) -> Result<MultiOp, Error>,
+    ) -> Result<Vec<MultiResult>, Error>
+    where
+        O: Operation<Request = MultiRequest, Reply = MultiResponse>,
+    {
         if ops.is_empty() {
             return Ok(Vec::new());
         }
         let request = MultiRequest {
-            ops: ops
-                .iter()
-                .map(|op| self.read_op(op))
-                .collect::<Result<_, _>>()?,
+            ops: ops.iter().map(multi_op).collect::<Result<_, _>>()?,
         };
-        let response = self.call_op::<op::MultiRead>(&request).await?;
-        let results = one_result_per_op(response, ops.len())?;
-        Ok(results.into_iter().map(read_result).collect())
+        let response = self.call_op::<O>(&request).await?;
+        one_result_per_op(response, ops.len())
     }
 
     fn multi_op(&self, op: &Op) -> Result<MultiOp, Error> {

@@ -52,11 +52,7 @@ impl OneshotWatcher {
     ) -> Self {
         Self {
             rx,
-            guard: WatcherGuard {
-                id,
-                inner,
-                done: false,
-            },
+            guard: WatcherGuard::new(id, inner),
         }
     }
 }
@@ -114,11 +110,7 @@ impl PersistentWatcher {
     pub(crate) fn new(rx: mpsc::Receiver<WatchedEvent>, id: WatcherId, inner: Arc<Inner>) -> Self {
         Self {
             rx,
-            guard: WatcherGuard {
-                id,
-                inner,
-                done: false,
-            },
+            guard: WatcherGuard::new(id, inner),
         }
     }
 
@@ -253,6 +245,16 @@ struct WatcherGuard {
     id: WatcherId,
     inner: Arc<Inner>,
     done: bool,
+}
+
+impl WatcherGuard {
+    fn new(id: WatcherId, inner: Arc<Inner>) -> Self {
+        Self {
+            id,
+            inner,
+            done: false,
+        }
+    }
 }
 
 impl Drop for WatcherGuard {

@@ -12,7 +12,7 @@ use crate::driver::WatcherSink;
 use crate::error::Error;
 use crate::proto::{
     op, AddWatchMode, AddWatchRequest, CheckWatchesRequest, ExistsRequest, GetChildren2Request,
-    GetDataRequest, RemoveWatchesRequest, Stat, WatcherType,
+    GetDataRequest, Operation, RemoveWatchesRequest, Stat, WatcherType,
 };
 use crate::session::{Effect, WatchKind, WatcherId};
 
@@ -33,16 +33,11 @@ impl Client {
         &self,
         path: &str,
     ) -> Result<(Option<Stat>, OneshotWatcher), Error> {
-        let server_path = self.server_path(path)?;
-        let request = ExistsRequest {
-            path: server_path.clone(),
-            watch: true,
-        };
-        let (effect, sink, watcher) = self.oneshot_watch(server_path, WatchKind::Data);
-        let result = self
-            .call_op_with::<op::Exists>(&request, effect, Some(sink))
-            .await;
-        Ok((absent_as_none(result)?, watcher))
+        let request = |path| ExistsRequest { path, watch: true };
+        let (reply, watcher) = self
+            .read_and_watch::<op::Exists>(path, WatchKind::Data, request)
+            .await?;
+        Ok((absent_as_none(reply)?, watcher))
     }
 
     /// As [`get_data`](Self::get_data), leaving a watch that fires when the data changes or
@@ -63,16 +58,11 @@ impl Client {
         &self,
         path: &str,
     ) -> Result<(Bytes, Stat, OneshotWatcher), Error> {
-        let server_path = self.server_path(path)?;
-        let request = GetDataRequest {
-            path: server_path.clone(),
-            watch: true,
-        };
-        let (effect, sink, watcher) = self.oneshot_watch(server_path, WatchKind::Data);
-        let response = self
-            .call_op_with::<op::GetData>(&request, effect, Some(sink))
+        let request = |path| GetDataRequest { path, watch: true };
+        let (reply, watcher) = self
+            .read_and_watch::<op::GetData>(path, WatchKind::Data, request)
             .await?;
-        let (data, stat) = data_and_stat(response);
+        let (data, stat) = data_and_stat(reply?);
         Ok((data, stat, watcher))
     }
 
@@ -97,16 +87,12 @@ impl Client {
         &self,
         path: &str,
     ) -> Result<(Vec<String>, Stat, OneshotWatcher), Error> {
-        let server_path = self.server_path(path)?;
-        let request = GetChildren2Request {
-            path: server_path.clone(),
-            watch: true,
-        };
-        let (effect, sink, watcher) = self.oneshot_watch(server_path, WatchKind::Child);
-        let response = self
-            .call_op_with::<op::GetChildren2>(&request, effect, Some(sink))
+        let request = |path| GetChildren2Request { path, watch: true };
+        let (reply, watcher) = self
+            .read_and_watch::<op::GetChildren2>(path, WatchKind::Child, request)
             .await?;
-        Ok((response.children, response.stat, watcher))
+        let reply = reply?;
+        Ok((reply.children, reply.stat, watcher))
     }
 
     /// Adds a persistent watch on `path` (which need not exist), or a persistent recursive
@@ -218,11 +204,17 @@ impl Client {
         )
     }
 
-    pub(super) fn oneshot_watch(
+    /// Sends `O`'s request, made by `request` from the server path of `path`, leaving a
+    /// one-shot watch of `kind`: the reply (an error in it is the caller's to judge: for
+    /// `exists` `NoNode` is an answer) and the watcher.
+    async fn read_and_watch<O: Operation>(
         &self,
-        server_path: String,
+        path: &str,
         kind: WatchKind,
-    ) -> (Effect, (WatcherId, WatcherSink), OneshotWatcher) {
+        request: impl FnOnce(String) -> O::Request,
+    ) -> Result<(Result<O::Reply, Error>, OneshotWatcher), Error> {
+        let server_path = self.server_path(path)?;
+        let request = request(server_path.clone());
         let id = self.next_watcher();
         let (tx, rx) = oneshot::channel();
         let effect = Effect::Watch {
@@ -230,10 +222,9 @@ impl Client {
             kind,
             watcher: id,
         };
-        (
-            effect,
-            (id, WatcherSink::Oneshot(tx)),
-            OneshotWatcher::new(rx, id, self.inner.clone()),
-        )
+        let watcher = OneshotWatcher::new(rx, id, self.inner.clone());
+        let sink = (id, WatcherSink::Oneshot(tx));
+        let reply = self.call_op_with::<O>(&request, effect, Some(sink)).await;
+        Ok((reply, watcher))
     }
 }

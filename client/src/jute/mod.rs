@@ -88,30 +88,26 @@ pub trait Decode: Sized {
 /// Defines a jute record: a struct whose fields are encoded in declaration order.
 ///
 /// Every field type must implement [`Encode`] and [`Decode`]. Field order is wire order, so the
-/// macro input doubles as the jute class definition.
+/// macro input doubles as the jute class definition. Three forms:
+/// - `pub struct Name as "JuteName" { … }` derives `Debug, Clone, PartialEq, Eq`;
+/// - `pub struct Name as "JuteName", derives given { … }` derives nothing but what its own
+///   attributes say (for a record whose `Debug` is written by hand, to redact a secret);
+/// - `pub struct Name as "JuteName", lenient strings { … }` has `String` fields only and
+///   decodes them as [`decode_lossy_string`] does (invalid UTF-8 becomes U+FFFD); it too
+///   derives only what its attributes say.
 macro_rules! record {
     (
         $(#[$meta:meta])*
-        pub struct $name:ident as $jute:literal {
+        pub struct $name:ident as $jute:literal, derives given {
             $( $(#[$fmeta:meta])* pub $field:ident : $ty:ty, )*
         }
     ) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, PartialEq, Eq)]
         pub struct $name {
             $( $(#[$fmeta])* pub $field: $ty, )*
         }
 
-        impl $crate::jute::Encode for $name {
-            fn encode<B: ::bytes::BufMut>(&self, buf: &mut B) {
-                $( $crate::jute::Encode::encode(&self.$field, buf); )*
-                let _ = buf;
-            }
-
-            fn encoded_len(&self) -> usize {
-                0 $( + $crate::jute::Encode::encoded_len(&self.$field) )*
-            }
-        }
+        $crate::jute::record!(@encode $name { $( $field )* });
 
         impl $crate::jute::Decode for $name {
             const NAME: &'static str = $jute;
@@ -129,6 +125,63 @@ macro_rules! record {
                 $( r.skip::<$ty>()?; )*
                 Ok(())
             }
+        }
+    };
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident as $jute:literal, lenient strings {
+            $( $(#[$fmeta:meta])* pub $field:ident : String, )*
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $name {
+            $( $(#[$fmeta])* pub $field: String, )*
+        }
+
+        $crate::jute::record!(@encode $name { $( $field )* });
+
+        impl $crate::jute::Decode for $name {
+            const NAME: &'static str = $jute;
+            const MIN_LEN: usize = 0 $( + $crate::jute::record!(@min_len_of_string $field) )*;
+
+            fn decode(
+                r: &mut $crate::jute::Reader<'_>,
+            ) -> Result<Self, $crate::jute::DecodeError> {
+                Ok(Self { $( $field: $crate::jute::decode_lossy_string(r)?, )* })
+            }
+
+            fn skip(r: &mut $crate::jute::Reader<'_>) -> Result<(), $crate::jute::DecodeError> {
+                $( $crate::jute::record!(@skip_lossy_string r $field); )*
+                Ok(())
+            }
+        }
+    };
+    (@min_len_of_string $field:ident) => {
+        <String as $crate::jute::Decode>::MIN_LEN
+    };
+    (@skip_lossy_string $r:ident $field:ident) => {
+        $crate::jute::skip_lossy_string($r)?
+    };
+    (@encode $name:ident { $( $field:ident )* }) => {
+        impl $crate::jute::Encode for $name {
+            fn encode<B: ::bytes::BufMut>(&self, buf: &mut B) {
+                $( $crate::jute::Encode::encode(&self.$field, buf); )*
+                let _ = buf;
+            }
+
+            fn encoded_len(&self) -> usize {
+                0 $( + $crate::jute::Encode::encoded_len(&self.$field) )*
+            }
+        }
+    };
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident as $jute:literal { $( $fields:tt )* }
+    ) => {
+        $crate::jute::record! {
+            $(#[$meta])*
+            #[derive(Debug, Clone, PartialEq, Eq)]
+            pub struct $name as $jute, derives given { $( $fields )* }
         }
     };
 }

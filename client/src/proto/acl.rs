@@ -4,31 +4,32 @@ use std::ops::BitOr;
 
 use bytes::BufMut;
 
-use crate::jute::{decode_lossy_string, encode_str, record, skip_lossy_string, str_encoded_len};
-use crate::jute::{Decode, DecodeError, Encode, Reader};
+use crate::jute::{record, Decode, DecodeError, Encode, Reader};
 
-/// An identity in an authentication scheme, such as `world:anyone` or `digest:user:hash`.
-///
-/// ```text
-/// class Id { ustring scheme; ustring id; }
-/// ```
-/// Both strings decode leniently (invalid UTF-8 becomes U+FFFD): servers copy them from other
-/// clients, and Java writes non-BMP characters as CESU-8.
-///
-/// ```
-/// use zkwire::Id;
-///
-/// let everyone = Id::anyone();
-/// assert_eq!((everyone.scheme.as_str(), everyone.id.as_str()), ("world", "anyone"));
-/// let office = Id::new("ip", "10.1.0.0/16");
-/// # let _ = office;
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Id {
-    /// The scheme: `world`, `auth`, `digest`, `ip`, `sasl`, `x509`, …
-    pub scheme: String,
-    /// The identity within the scheme.
-    pub id: String,
+record! {
+    /// An identity in an authentication scheme, such as `world:anyone` or `digest:user:hash`.
+    ///
+    /// ```text
+    /// class Id { ustring scheme; ustring id; }
+    /// ```
+    /// Both strings decode leniently (invalid UTF-8 becomes U+FFFD): servers copy them from other
+    /// clients, and Java writes non-BMP characters as CESU-8.
+    ///
+    /// ```
+    /// use zkwire::Id;
+    ///
+    /// let everyone = Id::anyone();
+    /// assert_eq!((everyone.scheme.as_str(), everyone.id.as_str()), ("world", "anyone"));
+    /// let office = Id::new("ip", "10.1.0.0/16");
+    /// # let _ = office;
+    /// ```
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct Id as "Id", lenient strings {
+        /// The scheme: `world`, `auth`, `digest`, `ip`, `sasl`, `x509`, …
+        pub scheme: String,
+        /// The identity within the scheme.
+        pub id: String,
+    }
 }
 
 impl Id {
@@ -90,34 +91,6 @@ impl Id {
             .bytes();
         let encoded = base64::engine::general_purpose::STANDARD.encode(hash);
         Self::new("digest", format!("{user}:{encoded}"))
-    }
-}
-
-impl Encode for Id {
-    fn encode<B: BufMut>(&self, buf: &mut B) {
-        encode_str(&self.scheme, buf);
-        encode_str(&self.id, buf);
-    }
-
-    fn encoded_len(&self) -> usize {
-        str_encoded_len(&self.scheme) + str_encoded_len(&self.id)
-    }
-}
-
-impl Decode for Id {
-    const NAME: &'static str = "Id";
-    const MIN_LEN: usize = 8;
-
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(Self {
-            scheme: decode_lossy_string(r)?,
-            id: decode_lossy_string(r)?,
-        })
-    }
-
-    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
-        skip_lossy_string(r)?;
-        skip_lossy_string(r)
     }
 }
 

@@ -2,23 +2,24 @@
 
 use std::fmt;
 
-use bytes::{BufMut, Bytes};
+use bytes::Bytes;
 
 use super::sample::samples;
-use crate::jute::{decode_lossy_string, encode_str, record, skip_lossy_string, str_encoded_len};
-use crate::jute::{Decode, DecodeError, Encode, Reader};
+use crate::jute::record;
 
-/// `auth` (100, xid -4): `class AuthPacket { int type; ustring scheme; buffer auth; }`
-///
-/// `Debug` redacts the credential.
-#[derive(Clone, PartialEq, Eq)]
-pub struct AuthPacket {
-    /// Always 0.
-    pub auth_type: i32,
-    /// The scheme, e.g. `digest`.
-    pub scheme: String,
-    /// The credential, e.g. `user:password` for digest.
-    pub auth: Option<Bytes>,
+record! {
+    /// `auth` (100, xid -4): `class AuthPacket { int type; ustring scheme; buffer auth; }`
+    ///
+    /// `Debug` redacts the credential.
+    #[derive(Clone, PartialEq, Eq)]
+    pub struct AuthPacket as "AuthPacket", derives given {
+        /// Always 0.
+        pub auth_type: i32,
+        /// The scheme, e.g. `digest`.
+        pub scheme: String,
+        /// The credential, e.g. `user:password` for digest.
+        pub auth: Option<Bytes>,
+    }
 }
 
 impl AuthPacket {
@@ -42,85 +43,28 @@ impl fmt::Debug for AuthPacket {
     }
 }
 
-impl Encode for AuthPacket {
-    fn encode<B: BufMut>(&self, buf: &mut B) {
-        self.auth_type.encode(buf);
-        encode_str(&self.scheme, buf);
-        self.auth.encode(buf);
-    }
-
-    fn encoded_len(&self) -> usize {
-        4 + str_encoded_len(&self.scheme) + self.auth.encoded_len()
-    }
-}
-
-impl Decode for AuthPacket {
-    const NAME: &'static str = "AuthPacket";
-    const MIN_LEN: usize = 12;
-
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(Self {
-            auth_type: r.read()?,
-            scheme: r.read()?,
-            auth: r.read()?,
-        })
-    }
-
-    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
-        r.skip::<i32>()?;
-        r.skip::<String>()?;
-        r.skip::<Option<Bytes>>()
-    }
-}
-
 /// What `Debug` shows instead of a secret.
 pub(crate) const REDACTED: &str = "<redacted>";
 
-/// One identity of the session, as reported by `whoAmI`.
-///
-/// `class ClientInfo { ustring authScheme; ustring user; }`, decoded leniently like
-/// [`Id`](crate::Id).
-///
-/// ```no_run
-/// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
-/// for id in client.who_am_i().await? {
-///     println!("authenticated as {}:{}", id.auth_scheme, id.user);
-/// }
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ClientInfo {
-    /// The scheme, e.g. `ip` or `digest`.
-    pub auth_scheme: String,
-    /// The identity within the scheme.
-    pub user: String,
-}
-
-impl Encode for ClientInfo {
-    fn encode<B: BufMut>(&self, buf: &mut B) {
-        encode_str(&self.auth_scheme, buf);
-        encode_str(&self.user, buf);
-    }
-
-    fn encoded_len(&self) -> usize {
-        str_encoded_len(&self.auth_scheme) + str_encoded_len(&self.user)
-    }
-}
-
-impl Decode for ClientInfo {
-    const NAME: &'static str = "ClientInfo";
-    const MIN_LEN: usize = 8;
-
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(Self {
-            auth_scheme: decode_lossy_string(r)?,
-            user: decode_lossy_string(r)?,
-        })
-    }
-
-    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
-        skip_lossy_string(r)?;
-        skip_lossy_string(r)
+record! {
+    /// One identity of the session, as reported by `whoAmI`.
+    ///
+    /// `class ClientInfo { ustring authScheme; ustring user; }`, decoded leniently like
+    /// [`Id`](crate::Id).
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// for id in client.who_am_i().await? {
+    ///     println!("authenticated as {}:{}", id.auth_scheme, id.user);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct ClientInfo as "ClientInfo", lenient strings {
+        /// The scheme, e.g. `ip` or `digest`.
+        pub auth_scheme: String,
+        /// The identity within the scheme.
+        pub user: String,
     }
 }
 
@@ -132,14 +76,16 @@ record! {
     }
 }
 
-/// `sasl` (102), both ways: the client's `GetSASLRequest { buffer token; }` and the server's
-/// `SetSASLResponse { buffer token; }` have this one layout. A null token decodes as `None`.
-///
-/// `Debug` redacts the token (it may carry a password digest or a Kerberos ticket).
-#[derive(Clone, PartialEq, Eq)]
-pub struct SaslToken {
-    /// The mechanism's token.
-    pub token: Option<Bytes>,
+record! {
+    /// `sasl` (102), both ways: the client's `GetSASLRequest { buffer token; }` and the server's
+    /// `SetSASLResponse { buffer token; }` have this one layout. A null token decodes as `None`.
+    ///
+    /// `Debug` redacts the token (it may carry a password digest or a Kerberos ticket).
+    #[derive(Clone, PartialEq, Eq)]
+    pub struct SaslToken as "SaslToken", derives given {
+        /// The mechanism's token.
+        pub token: Option<Bytes>,
+    }
 }
 
 impl fmt::Debug for SaslToken {
@@ -147,29 +93,6 @@ impl fmt::Debug for SaslToken {
         f.debug_struct("SaslToken")
             .field("token", &self.token.as_ref().map(|t| (t.len(), REDACTED)))
             .finish()
-    }
-}
-
-impl Encode for SaslToken {
-    fn encode<B: BufMut>(&self, buf: &mut B) {
-        self.token.encode(buf);
-    }
-
-    fn encoded_len(&self) -> usize {
-        self.token.encoded_len()
-    }
-}
-
-impl Decode for SaslToken {
-    const NAME: &'static str = "SaslToken";
-    const MIN_LEN: usize = 4;
-
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(Self { token: r.read()? })
-    }
-
-    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
-        r.skip::<Option<Bytes>>()
     }
 }
 

@@ -6,31 +6,33 @@ use bytes::{BufMut, Bytes};
 
 use super::auth::REDACTED;
 
-use crate::jute::{Decode, DecodeError, Encode, Reader};
+use crate::jute::{record, Decode, DecodeError, Encode, Reader};
 
-/// The first frame a client sends on a connection (no `RequestHeader`).
-///
-/// ```text
-/// class ConnectRequest {
-///     int protocolVersion; long lastZxidSeen; int timeOut; long sessionId; buffer passwd;
-/// }
-/// ```
-/// followed by a `boolean readOnly` that servers 3.4–3.8 read outside the record (3.9 made it a
-/// field). Always 45 bytes with a 16-byte password. `Debug` redacts the password.
-#[derive(Clone, PartialEq, Eq)]
-pub struct ConnectRequest {
-    /// Always 0.
-    pub protocol_version: i32,
-    /// The highest zxid seen in a normal reply; a server behind it refuses the connection.
-    pub last_zxid_seen: i64,
-    /// The requested session timeout in ms.
-    pub timeout: i32,
-    /// 0 for a new session, else the session to reattach.
-    pub session_id: i64,
-    /// 16 zero bytes for a new session, else the session's password.
-    pub passwd: Bytes,
-    /// Whether a read-only server may serve this session.
-    pub read_only: bool,
+record! {
+    /// The first frame a client sends on a connection (no `RequestHeader`).
+    ///
+    /// ```text
+    /// class ConnectRequest {
+    ///     int protocolVersion; long lastZxidSeen; int timeOut; long sessionId; buffer passwd;
+    /// }
+    /// ```
+    /// followed by a `boolean readOnly` that servers 3.4–3.8 read outside the record (3.9 made it a
+    /// field). Always 45 bytes with a 16-byte password. `Debug` redacts the password.
+    #[derive(Clone, PartialEq, Eq)]
+    pub struct ConnectRequest as "ConnectRequest", derives given {
+        /// Always 0.
+        pub protocol_version: i32,
+        /// The highest zxid seen in a normal reply; a server behind it refuses the connection.
+        pub last_zxid_seen: i64,
+        /// The requested session timeout in ms.
+        pub timeout: i32,
+        /// 0 for a new session, else the session to reattach.
+        pub session_id: i64,
+        /// 16 zero bytes for a new session, else the session's password.
+        pub passwd: Bytes,
+        /// Whether a read-only server may serve this session.
+        pub read_only: bool,
+    }
 }
 
 /// The server's answer to a [`ConnectRequest`] (no `ReplyHeader`).
@@ -84,46 +86,6 @@ impl fmt::Debug for ConnectResponse {
             .field("passwd", &REDACTED)
             .field("read_only", &self.read_only)
             .finish()
-    }
-}
-
-impl Encode for ConnectRequest {
-    fn encode<B: BufMut>(&self, buf: &mut B) {
-        self.protocol_version.encode(buf);
-        self.last_zxid_seen.encode(buf);
-        self.timeout.encode(buf);
-        self.session_id.encode(buf);
-        self.passwd.encode(buf);
-        self.read_only.encode(buf);
-    }
-
-    fn encoded_len(&self) -> usize {
-        4 + 8 + 4 + 8 + self.passwd.encoded_len() + 1
-    }
-}
-
-impl Decode for ConnectRequest {
-    const NAME: &'static str = "ConnectRequest";
-    const MIN_LEN: usize = 29;
-
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(Self {
-            protocol_version: r.read()?,
-            last_zxid_seen: r.read()?,
-            timeout: r.read()?,
-            session_id: r.read()?,
-            passwd: r.read()?,
-            read_only: r.read()?,
-        })
-    }
-
-    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
-        r.skip::<i32>()?;
-        r.skip::<i64>()?;
-        r.skip::<i32>()?;
-        r.skip::<i64>()?;
-        r.skip::<Bytes>()?;
-        r.skip::<bool>()
     }
 }
 

@@ -42,6 +42,57 @@ impl MultiHeader {
     }
 }
 
+/// Implements [`Encode`] and [`Decode`] for the body of a multi request or reply: each item
+/// (`header`, `body_len`, `encode_body`, `decode_body`, `skip_body`) after its header, then
+/// the terminator.
+macro_rules! multi_list {
+    ($list:ident { $items:ident: $item:ident } as $jute:literal) => {
+        impl Encode for $list {
+            fn encode<B: BufMut>(&self, buf: &mut B) {
+                for item in &self.$items {
+                    item.header().encode(buf);
+                    item.encode_body(buf);
+                }
+                MultiHeader::TERMINATOR.encode(buf);
+            }
+
+            fn encoded_len(&self) -> usize {
+                self.$items
+                    .iter()
+                    .map(|item| HEADER_LEN + item.body_len())
+                    .sum::<usize>()
+                    + HEADER_LEN
+            }
+        }
+
+        impl Decode for $list {
+            const NAME: &'static str = $jute;
+            const MIN_LEN: usize = HEADER_LEN;
+
+            fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+                let mut $items = Vec::new();
+                loop {
+                    let header = r.read::<MultiHeader>()?;
+                    if header.done {
+                        return Ok(Self { $items });
+                    }
+                    $items.push($item::decode_body(header.op, r)?);
+                }
+            }
+
+            fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+                loop {
+                    let header = r.read::<MultiHeader>()?;
+                    if header.done {
+                        return Ok(());
+                    }
+                    $item::skip_body(header.op, r)?;
+                }
+            }
+        }
+    };
+}
+
 /// Defines [`MultiOp`]: one variant per op code allowed inside a multi, holding the request
 /// record the table of operations gives that op code.
 macro_rules! multi_ops {
@@ -67,6 +118,10 @@ macro_rules! multi_ops {
                 match self {
                     $( Self::$op(r) => &r.path, )*
                 }
+            }
+
+            fn header(&self) -> MultiHeader {
+                MultiHeader::op(self.op_code())
             }
 
             fn body_len(&self) -> usize {
@@ -134,49 +189,7 @@ pub struct MultiRequest {
     pub ops: Vec<MultiOp>,
 }
 
-impl Encode for MultiRequest {
-    fn encode<B: BufMut>(&self, buf: &mut B) {
-        for op in &self.ops {
-            MultiHeader::op(op.op_code()).encode(buf);
-            op.encode_body(buf);
-        }
-        MultiHeader::TERMINATOR.encode(buf);
-    }
-
-    fn encoded_len(&self) -> usize {
-        self.ops
-            .iter()
-            .map(|op| HEADER_LEN + op.body_len())
-            .sum::<usize>()
-            + HEADER_LEN
-    }
-}
-
-impl Decode for MultiRequest {
-    const NAME: &'static str = "MultiOperationRecord";
-    const MIN_LEN: usize = HEADER_LEN;
-
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let mut ops = Vec::new();
-        loop {
-            let header = r.read::<MultiHeader>()?;
-            if header.done {
-                return Ok(Self { ops });
-            }
-            ops.push(MultiOp::decode_body(header.op, r)?);
-        }
-    }
-
-    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
-        loop {
-            let header = r.read::<MultiHeader>()?;
-            if header.done {
-                return Ok(());
-            }
-            MultiOp::skip_body(header.op, r)?;
-        }
-    }
-}
+multi_list!(MultiRequest { ops: MultiOp } as "MultiOperationRecord");
 
 /// Defines [`MultiResult`]: one variant per op code a successful multi result may carry,
 /// holding the reply record the table of operations gives that op code, or none.
@@ -276,49 +289,7 @@ pub struct MultiResponse {
     pub results: Vec<MultiResult>,
 }
 
-impl Encode for MultiResponse {
-    fn encode<B: BufMut>(&self, buf: &mut B) {
-        for result in &self.results {
-            result.header().encode(buf);
-            result.encode_body(buf);
-        }
-        MultiHeader::TERMINATOR.encode(buf);
-    }
-
-    fn encoded_len(&self) -> usize {
-        self.results
-            .iter()
-            .map(|r| HEADER_LEN + r.body_len())
-            .sum::<usize>()
-            + HEADER_LEN
-    }
-}
-
-impl Decode for MultiResponse {
-    const NAME: &'static str = "MultiResponse";
-    const MIN_LEN: usize = HEADER_LEN;
-
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let mut results = Vec::new();
-        loop {
-            let header = r.read::<MultiHeader>()?;
-            if header.done {
-                return Ok(Self { results });
-            }
-            results.push(MultiResult::decode_body(header.op, r)?);
-        }
-    }
-
-    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
-        loop {
-            let header = r.read::<MultiHeader>()?;
-            if header.done {
-                return Ok(());
-            }
-            MultiResult::skip_body(header.op, r)?;
-        }
-    }
-}
+multi_list!(MultiResponse { results: MultiResult } as "MultiResponse");
 
 /// Encoded size of a `MultiHeader`.
 const HEADER_LEN: usize = 9;

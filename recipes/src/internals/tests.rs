@@ -13,11 +13,15 @@ fn mutex_contest() -> Contest {
     Contest::exclusive("lock-", MUTEX_MARKERS)
 }
 
+/// The directory `/lock` of a session, created (its containers), and another session.
 async fn setup(name: &str) -> (Dir, Client) {
     let cs = fresh_chroot(name).await;
     let a = Client::connect(&cs).await.unwrap();
     let b = Client::connect(&cs).await.unwrap();
     let dir = Dir::new(a, "/lock".into(), LockOptions::default());
+    create_containers(&dir.client, "/lock", &dir.options)
+        .await
+        .unwrap();
     (dir, b)
 }
 
@@ -40,9 +44,6 @@ async fn children(client: &Client) -> Vec<String> {
 async fn a_node_of_our_session_with_our_guid_is_adopted() {
     let (dir, _b) = setup("guid_adopt").await;
     let mut attempt = Attempt::new(&dir);
-    create_containers(&dir.client, "/lock", &dir.options)
-        .await
-        .unwrap();
     // As if an earlier create had applied but its reply was lost.
     let planted = plant(&dir.client, &attempt.prefix).await;
     attempt.unsure = true;
@@ -64,9 +65,6 @@ async fn a_node_of_our_session_with_our_guid_is_adopted() {
 async fn a_node_of_another_session_with_our_guid_is_not_adopted() {
     let (dir, b) = setup("guid_foreign_session").await;
     let mut attempt = Attempt::new(&dir);
-    create_containers(&dir.client, "/lock", &dir.options)
-        .await
-        .unwrap();
     // Same guid, another session (an old session of ours, CURATOR-498, or an impostor).
     let theirs = plant(&b, &attempt.prefix).await;
     attempt.unsure = true;
@@ -91,9 +89,6 @@ async fn a_node_of_another_session_with_our_guid_is_not_adopted() {
 async fn duplicates_of_our_session_are_deleted() {
     let (dir, b) = setup("guid_duplicates").await;
     let mut attempt = Attempt::new(&dir);
-    create_containers(&dir.client, "/lock", &dir.options)
-        .await
-        .unwrap();
     let first = plant(&dir.client, &attempt.prefix).await;
     let _second = plant(&dir.client, &attempt.prefix).await;
     let theirs = plant(&b, &attempt.prefix).await;
@@ -128,9 +123,6 @@ async fn duplicates_of_our_session_are_deleted() {
 async fn dropping_an_unsure_attempt_sweeps_its_guid_in_the_background() {
     let (dir, b) = setup("guid_sweep").await;
     let mut attempt = Attempt::new(&dir);
-    create_containers(&dir.client, "/lock", &dir.options)
-        .await
-        .unwrap();
     let ours = plant(&dir.client, &attempt.prefix).await;
     let theirs = plant(&b, &attempt.prefix).await;
     attempt.unsure = true;
@@ -158,9 +150,6 @@ async fn pending_or_present(client: &Client, path: &str) -> bool {
 async fn the_listing_sent_with_the_create_always_shows_our_node() {
     const ACQUIRES: usize = 200;
     let (dir, b) = setup("pipelined_listing").await;
-    create_containers(&dir.client, "/lock", &dir.options)
-        .await
-        .unwrap();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let churn = tokio::spawn({
         let stop = Arc::clone(&stop);

@@ -4,17 +4,16 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::net::TcpListener;
 use tokio::runtime::Handle;
 use tokio::sync::watch;
-use tokio::task::{JoinHandle, JoinSet};
 
 use super::conn::run_connection;
 use super::lock;
+use crate::listening::Listening;
 
 /// A fault on one direction of a [`LinkRelay`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,25 +149,18 @@ impl Shared {
 /// current one for [`start`](Self::start)). Dropping it stops the accept loop and every
 /// connection, closing their sockets.
 pub struct LinkRelay {
-    addr: SocketAddr,
+    /// Dropping it aborts the accept loop and, with it, every connection.
+    listening: Listening,
     pub(super) shared: Arc<Shared>,
-    accept: JoinHandle<()>,
 }
 
 impl fmt::Debug for LinkRelay {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LinkRelay")
-            .field("addr", &self.addr)
+            .field("addr", &self.addr())
             .field("upstream", &self.upstream())
             .field("faults", &self.shared.faults())
             .finish_non_exhaustive()
-    }
-}
-
-impl Drop for LinkRelay {
-    /// Aborts the accept loop; it owns the connection tasks, which go with it.
-    fn drop(&mut self) {
-        self.accept.abort();
     }
 }
 
@@ -191,13 +183,6 @@ impl LinkRelay {
     /// # Errors
     /// When the listening socket cannot be set up.
     pub fn start_on(handle: &Handle, upstream: SocketAddr) -> io::Result<Self> {
-        let std_listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
-        std_listener.set_nonblocking(true)?;
-        let addr = std_listener.local_addr()?;
-        let listener = {
-            let _entered = handle.enter();
-            TcpListener::from_std(std_listener)?
-        };
         let shared = Arc::new(Shared {
             upstream: Mutex::new(upstream),
             faults: Mutex::new([None; 2]),
@@ -205,17 +190,17 @@ impl LinkRelay {
             stats: Mutex::new(Stats::default()),
             control: watch::Sender::new(0),
         });
-        let accept = handle.spawn(accept_loop(listener, Arc::clone(&shared)));
-        Ok(Self {
-            addr,
-            shared,
-            accept,
-        })
+        let admitted = Arc::clone(&shared);
+        let listening = Listening::start(handle, move |stream, tasks| {
+            let guard = ActiveGuard::new(Arc::clone(&admitted));
+            tasks.spawn(run_connection(stream, guard));
+        })?;
+        Ok(Self { listening, shared })
     }
 
     /// The address connectors use.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.listening.addr()
     }
 
     /// Where new connections are forwarded.
@@ -265,24 +250,6 @@ impl LinkRelay {
 
     pub(super) fn upstream_ports(&self) -> Vec<u16> {
         self.shared.stats().upstream_ports.iter().copied().collect()
-    }
-}
-
-/// Accepts connections until aborted; the `JoinSet` ties the connections' lifetime to it.
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    let mut tasks = JoinSet::new();
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    let guard = ActiveGuard::new(Arc::clone(&shared));
-                    tasks.spawn(run_connection(stream, guard));
-                }
-                // Out of descriptors and the like: retry later instead of spinning.
-                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
-            },
-            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
-        }
     }
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 
 use super::conn::Conn;
@@ -16,23 +16,7 @@ use crate::pump::pump;
 /// client then sees its connection closed).
 const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Accepts connections until aborted. Owning the connection tasks in a `JoinSet` is what
-/// ties their lifetime to this loop: aborting it drops the set, which aborts them all.
-pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    let mut tasks = JoinSet::new();
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => admit(stream, &shared, &mut tasks),
-                // Out of descriptors and the like: retry later instead of spinning.
-                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
-            },
-            // Reap finished connections so the set does not grow without bound.
-            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
-        }
-    }
-}
-
+/// Admits a connection the listener accepted: refused, or its task spawned in `tasks`.
 pub(super) fn admit(client: TcpStream, shared: &Arc<Shared>, tasks: &mut JoinSet<()>) {
     let faults = shared.faults();
     if faults.refuse {

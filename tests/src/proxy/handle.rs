@@ -6,14 +6,14 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::runtime::Handle;
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 use zkwire::proto::{OpCode, ReplyHeader, RequestHeader};
 
-use super::accept::accept_loop;
+use super::accept::admit;
 use super::state::{lock, Faults, Jitter, Shared, Stats, Trigger};
 use super::{Direction, ProxyCounts};
+use crate::listening::Listening;
 use crate::rng::SplitMix64;
 
 /// A frame-aware fault-injection proxy (see the [module docs](super)).
@@ -21,25 +21,17 @@ use crate::rng::SplitMix64;
 /// Must be started and used inside a tokio runtime. All methods take `&self` and act at once
 /// on every current connection (and, where it makes sense, on later ones).
 pub struct FaultProxy {
-    addr: SocketAddr,
+    /// Dropping it aborts the accept loop and, with it, every connection.
+    listening: Listening,
     shared: Arc<Shared>,
-    accept: JoinHandle<()>,
 }
 
 impl fmt::Debug for FaultProxy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FaultProxy")
-            .field("addr", &self.addr)
+            .field("addr", &self.addr())
             .field("upstream", &self.upstream())
             .finish_non_exhaustive()
-    }
-}
-
-impl Drop for FaultProxy {
-    /// Aborts the accept loop; it owns the connection tasks, which are aborted with it, so
-    /// every socket closes.
-    fn drop(&mut self) {
-        self.accept.abort();
     }
 }
 
@@ -52,8 +44,6 @@ impl FaultProxy {
     /// # Panics
     /// When called outside a tokio runtime.
     pub async fn start(upstream: SocketAddr) -> io::Result<Self> {
-        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
-        let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             upstream: Mutex::new(upstream),
             faults: Mutex::new(Faults::default()),
@@ -62,22 +52,20 @@ impl FaultProxy {
             jitter_rng: Mutex::new([SplitMix64::default(); 2]),
             control: watch::Sender::new(0),
         });
-        let accept = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
-        Ok(Self {
-            addr,
-            shared,
-            accept,
-        })
+        let admitted = Arc::clone(&shared);
+        let admit = move |client, tasks: &mut _| admit(client, &admitted, tasks);
+        let listening = Listening::start(&Handle::current(), admit)?;
+        Ok(Self { listening, shared })
     }
 
     /// The address clients connect to.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.listening.addr()
     }
 
     /// `"127.0.0.1:<port>"`, to which a chroot can be appended.
     pub fn connect_string(&self) -> String {
-        self.addr.to_string()
+        self.addr().to_string()
     }
 
     /// Where new connections are forwarded.
