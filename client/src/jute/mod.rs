@@ -17,7 +17,7 @@ mod reader;
 
 pub use error::{DecodeError, DecodeErrorKind};
 pub use frame::{encode_frame, FrameDecoder, FrameError, DEFAULT_MAX_FRAME_LEN, JUTE_MAX_BUFFER};
-pub use primitives::{decode_lossy_string, encode_str, skip_lossy_string, str_encoded_len};
+pub use primitives::{decode_lossy_string, skip_lossy_string};
 pub use reader::Reader;
 
 use bytes::{BufMut, Bytes};

@@ -74,13 +74,13 @@ impl Decode for bool {
 }
 
 /// Writes a non-null `ustring`.
-pub fn encode_str<B: BufMut>(s: &str, buf: &mut B) {
+pub(super) fn encode_str<B: BufMut>(s: &str, buf: &mut B) {
     put_len(s.len(), buf);
     buf.put_slice(s.as_bytes());
 }
 
 /// The encoded length of a non-null `ustring`.
-pub fn str_encoded_len(s: &str) -> usize {
+pub(super) fn str_encoded_len(s: &str) -> usize {
     4 + s.len()
 }
 

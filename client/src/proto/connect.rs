@@ -16,8 +16,8 @@ record! {
     ///     int protocolVersion; long lastZxidSeen; int timeOut; long sessionId; buffer passwd;
     /// }
     /// ```
-    /// followed by a `boolean readOnly` that servers 3.4–3.8 read outside the record (3.9 made it a
-    /// field). Always 45 bytes with a 16-byte password. `Debug` redacts the password.
+    /// followed by a `boolean readOnly` that servers 3.4–3.8 read outside the record (3.9 made
+    /// it a field). Always 45 bytes with a 16-byte password. `Debug` redacts the password.
     #[derive(Clone, PartialEq, Eq)]
     pub struct ConnectRequest as "ConnectRequest", derives given {
         /// Always 0.
