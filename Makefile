@@ -40,5 +40,6 @@ test: deps
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -p zkwire --no-deps -q --features tls,sasl-digest,sasl-gssapi
 	# The test binaries two at a time (they mostly wait on ZooKeeper), longest first, and the
 	# doctests; like `cargo test --workspace --no-fail-fast`, in half the time (tests/run-suite.py).
-	CARGO="$(CARGO)" tests/run-suite.py --jobs $(TEST_JOBS) --workspace $(TEST_FEATURES)
-	fuzz/run.sh $(FUZZ_SECONDS)
+	# Beside them, at the lowest priority, the fuzz smoke: it takes the CPU they leave idle.
+	CARGO="$(CARGO)" tests/run-suite.py --jobs $(TEST_JOBS) --beside "fuzz/run.sh $(FUZZ_SECONDS)" \
+		--workspace $(TEST_FEATURES)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs the workspace's test binaries a few at a time: `make test`'s test step.
 
-    tests/run-suite.py [--jobs N] [CARGO TEST OPTIONS...] [-- TEST BINARY ARGS...]
+    tests/run-suite.py [--jobs N] [--beside CMD] [CARGO TEST OPTIONS...] [-- TEST BINARY ARGS...]
 
 `cargo test` runs one test binary after another. Most of ours spend their time waiting for
 ZooKeeper (session expiries, partitions healing, an ensemble electing), not computing, so
@@ -14,6 +14,10 @@ binaries, longest first (the names below, from the timings this script prints), 
 doctests (`cargo test --doc`) as one more job. Each binary's output is printed whole when it
 ends, under cargo's own `Running` header, so logs read as cargo's do. Runs everything even when
 something fails (like `--no-fail-fast`) and exits 1 if anything failed, naming it.
+
+`--beside CMD` runs the shell command CMD at the lowest priority (`nice -n 19`) while the
+binaries run, once they are built: it gets the CPU the tests leave idle, and next to none while
+they compute. Its output is printed at the end; its failure fails the run.
 """
 
 import argparse
@@ -46,6 +50,8 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--jobs", type=int, default=int(os.environ.get("ZKWIRE_TEST_JOBS", "2")),
                    help="binaries at once (default 2, or $ZKWIRE_TEST_JOBS)")
+    p.add_argument("--beside", metavar="CMD",
+                   help="a shell command run at the lowest priority beside the binaries")
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)
     a, cargo = p.parse_known_args(argv[:split])
@@ -87,12 +93,18 @@ def manifest_name(manifest_path):
     return Path(manifest_path).parent.name
 
 
-def order(binaries):
+# Options of `cargo test` that pick targets: with one of them, only what it picks runs.
+TARGET_OPTIONS = ("--lib", "--bin", "--bins", "--test", "--tests", "--example", "--examples",
+                  "--bench", "--benches", "--all-targets", "--doc")
+
+
+def order(binaries, cargo_options):
     """Longest first: the named slow ones, then the doctests, then the rest as built."""
     rank = {key: i for i, key in enumerate(SLOW_FIRST)}
     slow = sorted((b for b in binaries if b["key"] in rank), key=lambda b: rank[b["key"]])
     rest = [b for b in binaries if b["key"] not in rank]
-    return slow + [{"key": DOCTESTS}] + rest
+    picked = any(o.split("=")[0] in TARGET_OPTIONS for o in cargo_options)
+    return slow + ([] if picked else [{"key": DOCTESTS}]) + rest
 
 
 class Runner:
@@ -151,6 +163,36 @@ class Runner:
             t.join()
 
 
+class Beside:
+    """A command run at the lowest priority while the binaries run."""
+
+    def __init__(self, command, root):
+        self.command = command
+        self.out = tempfile.TemporaryFile(mode="w+")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(["nice", "-n", "19", "sh", "-c", command], cwd=root,
+                                     stdout=self.out, stderr=subprocess.STDOUT)
+        self.took = None
+        # Waited for at once, so that its own duration is known, not the binaries'.
+        self.waiter = threading.Thread(target=self.wait)
+        self.waiter.start()
+
+    def wait(self):
+        self.proc.wait()
+        self.took = time.monotonic() - self.started
+
+    def finish(self):
+        """Waits for the command, prints its output; returns whether it succeeded."""
+        self.waiter.join()
+        code = self.proc.returncode
+        self.out.seek(0)
+        print(f"\n     Beside: {self.command} [{self.took:.1f} s, exit {code}]", flush=True)
+        sys.stdout.write(self.out.read())
+        sys.stdout.flush()
+        self.out.close()
+        return code == 0
+
+
 def main():
     args = parse_args()
     root = Path(__file__).resolve().parent.parent
@@ -158,8 +200,11 @@ def main():
     binaries = build(cargo, args.cargo)
     runner = Runner(args, root)
     started = time.monotonic()
-    runner.run_all(order(binaries))
+    beside = Beside(args.beside, root) if args.beside else None
+    runner.run_all(order(binaries, args.cargo))
     wall = time.monotonic() - started
+    if beside and not beside.finish():
+        runner.failed.append(f"--beside {args.beside!r}")
     busy = sum(t for t, _ in runner.times)
     print(f"\nrun-suite: {len(runner.times)} jobs in {wall:.0f} s with {args.jobs} at once "
           f"({busy:.0f} s one after another); the longest:")
