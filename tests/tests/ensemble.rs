@@ -167,6 +167,7 @@ async fn m25_quorum_loss_then_recovery_keeps_the_session() {
     let running = Writers::start(&client, 2).await;
 
     tokio::time::sleep(Duration::from_millis(200)).await;
+    let lost = Instant::now();
     block_in_place(|| {
         ensemble.kill(0)?;
         ensemble.kill(1)
@@ -179,6 +180,11 @@ async fn m25_quorum_loss_then_recovery_keeps_the_session() {
     })
     .unwrap();
     block_in_place(|| ensemble.wait_for_quorum(Duration::from_secs(20))).unwrap();
+    // Printed with a failure's output: how long the premise's outage really lasted.
+    println!(
+        "m25 quorum loss: the quorum was back after {:?}",
+        lost.elapsed()
+    );
     tokio::time::sleep(Duration::from_secs(2)).await;
     let writes = running.stop().await;
 
