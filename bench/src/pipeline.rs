@@ -1,8 +1,13 @@
 //! `pipeline`: one session with K getData requests in flight on a 100-byte znode.
 //!
-//! zkwire and kezhuw: K tasks sharing one client, each awaiting its getData in a loop (for
-//! K = 1, plain awaited getData). Raw: one task keeps K pre-encoded getData frames in flight
-//! on one socket, writing as many new frames as replies it just read, in one write.
+//! zkwire and kezhuw, in two shapes ([`Shape`]): K tasks sharing one client, each awaiting
+//! its getData in a loop (for K = 1, plain awaited getData); or one task keeping K getData
+//! futures in flight, the raw recipe's shape. Raw: one task keeps K pre-encoded getData frames
+//! in flight on one socket, writing as many new frames as replies it just read, in one write.
+//!
+//! The two shapes part what a client costs from what the runtime charges for K tasks: each
+//! reply wakes its own task, and the work-stealing scheduler wakes its other worker threads
+//! to run them (BENCHMARKS.md, "Issue 29, third pass").
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -10,6 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use futures::stream::{FuturesUnordered, StreamExt};
 use zkwire::proto::frames::request_frame;
 use zkwire::proto::{GetDataRequest, OpCode};
 
@@ -59,23 +65,60 @@ fn check_len(len: usize) -> Result<(), BenchError> {
     }
 }
 
-/// One cell: `who` with `k` requests in flight.
-pub(crate) async fn run(ctx: &Ctx, who: Who, k: usize) -> Result<Measured, BenchError> {
+/// How a client library keeps its K requests in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// K tasks, each awaiting one getData at a time.
+    Tasks,
+    /// One task polling K getData futures.
+    OneTask,
+}
+
+impl Shape {
+    /// The cell's param: `K=16`, or `K=16 one task`.
+    pub(crate) fn param(self, k: usize) -> String {
+        match self {
+            Self::Tasks => format!("K={k}"),
+            Self::OneTask => format!("K={k} one task"),
+        }
+    }
+}
+
+/// One cell: `who` with `k` requests in flight, shaped as `shape` says (raw: always one task).
+pub(crate) async fn run(
+    ctx: &Ctx,
+    who: Who,
+    k: usize,
+    shape: Shape,
+) -> Result<Measured, BenchError> {
     let path: Arc<str> = ctx.path("data").into();
     match who {
         Who::Zkwire => {
             let client = ctx.zkwire().await?;
-            let m = run_client(ctx, &client, &path, k).await?;
+            let m = run_client(ctx, &client, &path, k, shape).await?;
             client.close().await?;
             Ok(m)
         }
-        Who::Kezhuw => run_client(ctx, &ctx.kezhuw().await?, &path, k).await,
+        Who::Kezhuw => run_client(ctx, &ctx.kezhuw().await?, &path, k, shape).await,
         Who::Raw => run_raw(ctx, &path, k).await,
     }
 }
 
-/// `k` tasks sharing `client`, each awaiting its getData of `path` in a loop.
 async fn run_client<C: GetData>(
+    ctx: &Ctx,
+    client: &C,
+    path: &Arc<str>,
+    k: usize,
+    shape: Shape,
+) -> Result<Measured, BenchError> {
+    match shape {
+        Shape::Tasks => run_tasks(ctx, client, path, k).await,
+        Shape::OneTask => run_one_task(ctx, client, path, k).await,
+    }
+}
+
+/// `k` tasks sharing `client`, each awaiting its getData of `path` in a loop.
+async fn run_tasks<C: GetData>(
     ctx: &Ctx,
     client: &C,
     path: &Arc<str>,
@@ -91,6 +134,45 @@ async fn run_client<C: GetData>(
     Ok(m)
 }
 
+/// One task keeping `k` getData futures of `path` on `client` in flight: each reply is
+/// timed, and a new request takes its place.
+async fn run_one_task<C: GetData>(
+    ctx: &Ctx,
+    client: &C,
+    path: &Arc<str>,
+    k: usize,
+) -> Result<Measured, BenchError> {
+    let client = client.clone();
+    let path = path.clone();
+    measured_task(ctx, move |phase| async move {
+        let mut hist = Hist::new();
+        let one_request = || {
+            let client = &client;
+            let path = &path;
+            async move {
+                let start = Instant::now();
+                (start, client.data_len(path).await)
+            }
+        };
+        let mut inflight: FuturesUnordered<_> = (0..k).map(|_| one_request()).collect();
+        while let Some((start, r)) = inflight.next().await {
+            check_len(r?)?;
+            match phase.get() {
+                Phase::WARMUP => {}
+                Phase::MEASURE => hist.record(start.elapsed()),
+                _ => break,
+            }
+            inflight.push(one_request());
+        }
+        // The requests still in flight finish (unmeasured) before the client closes.
+        while let Some((_, r)) = inflight.next().await {
+            r?;
+        }
+        Ok(hist)
+    })
+    .await
+}
+
 async fn run_raw(ctx: &Ctx, path: &str, k: usize) -> Result<Measured, BenchError> {
     let mut conn = RawConn::connect(&ctx.addr, 30_000).await?;
     let one = request_frame(
@@ -102,9 +184,7 @@ async fn run_raw(ctx: &Ctx, path: &str, k: usize) -> Result<Measured, BenchError
         },
     );
     let batch: Bytes = one.repeat(k).into();
-    let phase = Arc::new(Phase::default());
-    let task_phase = phase.clone();
-    let task = tokio::spawn(async move {
+    measured_task(ctx, move |phase| async move {
         let mut sent: VecDeque<Instant> = VecDeque::with_capacity(k);
         let mut hist = Hist::new();
         let now = Instant::now();
@@ -120,13 +200,13 @@ async fn run_raw(ctx: &Ctx, path: &str, k: usize) -> Result<Measured, BenchError
                     return Err(BenchError::msg("raw getData: unexpected reply length"));
                 }
                 let at = sent.pop_front().unwrap_or(now);
-                if task_phase.get() == Phase::MEASURE {
+                if phase.get() == Phase::MEASURE {
                     hist.record(at.elapsed());
                 }
                 done += 1;
                 reply = conn.try_recv()?;
             }
-            if task_phase.get() == Phase::STOP {
+            if phase.get() == Phase::STOP {
                 break;
             }
             let now = Instant::now();
@@ -134,8 +214,20 @@ async fn run_raw(ctx: &Ctx, path: &str, k: usize) -> Result<Measured, BenchError
             conn.send(&batch[..done * one.len()]).await?;
         }
         conn.close().await;
-        Ok::<_, BenchError>(hist)
-    });
+        Ok(hist)
+    })
+    .await
+}
+
+/// Runs `work` as one task through [`measure_window`]: `work` follows the phase it is given
+/// and returns the latencies it measured.
+async fn measured_task<F, W>(ctx: &Ctx, work: W) -> Result<Measured, BenchError>
+where
+    W: FnOnce(Arc<Phase>) -> F,
+    F: Future<Output = Result<Hist, BenchError>> + Send + 'static,
+{
+    let phase = Arc::new(Phase::default());
+    let task = tokio::spawn(work(phase.clone()));
     let spent = measure_window(ctx, &phase).await;
     let hist = task.await??;
     Ok(Measured::new(hist.count(), spent, hist))

@@ -2,6 +2,7 @@
 //! a progress line per measurement on stderr.
 
 use crate::measure::Measured;
+use crate::pipeline::Shape;
 use crate::shared_client::SharedClient;
 use crate::{locks, pipeline, server, sessions, writes, BenchError, Ctx, Results, Who};
 
@@ -42,15 +43,22 @@ pub(crate) async fn run(
     Ok(ok)
 }
 
-/// `pipeline` at every depth.
+/// `pipeline` at every depth: above K = 1 in both shapes (raw has one shape, measured again
+/// beside the other so that each shape's cell has its own raw row to compare with).
 async fn pipeline_depths(ctx: &Ctx, results: &mut Results) -> Result<(), BenchError> {
     for &k in &ctx.depths {
-        eprintln!("== pipeline K={k}");
-        for round in 0..ctx.rounds {
-            for &who in &ctx.clients {
-                let m = pipeline::run(ctx, who, k).await?;
-                progress(round, who, &m);
-                results.add("pipeline", who, format!("K={k}"), m);
+        for shape in [Shape::Tasks, Shape::OneTask] {
+            if k == 1 && shape == Shape::OneTask {
+                continue; // one request in one task either way
+            }
+            let param = shape.param(k);
+            eprintln!("== pipeline {param}");
+            for round in 0..ctx.rounds {
+                for &who in &ctx.clients {
+                    let m = pipeline::run(ctx, who, k, shape).await?;
+                    progress(round, who, &m);
+                    results.add("pipeline", who, param.clone(), m);
+                }
             }
         }
     }

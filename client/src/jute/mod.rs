@@ -52,6 +52,11 @@ pub trait Decode: Sized {
     /// allocating anything for it.
     const MIN_LEN: usize;
 
+    /// `Some(n)` when every run of `n` bytes is a valid encoding and no other length is: the
+    /// fixed-width integers and records made of them only (such as `Stat`). Lets
+    /// [`skip`](Self::skip) step over a whole record at once.
+    const FIXED_LEN: Option<usize> = None;
+
     /// Reads one value from `r`, leaving `r` just past it.
     ///
     /// # Errors
@@ -85,6 +90,21 @@ pub trait Decode: Sized {
     }
 }
 
+/// The [`Decode::FIXED_LEN`] of a record whose fields have these: their sum, or `None` if any
+/// field has none.
+pub(crate) const fn fixed_sum(fields: &[Option<usize>]) -> Option<usize> {
+    let mut total = 0;
+    let mut i = 0;
+    while i < fields.len() {
+        match fields[i] {
+            Some(len) => total += len,
+            None => return None,
+        }
+        i += 1;
+    }
+    Some(total)
+}
+
 /// Defines a jute record: a struct whose fields are encoded in declaration order.
 ///
 /// Every field type must implement [`Encode`] and [`Decode`]. Field order is wire order, so the
@@ -112,6 +132,8 @@ macro_rules! record {
         impl $crate::jute::Decode for $name {
             const NAME: &'static str = $jute;
             const MIN_LEN: usize = 0 $( + <$ty as $crate::jute::Decode>::MIN_LEN )*;
+            const FIXED_LEN: Option<usize> =
+                $crate::jute::fixed_sum(&[$( <$ty as $crate::jute::Decode>::FIXED_LEN ),*]);
 
             fn decode(
                 r: &mut $crate::jute::Reader<'_>,
@@ -121,7 +143,13 @@ macro_rules! record {
             }
 
             fn skip(r: &mut $crate::jute::Reader<'_>) -> Result<(), $crate::jute::DecodeError> {
-                let _ = &r;
+                // A fixed-width record that fits cannot fail: one step. One that does not
+                // fit is walked field by field, to report the field that runs out.
+                if let Some(len) = Self::FIXED_LEN {
+                    if r.remaining() >= len {
+                        return r.take(len).map(drop);
+                    }
+                }
                 $( r.skip::<$ty>()?; )*
                 Ok(())
             }

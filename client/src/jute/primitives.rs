@@ -32,6 +32,7 @@ macro_rules! big_endian {
         impl Decode for $t {
             const NAME: &'static str = "";
             const MIN_LEN: usize = std::mem::size_of::<$t>();
+            const FIXED_LEN: Option<usize> = Some(Self::MIN_LEN);
 
             fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
                 r.read_array().map(Self::from_be_bytes)
@@ -62,6 +63,7 @@ impl Encode for bool {
 impl Decode for bool {
     const NAME: &'static str = "";
     const MIN_LEN: usize = 1;
+    const FIXED_LEN: Option<usize> = Some(1);
 
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let [b] = r.read_array()?;
