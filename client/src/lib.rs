@@ -149,30 +149,17 @@ mod tls;
 // only the harness, the benchmarks or the fuzz targets use is compiled only for the tests and
 // with the feature (`#[cfg(any(test, feature = "unstable"))]`), so `make test`'s clippy run
 // on this crate alone, without it, finds code nothing uses.
-#[cfg(feature = "unstable")]
-#[doc(hidden)]
-pub mod driver;
-#[cfg(not(feature = "unstable"))]
-#[allow(unreachable_pub)]
-mod driver;
-#[cfg(feature = "unstable")]
-#[doc(hidden)]
-pub mod jute;
-#[cfg(not(feature = "unstable"))]
-#[allow(unreachable_pub)]
-mod jute;
-#[cfg(feature = "unstable")]
-#[doc(hidden)]
-pub mod proto;
-#[cfg(not(feature = "unstable"))]
-#[allow(unreachable_pub)]
-mod proto;
-#[cfg(feature = "unstable")]
-#[doc(hidden)]
-pub mod session;
-#[cfg(not(feature = "unstable"))]
-#[allow(unreachable_pub)]
-mod session;
+macro_rules! internal_layers {
+    ($($layer:ident),*) => {$(
+        #[cfg(feature = "unstable")]
+        #[doc(hidden)]
+        pub mod $layer;
+        #[cfg(not(feature = "unstable"))]
+        #[allow(unreachable_pub)]
+        mod $layer;
+    )*};
+}
+internal_layers!(driver, jute, proto, session);
 
 /// The `bytes` crate, whose [`Bytes`](bytes::Bytes) the client hands out for node data.
 pub use bytes;

@@ -933,11 +933,7 @@ mod operations {
     impl OpVisitor for SampleProps<'_> {
         type Output = Check;
 
-        fn op<O: Operation>(self) -> Check
-        where
-            O::Request: Sample,
-            O::Reply: Sample,
-        {
+        fn op<O: Operation<Request: Sample, Reply: Sample>>(self) -> Check {
             self.check::<O::Request>()?;
             self.check::<O::Reply>()
         }

@@ -61,6 +61,28 @@ fn replay(copy: &mut BTreeMap<String, CachedNode>, event: CacheEvent) {
     }
 }
 
+/// A reader session on `cs` and a cache of `root` on it, once loaded: every event of the
+/// initial load, up to `Initialized`, goes to `initial`. The reader is returned so that it
+/// outlives the cache as long as the test wants.
+async fn loaded_cache(
+    cs: &str,
+    root: &str,
+    mut initial: impl FnMut(CacheEvent),
+) -> (Client, TreeCache, CacheEvents) {
+    let reader = Client::connect(cs).await.unwrap();
+    let (cache, mut events) = TreeCache::builder(reader.clone(), root)
+        .start()
+        .await
+        .unwrap();
+    loop {
+        match next(&mut events).await {
+            CacheEvent::Initialized => break,
+            event => initial(event),
+        }
+    }
+    (reader, cache, events)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn initial_tree_then_events_with_old_and_new_data() {
     let cs = fresh_chroot("cache_basics").await;
@@ -76,18 +98,9 @@ async fn initial_tree_then_events_with_old_and_new_data() {
             .await
             .unwrap();
     }
-    let reader = Client::connect(&cs).await.unwrap();
-    let (cache, mut events) = TreeCache::builder(reader.clone(), "/t")
-        .start()
-        .await
-        .unwrap();
     let mut initial = BTreeMap::new();
-    loop {
-        match next(&mut events).await {
-            CacheEvent::Initialized => break,
-            event => replay(&mut initial, event),
-        }
-    }
+    let (_reader, cache, mut events) =
+        loaded_cache(&cs, "/t", |event| replay(&mut initial, event)).await;
     assert_eq!(
         initial.keys().collect::<Vec<_>>(),
         ["/t", "/t/a", "/t/a/x", "/t/b"]
@@ -166,20 +179,13 @@ async fn an_unreadable_node_is_reported_then_cached_once_readable() {
         .create("/u/secret/inner", "i", &CreateOptions::persistent())
         .await
         .unwrap();
-    let reader = Client::connect(&cs).await.unwrap();
-    let (cache, mut events) = TreeCache::builder(reader.clone(), "/u")
-        .start()
-        .await
-        .unwrap();
     let mut seen = Vec::new();
-    loop {
-        match next(&mut events).await {
-            CacheEvent::Initialized => break,
-            CacheEvent::Created { path, .. } => seen.push(format!("created {path}")),
-            CacheEvent::Unreadable { path } => seen.push(format!("unreadable {path}")),
-            other => panic!("{other:?}"),
-        }
-    }
+    let (_reader, cache, mut events) = loaded_cache(&cs, "/u", |event| match event {
+        CacheEvent::Created { path, .. } => seen.push(format!("created {path}")),
+        CacheEvent::Unreadable { path } => seen.push(format!("unreadable {path}")),
+        other => panic!("{other:?}"),
+    })
+    .await;
     assert_eq!(
         seen,
         ["created /u", "created /u/open", "unreadable /u/secret"]

@@ -62,6 +62,26 @@ async fn wait_for_absence(client: &Client, path: &str) {
     }
 }
 
+/// Starts `node` and waits (at most [`STEP`]) until it is first created.
+async fn start_created(node: &PersistentNode) {
+    node.start();
+    assert!(node.wait_for_initial_create(STEP).await.unwrap());
+}
+
+/// [`start_created`], with the node's events from before it starts.
+async fn start_created_watched(node: &PersistentNode) -> NodeEvents {
+    let events = node.events();
+    start_created(node).await;
+    events
+}
+
+/// Closes the clients in order, each close succeeding.
+async fn close_all<const N: usize>(clients: [Client; N]) {
+    for client in clients {
+        client.close().await.unwrap();
+    }
+}
+
 async fn children(client: &Client, dir: &str) -> Vec<String> {
     let mut names = client.get_children(dir).await.unwrap_or_default();
     names.sort();
@@ -73,9 +93,7 @@ async fn an_ephemeral_node_comes_back_within_a_second_after_an_outside_delete() 
     let (_, [c, other]) = fresh_clients("persistent_outside_delete", T).await;
     // Two missing parents: created as containers.
     let node = PersistentNode::ephemeral(c.clone(), "/svc/members/a", "one");
-    let mut events = node.events();
-    node.start();
-    assert!(node.wait_for_initial_create(STEP).await.unwrap());
+    let mut events = start_created_watched(&node).await;
     assert_eq!(node.actual_path().as_deref(), Some("/svc/members/a"));
     let (svc, _) = other.get_data("/svc").await.unwrap();
     assert!(svc.is_empty());
@@ -100,8 +118,7 @@ async fn an_ephemeral_node_comes_back_within_a_second_after_an_outside_delete() 
     }
     node.close().await.unwrap();
     assert!(other.exists("/svc/members/a").await.unwrap().is_none());
-    c.close().await.unwrap();
-    other.close().await.unwrap();
+    close_all([c, other]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -110,9 +127,7 @@ async fn an_ephemeral_node_comes_back_on_the_new_session_after_a_renewal() {
     let renewing = connect_renewing(&cs, T).await;
     let other = connect_with_timeout(&cs, T).await;
     let node = PersistentNode::ephemeral(renewing.clone(), "/m/a", "data");
-    let mut events = node.events();
-    node.start();
-    assert!(node.wait_for_initial_create(STEP).await.unwrap());
+    let mut events = start_created_watched(&node).await;
     let old = wait_for_node(&other, "/m/a", b"data").await.ephemeral_owner;
     assert_eq!(old, renewing.session_id());
 
@@ -140,8 +155,7 @@ async fn an_ephemeral_node_comes_back_on_the_new_session_after_a_renewal() {
     next_matching(&mut events, |e| matches!(e, NodeEvent::Created { .. })).await;
     node.close().await.unwrap();
     wait_for_absence(&other, "/m/a").await;
-    renewing.close().await.unwrap();
-    other.close().await.unwrap();
+    close_all([renewing, other]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -150,8 +164,7 @@ async fn data_set_is_written_and_survives_re_creation() {
     let node = PersistentNode::ephemeral(c.clone(), "/d/a", "v0");
     // Before start: only what the first create writes.
     node.set_data("v1").await.unwrap();
-    node.start();
-    assert!(node.wait_for_initial_create(STEP).await.unwrap());
+    start_created(&node).await;
     wait_for_node(&other, "/d/a", b"v1").await;
 
     let mut events = node.events();
@@ -174,16 +187,14 @@ async fn data_set_is_written_and_survives_re_creation() {
     }
     assert_eq!(&node.data()[..], b"v22");
     node.close().await.unwrap();
-    c.close().await.unwrap();
-    other.close().await.unwrap();
+    close_all([c, other]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_protected_sequential_node_is_one_node_with_a_new_number_at_each_re_create() {
     let (_, [c, other]) = fresh_clients("persistent_sequential", T).await;
     let node = PersistentNode::new(c.clone(), "/q/item-", CreateMode::EphemeralSequential, "x");
-    node.start();
-    assert!(node.wait_for_initial_create(STEP).await.unwrap());
+    start_created(&node).await;
     let mut seen = Vec::new();
     for _ in 0..5 {
         let path = node.actual_path().expect("created");
@@ -219,8 +230,7 @@ async fn a_protected_sequential_node_is_one_node_with_a_new_number_at_each_re_cr
     assert_eq!(children(&other, "/q").await.len(), 1);
     node.close().await.unwrap();
     assert!(children(&other, "/q").await.is_empty());
-    c.close().await.unwrap();
-    other.close().await.unwrap();
+    close_all([c, other]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -232,9 +242,7 @@ async fn close_deletes_and_dropping_deletes_in_the_background() {
         CreateMode::PersistentSequential,
     ] {
         let node = PersistentNode::new(c.clone(), "/c/n", mode, "");
-        let mut events = node.events();
-        node.start();
-        assert!(node.wait_for_initial_create(STEP).await.unwrap());
+        let mut events = start_created_watched(&node).await;
         let path = node.actual_path().unwrap();
         node.close().await.unwrap();
         assert!(
@@ -252,16 +260,13 @@ async fn close_deletes_and_dropping_deletes_in_the_background() {
     }
     // Started again after a close: a new node.
     let node = PersistentNode::new(c.clone(), "/c/p", CreateMode::Persistent, "again");
-    node.start();
-    assert!(node.wait_for_initial_create(STEP).await.unwrap());
+    start_created(&node).await;
     node.close().await.unwrap();
-    node.start();
-    assert!(node.wait_for_initial_create(STEP).await.unwrap());
+    start_created(&node).await;
     wait_for_node(&other, "/c/p", b"again").await;
     drop(node);
     wait_for_absence(&other, "/c/p").await;
-    c.close().await.unwrap();
-    other.close().await.unwrap();
+    close_all([c, other]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -293,17 +298,14 @@ async fn a_create_the_parent_acl_refuses_times_out_and_succeeds_once_allowed() {
     assert!(node.wait_for_initial_create(STEP).await.unwrap());
     wait_for_node(&admin, "/locked/a", b"x").await;
     node.close().await.unwrap();
-    c.close().await.unwrap();
-    admin.close().await.unwrap();
+    close_all([c, admin]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_session_without_renewal_stops_the_node_and_says_why() {
     let (_, [c, other]) = fresh_clients("persistent_expired", T).await;
     let node = PersistentNode::ephemeral(c.clone(), "/e/a", "x");
-    let mut events = node.events();
-    node.start();
-    assert!(node.wait_for_initial_create(STEP).await.unwrap());
+    let mut events = start_created_watched(&node).await;
     let mut states = c.state_stream();
     kill_client_session(&c).await.unwrap();
     let (stopped, skipped) =
@@ -351,9 +353,7 @@ async fn a_stale_node_is_replaced_at_start_and_a_live_twin_is_adopted_without_a_
     // A second node on the same path (a duplicate id): at most one replacement on each
     // side, then one of them adopts the other's node. No fight follows.
     let second = PersistentNode::ephemeral(twin.clone(), "/g/a", "twin");
-    let mut second_events = second.events();
-    second.start();
-    assert!(second.wait_for_initial_create(STEP).await.unwrap());
+    let mut second_events = start_created_watched(&second).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let settled = c.exists("/g/a").await.unwrap().expect("one node stays");
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -379,9 +379,7 @@ async fn a_stale_node_is_replaced_at_start_and_a_live_twin_is_adopted_without_a_
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     node.close().await.unwrap();
-    for client in [previous_run, c, twin] {
-        client.close().await.unwrap();
-    }
+    close_all([previous_run, c, twin]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -391,8 +389,7 @@ async fn persistent_and_ttl_nodes_are_kept_too() {
         .with_ttl(Duration::from_secs(60));
     let persistent = PersistentNode::new(c.clone(), "/t/p", CreateMode::Persistent, "p");
     for node in [&ttl, &persistent] {
-        node.start();
-        assert!(node.wait_for_initial_create(STEP).await.unwrap());
+        start_created(node).await;
         let path = node.actual_path().unwrap();
         let before = wait_for_node(&other, &path, &node.data()).await;
         other.delete(&path, None).await.unwrap();
@@ -413,6 +410,5 @@ async fn persistent_and_ttl_nodes_are_kept_too() {
     ttl.close().await.unwrap();
     persistent.close().await.unwrap();
     assert!(children(&other, "/t").await.is_empty());
-    c.close().await.unwrap();
-    other.close().await.unwrap();
+    close_all([c, other]).await;
 }

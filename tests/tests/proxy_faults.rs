@@ -38,6 +38,22 @@ fn ports(proxy: &FaultProxy) -> [u16; 1] {
     [proxy.addr().port()]
 }
 
+/// Under a fresh chroot `name` of the shared server: a proxy to the server, a client `a`
+/// through it (session timeout 6 s) and a client `b` straight to the server.
+async fn cut_and_direct(name: &str) -> (FaultProxy, Client, Client) {
+    let direct = fresh_chroot(name).await;
+    let proxy = proxy_to(shared_server()).await;
+    let a = through(&proxy, &direct, Duration::from_secs(6)).await;
+    let b = Client::connect(&direct).await.unwrap();
+    (proxy, a, b)
+}
+
+/// Closes `b`, then checks that `a` leaves nothing behind on its proxy's sockets.
+async fn close_both(proxy: &FaultProxy, a: Client, b: Client) {
+    b.close().await.unwrap();
+    assert_no_leaks_to(a, &ports(proxy)).await;
+}
+
 /// docs/faults.md #8: an idle session stays connected for 3·T: keepalives (the lease's
 /// syncs, which stand in for pings: docs/lease.md) go out at least every read-timeout/2.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -65,10 +81,7 @@ async fn m08_idle_session_is_kept_alive() {
 /// fires nothing on an exists watch (the documented gap).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m13_watch_catch_up_after_a_partition() {
-    let direct = fresh_chroot("m13").await;
-    let proxy = proxy_to(shared_server()).await;
-    let a = through(&proxy, &direct, Duration::from_secs(6)).await;
-    let b = Client::connect(&direct).await.unwrap();
+    let (proxy, a, b) = cut_and_direct("m13").await;
     for p in ["/d", "/c", "/gone"] {
         create_persistent(&b, p, b"").await;
     }
@@ -119,18 +132,14 @@ async fn m13_watch_catch_up_after_a_partition() {
     assert_eq!(event(gap).await, EventType::NodeCreated);
     b.set_data("/c", b"x", None).await.unwrap();
     assert_eq!(event(untouched).await, EventType::NodeDataChanged);
-    b.close().await.unwrap();
-    assert_no_leaks_to(a, &ports(&proxy)).await;
+    close_both(&proxy, a, b).await;
 }
 
 /// docs/faults.md #14: exists-watch requests cut off before their replies fail with
 /// ConnectionLoss and leave no watch; the one that returned OK fires.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m14_watches_pending_at_a_cut_are_not_registered() {
-    let direct = fresh_chroot("m14").await;
-    let proxy = proxy_to(shared_server()).await;
-    let a = through(&proxy, &direct, Duration::from_secs(6)).await;
-    let b = Client::connect(&direct).await.unwrap();
+    let (proxy, a, b) = cut_and_direct("m14").await;
     let (_, ok) = a.exists_and_watch("/ok").await.unwrap();
     let mut states = a.state_stream();
 
@@ -165,17 +174,13 @@ async fn m14_watches_pending_at_a_cut_are_not_registered() {
         .expect("fires");
     assert_eq!(fired.event_type, EventType::NodeCreated);
     assert_eq!(a.stats().watches, 0);
-    b.close().await.unwrap();
-    assert_no_leaks_to(a, &ports(&proxy)).await;
+    close_both(&proxy, a, b).await;
 }
 
 /// A persistent recursive watch keeps delivering across 3 consecutive connection cuts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recursive_watch_survives_three_cuts() {
-    let direct = fresh_chroot("recursive_cuts").await;
-    let proxy = proxy_to(shared_server()).await;
-    let a = through(&proxy, &direct, Duration::from_secs(6)).await;
-    let b = Client::connect(&direct).await.unwrap();
+    let (proxy, a, b) = cut_and_direct("recursive_cuts").await;
     create_persistent(&b, "/r", b"").await;
     let mut w = a
         .add_watch("/r", AddWatchMode::PersistentRecursive)

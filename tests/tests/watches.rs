@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use zkwire::{
-    AddWatchMode, CreateOptions, Error, EventType, KeeperState, PersistentWatcher, WatcherType,
+    AddWatchMode, CreateOptions, Error, EventType, KeeperState, OneshotWatcher, PersistentWatcher,
+    WatchedEvent, WatcherType,
 };
 use zkwire_testing::support::{client_in_chroot, create_persistent};
 
@@ -15,6 +16,13 @@ async fn ready<F: std::future::Future>(f: F) -> F::Output {
     tokio::time::timeout(Duration::ZERO, f)
         .await
         .expect("event delivered before the reply")
+}
+
+/// `watcher` has already fired, with `event_type` on `path`; its event.
+async fn fired(watcher: OneshotWatcher, event_type: EventType, path: &str) -> WatchedEvent {
+    let event = ready(watcher).await;
+    assert_eq!((event.event_type, event.path.as_str()), (event_type, path));
+    event
 }
 
 /// The next events on `w` are `expected`, in order, and no other comes within 100 ms (`what`
@@ -34,11 +42,7 @@ async fn data_watch_fires_once_before_the_write_reply() {
     create_persistent(&c, "/n", b"").await;
     let (_, _, watcher) = c.get_data_and_watch("/n").await.unwrap();
     c.set_data("/n", b"1", None).await.unwrap();
-    let event = ready(watcher).await;
-    assert_eq!(
-        (event.event_type, event.path.as_str()),
-        (EventType::NodeDataChanged, "/n")
-    );
+    let event = fired(watcher, EventType::NodeDataChanged, "/n").await;
     assert_eq!(event.state, KeeperState::SyncConnected);
     // A watch on a missing node is not left by getData.
     assert_eq!(
@@ -54,11 +58,7 @@ async fn exist_watch_on_missing_node_fires_on_create() {
     let (stat, watcher) = c.exists_and_watch("/later").await.unwrap();
     assert!(stat.is_none());
     create_persistent(&c, "/later", b"").await;
-    let event = ready(watcher).await;
-    assert_eq!(
-        (event.event_type, event.path.as_str()),
-        (EventType::NodeCreated, "/later")
-    );
+    fired(watcher, EventType::NodeCreated, "/later").await;
     let (stat, watcher) = c.exists_and_watch("/later").await.unwrap();
     assert!(stat.is_some());
     c.delete("/later", None).await.unwrap();
@@ -72,11 +72,7 @@ async fn child_watch_fires_on_children_change_and_delete() {
     create_persistent(&c, "/p", b"").await;
     let (_, _, watcher) = c.get_children_and_watch("/p").await.unwrap();
     create_persistent(&c, "/p/k", b"").await;
-    let event = ready(watcher).await;
-    assert_eq!(
-        (event.event_type, event.path.as_str()),
-        (EventType::NodeChildrenChanged, "/p")
-    );
+    fired(watcher, EventType::NodeChildrenChanged, "/p").await;
     c.delete("/p/k", None).await.unwrap();
     let (_, _, watcher) = c.get_children_and_watch("/p").await.unwrap();
     c.delete("/p", None).await.unwrap();
@@ -163,11 +159,7 @@ async fn remove_and_check_watches() {
         Err(Error::NoWatcher)
     );
     c.remove_watches("/n", WatcherType::Data).await.unwrap();
-    let event = ready(watcher).await;
-    assert_eq!(
-        (event.event_type, event.path.as_str()),
-        (EventType::DataWatchRemoved, "/n")
-    );
+    fired(watcher, EventType::DataWatchRemoved, "/n").await;
     assert_eq!(
         c.check_watches("/n", WatcherType::Data).await,
         Err(Error::NoWatcher)

@@ -244,11 +244,7 @@ struct RecordIds;
 impl OpVisitor for RecordIds {
     type Output = (TypeId, TypeId);
 
-    fn op<O: Operation>(self) -> Self::Output
-    where
-        O::Request: Sample,
-        O::Reply: Sample,
-    {
+    fn op<O: Operation<Request: Sample, Reply: Sample>>(self) -> Self::Output {
         (TypeId::of::<O::Request>(), TypeId::of::<O::Reply>())
     }
 }
@@ -262,11 +258,7 @@ struct CheckRecord<'a> {
 impl OpVisitor for CheckRecord<'_> {
     type Output = ();
 
-    fn op<O: Operation>(self)
-    where
-        O::Request: Sample,
-        O::Reply: Sample,
-    {
+    fn op<O: Operation<Request: Sample, Reply: Sample>>(self) {
         if self.reply {
             check::<O::Reply>(self.bytes, O::Reply::CANONICAL);
         } else {
@@ -341,11 +333,7 @@ struct AsClient<'a>(&'a Bytes);
 impl OpVisitor for AsClient<'_> {
     type Output = ();
 
-    fn op<O: Operation>(self)
-    where
-        O::Request: Sample,
-        O::Reply: Sample,
-    {
+    fn op<O: Operation<Request: Sample, Reply: Sample>>(self) {
         if let Some(value) = check::<O::Reply>(self.0, O::Reply::CANONICAL) {
             client_use(&value);
         }
@@ -457,11 +445,7 @@ mod tests {
     impl OpVisitor for CheckSamples {
         type Output = ();
 
-        fn op<O: Operation>(self)
-        where
-            O::Request: Sample,
-            O::Reply: Sample,
-        {
+        fn op<O: Operation<Request: Sample, Reply: Sample>>(self) {
             let request = O::Request::sample("/a/b").to_bytes();
             let reply = O::Reply::sample("/a/b").to_bytes();
             assert!(check::<O::Request>(&request, O::Request::CANONICAL).is_some());

@@ -76,10 +76,7 @@ pub trait OpVisitor {
     type Output;
 
     /// Called with the operation's marker type; its request and reply records have samples.
-    fn op<O: Operation>(self) -> Self::Output
-    where
-        O::Request: Sample,
-        O::Reply: Sample;
+    fn op<O: Operation<Request: Sample, Reply: Sample>>(self) -> Self::Output;
 }
 
 /// Writes the table: the marker types, their [`Operation`] impls, [`OPERATIONS`],

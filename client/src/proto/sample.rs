@@ -73,11 +73,7 @@ struct Encoded<'a> {
 impl OpVisitor for Encoded<'_> {
     type Output = Bytes;
 
-    fn op<O: Operation>(self) -> Bytes
-    where
-        O::Request: Sample,
-        O::Reply: Sample,
-    {
+    fn op<O: Operation<Request: Sample, Reply: Sample>>(self) -> Bytes {
         if self.reply {
             O::Reply::sample(self.path).to_bytes()
         } else {

@@ -34,6 +34,34 @@ async fn plant(client: &Client, node: &PersistentNode, mode: CreateMode, n: usiz
     planted
 }
 
+/// On a fresh chroot `name`: its connect string, a client, a node `/q/item-` of `mode` on
+/// that client with data `data`, the sender that would close it (to keep) and its worker.
+async fn setup(
+    name: &str,
+    mode: CreateMode,
+) -> (String, Client, PersistentNode, watch::Sender<bool>, Worker) {
+    let cs = fresh_chroot(name).await;
+    let c = Client::connect(&cs).await.unwrap();
+    let node = PersistentNode::new(c.clone(), "/q/item-", mode, "data");
+    let (close, _) = watch::channel(false);
+    let worker = worker(&node, &close);
+    (cs, c, node, close, worker)
+}
+
+/// Plants `n` nodes with `node`'s guid through `by`, then makes one attempt of `worker` as
+/// after a create whose outcome it did not see; the planted paths and the attempt's node.
+async fn plant_then_retry(
+    worker: &mut Worker,
+    by: &Client,
+    node: &PersistentNode,
+    mode: CreateMode,
+    n: usize,
+) -> (Vec<String>, Option<String>) {
+    let planted = plant(by, node, mode, n).await;
+    worker.unsure = true;
+    (planted, worker.attempt().await.unwrap())
+}
+
 async fn children(client: &Client) -> Vec<String> {
     let mut names = client.get_children("/q").await.unwrap();
     names.sort();
@@ -42,15 +70,9 @@ async fn children(client: &Client) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unsure_create_adopts_our_sessions_node_and_deletes_its_duplicates() {
-    let cs = fresh_chroot("persistent_guid_ours").await;
-    let c = Client::connect(&cs).await.unwrap();
     let mode = CreateMode::EphemeralSequential;
-    let node = PersistentNode::new(c.clone(), "/q/item-", mode, "data");
-    let (close, _) = watch::channel(false);
-    let mut worker = worker(&node, &close);
-    let planted = plant(&c, &node, mode, 2).await;
-    worker.unsure = true;
-    let adopted = worker.attempt().await.unwrap();
+    let (_cs, c, node, _close, mut worker) = setup("persistent_guid_ours", mode).await;
+    let (planted, adopted) = plant_then_retry(&mut worker, &c, &node, mode, 2).await;
     assert_eq!(
         adopted.as_ref(),
         Some(&planted[0]),
@@ -66,17 +88,12 @@ async fn an_unsure_create_adopts_our_sessions_node_and_deletes_its_duplicates() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unsure_create_ignores_another_sessions_ephemeral_node_with_our_guid() {
-    let cs = fresh_chroot("persistent_guid_theirs").await;
-    let c = Client::connect(&cs).await.unwrap();
-    let other = Client::connect(&cs).await.unwrap();
     let mode = CreateMode::EphemeralSequential;
-    let node = PersistentNode::new(c.clone(), "/q/item-", mode, "data");
-    let (close, _) = watch::channel(false);
-    let mut worker = worker(&node, &close);
+    let (cs, c, node, _close, mut worker) = setup("persistent_guid_theirs", mode).await;
+    let other = Client::connect(&cs).await.unwrap();
     // An old session of ours: its node goes with it.
-    let theirs = plant(&other, &node, mode, 1).await;
-    worker.unsure = true;
-    let ours = worker.attempt().await.unwrap().unwrap();
+    let (theirs, ours) = plant_then_retry(&mut worker, &other, &node, mode, 1).await;
+    let ours = ours.unwrap();
     assert_ne!(ours, theirs[0]);
     assert_eq!(children(&c).await.len(), 2, "theirs untouched");
     let (_, stat) = c.get_data(&ours).await.unwrap();
@@ -87,16 +104,10 @@ async fn an_unsure_create_ignores_another_sessions_ephemeral_node_with_our_guid(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unsure_persistent_create_adopts_the_first_node_with_our_guid() {
-    let cs = fresh_chroot("persistent_guid_persistent").await;
-    let c = Client::connect(&cs).await.unwrap();
     let mode = CreateMode::PersistentSequential;
-    let node = PersistentNode::new(c.clone(), "/q/item-", mode, "data");
-    let (close, _) = watch::channel(false);
-    let mut worker = worker(&node, &close);
+    let (_cs, c, node, _close, mut worker) = setup("persistent_guid_persistent", mode).await;
     // Persistent nodes have no owner: the guid alone says they are ours.
-    let planted = plant(&c, &node, mode, 3).await;
-    worker.unsure = true;
-    let adopted = worker.attempt().await.unwrap();
+    let (planted, adopted) = plant_then_retry(&mut worker, &c, &node, mode, 3).await;
     assert_eq!(adopted.as_ref(), Some(&planted[0]));
     assert_eq!(children(&c).await, planted[..1]);
     c.close().await.unwrap();
