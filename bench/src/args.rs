@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::pipeline::Shape;
 use crate::{Who, WORKLOADS};
 
 /// `zkwire-bench`'s command line.
@@ -36,6 +37,15 @@ pub(crate) struct Args {
     #[arg(long, value_name = "1,16,256", value_delimiter = ',', value_parser = depth,
         default_value = "1,16,256")]
     pub(crate) depths: Vec<usize>,
+    /// How the client libraries keep K > 1 requests in flight in `pipeline`: K tasks, or one
+    /// task polling K futures (the raw client's one shape is measured beside each)
+    #[arg(
+        long,
+        value_name = "tasks,one-task",
+        value_delimiter = ',',
+        default_value = "tasks,one-task"
+    )]
+    pub(crate) shapes: Vec<Shape>,
     /// Seconds measured per cell and round
     #[arg(long, value_name = "SECS", value_parser = secs, default_value = "1.5")]
     pub(crate) duration: Duration,
@@ -143,6 +153,7 @@ mod tests {
         assert!(a.command.is_none() && !a.json && a.server.is_none() && a.only.is_empty());
         assert_eq!(a.clients, Who::ALL);
         assert_eq!(a.depths, [1, 16, 256]);
+        assert_eq!(a.shapes, [Shape::Tasks, Shape::OneTask]);
         assert_eq!(a.duration, Duration::from_millis(1500));
         assert_eq!(a.warmup, Duration::from_millis(300));
         assert_eq!((a.rounds, a.sessions), (2, 1000));
@@ -159,6 +170,8 @@ mod tests {
             "zkwire,raw",
             "--depths",
             "4",
+            "--shapes",
+            "one-task",
             "--rounds",
             "0",
             "--duration",
@@ -172,6 +185,7 @@ mod tests {
         assert_eq!(a.only, ["codec", "lock-cycle"]);
         assert_eq!(a.clients, [Who::Zkwire, Who::Raw]);
         assert_eq!(a.depths, [4]);
+        assert_eq!(a.shapes, [Shape::OneTask]);
         assert_eq!(a.rounds, 1);
         assert_eq!(a.duration, Duration::from_millis(250));
         assert_eq!(a.ensemble, Some(3));
@@ -180,6 +194,7 @@ mod tests {
             &["--only", "codec,nope"][..],
             &["--clients", "zk"],
             &["--depths", "0"],
+            &["--shapes", "threads"],
             &["--duration", "-1"],
             &["--rounds", "x"],
             &["--bogus"],

@@ -3,8 +3,8 @@
 //!
 //! ```text
 //! cargo run --release -p zkwire-bench -- [--json] [--server HOST:PORT] [--only W1,W2]
-//!     [--clients zkwire,kezhuw,raw] [--depths 1,16,256] [--duration SECS] [--warmup SECS]
-//!     [--rounds N] [--sessions N]
+//!     [--clients zkwire,kezhuw,raw] [--depths 1,16,256] [--shapes tasks,one-task]
+//!     [--duration SECS] [--warmup SECS] [--rounds N] [--sessions N]
 //! ```
 //!
 //! `--help` lists every flag (parsed with clap, see `args.rs`); a bad command line exits
@@ -47,6 +47,7 @@ use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 
 use crate::args::{Args, Command};
 use crate::measure::Measured;
+use crate::pipeline::Shape;
 
 /// Counts every allocation in the process (both clients, the runtime, the harness).
 #[global_allocator]
@@ -127,6 +128,8 @@ pub(crate) struct Ctx {
     pub(crate) clients: Vec<Who>,
     /// Requests in flight in `pipeline`.
     pub(crate) depths: Vec<usize>,
+    /// The shapes of `pipeline` above K = 1.
+    pub(crate) shapes: Vec<Shape>,
     /// Whether to run 2 s of reads and writes before measuring (the server's JIT).
     pub(crate) warm_server: bool,
     /// Raw contenders skip waiting for the lock (to show that the exclusion check fires).

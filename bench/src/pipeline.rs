@@ -66,7 +66,7 @@ fn check_len(len: usize) -> Result<(), BenchError> {
 }
 
 /// How a client library keeps its K requests in flight.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Shape {
     /// K tasks, each awaiting one getData at a time.
     Tasks,

@@ -38,6 +38,7 @@ pub(crate) fn run(
         sessions: args.sessions,
         clients: args.clients.clone(),
         depths: args.depths.clone(),
+        shapes: args.shapes.clone(),
         warm_server: !args.skip_server_warmup,
         break_exclusion: args.break_exclusion,
         tls_ca: None,

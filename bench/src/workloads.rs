@@ -47,10 +47,13 @@ pub(crate) async fn run(
 /// beside the other so that each shape's cell has its own raw row to compare with).
 async fn pipeline_depths(ctx: &Ctx, results: &mut Results) -> Result<(), BenchError> {
     for &k in &ctx.depths {
-        for shape in [Shape::Tasks, Shape::OneTask] {
-            if k == 1 && shape == Shape::OneTask {
-                continue; // one request in one task either way
-            }
+        // One request in one task either way: K = 1 has one shape.
+        let shapes = if k == 1 {
+            &[Shape::Tasks][..]
+        } else {
+            &ctx.shapes
+        };
+        for &shape in shapes {
             let param = shape.param(k);
             eprintln!("== pipeline {param}");
             for round in 0..ctx.rounds {

@@ -186,6 +186,13 @@ async fn close_and_assert_stopped(client: Client, settled: impl Fn() -> bool) {
 /// The number of this process's TCP sockets whose remote port is one of `ports` (Linux
 /// procfs): the client connections to those servers that are still open.
 pub fn sockets_to(ports: &[u16]) -> usize {
+    socket_lines(ports).len()
+}
+
+/// This process's TCP sockets whose remote port is one of `ports`, each as procfs shows it
+/// (`local remote state …`, addresses and the state in hex: `01` established, `08` closed
+/// by the server and not yet by us): what an assertion on [`sockets_to`] prints.
+pub fn socket_lines(ports: &[u16]) -> Vec<String> {
     let ours: std::collections::HashSet<u64> = std::fs::read_dir("/proc/self/fd")
         .into_iter()
         .flatten()
@@ -208,7 +215,8 @@ pub fn sockets_to(ports: &[u16]) -> usize {
             let inode = cols.get(9).and_then(|i| i.parse::<u64>().ok());
             matches!((remote_port, inode), (Some(p), Some(i)) if ports.contains(&p) && ours.contains(&i))
         })
-        .count()
+        .map(|line| line.split_whitespace().skip(1).take(3).collect::<Vec<_>>().join(" "))
+        .collect()
 }
 
 /// The leak check for tests whose servers are killed and restarted (which changes the

@@ -10,7 +10,7 @@ use tokio::task::{block_in_place, JoinSet};
 use zkwire::{Client, CreateOptions, Error, SessionState};
 use zkwire_testing::server::ZkEnsemble;
 use zkwire_testing::support::{
-    assert_no_leaks_to, connect_with_timeout, create_persistent, sockets_to,
+    assert_no_leaks_to, connect_with_timeout, create_persistent, socket_lines, sockets_to,
 };
 
 const SESSION: Duration = Duration::from_secs(8);
@@ -159,7 +159,8 @@ async fn m25_leader_kill_with_writes_in_flight() {
     while sockets_to(&ports) > 1 && Instant::now() < settled {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(sockets_to(&ports), 1, "one connection at a time");
+    let open = socket_lines(&ports);
+    assert_eq!(open.len(), 1, "one connection at a time: {open:?}");
     assert_no_leaks_to(client, &ports).await;
 }
 
