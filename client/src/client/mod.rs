@@ -130,6 +130,23 @@ impl StatsHandle {
 /// # Ok(()) }
 /// ```
 ///
+/// # Many requests at once
+/// Requests whose futures are polled together are pipelined: they share writes and reads,
+/// whether they come from one task or from many. One task polling them all (`tokio::join!`,
+/// `futures`' `join_all` or `FuturesUnordered`) costs less CPU per request than a task per
+/// request, about a third less at depth in this repository's benchmarks (BENCHMARKS.md,
+/// issue 29, third pass): with a task each, every reply wakes its own task, and the runtime
+/// wakes another worker thread to share them out.
+///
+/// ```no_run
+/// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+/// // Polled together, the two requests are pipelined (usually one write and one read).
+/// let (a, b) = tokio::join!(client.get_data("/config/a"), client.get_data("/config/b"));
+/// let ((a, _), (b, _)) = (a?, b?);
+/// # let _ = (a, b);
+/// # Ok(()) }
+/// ```
+///
 /// # Ordering
 /// Requests are sent in the order their futures are first polled, and their replies (and
 /// watch events) come back in that order: ZooKeeper answers each session in order.
