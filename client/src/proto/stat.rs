@@ -50,3 +50,32 @@ record! {
         pub pzxid: i64,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jute::{Decode, DecodeErrorKind, Reader};
+    use crate::proto::GetDataResponse;
+    use bytes::Bytes;
+
+    /// A `Stat` is integers only: skipped in one step when whole, walked field by field when
+    /// cut short (so that the error names the field), and a record holding a buffer is not
+    /// fixed-width.
+    #[test]
+    fn a_stat_is_fixed_width_and_a_short_one_names_its_field() {
+        assert_eq!(Stat::FIXED_LEN, Some(68));
+        assert_eq!(<GetDataResponse as Decode>::FIXED_LEN, None);
+        let whole = Bytes::from_static(&[0; 70]);
+        let mut r = Reader::new(&whole);
+        assert_eq!(r.skip::<Stat>(), Ok(()));
+        assert_eq!(r.remaining(), 2);
+        // Cut in `ephemeralOwner` (bytes 44..52): the walk stops there, as `decode` does.
+        let short = Bytes::from_static(&[0; 47]);
+        let skipped = Reader::new(&short).skip::<Stat>().unwrap_err();
+        assert_eq!(Reader::new(&short).read::<Stat>().unwrap_err(), skipped);
+        assert!(matches!(
+            skipped.kind(),
+            DecodeErrorKind::UnexpectedEnd { offset: 44, needed: 8, available: 3 }
+        ));
+    }
+}
