@@ -14,12 +14,14 @@ use zkwire_testing::support::{
 };
 
 const SESSION: Duration = Duration::from_secs(8);
-/// m25's quorum-loss session timeout. Its premise is an outage shorter than the session
-/// timeout, and the client reports a session expired 4/3 of it after it last heard a server
-/// (docs/lease.md). Two servers restarting and electing took 2.6–7.9 s here while the other
-/// m25 test's ensemble ran beside, and the client's reconnect backoff comes on top: with
-/// [`SESSION`] (10.7 s to local expiry), one run in about a dozen lost its session.
-const QUORUM_SESSION: Duration = Duration::from_secs(20);
+/// m25's session timeout, and its writers' request timeout. Both m25 tests' premise is an
+/// outage shorter than these: the client reports a session expired 4/3 of the session
+/// timeout after it last heard a server (docs/lease.md), and a request that waited its
+/// timeout for a connection fails with `Timeout`. Two servers restarting and electing took
+/// 2.6–8.6 s here while another ensemble ran beside, and the client's reconnect backoff comes
+/// on top. With [`SESSION`], one quorum-loss run in about a dozen lost its session, and one
+/// leader-kill run in about fifteen (two tests at once) saw writes time out.
+const OUTAGE_SESSION: Duration = Duration::from_secs(20);
 
 fn start_ensemble() -> ZkEnsemble {
     block_in_place(|| ZkEnsemble::start(3)).expect("a 3-node ensemble")
@@ -40,13 +42,13 @@ struct Writers {
 }
 
 impl Writers {
-    /// Creates `/w` and starts `tasks` writers under it.
-    async fn start(client: &Client, tasks: usize) -> Self {
+    /// Creates `/w` and starts `tasks` writers under it, each create bounded by `timeout`.
+    async fn start(client: &Client, tasks: usize, timeout: Duration) -> Self {
         create_persistent(client, "/w", b"").await;
         let stop = Arc::new(AtomicBool::new(false));
         let mut set = JoinSet::new();
         for task in 0..tasks {
-            set.spawn(write_until(client.clone(), task, stop.clone()));
+            set.spawn(write_until(client.clone(), task, timeout, stop.clone()));
         }
         Self { stop, set }
     }
@@ -65,8 +67,14 @@ impl Writers {
     }
 }
 
-/// Writer `task`: creates `/w/<task>-<n>` one after another until `stop`.
-async fn write_until(client: Client, task: usize, stop: Arc<AtomicBool>) -> Writes {
+/// Writer `task`: creates `/w/<task>-<n>` one after another until `stop`, each within
+/// `timeout`.
+async fn write_until(
+    client: Client,
+    task: usize,
+    timeout: Duration,
+    stop: Arc<AtomicBool>,
+) -> Writes {
     let mut w = Writes::default();
     let opts = CreateOptions::persistent();
     for n in 0.. {
@@ -75,7 +83,7 @@ async fn write_until(client: Client, task: usize, stop: Arc<AtomicBool>) -> Writ
         }
         let path = format!("/w/{task}-{n}");
         match client
-            .with_timeout(SESSION)
+            .with_timeout(timeout)
             .create(&path, b"x", &opts)
             .await
         {
@@ -129,15 +137,21 @@ async fn assert_acknowledged_writes_exist(client: &Client, writes: &Writes) {
 async fn m25_leader_kill_with_writes_in_flight() {
     let mut ensemble = start_ensemble();
     let ports: Vec<u16> = (0..3).map(|i| ensemble.node_port(i)).collect();
-    let client = connect_with_timeout(&ensemble.connect_string(), SESSION).await;
+    let client = connect_with_timeout(&ensemble.connect_string(), OUTAGE_SESSION).await;
     let session = client.session_id();
-    let running = Writers::start(&client, 4).await;
+    let running = Writers::start(&client, 4, OUTAGE_SESSION).await;
 
     tokio::time::sleep(Duration::from_millis(300)).await;
     let leader = ensemble.leader().expect("a leader");
+    let killed = Instant::now();
     block_in_place(|| ensemble.kill(leader)).unwrap();
     tokio::time::sleep(Duration::from_secs(3)).await;
     let writes = running.stop().await;
+    // Printed with a failure's output: how long the writers were held up, at most.
+    println!(
+        "m25 leader kill: the writers stopped {:?} after the kill",
+        killed.elapsed()
+    );
 
     writes.assert_only_connection_loss();
     assert_eq!(client.session_id(), session, "the session survived");
@@ -169,9 +183,9 @@ async fn m25_leader_kill_with_writes_in_flight() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn m25_quorum_loss_then_recovery_keeps_the_session() {
     let mut ensemble = start_ensemble();
-    let client = connect_with_timeout(&ensemble.connect_string(), QUORUM_SESSION).await;
+    let client = connect_with_timeout(&ensemble.connect_string(), OUTAGE_SESSION).await;
     let session = client.session_id();
-    let running = Writers::start(&client, 2).await;
+    let running = Writers::start(&client, 2, OUTAGE_SESSION).await;
 
     tokio::time::sleep(Duration::from_millis(200)).await;
     let lost = Instant::now();
@@ -216,7 +230,7 @@ async fn m25_quorum_loss_then_recovery_keeps_the_session() {
 async fn m03_session_stomp() {
     let ensemble = start_ensemble();
     let first = connect_with_timeout(&ensemble.node_connect_string(0), SESSION).await;
-    let running = Writers::start(&first, 3).await;
+    let running = Writers::start(&first, 3, SESSION).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
 
     let second = zkwire_testing::support::builder()
