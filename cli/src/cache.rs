@@ -18,7 +18,7 @@ pub(crate) async fn cache(g: &Global, a: &CacheArgs) -> Result<(), Failure> {
     let path = a.path.clone();
     check_path(&path, false)?;
     let depth = a.depth;
-    let ctrl_c = tokio::signal::ctrl_c();
+    let ctrl_c = crate::interrupt::ctrl_c()?;
     tokio::pin!(ctrl_c);
     let client = g.connect().await?;
     let mut states = client.state_stream();

@@ -79,7 +79,7 @@ pub(crate) async fn demo(a: &DemoArgs) -> Result<u8, Failure> {
         ));
     }
     let dir = scratch_dir()?;
-    let ctrl_c = tokio::signal::ctrl_c();
+    let ctrl_c = crate::interrupt::ctrl_c()?;
     tokio::pin!(ctrl_c);
     let result = tokio::select! {
         result = run(settings, &dir) => result,

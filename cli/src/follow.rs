@@ -23,7 +23,7 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<(), Failure>>,
 {
-    let ctrl_c = tokio::signal::ctrl_c();
+    let ctrl_c = crate::interrupt::ctrl_c()?;
     tokio::pin!(ctrl_c);
     let mut events = client
         .with_timeout(g.session_timeout)

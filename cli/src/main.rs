@@ -15,6 +15,7 @@ mod discovery;
 mod fail;
 mod follow;
 mod format;
+mod interrupt;
 mod lock;
 mod locks;
 mod nodes;

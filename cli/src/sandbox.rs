@@ -68,8 +68,8 @@ pub(crate) async fn sandbox(g: &Global, a: &SandboxArgs) -> Result<(), Failure> 
     if let Some(port) = a.port {
         check_free(port, nodes).await?;
     }
-    // Ctrl-C during the start still stops cleanly: the handler is in place first.
-    let ctrl_c = tokio::signal::ctrl_c();
+    // Ctrl-C during the start still stops cleanly: zkw listens for it from here.
+    let ctrl_c = crate::interrupt::ctrl_c()?;
     tokio::pin!(ctrl_c);
     let what = if nodes == 1 {
         "a standalone server".to_owned()
@@ -108,7 +108,7 @@ pub(crate) async fn sandbox(g: &Global, a: &SandboxArgs) -> Result<(), Failure> 
         out::note(&format!(
             "{what} is running; eval the export line, then: zkw ls /   (Ctrl-C stops it)"
         ));
-        let _ = ctrl_c.await;
+        ctrl_c.await;
         out::note("stopping…");
     }
     local.stop().await;

@@ -20,7 +20,7 @@ pub(crate) async fn watch(g: &Global, a: &WatchArgs) -> Result<(), Failure> {
     } else {
         AddWatchMode::Persistent
     };
-    let ctrl_c = tokio::signal::ctrl_c();
+    let ctrl_c = crate::interrupt::ctrl_c()?;
     tokio::pin!(ctrl_c);
     let client = g.connect().await?;
     let mut states = client.state_stream();

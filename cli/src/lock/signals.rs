@@ -2,10 +2,11 @@
 //! how it passes them on to the command, and the exit codes they give.
 
 use rustix::process::Signal;
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::SignalKind;
 
 use crate::child::Running;
-use crate::fail::{Failure, FAILED, INTERRUPTED};
+use crate::fail::{Failure, INTERRUPTED};
+use crate::interrupt::listen;
 
 /// Passes a signal zkw received on to the command. In the foreground the terminal already
 /// sent Ctrl-C to the command too, so SIGINT is not passed twice.
@@ -37,9 +38,6 @@ pub(crate) struct Signals {
 
 impl Signals {
     pub(crate) fn new() -> Result<Self, Failure> {
-        let listen = |kind| {
-            signal(kind).map_err(|e| Failure::new(FAILED, format!("cannot handle signals: {e}")))
-        };
         Ok(Self {
             int: listen(SignalKind::interrupt())?,
             term: listen(SignalKind::terminate())?,

@@ -1,0 +1,44 @@
+//! Listening for a signal from the moment zkw asks, for the commands that run until Ctrl-C.
+
+use std::future::Future;
+
+use tokio::signal::unix::{signal, Signal, SignalKind};
+
+use crate::fail::{Failure, FAILED};
+
+/// Listens for `kind` from now on.
+pub(crate) fn listen(kind: SignalKind) -> Result<Signal, Failure> {
+    signal(kind).map_err(|e| Failure::new(FAILED, format!("cannot handle signals: {e}")))
+}
+
+/// Ctrl-C (SIGINT), listened for from this call on: the returned future completes at the
+/// first SIGINT received after the call.
+///
+/// `tokio::signal::ctrl_c` starts listening only when first polled. A command that printed
+/// its "ready" note before that poll lost a SIGINT sent on seeing the note: ignored (and zkw
+/// ran on) when started with SIGINT ignored, as a background job of a script is, or fatal
+/// to zkw otherwise.
+pub(crate) fn ctrl_c() -> Result<impl Future<Output = ()>, Failure> {
+    let mut int = listen(SignalKind::interrupt())?;
+    Ok(async move {
+        int.recv().await;
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use rustix::process::{getpid, kill_process, Signal};
+
+    /// A SIGINT that arrives after `ctrl_c` returned but before its future is first polled is
+    /// seen (with tokio's lazy `ctrl_c` it killed the process, or was lost under SIG_IGN).
+    #[tokio::test]
+    async fn a_sigint_before_the_first_poll_is_seen() {
+        let interrupted = super::ctrl_c().unwrap();
+        kill_process(getpid(), Signal::INT).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), interrupted)
+            .await
+            .expect("the SIGINT sent before the first poll was seen");
+    }
+}
