@@ -1,9 +1,10 @@
 //! Random version-4 UUIDs and Curator's protected node names (`_c_<uuid>-`).
 //!
-//! No UUID crate: 128 random bits come from two SipHash-1-3 runs of std's `RandomState`
-//! (keys drawn from the OS generator once per thread, then advanced for every new state) over
-//! a process-wide counter and the current time. That is unpredictable enough for a guid,
-//! whose only job is to be unique among the contenders of one lock directory.
+//! No UUID crate: 128 random bits are two SipHash-1-3 outputs under std's `RandomState`
+//! (keys drawn from the OS generator once per thread, then advanced for every new state), of
+//! a process-wide counter and the current time, then of one byte more. That is unpredictable
+//! enough for a guid, whose only job is to be unique among the contenders of one lock
+//! directory.
 
 use std::collections::hash_map::RandomState;
 use std::fmt;
@@ -23,11 +24,10 @@ pub(crate) struct Uuid([u8; 16]);
 impl Uuid {
     /// A fresh random UUID.
     pub(crate) fn new_v4() -> Self {
-        let hi = random_u64().to_be_bytes();
-        let lo = random_u64().to_be_bytes();
+        let [hi, lo] = random_u64_pair();
         let mut bytes = [0; 16];
-        bytes[..8].copy_from_slice(&hi);
-        bytes[8..].copy_from_slice(&lo);
+        bytes[..8].copy_from_slice(&hi.to_be_bytes());
+        bytes[8..].copy_from_slice(&lo.to_be_bytes());
         bytes[6] = (bytes[6] & 0x0f) | 0x40; // version 4
         bytes[8] = (bytes[8] & 0x3f) | 0x80; // variant 10xx
         Self(bytes)
@@ -46,13 +46,18 @@ impl Uuid {
     /// Appends the lowercase 8-4-4-4-12 hex form, as Java's `UUID.toString()`.
     fn push_to(&self, out: &mut String) {
         const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut text = [b'-'; 36];
+        let mut at = 0;
         for (i, b) in self.0.iter().enumerate() {
             if matches!(i, 4 | 6 | 8 | 10) {
-                out.push('-');
+                at += 1; // the dash already there
             }
-            out.push(char::from(HEX[usize::from(b >> 4)]));
-            out.push(char::from(HEX[usize::from(b & 0x0f)]));
+            text[at] = HEX[usize::from(b >> 4)];
+            text[at + 1] = HEX[usize::from(b & 0x0f)];
+            at += 2;
         }
+        // Hex digits and dashes only, so always UTF-8.
+        out.push_str(std::str::from_utf8(&text).unwrap_or_default());
     }
 }
 
@@ -65,7 +70,7 @@ impl fmt::Display for Uuid {
     }
 }
 
-fn random_u64() -> u64 {
+fn random_u64_pair() -> [u64; 2] {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -73,7 +78,10 @@ fn random_u64() -> u64 {
     let mut hasher = RandomState::new().build_hasher();
     hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
     hasher.write_u128(nanos);
-    hasher.finish()
+    let first = hasher.finish();
+    // The keyed hash of a longer message: as unpredictable as the first, and different.
+    hasher.write_u8(1);
+    [first, hasher.finish()]
 }
 
 /// The children of `dir` named with `prefix` whose ephemeral owner is our current session,

@@ -394,7 +394,7 @@ struct Scoped {
 fn tie_with(writer: &Hold) -> Tie {
     let node = writer.node();
     Tie {
-        suffix: suffix_after(&node.name, WRITE_MARKER)
+        suffix: suffix_after(node.name(), WRITE_MARKER)
             .unwrap_or_default()
             .to_owned(),
         writer_path: node.path.clone(),

@@ -76,7 +76,8 @@ impl Attempt {
             match result {
                 Ok((created, stat)) => {
                     let node = Node::at(created, stat);
-                    let listing = listing.filter(|children| children.contains(&node.name));
+                    let listing =
+                        listing.filter(|children| children.iter().any(|c| c == node.name()));
                     self.node = Some(node);
                     return Ok(listing);
                 }
@@ -177,7 +178,7 @@ impl Attempt {
             self.remove(&path::join(&self.dir.path, &extra)).await;
         }
         tracing::debug!(node = name, "found our lock node by guid");
-        Ok(Some(Node::new(&self.dir.path, name, stat)))
+        Ok(Some(Node::new(&self.dir.path, &name, stat)))
     }
 
     /// Deletes children carrying our guid other than our node, if our session owns them

@@ -145,25 +145,35 @@ pub(crate) fn dir_path(path: String) -> String {
 pub(crate) struct Node {
     /// Full path, as the client sees it.
     pub(crate) path: String,
-    /// The last segment.
-    pub(crate) name: String,
+    /// Where the last segment starts in `path` (one string, not two, per acquire).
+    name_at: usize,
     /// From create2, or from `exists` when found by guid.
     pub(crate) stat: Stat,
 }
 
 impl Node {
-    fn new(dir: &str, name: String, stat: Stat) -> Self {
+    fn new(dir: &str, name: &str, stat: Stat) -> Self {
+        let path = path::join(dir, name);
         Self {
-            path: path::join(dir, &name),
-            name,
+            name_at: path.len() - name.len(),
+            path,
             stat,
         }
     }
 
     /// The node at `path` (the full path a create returned).
     fn at(path: String, stat: Stat) -> Self {
-        let name = path.rsplit('/').next().unwrap_or_default().to_owned();
-        Self { path, name, stat }
+        let name_at = path.rfind('/').map_or(0, |slash| slash + 1);
+        Self {
+            path,
+            name_at,
+            stat,
+        }
+    }
+
+    /// The last segment of the path: the node's name among its siblings.
+    pub(crate) fn name(&self) -> &str {
+        &self.path[self.name_at..]
     }
 }
 

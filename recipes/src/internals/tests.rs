@@ -112,7 +112,7 @@ async fn duplicates_of_our_session_are_deleted() {
     attempt
         .delete_duplicates(
             &children(&dir.client).await,
-            &attempt.node.clone().unwrap().name,
+            attempt.node.clone().unwrap().name(),
         )
         .await;
     assert_eq!(dir.client.exists(&late).await.unwrap(), None);
@@ -169,7 +169,7 @@ async fn the_listing_sent_with_the_create_always_shows_our_node() {
             .create_listing(&mutex_contest(), true)
             .await
             .unwrap();
-        let ours = attempt.node().unwrap().name.clone();
+        let ours = attempt.node().unwrap().name().to_owned();
         let listing = listing.expect("the listing came back with our node in it");
         assert!(listing.contains(&ours));
         attempt.abandon().await;

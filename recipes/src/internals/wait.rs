@@ -36,7 +36,7 @@ impl Attempt {
     ) -> Result<bool, LockError> {
         let mut backoff = Backoff::new();
         loop {
-            let Some(ours) = self.node.as_ref().map(|n| n.name.as_str()) else {
+            let Some(ours) = self.node.as_ref().map(super::Node::name) else {
                 self.create(contest).await?;
                 continue;
             };

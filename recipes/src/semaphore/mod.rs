@@ -461,7 +461,7 @@ impl Semaphore {
         blocking: bool,
     ) -> Result<Turn, LockError> {
         attempt.create(&lease_contest()).await?;
-        let Some(ours) = attempt.node().map(|node| node.name.clone()) else {
+        let Some(ours) = attempt.node().map(|node| node.name().to_owned()) else {
             return Ok(Turn::Vanished);
         };
         let client = &self.leases.client;
