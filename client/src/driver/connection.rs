@@ -15,7 +15,7 @@ use crate::session::SessionState;
 
 impl<C: Connect> Driver<C> {
     pub(super) fn start_connect_if_wanted(&mut self) {
-        if !self.session.wants_connection() || self.connecting.is_some() || self.reader.is_some() {
+        if !self.session.wants_connection() || self.connecting.is_some() || self.stream.is_some() {
             return;
         }
         self.prune_cancelled();
@@ -42,9 +42,7 @@ impl<C: Connect> Driver<C> {
             Ok(stream) => {
                 self.prune_cancelled();
                 self.shared.connections.fetch_add(1, Ordering::Relaxed);
-                let (reader, writer) = tokio::io::split(stream);
-                self.reader = Some(reader);
-                self.writer = Some(writer);
+                self.stream = Some(stream);
                 self.handshaking = true;
                 self.received = false;
                 let host = self.current_host.as_ref().map_or("", |h| h.host());
@@ -103,8 +101,7 @@ impl<C: Connect> Driver<C> {
             self.hosts.on_failed();
             self.handshaking = false;
         }
-        self.reader = None;
-        self.writer = None;
+        self.stream = None;
         self.out = Bytes::new();
         self.unflushed = false;
     }

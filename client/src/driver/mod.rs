@@ -11,6 +11,7 @@ mod diagnosis;
 mod hosts;
 mod registry;
 mod shared;
+mod step;
 mod transport;
 
 use std::future::Future;
@@ -18,10 +19,8 @@ use std::io;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::Poll;
 
-use bytes::{Buf, Bytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
+use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -72,8 +71,8 @@ pub(crate) struct Driver<C: Connect> {
     /// Every request callers wait on and every local watcher, with where their answers and
     /// events go.
     registry: Registry,
-    reader: Option<ReadHalf<C::Stream>>,
-    writer: Option<WriteHalf<C::Stream>>,
+    /// The connection, read and written by turns (see `step`).
+    stream: Option<C::Stream>,
     out: Bytes,
     /// Bytes were written since the last completed flush.
     unflushed: bool,
@@ -97,6 +96,8 @@ pub(crate) struct Driver<C: Connect> {
     outbox: Vec<Outgoing>,
     /// The lease deadline last published to `shared`.
     published_lease: Option<std::time::Instant>,
+    /// Where the next step starts polling its sources (see `step`).
+    turn: usize,
 }
 
 impl<C: Connect> Driver<C> {
@@ -116,8 +117,7 @@ impl<C: Connect> Driver<C> {
             commands_closed: false,
             shared,
             registry: Registry::default(),
-            reader: None,
-            writer: None,
+            stream: None,
             out: Bytes::new(),
             unflushed: false,
             connecting: None,
@@ -131,6 +131,7 @@ impl<C: Connect> Driver<C> {
             read_room: MIN_READ_ROOM,
             outbox: Vec::new(),
             published_lease: None,
+            turn: 0,
         }
     }
 
@@ -172,68 +173,6 @@ impl<C: Connect> Driver<C> {
         if lease != self.published_lease {
             self.published_lease = lease;
             s.publish_lease(lease);
-        }
-    }
-
-    /// Writes what the step left to send right away, if the socket takes it without waiting:
-    /// a request then leaves in the step that took it from its caller, not one step later
-    /// (a step polls every source, which costs a third of a request's path when done once
-    /// more per request). What the socket does not take now is left to the step's write.
-    async fn write_now(&mut self) {
-        if self.writer.is_none() || self.out.is_empty() {
-            return;
-        }
-        let written = {
-            let write = write_and_flush(self.writer.as_mut(), &mut self.out, &mut self.unflushed);
-            let mut write = std::pin::pin!(write);
-            // Polled once: cancel safe (see `write_and_flush`), and the waker it registers
-            // on a full socket is the task's, which the step's write branch then uses.
-            std::future::poll_fn(|cx| Poll::Ready(write.as_mut().poll(cx))).await
-        };
-        if let Poll::Ready(written) = written {
-            self.on_write(written);
-        }
-    }
-
-    async fn step(&mut self) {
-        let deadline = self.session.poll_timeout().map(Instant::from_std);
-        if let Some(at) = deadline.filter(|&at| Some(at) != self.timer_at) {
-            self.timer.as_mut().reset(at);
-            self.timer_at = Some(at);
-        }
-        let reading = self.reader.is_some();
-        let spare = if reading { self.reserve_read_room() } else { 0 };
-        let writing = self.writer.is_some() && (!self.out.is_empty() || self.unflushed);
-        tokio::select! {
-            cmd = self.commands.recv(), if !self.commands_closed => {
-                self.on_command(cmd);
-                self.drain_commands();
-            }
-            read = read_some(self.reader.as_mut(), self.session.recv_buffer()), if reading => {
-                self.grow_read_room(&read, spare);
-                self.on_read(read);
-            }
-            written = write_and_flush(self.writer.as_mut(), &mut self.out, &mut self.unflushed), if writing => {
-                self.on_write(written);
-            }
-            stream = poll_connect(self.connecting.as_mut()), if self.connecting.is_some() => {
-                self.on_connect_result(stream);
-            }
-            () = self.timer.as_mut(), if deadline.is_some() => {
-                // Fired: the same deadline again must set the timer anew.
-                self.timer_at = None;
-                self.session.handle_timeout(now());
-            }
-            host = poll_probe(self.rw_probe.as_mut()), if self.rw_probe.is_some() => {
-                self.on_rw_server_found(host);
-            }
-            found = poll_probe(self.silent_close_probe.as_mut()), if self.silent_close_probe.is_some() => {
-                self.silent_close_probe = None;
-                if let (host, Some(verdict)) = found {
-                    self.diagnosis.record(&host, verdict);
-                    self.publish_verdict();
-                }
-            }
         }
     }
 
@@ -505,60 +444,8 @@ impl<C: Connect> Driver<C> {
     }
 }
 
-async fn poll_probe<T>(probe: Option<&mut Pin<Box<dyn Future<Output = T> + Send>>>) -> T {
-    match probe {
-        Some(fut) => fut.await,
-        None => std::future::pending().await,
-    }
-}
-
 fn now() -> std::time::Instant {
     Instant::now().into_std()
-}
-
-async fn read_some<R: tokio::io::AsyncRead + Unpin>(
-    reader: Option<&mut R>,
-    buf: &mut bytes::BytesMut,
-) -> io::Result<usize> {
-    match reader {
-        // The caller made room (`Driver::reserve_read_room`).
-        Some(r) => r.read_buf(buf).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Writes all of `out`, then flushes.
-///
-/// Cancel safe, which `select!` needs: `out` is advanced in the same poll in which a write
-/// completes, so a future dropped afterwards (say, while its flush pends, as a TLS stream's
-/// may) never leaves written bytes in `out` to be sent twice; `unflushed` remembers that a
-/// flush is still owed.
-async fn write_and_flush<W: tokio::io::AsyncWrite + Unpin>(
-    writer: Option<&mut W>,
-    out: &mut Bytes,
-    unflushed: &mut bool,
-) -> io::Result<()> {
-    let Some(w) = writer else {
-        return std::future::pending().await;
-    };
-    while !out.is_empty() {
-        let n = w.write(out).await?;
-        if n == 0 {
-            return Err(io::ErrorKind::WriteZero.into());
-        }
-        out.advance(n);
-        *unflushed = true;
-    }
-    w.flush().await?;
-    *unflushed = false;
-    Ok(())
-}
-
-async fn poll_connect<S>(connecting: Option<&mut ConnectFuture<S>>) -> io::Result<S> {
-    match connecting {
-        Some(fut) => fut.await,
-        None => std::future::pending().await,
-    }
 }
 
 #[cfg(test)]
