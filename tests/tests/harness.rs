@@ -296,8 +296,12 @@ fn zz_child_process_helper() {
 /// Re-runs this test binary as a child acting out `mode` with extra
 /// environment `envs`; waits (bounded) until it has written its report.
 fn spawn_child(mode: &str, envs: &[(&str, &str)]) -> (Child, String) {
+    // One report file per child: two tests run the same mode at once (each removes its file
+    // before and after, which removed the other's report when the name was the mode's).
+    static CHILDREN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CHILDREN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let out = std::env::temp_dir().join(format!(
-        "zkwire-harness-child-{}-{mode}.out",
+        "zkwire-harness-child-{}-{n}-{mode}.out",
         std::process::id()
     ));
     let _ = fs::remove_file(&out);
