@@ -116,10 +116,7 @@ impl<C: Connect> Driver<C> {
     }
 
     fn poll_connect(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let Some(connecting) = self.connecting.as_mut() else {
-            return Poll::Pending;
-        };
-        let stream = ready!(connecting.as_mut().poll(cx));
+        let stream = ready!(poll_if_any(&mut self.connecting, cx));
         self.on_connect_result(stream);
         Poll::Ready(())
     }
@@ -136,19 +133,13 @@ impl<C: Connect> Driver<C> {
     }
 
     fn poll_rw_probe(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let Some(probe) = self.rw_probe.as_mut() else {
-            return Poll::Pending;
-        };
-        let host = ready!(probe.as_mut().poll(cx));
+        let host = ready!(poll_if_any(&mut self.rw_probe, cx));
         self.on_rw_server_found(host);
         Poll::Ready(())
     }
 
     fn poll_silent_close_probe(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let Some(probe) = self.silent_close_probe.as_mut() else {
-            return Poll::Pending;
-        };
-        let (host, verdict) = ready!(probe.as_mut().poll(cx));
+        let (host, verdict) = ready!(poll_if_any(&mut self.silent_close_probe, cx));
         self.silent_close_probe = None;
         if let Some(verdict) = verdict {
             self.diagnosis.record(&host, verdict);
@@ -177,6 +168,17 @@ impl<C: Connect> Driver<C> {
         if let Poll::Ready(written) = written {
             self.on_write(written);
         }
+    }
+}
+
+/// Polls the background future in `slot`; without one, nothing is ever ready.
+fn poll_if_any<T>(
+    slot: &mut Option<Pin<Box<dyn Future<Output = T> + Send>>>,
+    cx: &mut Context<'_>,
+) -> Poll<T> {
+    match slot {
+        Some(future) => future.as_mut().poll(cx),
+        None => Poll::Pending,
     }
 }
 
