@@ -3,16 +3,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 // The fake server speaks the protocol through the `unstable` codec and records.
 use zkwire::jute::{Decode, Encode, FrameDecoder, Reader};
-use zkwire::proto::frames::{frame, reply_frame};
+use zkwire::proto::frames::{frame, notification_frame, reply_frame};
 use zkwire::proto::{
-    ConnectRequest, ConnectResponse, ErrorCode, ExistsResponse, GetDataRequest, GetDataResponse,
-    OpCode, RequestHeader, Stat, SyncResponse,
+    ConnectRequest, ConnectResponse, ErrorCode, EventType, ExistsResponse, GetDataRequest,
+    GetDataResponse, KeeperState, OpCode, RequestHeader, Stat, SyncResponse, WatcherEvent,
 };
 use zkwire::{Client, Connect, HostPort};
 
@@ -214,7 +215,7 @@ impl Connect for Recording {
 }
 
 /// A write that completed while its flush was still pending is never written again, even
-/// when another event (here, new requests) wins the driver's `select!` in between: every
+/// when another source (here, new requests) is handled by a driver step in between: every
 /// request reaches the server once, and every reply matches.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pending_flush_never_repeats_a_write() {
@@ -309,4 +310,146 @@ async fn huge_durations_never_panic() {
     assert!(client.lease_deadline().is_some());
     client.close().await.unwrap();
     assert!(!client.stats().driver_running || client.lease_deadline().is_none());
+}
+
+// ===== fairness: a source that is always ready does not starve the others =====
+
+/// How many notifications an [`Endless`] stream makes up at most: the bound of the test.
+const ENDLESS_LIMIT: usize = 1_000_000;
+
+/// A stream over the recording server whose reads are never pending: once the server's
+/// handshake reply is through, a read with nothing from the server returns a made-up watch
+/// notification (for a path nobody watches) instead, until [`ENDLESS_LIMIT`] of them. The
+/// server's own frames are passed on whole, between made-up ones.
+struct Endless {
+    inner: DuplexStream,
+    /// The server's bytes, cut into frames.
+    frames: FrameDecoder,
+    /// Bytes due to the reader: whole frames.
+    ready: bytes::BytesMut,
+    handshake_done: bool,
+    made_up: Arc<AtomicUsize>,
+}
+
+impl Endless {
+    fn notification() -> Bytes {
+        let event = WatcherEvent {
+            event_type: EventType::NodeDataChanged,
+            state: KeeperState::SyncConnected,
+            path: "/flood".to_owned(),
+        };
+        notification_frame(7, &event)
+    }
+
+    /// Takes what the server has sent, without waiting; whole frames go to `ready`.
+    fn take_from_server(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        let mut buf = [0u8; 4096];
+        let mut read = ReadBuf::new(&mut buf);
+        if let Poll::Ready(result) = Pin::new(&mut self.inner).poll_read(cx, &mut read) {
+            result?;
+            self.frames.buffer_mut().extend_from_slice(read.filled());
+        }
+        while let Some(frame) = self.frames.next_frame().unwrap() {
+            self.ready
+                .extend_from_slice(&(frame.len() as u32).to_be_bytes());
+            self.ready.extend_from_slice(&frame);
+            self.handshake_done = true;
+        }
+        Ok(())
+    }
+}
+
+impl AsyncRead for Endless {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        // As a socket's read does: each one spends the task's budget, so a task that reads on
+        // and on still yields to the scheduler now and then.
+        let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
+        if self.ready.is_empty() {
+            self.take_from_server(cx)?;
+        }
+        if self.ready.is_empty() {
+            if !self.handshake_done || self.made_up.load(Ordering::Relaxed) >= ENDLESS_LIMIT {
+                return Poll::Pending; // the server's read registered the waker
+            }
+            self.made_up.fetch_add(1, Ordering::Relaxed);
+            let made_up = Self::notification();
+            self.ready.extend_from_slice(&made_up);
+        }
+        let n = self.ready.len().min(buf.remaining());
+        buf.put_slice(&self.ready.split_to(n));
+        coop.made_progress();
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for Endless {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[derive(Clone, Default)]
+struct EndlessConnector {
+    made_up: Arc<AtomicUsize>,
+    seen: Seen,
+}
+
+impl Connect for EndlessConnector {
+    type Stream = Endless;
+
+    async fn connect(&self, _host: &HostPort) -> io::Result<Endless> {
+        let (client, server) = tokio::io::duplex(1 << 20);
+        tokio::spawn(recording_server(server, Duration::ZERO, self.seen.clone()));
+        Ok(Endless {
+            inner: client,
+            frames: FrameDecoder::default(),
+            ready: bytes::BytesMut::new(),
+            handshake_done: false,
+            made_up: self.made_up.clone(),
+        })
+    }
+}
+
+/// While the connection always has bytes to read, the driver still takes the caller's
+/// requests and writes them: a step starts polling one source further on each time, so the
+/// socket cannot starve the commands. A driver that always polled the socket first would
+/// take a command only when a read found nothing, which this stream never allows before its
+/// bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_is_always_readable_does_not_starve_requests() {
+    let connector = EndlessConnector::default();
+    let made_up = connector.made_up.clone();
+    let client = Client::builder()
+        .connect_with("fake:1", connector)
+        .await
+        .unwrap();
+    for i in 0..10 {
+        let path = format!("/r{i}");
+        let (data, _) = tokio::time::timeout(Duration::from_secs(60), client.get_data(&path))
+            .await
+            .expect("answered within the stream's bound")
+            .unwrap();
+        assert_eq!(&data[..], path.as_bytes());
+    }
+    let made_up = made_up.load(Ordering::Relaxed);
+    assert!(
+        made_up < ENDLESS_LIMIT / 10,
+        "ten requests took {made_up} made-up notifications to get through"
+    );
 }
