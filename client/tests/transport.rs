@@ -322,7 +322,7 @@ const ENDLESS_LIMIT: usize = 1_000_000;
 /// notification (for a path nobody watches) instead, until [`ENDLESS_LIMIT`] of them. The
 /// server's own frames are passed on whole, between made-up ones.
 struct Endless {
-    inner: DuplexStream,
+    inner: tokio::io::ReadHalf<DuplexStream>,
     /// The server's bytes, cut into frames.
     frames: FrameDecoder,
     /// Bytes due to the reader: whole frames.
@@ -386,24 +386,6 @@ impl AsyncRead for Endless {
     }
 }
 
-impl AsyncWrite for Endless {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
 #[derive(Clone, Default)]
 struct EndlessConnector {
     made_up: Arc<AtomicUsize>,
@@ -411,18 +393,21 @@ struct EndlessConnector {
 }
 
 impl Connect for EndlessConnector {
-    type Stream = Endless;
+    /// Reads through [`Endless`], writes straight to the server.
+    type Stream = tokio::io::Join<Endless, tokio::io::WriteHalf<DuplexStream>>;
 
-    async fn connect(&self, _host: &HostPort) -> io::Result<Endless> {
+    async fn connect(&self, _host: &HostPort) -> io::Result<Self::Stream> {
         let (client, server) = tokio::io::duplex(1 << 20);
         tokio::spawn(recording_server(server, Duration::ZERO, self.seen.clone()));
-        Ok(Endless {
-            inner: client,
+        let (read, write) = tokio::io::split(client);
+        let endless = Endless {
+            inner: read,
             frames: FrameDecoder::default(),
             ready: bytes::BytesMut::new(),
             handshake_done: false,
             made_up: self.made_up.clone(),
-        })
+        };
+        Ok(tokio::io::join(endless, write))
     }
 }
 
