@@ -438,3 +438,57 @@ async fn a_connection_that_is_always_readable_does_not_starve_requests() {
         "ten requests took {made_up} made-up notifications to get through"
     );
 }
+
+// ===== the driver's timer =====
+
+/// A server that accepts the session and then reads requests without ever answering one.
+async fn silent_server(mut io: DuplexStream) {
+    let mut frames = FrameDecoder::default();
+    let connect = read_frame(&mut io, &mut frames).await.unwrap();
+    let request = ConnectRequest::decode_exact(&connect).unwrap();
+    let response = ConnectResponse {
+        protocol_version: 0,
+        timeout: request.timeout,
+        session_id: 0x42,
+        passwd: Bytes::from_static(&[9; 16]),
+        read_only: Some(false),
+    };
+    io.write_all(&frame(|b| response.encode(b))).await.unwrap();
+    while read_frame(&mut io, &mut frames).await.is_some() {}
+}
+
+#[derive(Clone)]
+struct Silent;
+
+impl Connect for Silent {
+    type Stream = DuplexStream;
+
+    async fn connect(&self, _host: &HostPort) -> io::Result<DuplexStream> {
+        let (client, server) = tokio::io::duplex(64 * 1024);
+        tokio::spawn(silent_server(server));
+        Ok(client)
+    }
+}
+
+/// The driver's timer fires: a request nobody answers ends with `Timeout` at its deadline,
+/// again and again (each deadline sets the timer anew), while the connection stays up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unanswered_requests_time_out_through_the_driver_timer() {
+    let client = Client::builder()
+        .with_session_timeout(Duration::from_secs(30))
+        .spawn("fake:1", Silent)
+        .unwrap();
+    for i in 0..3 {
+        let started = std::time::Instant::now();
+        let result = tokio::time::timeout(
+            Duration::from_secs(10),
+            client
+                .with_timeout(Duration::from_millis(100 * (i + 1)))
+                .get_data("/never"),
+        )
+        .await
+        .expect("the request's own deadline ended it");
+        assert!(matches!(result, Err(zkwire::Error::Timeout)), "{result:?}");
+        assert!(started.elapsed() >= Duration::from_millis(100 * (i + 1)));
+    }
+}

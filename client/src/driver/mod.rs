@@ -90,6 +90,8 @@ pub(crate) struct Driver<C: Connect> {
     timer: Pin<Box<tokio::time::Sleep>>,
     /// The deadline `timer` is set to.
     timer_at: Option<Instant>,
+    /// `timer` was polled since it was last set: it holds the task's waker (see `step`).
+    timer_polled: bool,
     /// How much room a read gets (see [`reserve_read_room`](Self::reserve_read_room)).
     read_room: usize,
     /// Answers and events on their way out (empty between steps; kept for its allocation).
@@ -128,6 +130,7 @@ impl<C: Connect> Driver<C> {
             silent_close_probe: None,
             timer: Box::pin(tokio::time::sleep_until(Instant::now())),
             timer_at: None,
+            timer_polled: false,
             read_room: MIN_READ_ROOM,
             outbox: Vec::new(),
             published_lease: None,
