@@ -117,16 +117,11 @@ impl AsyncWrite for SlowFlush {
     }
 }
 
-/// What a recording fake server saw: the xid and getData path of every request.
-type Seen = Arc<Mutex<Vec<(i32, String)>>>;
-
-/// A fake server that waits `handshake_delay` before its ConnectResponse and records every
-/// request it reads.
-async fn recording_server(mut io: DuplexStream, handshake_delay: Duration, seen: Seen) {
-    let mut frames = FrameDecoder::default();
-    let connect = read_frame(&mut io, &mut frames).await.unwrap();
+/// Reads the ConnectRequest and, after `delay`, accepts it as session 0x42.
+async fn accept_session(io: &mut DuplexStream, frames: &mut FrameDecoder, delay: Duration) {
+    let connect = read_frame(io, frames).await.unwrap();
     let request = ConnectRequest::decode_exact(&connect).unwrap();
-    tokio::time::sleep(handshake_delay).await;
+    tokio::time::sleep(delay).await;
     let response = ConnectResponse {
         protocol_version: 0,
         timeout: request.timeout,
@@ -135,6 +130,16 @@ async fn recording_server(mut io: DuplexStream, handshake_delay: Duration, seen:
         read_only: Some(false),
     };
     io.write_all(&frame(|b| response.encode(b))).await.unwrap();
+}
+
+/// What a recording fake server saw: the xid and getData path of every request.
+type Seen = Arc<Mutex<Vec<(i32, String)>>>;
+
+/// A fake server that waits `handshake_delay` before its ConnectResponse and records every
+/// request it reads.
+async fn recording_server(mut io: DuplexStream, handshake_delay: Duration, seen: Seen) {
+    let mut frames = FrameDecoder::default();
+    accept_session(&mut io, &mut frames, handshake_delay).await;
     while let Some(frame) = read_frame(&mut io, &mut frames).await {
         let mut r = Reader::new(&frame);
         let header = r.read::<RequestHeader>().unwrap();
@@ -444,16 +449,7 @@ async fn a_connection_that_is_always_readable_does_not_starve_requests() {
 /// A server that accepts the session and then reads requests without ever answering one.
 async fn silent_server(mut io: DuplexStream) {
     let mut frames = FrameDecoder::default();
-    let connect = read_frame(&mut io, &mut frames).await.unwrap();
-    let request = ConnectRequest::decode_exact(&connect).unwrap();
-    let response = ConnectResponse {
-        protocol_version: 0,
-        timeout: request.timeout,
-        session_id: 0x42,
-        passwd: Bytes::from_static(&[9; 16]),
-        read_only: Some(false),
-    };
-    io.write_all(&frame(|b| response.encode(b))).await.unwrap();
+    accept_session(&mut io, &mut frames, Duration::ZERO).await;
     while read_frame(&mut io, &mut frames).await.is_some() {}
 }
 
