@@ -437,9 +437,11 @@ async fn a_connection_that_is_always_readable_does_not_starve_requests() {
             .unwrap();
         assert_eq!(&data[..], path.as_bytes());
     }
+    // A few dozen per request here; more while a loaded machine delays the server's answer
+    // (the driver reads on meanwhile). Starved, the first request waits for all of them.
     let made_up = made_up.load(Ordering::Relaxed);
     assert!(
-        made_up < ENDLESS_LIMIT / 10,
+        made_up < ENDLESS_LIMIT / 2,
         "ten requests took {made_up} made-up notifications to get through"
     );
 }
