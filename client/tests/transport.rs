@@ -417,7 +417,7 @@ impl Connect for EndlessConnector {
 }
 
 /// While the connection always has bytes to read, the driver still takes the caller's
-/// requests and writes them: a step starts polling one source further on each time, so the
+/// requests and writes them: each poll of a step starts one source further on, so the
 /// socket cannot starve the commands. A driver that always polled the socket first would
 /// take a command only when a read found nothing, which this stream never allows before its
 /// bound.

@@ -3,9 +3,10 @@
 //!
 //! The sources are polled by hand rather than by `select!`: the stream is one object, read
 //! and written by turns, instead of two halves behind a lock; no random start is drawn per
-//! poll; and no future is built per source and step. Each step starts one source further
-//! on, so a source that is always ready (a flood of commands, a server that never stops
-//! sending) cannot starve the others: within a round of steps each ready source is handled.
+//! poll; and no future is built per source and step. Each poll starts one source further on
+//! than the one before, so a source that is always ready (a flood of commands, a server that
+//! never stops sending) cannot starve the others: a source that stays ready comes first
+//! within seven polls and is handled then (`client/tests/transport.rs` tests it).
 
 use std::future::Future;
 use std::io;
@@ -18,7 +19,7 @@ use tokio::time::Instant;
 
 use super::{now, Connect, Driver};
 
-/// What a step waits on, in the order of a round (each step starts one further on).
+/// What a step waits on, in the order of a round (each poll starts one further on).
 #[derive(Debug, Clone, Copy)]
 enum Source {
     Commands,
@@ -58,8 +59,8 @@ impl<C: Connect> Driver<C> {
         std::future::poll_fn(|cx| self.poll_round(cx, timed, spare)).await;
     }
 
-    /// Polls the sources from this step's start; the first ready one is handled. Pending
-    /// (every source polled) leaves each one's waker registered.
+    /// Polls the sources from this poll's start, then moves the start on; the first ready
+    /// one is handled. Pending (every source polled) leaves each one's waker registered.
     fn poll_round(&mut self, cx: &mut Context<'_>, timed: bool, spare: usize) -> Poll<()> {
         let start = self.turn;
         self.turn = (start + 1) % ROUND.len();
