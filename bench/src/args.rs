@@ -61,6 +61,11 @@ pub(crate) struct Args {
     /// For profiling runs: no 2 s of server warm-up traffic in the profile
     #[arg(long)]
     pub(crate) skip_server_warmup: bool,
+    /// Worker threads of the runtime every client runs on (default: one per core). With 1,
+    /// a task woken by another never waits for a second thread to wake: the hand-off costs
+    /// what the runtime's queue costs, which tells that part of a client's CPU from the rest
+    #[arg(long, value_name = "N", value_parser = count)]
+    pub(crate) worker_threads: Option<usize>,
     /// Self-test of the exclusion check: raw contenders take the lock without waiting, so
     /// lock-contention must report violations and the run must exit non-zero
     #[arg(long)]

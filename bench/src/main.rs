@@ -273,9 +273,11 @@ fn run(args: &Args) -> Result<bool, BenchError> {
     }
     #[cfg(feature = "kezhuw-tls")]
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = args.worker_threads {
+        builder.worker_threads(threads);
+    }
+    let runtime = builder.enable_all().build()?;
     if let Some(who) = args.child_sessions {
         let addr = args
             .server
