@@ -1,15 +1,22 @@
-//! Random version-4 UUIDs and Curator's protected node names (`_c_<uuid>-`).
+//! Version-4 UUIDs and Curator's protected node names (`_c_<uuid>-`).
 //!
-//! No UUID crate: 128 random bits are two SipHash-1-3 outputs under std's `RandomState`
-//! (keys drawn from the OS generator once per thread, then advanced for every new state), of
-//! a process-wide counter and the current time, then of one byte more. That is unpredictable
-//! enough for a guid, whose only job is to be unique among the contenders of one lock
-//! directory.
+//! No UUID crate. A guid's only job is to be unique: among the contenders of one lock
+//! directory, or among a service's instances. It is not a secret (anyone who can list the
+//! directory reads it). So its 128 bits are two outputs of a cheap mixing function (the
+//! finaliser of SplitMix64, a bijection on 64 bits), not of a cryptographic hash:
+//! - the first mixes a process-wide counter into a 64-bit key drawn from the OS generator once
+//!   per process (through std's `RandomState`), so no two draws of a process mix the same
+//!   input;
+//! - the second mixes another such key with the current time and the first, so that a forked
+//!   process, which inherits the counter and the keys, still draws other guids.
+//!
+//! Across processes, two guids agree by chance only, as two random ones would.
 
 use std::collections::hash_map::RandomState;
 use std::fmt;
-use std::hash::{BuildHasher, Hasher};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use zkwire::{path, Client, Error, Stat};
@@ -17,12 +24,12 @@ use zkwire::{path, Client, Error, Stat};
 /// The prefix Curator's protection mode puts before the uuid (`ProtectedUtils`).
 pub(crate) const PROTECTED_PREFIX: &str = "_c_";
 
-/// A random (version 4, RFC 4122 variant) UUID.
+/// A version-4 (RFC 4122 variant) UUID: 122 bits that look random, and 6 that say so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Uuid([u8; 16]);
 
 impl Uuid {
-    /// A fresh random UUID.
+    /// A fresh UUID (the module's docs say how it is drawn).
     pub(crate) fn new_v4() -> Self {
         let [hi, lo] = random_u64_pair();
         let mut bytes = [0; 16];
@@ -46,15 +53,22 @@ impl Uuid {
     /// Appends the lowercase 8-4-4-4-12 hex form, as Java's `UUID.toString()`.
     fn push_to(&self, out: &mut String) {
         const HEX: &[u8; 16] = b"0123456789abcdef";
+        // Where each group of hex digits starts in the text, and where it starts in the 32.
+        const GROUPS: [(usize, std::ops::Range<usize>); 5] = [
+            (0, 0..8),
+            (9, 8..12),
+            (14, 12..16),
+            (19, 16..20),
+            (24, 20..32),
+        ];
+        let mut digits = [0; 32];
+        for (pair, b) in digits.chunks_exact_mut(2).zip(self.0) {
+            pair[0] = HEX[usize::from(b >> 4)];
+            pair[1] = HEX[usize::from(b & 0x0f)];
+        }
         let mut text = [b'-'; 36];
-        let mut at = 0;
-        for (i, b) in self.0.iter().enumerate() {
-            if matches!(i, 4 | 6 | 8 | 10) {
-                at += 1; // the dash already there
-            }
-            text[at] = HEX[usize::from(b >> 4)];
-            text[at + 1] = HEX[usize::from(b & 0x0f)];
-            at += 2;
+        for (at, range) in GROUPS {
+            text[at..at + range.len()].copy_from_slice(&digits[range]);
         }
         // Hex digits and dashes only, so always UTF-8.
         out.push_str(std::str::from_utf8(&text).unwrap_or_default());
@@ -70,18 +84,33 @@ impl fmt::Display for Uuid {
     }
 }
 
+/// 128 bits for a guid (see the module's docs for why a mixing function is enough).
 fn random_u64_pair() -> [u64; 2] {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
+    static KEYS: OnceLock<[u64; 2]> = OnceLock::new();
+    let keys = KEYS.get_or_init(|| {
+        let state = RandomState::new();
+        [state.hash_one(0_u8), state.hash_one(1_u8)]
+    });
+    // An odd multiplier is a bijection too, and spreads consecutive counts over all 64 bits.
+    let count = COUNTER
+        .fetch_add(1, Ordering::Relaxed)
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let first = mix(keys[0] ^ count);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    let mut hasher = RandomState::new().build_hasher();
-    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    hasher.write_u128(nanos);
-    let first = hasher.finish();
-    // The keyed hash of a longer message: as unpredictable as the first, and different.
-    hasher.write_u8(1);
-    [first, hasher.finish()]
+    // The time's low 64 bits are the ones that differ between two draws.
+    let second = mix(keys[1] ^ (nanos as u64) ^ first.rotate_left(32));
+    [first, second]
+}
+
+/// SplitMix64's finaliser: a bijection on 64 bits whose every output bit depends on every
+/// input bit.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// The children of `dir` named with `prefix` whose ephemeral owner is our current session,
@@ -140,6 +169,22 @@ mod tests {
         assert!(
             matches!(&u[19..20], "8" | "9" | "a" | "b"),
             "variant nibble: {u}"
+        );
+    }
+
+    #[test]
+    fn text_is_java_uuid_to_string() {
+        let bytes = [
+            0xf2, 0x90, 0x14, 0x0d, 0x98, 0x56, 0x42, 0xad, 0xb9, 0xbf, 0x34, 0x8f, 0xfc, 0x08,
+            0x60, 0x62,
+        ];
+        assert_eq!(
+            Uuid(bytes).to_string(),
+            "f290140d-9856-42ad-b9bf-348ffc086062"
+        );
+        assert_eq!(
+            Uuid(bytes).protected_prefix(),
+            "_c_f290140d-9856-42ad-b9bf-348ffc086062-"
         );
     }
 
