@@ -133,8 +133,16 @@ async fn zkwire_and_curator_protected_nodes_share_one_naming_and_keep_apart() {
         );
         observer.delete(&our_path, None).await.unwrap();
         let kids = wait_for_members(&observer, 2).await;
-        let back = ours.actual_path().unwrap();
-        assert_ne!(back, our_path, "a new sequence number");
+        // The observer can list our new node before our session has read the create's reply
+        // (make test on a loaded machine once saw `None` here): wait for ours to know it.
+        let back = poll_until!(STEP, Duration::from_millis(10), {
+            match ours.actual_path() {
+                Some(path) if path != our_path => Ok(path),
+                other => Err(format!(
+                    "ours at {other:?}, not yet at a new sequence number"
+                )),
+            }
+        });
         assert_eq!(guid(name(&back)), guid(name(&our_path)), "the same guid");
         assert!(kids.iter().any(|k| k == name(&back)), "{kids:?}");
         tokio::time::sleep(Duration::from_millis(300)).await;
