@@ -86,6 +86,8 @@ impl fmt::Display for Uuid {
 
 /// 128 bits for a guid (see the module's docs for why a mixing function is enough).
 fn random_u64_pair() -> [u64; 2] {
+    // Not a registry: entropy and a count that make draws differ, owned by no lock or client
+    // (a guid must differ across clients too, so a per-client copy would gain nothing).
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     static KEYS: OnceLock<[u64; 2]> = OnceLock::new();
     let keys = KEYS.get_or_init(|| {
