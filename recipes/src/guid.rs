@@ -53,7 +53,7 @@ impl Uuid {
     /// Appends the lowercase 8-4-4-4-12 hex form, as Java's `UUID.toString()`.
     fn push_to(&self, out: &mut String) {
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        // Where each group of hex digits starts in the text, and where it starts in the 32.
+        // Each group of digits: where it starts in the text, and its range among the 32.
         const GROUPS: [(usize, std::ops::Range<usize>); 5] = [
             (0, 0..8),
             (9, 8..12),
