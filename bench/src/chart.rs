@@ -12,10 +12,11 @@ use plotters::prelude::*;
 use crate::BenchError;
 
 /// The clients in the order and colours every chart uses.
-const CLIENTS: [(&str, RGBColor); 3] = [
+const CLIENTS: [(&str, RGBColor); 4] = [
     ("zkwire", RGBColor(0x1f, 0x77, 0xb4)),
     ("kezhuw", RGBColor(0xff, 0x7f, 0x0e)),
     ("raw", RGBColor(0x7f, 0x7f, 0x7f)),
+    ("relay", RGBColor(0x2c, 0xa0, 0x2c)),
 ];
 
 /// One JSON line of a run.

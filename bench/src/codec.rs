@@ -145,7 +145,7 @@ pub(crate) fn run(results: &mut Results, clients: &[Who]) {
         let rows = match who {
             Who::Zkwire => zkwire_rows(&records, &mut buf),
             Who::Raw => raw_rows(&records, &mut buf),
-            Who::Kezhuw => continue,
+            Who::Kezhuw | Who::Relay => continue,
         };
         for (param, m) in ROWS.into_iter().zip(rows) {
             results.add("codec", who, param, m);

@@ -6,6 +6,8 @@
 //! and, in `lock-cycle`, by dropping the guard (each library's background delete). Raw: the
 //! bare recipe on one socket: create (EPHEMERAL_SEQUENTIAL) and getChildren written together;
 //! in `lock-cycle` the release delete rides in the same write as the next cycle's create.
+//! Relay (`--clients relay`): the bare recipe again, each request a call through a connection
+//! task, released either way as zkwire is ([`crate::relay_lock`]).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
@@ -21,6 +23,8 @@ use zkwire::proto::{
 
 use crate::measure::{Hist, Measured, Phase};
 use crate::raw::{RawConn, RawReply};
+use crate::relay::Relay;
+use crate::relay_lock::{RelayContender, RelayCycle, RelayLock};
 use crate::runner::{measure_window, run_workers, Worker};
 use crate::{BenchError, Ctx, Who};
 
@@ -73,6 +77,13 @@ pub(crate) async fn cycle(ctx: &Ctx, who: Who) -> Result<Vec<(String, Measured)>
             };
             let [m] = run_workers(ctx, vec![worker]).await?;
             rows.push(("release=pipelined".to_owned(), m));
+        }
+        Who::Relay => {
+            for drop_release in [false, true] {
+                let lock = RelayLock::new(Relay::connect(&ctx.addr, 30_000).await?, &dir);
+                let [m] = run_workers(ctx, vec![RelayCycle { lock, drop_release }]).await?;
+                rows.push((release_param(drop_release), m));
+            }
         }
     }
     Ok(rows)
@@ -151,24 +162,7 @@ struct RawLock {
 
 impl RawLock {
     fn new(conn: RawConn, dir: &str) -> Self {
-        let create = request_frame(
-            1,
-            OpCode::Create2,
-            &CreateRequest {
-                path: format!("{dir}/lock-"),
-                data: Some(Bytes::new()),
-                acl: Acl::open_unsafe().into(),
-                mode: CreateMode::EphemeralSequential,
-            },
-        );
-        let list = request_frame(
-            1,
-            OpCode::GetChildren,
-            &GetChildrenRequest {
-                path: dir.to_owned(),
-                watch: false,
-            },
-        );
+        let (create, list) = lock_frames(dir);
         let mut both = BytesMut::from(&create[..]);
         both.extend_from_slice(&list);
         Self {
@@ -227,33 +221,16 @@ impl RawLock {
             .to_owned();
         let my_seq = sequence(&me)?;
         loop {
-            let mut keyed = children
-                .iter()
-                .map(|c| Ok((sequence(c)?, c)))
-                .collect::<Result<Vec<_>, BenchError>>()?;
-            keyed.sort_unstable();
-            let at = keyed
-                .iter()
-                .position(|(_, c)| **c == me)
-                .ok_or_else(|| BenchError::msg("raw lock: our node is not among the children"))?;
-            if at == 0 || self.cheat {
+            let Some(before) = predecessor(&children, &me)? else {
+                return Ok((my_seq, created.stat.czxid, created.path));
+            };
+            if self.cheat {
                 return Ok((my_seq, created.stat.czxid, created.path));
             }
-            let predecessor = format!("{}/{}", self.dir, keyed[at - 1].1);
-            let exists = request_frame(
-                1,
-                OpCode::Exists,
-                &ExistsRequest {
-                    path: predecessor.clone(),
-                    watch: true,
-                },
-            );
-            self.conn.send(&exists).await?;
-            let r = self.reply().await?;
-            match r.header.err {
-                ErrorCode::Ok => self.event(&predecessor).await?,
-                ErrorCode::NoNode => {}
-                err => return Err(BenchError::msg(format!("raw lock: exists failed: {err:?}"))),
+            let before = format!("{}/{before}", self.dir);
+            self.conn.send(&exists_frame(&before)).await?;
+            if watch_set(&self.reply().await?)? {
+                self.event(&before).await?;
             }
             self.conn.send(&self.list.clone()).await?;
             children = self
@@ -266,20 +243,73 @@ impl RawLock {
     }
 
     async fn release(&mut self, path: String) -> Result<(), BenchError> {
-        self.conn
-            .send(&request_frame(
-                1,
-                OpCode::Delete,
-                &DeleteRequest { path, version: -1 },
-            ))
-            .await?;
+        self.conn.send(&delete_frame(path)).await?;
         self.reply().await?.ok()?;
         Ok(())
     }
 }
 
+/// The frames of an attempt on the lock in `dir`: create(`dir`/lock-, EPHEMERAL_SEQUENTIAL)
+/// and getChildren(`dir`).
+pub(crate) fn lock_frames(dir: &str) -> (Bytes, Bytes) {
+    let create = CreateRequest {
+        path: format!("{dir}/lock-"),
+        data: Some(Bytes::new()),
+        acl: Acl::open_unsafe().into(),
+        mode: CreateMode::EphemeralSequential,
+    };
+    let list = GetChildrenRequest {
+        path: dir.to_owned(),
+        watch: false,
+    };
+    (
+        request_frame(1, OpCode::Create2, &create),
+        request_frame(1, OpCode::GetChildren, &list),
+    )
+}
+
+/// The name before `me` among a lock's `children` in sequence order; `None` when `me` is first.
+pub(crate) fn predecessor<'a>(
+    children: &'a [String],
+    me: &str,
+) -> Result<Option<&'a str>, BenchError> {
+    let mut keyed = children
+        .iter()
+        .map(|c| Ok((sequence(c)?, c.as_str())))
+        .collect::<Result<Vec<_>, BenchError>>()?;
+    keyed.sort_unstable();
+    let at = keyed
+        .iter()
+        .position(|(_, c)| *c == me)
+        .ok_or_else(|| BenchError::msg("lock: our node is not among the children"))?;
+    Ok(at.checked_sub(1).map(|before| keyed[before].1))
+}
+
+/// exists(`path`) with a watch: how a contender waits for the node before its own.
+pub(crate) fn exists_frame(path: &str) -> Bytes {
+    let request = ExistsRequest {
+        path: path.to_owned(),
+        watch: true,
+    };
+    request_frame(1, OpCode::Exists, &request)
+}
+
+/// Whether the exists reply set a watch on a node that is there (`false`: it is gone already).
+pub(crate) fn watch_set(reply: &RawReply) -> Result<bool, BenchError> {
+    match reply.header.err {
+        ErrorCode::Ok => Ok(true),
+        ErrorCode::NoNode => Ok(false),
+        err => Err(BenchError::msg(format!("lock: exists failed: {err:?}"))),
+    }
+}
+
+/// delete(`path`), any version.
+pub(crate) fn delete_frame(path: String) -> Bytes {
+    request_frame(1, OpCode::Delete, &DeleteRequest { path, version: -1 })
+}
+
 /// The sequence suffix of a lock node name (its last 10 characters).
-fn sequence(name: &str) -> Result<i64, BenchError> {
+pub(crate) fn sequence(name: &str) -> Result<i64, BenchError> {
     name.len()
         .checked_sub(10)
         .and_then(|at| name.get(at..))
@@ -297,14 +327,7 @@ impl Worker for RawCycle {
     async fn step(&mut self) -> Result<usize, BenchError> {
         let prev = self.prev.take();
         if let Some(path) = &prev {
-            let delete = request_frame(
-                1,
-                OpCode::Delete,
-                &DeleteRequest {
-                    path: path.clone(),
-                    version: -1,
-                },
-            );
+            let delete = delete_frame(path.clone());
             let mut out = BytesMut::with_capacity(delete.len() + self.lock.create_and_list.len());
             out.extend_from_slice(&delete);
             out.extend_from_slice(&self.lock.create_and_list);
@@ -555,6 +578,13 @@ pub(crate) async fn contention(
                 lock.cheat = ctx.break_exclusion;
                 tasks.push(tokio::spawn(contend(RawContender { lock }, shared.clone())));
             }
+            Who::Relay => {
+                let lock = RelayLock::new(Relay::connect(&ctx.addr, 30_000).await?, &dir);
+                tasks.push(tokio::spawn(contend(
+                    RelayContender { lock },
+                    shared.clone(),
+                )));
+            }
         }
     }
     measure_contention(ctx, &shared, tasks).await
@@ -601,4 +631,26 @@ pub(crate) async fn contend<C: Contender>(
     }
     c.close().await;
     Ok(measured)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::predecessor;
+
+    #[test]
+    fn the_predecessor_is_the_next_lower_sequence() {
+        let children = ["lock-0000000012", "lock-0000000003", "lock-0000000007"].map(String::from);
+        let before = |me| predecessor(&children, me).unwrap();
+        assert_eq!(before("lock-0000000012"), Some("lock-0000000007"));
+        assert_eq!(before("lock-0000000007"), Some("lock-0000000003"));
+        assert_eq!(before("lock-0000000003"), None);
+        assert!(
+            predecessor(&children, "lock-0000000099").is_err(),
+            "not a child"
+        );
+        assert!(
+            predecessor(&["lock-x".to_owned()], "lock-x").is_err(),
+            "no sequence"
+        );
+    }
 }

@@ -29,6 +29,8 @@ mod locks;
 mod measure;
 mod pipeline;
 mod raw;
+mod relay;
+mod relay_lock;
 mod report;
 mod runner;
 mod server;
@@ -59,16 +61,19 @@ pub(crate) enum Who {
     Zkwire,
     Kezhuw,
     Raw,
+    /// The raw recipes behind a connection task: the floor of a client with a driver task.
+    Relay,
 }
 
 impl Who {
-    pub(crate) const ALL: [Self; 3] = [Self::Zkwire, Self::Kezhuw, Self::Raw];
+    pub(crate) const ALL: [Self; 4] = [Self::Zkwire, Self::Kezhuw, Self::Raw, Self::Relay];
 
     pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Zkwire => "zkwire",
             Self::Kezhuw => "kezhuw",
             Self::Raw => "raw",
+            Self::Relay => "relay",
         }
     }
 

@@ -17,10 +17,11 @@ use std::time::Instant;
 use bytes::Bytes;
 use futures::stream::{FuturesUnordered, StreamExt};
 use zkwire::proto::frames::request_frame;
-use zkwire::proto::{GetDataRequest, OpCode};
+use zkwire::proto::{GetDataRequest, GetDataResponse, OpCode};
 
 use crate::measure::{Hist, Measured, Phase};
 use crate::raw::RawConn;
+use crate::relay::{Relay, RelayClient};
 use crate::runner::{measure_window, run_workers, Worker};
 use crate::{BenchError, Ctx, Who, PAYLOAD};
 
@@ -39,6 +40,23 @@ impl GetData for zkwire::Client {
 impl GetData for zookeeper_client::Client {
     async fn data_len(&self, path: &str) -> Result<usize, BenchError> {
         Ok(self.get_data(path).await?.0.len())
+    }
+}
+
+impl GetData for RelayClient {
+    async fn data_len(&self, path: &str) -> Result<usize, BenchError> {
+        let request = GetDataRequest {
+            path: path.to_owned(),
+            watch: false,
+        };
+        let reply = self
+            .call(request_frame(1, OpCode::GetData, &request))
+            .await?;
+        Ok(reply
+            .ok()?
+            .decode::<GetDataResponse>()?
+            .data
+            .map_or(0, |d| d.len()))
     }
 }
 
@@ -84,7 +102,8 @@ impl Shape {
     }
 }
 
-/// One cell: `who` with `k` requests in flight, shaped as `shape` says (raw: always one task).
+/// One cell: `who` with `k` requests in flight, shaped as `shape` says (raw: always one task;
+/// the relay takes either shape, as a client library does).
 pub(crate) async fn run(
     ctx: &Ctx,
     who: Who,
@@ -101,6 +120,12 @@ pub(crate) async fn run(
         }
         Who::Kezhuw => run_client(ctx, &ctx.kezhuw().await?, &path, k, shape).await,
         Who::Raw => run_raw(ctx, &path, k).await,
+        Who::Relay => {
+            let relay = Relay::connect(&ctx.addr, 30_000).await?;
+            let m = run_client(ctx, &relay.client, &path, k, shape).await?;
+            relay.close().await;
+            Ok(m)
+        }
     }
 }
 

@@ -52,7 +52,7 @@ pub(crate) fn run(
                 .clients
                 .iter()
                 .copied()
-                .filter(|w| *w != Who::Raw)
+                .filter(|w| !matches!(w, Who::Raw | Who::Relay))
                 .collect(),
             ..ctx.clone()
         }),

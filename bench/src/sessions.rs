@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::measure::{self, Hist, Measured, Window};
 use crate::raw::RawConn;
+use crate::relay::Relay;
 use crate::{BenchError, Ctx, Who};
 
 /// Runs the child for `who` and reads its one-line report.
@@ -71,6 +72,7 @@ enum Session {
     Zkwire(zkwire::Client),
     Kezhuw(zookeeper_client::Client),
     Raw(RawConn),
+    Relay(Relay),
 }
 
 async fn open(who: Who, addr: &str) -> Result<Session, BenchError> {
@@ -78,6 +80,7 @@ async fn open(who: Who, addr: &str) -> Result<Session, BenchError> {
         Who::Zkwire => Session::Zkwire(zkwire::Client::connect(addr).await?),
         Who::Kezhuw => Session::Kezhuw(zookeeper_client::Client::connect(addr).await?),
         Who::Raw => Session::Raw(RawConn::connect(addr, 30_000).await?),
+        Who::Relay => Session::Relay(Relay::connect(addr, 30_000).await?),
     })
 }
 
@@ -88,6 +91,7 @@ async fn close(session: Session) {
         }
         Session::Kezhuw(c) => drop(c),
         Session::Raw(c) => c.close().await,
+        Session::Relay(c) => c.close().await,
     }
 }
 

@@ -8,10 +8,14 @@ use std::future::Future;
 
 use bytes::Bytes;
 use zkwire::proto::frames::request_frame;
-use zkwire::proto::{Acl, CreateMode, CreateRequest, DeleteRequest, OpCode, SetDataRequest};
+use zkwire::proto::{
+    Acl, Create2Response, CreateMode, CreateRequest, DeleteRequest, ErrorCode, OpCode,
+    SetDataRequest, SetDataResponse,
+};
 
 use crate::measure::Measured;
 use crate::raw::RawConn;
+use crate::relay::{Relay, RelayClient};
 use crate::runner::{run_workers, Worker};
 use crate::{BenchError, Ctx, Who, PAYLOAD};
 
@@ -25,6 +29,12 @@ pub(crate) async fn run(ctx: &Ctx, who: Who) -> Result<[Measured; 3], BenchError
         Who::Zkwire => run_zkwire(ctx, set_path, node_path).await,
         Who::Kezhuw => run_kezhuw(ctx, set_path, node_path).await,
         Who::Raw => run_raw(ctx, set_path, node_path).await,
+        Who::Relay => {
+            let relay = Relay::connect(&ctx.addr, 30_000).await?;
+            let measured = run_client(ctx, &relay.client, set_path, node_path).await?;
+            relay.close().await;
+            Ok(measured)
+        }
     }
 }
 
@@ -193,6 +203,39 @@ impl Writes for zookeeper_client::Client {
 
     async fn delete_node(&self, path: &str) -> Result<(), BenchError> {
         Ok(self.delete(path, None).await?)
+    }
+}
+
+impl Writes for RelayClient {
+    async fn create_node(&self, path: &str, exists_ok: bool) -> Result<(), BenchError> {
+        let reply = self.call(create_frame(path)).await?;
+        match reply.header.err {
+            ErrorCode::NodeExists if exists_ok => Ok(()),
+            _ => reply.ok()?.decode::<Create2Response>().map(drop),
+        }
+    }
+
+    async fn set_node(&self, path: &str) -> Result<(), BenchError> {
+        let request = SetDataRequest {
+            path: path.to_owned(),
+            data: Some(Bytes::from_static(&DATA)),
+            version: -1,
+        };
+        let reply = self
+            .call(request_frame(1, OpCode::SetData, &request))
+            .await?;
+        reply.ok()?.decode::<SetDataResponse>().map(drop)
+    }
+
+    async fn delete_node(&self, path: &str) -> Result<(), BenchError> {
+        let request = DeleteRequest {
+            path: path.to_owned(),
+            version: -1,
+        };
+        self.call(request_frame(1, OpCode::Delete, &request))
+            .await?
+            .ok()
+            .map(drop)
     }
 }
 
