@@ -207,43 +207,46 @@ fn targets(results: &Results) -> Vec<Target> {
     out
 }
 
+/// The cells where zkwire's cost is compared with the raw recipe's: (what, workload,
+/// zkwire's and the relay's param, the raw recipe's param, the CPU bound).
+const COST_CELLS: [(&str, &str, &str, &str, f64); 6] = [
+    (
+        "lock cycle, drop release",
+        "lock-cycle",
+        "release=drop",
+        "release=pipelined",
+        1.3,
+    ),
+    (
+        "8 sessions contending",
+        "lock-contention",
+        "sessions=8",
+        "sessions=8",
+        1.3,
+    ),
+    ("getData K=16", "pipeline", "K=16", "K=16", 1.5),
+    ("getData K=256", "pipeline", "K=256", "K=256", 1.5),
+    (
+        "getData K=16 one task",
+        "pipeline",
+        "K=16 one task",
+        "K=16 one task",
+        1.5,
+    ),
+    (
+        "getData K=256 one task",
+        "pipeline",
+        "K=256 one task",
+        "K=256 one task",
+        1.5,
+    ),
+];
+
 /// What zkwire costs against the raw socket doing the same work: client CPU and
 /// allocations per operation, and the rate, cell by cell (BENCHMARKS.md, issue 29).
 fn cost_targets(results: &Results) -> Vec<Target> {
-    let cells = [
-        (
-            "lock cycle, drop release",
-            "lock-cycle",
-            "release=drop",
-            "release=pipelined",
-            1.3,
-        ),
-        (
-            "8 sessions contending",
-            "lock-contention",
-            "sessions=8",
-            "sessions=8",
-            1.3,
-        ),
-        ("getData K=16", "pipeline", "K=16", "K=16", 1.5),
-        ("getData K=256", "pipeline", "K=256", "K=256", 1.5),
-        (
-            "getData K=16 one task",
-            "pipeline",
-            "K=16 one task",
-            "K=16 one task",
-            1.5,
-        ),
-        (
-            "getData K=256 one task",
-            "pipeline",
-            "K=256 one task",
-            "K=256 one task",
-            1.5,
-        ),
-    ];
     let mut out = Vec::new();
-    for (what, workload, zk, raw, cpu_bound) in cells {
+    for (what, workload, zk, raw, cpu_bound) in COST_CELLS {
         let (z, r) = (
             results.get(workload, Who::Zkwire, zk),
             results.get(workload, Who::Raw, raw),
@@ -441,8 +444,43 @@ fn print_targets(out: &mut dyn Write, results: &Results) -> std::io::Result<()> 
     writeln!(out)?;
     print_ratios(out, results)?;
     writeln!(out)?;
-    Ok(())
+    print_floor(out, results)
 }
+
+/// With `--clients relay`: what the floor of a client with a driver task costs against the
+/// raw recipe, and zkwire against that floor, in the cost cells (BENCHMARKS.md, issue 29's
+/// sixth pass).
+fn print_floor(out: &mut dyn Write, results: &Results) -> std::io::Result<()> {
+    if !results.rows.iter().any(|r| r.who == Who::Relay) {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "| cell | CPU relay / raw | CPU zkwire / relay | ops/s relay / raw | ops/s zkwire / relay |"
+    )?;
+    writeln!(out, "|---|---:|---:|---:|---:|")?;
+    let (cpu, ops): (Metric, Metric) = (Measured::cpu_us_per_op, Measured::ops_per_sec);
+    for (what, workload, param, raw_param, _) in COST_CELLS {
+        let get = |who, param, f: Metric| results.get(workload, who, param).and_then(f);
+        let of = |f| {
+            let (z, y, r) = (
+                get(Who::Zkwire, param, f),
+                get(Who::Relay, param, f),
+                get(Who::Raw, raw_param, f),
+            );
+            (cell(ratio(y, r), 2), cell(ratio(z, y), 2))
+        };
+        let ((cpu_floor, cpu_own), (ops_floor, ops_own)) = (of(cpu), of(ops));
+        writeln!(
+            out,
+            "| {what} | {cpu_floor} | {cpu_own} | {ops_floor} | {ops_own} |"
+        )?;
+    }
+    writeln!(out)
+}
+
+/// One number of a measurement.
+type Metric = fn(&Measured) -> Option<f64>;
 
 /// zkwire / kezhuw and zkwire / raw per (workload, param), pooled and per round; the best
 /// lock-cycle release styles; the codec per record.
@@ -524,4 +562,49 @@ fn print_ratio_row(
         paired(Who::Kezhuw),
         paired(Who::Raw)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::{Hist, Spent};
+
+    /// `ops` operations in one second for `cpu_us` µs of CPU each.
+    fn measured(ops: u64, cpu_us: u64) -> Measured {
+        let spent = Spent {
+            secs: 1.0,
+            cpu_ns: Some(ops * cpu_us * 1000),
+            ..Spent::default()
+        };
+        Measured::new(ops, spent, Hist::new())
+    }
+
+    fn floor_table(results: &Results) -> String {
+        let mut out = Vec::new();
+        print_floor(&mut out, results).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn the_floor_table_compares_the_relay_with_raw_and_zkwire_with_the_relay() {
+        let mut results = Results::default();
+        results.add(
+            "lock-cycle",
+            Who::Raw,
+            "release=pipelined",
+            measured(1000, 50),
+        );
+        assert_eq!(floor_table(&results), "", "no relay in the run: no table");
+        results.add("lock-cycle", Who::Relay, "release=drop", measured(1000, 55));
+        results.add("lock-cycle", Who::Zkwire, "release=drop", measured(800, 77));
+        let table = floor_table(&results);
+        assert!(
+            table.contains("| lock cycle, drop release | 1.10 | 1.40 | 1.00 | 0.80 |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| getData K=16 | – | – | – | – |"),
+            "{table}"
+        );
+    }
 }
