@@ -121,10 +121,11 @@ pub(crate) async fn run(
         Who::Kezhuw => run_client(ctx, &ctx.kezhuw().await?, &path, k, shape).await,
         Who::Raw => run_raw(ctx, &path, k).await,
         Who::Relay => {
+            // Closed whatever the outcome, so that a failed cell leaves no task behind.
             let relay = Relay::connect(&ctx.addr, 30_000).await?;
-            let m = run_client(ctx, &relay.client, &path, k, shape).await?;
+            let measured = run_client(ctx, &relay.client, &path, k, shape).await;
             relay.close().await;
-            Ok(m)
+            measured
         }
     }
 }
