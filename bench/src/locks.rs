@@ -221,12 +221,10 @@ impl RawLock {
             .to_owned();
         let my_seq = sequence(&me)?;
         loop {
-            let Some(before) = predecessor(&children, &me)? else {
-                return Ok((my_seq, created.stat.czxid, created.path));
+            let before = match predecessor(&children, &me)? {
+                Some(before) if !self.cheat => before,
+                _ => return Ok((my_seq, created.stat.czxid, created.path)),
             };
-            if self.cheat {
-                return Ok((my_seq, created.stat.czxid, created.path));
-            }
             let before = format!("{}/{before}", self.dir);
             self.conn.send(&exists_frame(&before)).await?;
             if watch_set(&self.reply().await?)? {
