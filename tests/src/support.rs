@@ -70,10 +70,53 @@ pub async fn kill_client_session(client: &Client) -> io::Result<i64> {
 /// finds out from the server (its connection is closed, and a reconnect is refused as
 /// expired).
 ///
+/// The client can take its session back first. The server keeps a session on the connection
+/// that attached last and closes the other one; our attach cuts the client off, and a
+/// client that reconnects at once can then close our connection before our closeSession
+/// runs. Our connection then ends early, and the attach is tried again (at most
+/// [`KILL_ATTEMPTS`] times, 20 ms apart). A later attempt that finds the session gone means
+/// an earlier closeSession went through after all.
+///
 /// # Errors
-/// I/O errors, or `InvalidData` when the server refuses to attach (the session is already
-/// gone).
+/// I/O errors, or `InvalidData` when the server refuses the first attach (the session was
+/// already gone).
 pub async fn kill_session(addr: &str, session_id: i64, passwd: Bytes) -> io::Result<()> {
+    let mut attempt = 1;
+    loop {
+        match attach_and_close(addr, session_id, passwd.clone()).await {
+            Ok(true) => return Ok(()),
+            Ok(false) if attempt > 1 => return Ok(()),
+            Ok(false) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "session already gone",
+                ))
+            }
+            Err(e) if taken_back(&e) && attempt < KILL_ATTEMPTS => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// How many times [`kill_session`] attaches before it gives up.
+pub const KILL_ATTEMPTS: u32 = 20;
+
+/// Whether the server closed our attached connection early, as it does when the session's
+/// own client attaches again.
+fn taken_back(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
+    )
+}
+
+/// One attach with the session's id and password, followed by closeSession. `Ok(true)` once
+/// the closeSession reply is in; `Ok(false)` when the server refused the attach (the session
+/// is gone).
+async fn attach_and_close(addr: &str, session_id: i64, passwd: Bytes) -> io::Result<bool> {
     let mut stream = TcpStream::connect(addr).await?;
     let connect = ConnectRequest {
         protocol_version: 0,
@@ -91,13 +134,10 @@ pub async fn kill_session(addr: &str, session_id: i64, passwd: Bytes) -> io::Res
     let response = read_reply(&mut stream, &mut frames).await?;
     let response = ConnectResponse::decode_exact(&response).map_err(invalid)?;
     if response.is_expired() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "session already gone",
-        ));
+        return Ok(false);
     }
     // The closeSession reply, then EOF.
-    read_reply(&mut stream, &mut frames).await.map(drop)
+    read_reply(&mut stream, &mut frames).await.map(|_| true)
 }
 
 /// The next whole frame's payload from `io`, read through `frames` (which keeps any bytes

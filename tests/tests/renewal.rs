@@ -4,11 +4,19 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use zkwire::jute::{Decode, Encode, FrameDecoder};
+use zkwire::proto::frames::frame;
+use zkwire::proto::{ConnectRequest, ConnectResponse};
 use zkwire::{
     AddWatchMode, Client, CreateOptions, Error, EventType, KeeperState, SessionState, WatchedEvent,
 };
+use zkwire_testing::server::shared_server;
 use zkwire_testing::support::{
     connect_renewing, connect_with_timeout, create_persistent, fresh_chroot, kill_client_session,
+    kill_session, read_frame,
 };
 
 const T: Duration = Duration::from_secs(4);
@@ -135,4 +143,74 @@ async fn without_renewal_a_killed_session_ends() {
     }
     assert_eq!(client.exists("/").await, Err(Error::SessionExpired));
     assert_eq!(client.stats().sessions, 1);
+}
+
+/// Attaches a raw connection to session `id` (0: a new session). `None` when the server
+/// refuses it as expired; else the connection, the session's id and its password.
+async fn attach(addr: &str, id: i64, passwd: Bytes) -> Option<(TcpStream, i64, Bytes)> {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let request = ConnectRequest {
+        protocol_version: 0,
+        last_zxid_seen: 0,
+        timeout: 30_000,
+        session_id: id,
+        passwd,
+        read_only: false,
+    };
+    stream
+        .write_all(&frame(|b| request.encode(b)))
+        .await
+        .unwrap();
+    // The server may close at once: the session was closed as we attached.
+    let reply = read_frame(&mut stream, &mut FrameDecoder::default())
+        .await
+        .ok()?;
+    let response = ConnectResponse::decode_exact(&reply).unwrap();
+    (!response.is_expired()).then_some((stream, response.session_id, response.passwd))
+}
+
+/// The session's owner: each time the server cuts its connection off (another connection
+/// attached), it attaches again at once, as a client reconnecting does, up to `times` times.
+/// Returns how many times it took the session back.
+async fn take_back(addr: String, mut conn: TcpStream, id: i64, passwd: Bytes, times: u32) -> u32 {
+    let mut taken = 0;
+    loop {
+        let mut sink = [0u8; 256];
+        while matches!(conn.read(&mut sink).await, Ok(n) if n > 0) {}
+        if taken == times {
+            return taken;
+        }
+        match attach(&addr, id, passwd.clone()).await {
+            Some((next, _, _)) => (conn, taken) = (next, taken + 1),
+            None => return taken,
+        }
+    }
+}
+
+/// `kill_session` ends the session even when its owner takes it back right after our attach
+/// cut it off (the owner's attach closes ours, and our closeSession may never run): it
+/// attaches again until its closeSession is answered or the session is found gone. The
+/// discovery interop test once failed on a single attempt ("peer closed the connection").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_session_ends_a_session_whose_owner_takes_it_back() {
+    let addr = shared_server().connect_string();
+    for round in 0..5 {
+        let (conn, id, passwd) = attach(&addr, 0, Bytes::from_static(&[0; 16]))
+            .await
+            .unwrap();
+        let owner = tokio::spawn(take_back(addr.clone(), conn, id, passwd.clone(), 3));
+        tokio::time::timeout(T, kill_session(&addr, id, passwd.clone()))
+            .await
+            .expect("bounded")
+            .expect("the session killed");
+        let taken = tokio::time::timeout(T, owner)
+            .await
+            .expect("bounded")
+            .unwrap();
+        assert!(
+            attach(&addr, id, passwd).await.is_none(),
+            "round {round}: the session outlived the kill ({taken} take-backs)"
+        );
+        println!("round {round}: the owner took its session back {taken} time(s)");
+    }
 }
