@@ -30,8 +30,8 @@ pub(crate) struct Args {
     #[arg(long, value_name = "W1,W2,...", value_delimiter = ',', value_parser = workload)]
     pub(crate) only: Vec<String>,
     /// The clients compared; `relay` (not run by default) is the raw recipes behind a
-    /// connection task, the floor of any client with a driver task (pipeline, write-latency,
-    /// lock-cycle and lock-contention only)
+    /// connection task, the floor of any client with a driver task (every workload but codec
+    /// and lock-shared-client)
     #[arg(long, value_name = "zkwire,kezhuw,raw,relay", value_delimiter = ',', value_parser = who,
         default_value = "zkwire,kezhuw,raw")]
     pub(crate) clients: Vec<Who>,
