@@ -3,6 +3,7 @@
 //! task, released either way as zkwire's guard is.
 
 use bytes::Bytes;
+use tokio::sync::mpsc;
 use zkwire::proto::{Create2Response, GetChildrenResponse};
 
 use crate::locks::{
@@ -37,7 +38,7 @@ impl RelayLock {
 
     /// Creates our node and waits until it is first. Returns (sequence, czxid, path).
     async fn acquire(&mut self) -> Result<(i64, i64, String), BenchError> {
-        let client = self.relay.client.clone();
+        let client = &self.relay.client;
         let (created, listed) = tokio::join!(
             client.call(self.create.clone()),
             client.call(self.list.clone())
@@ -48,25 +49,12 @@ impl RelayLock {
         while let Some(before) = predecessor(&children, me)? {
             let before = format!("{}/{before}", self.dir);
             if watch_set(&client.call(exists_frame(&before)).await?)? {
-                self.event(&before).await?;
+                event(&mut self.events, &mut self.relay.events, &before).await?;
             }
             let listed = client.call(self.list.clone()).await?;
             children = listed.ok()?.decode::<GetChildrenResponse>()?.children;
         }
         Ok((sequence(me)?, created.stat.czxid, created.path.clone()))
-    }
-
-    /// Waits for a notification on `path`.
-    async fn event(&mut self, path: &str) -> Result<(), BenchError> {
-        loop {
-            if let Some(i) = self.events.iter().position(|p| p == path) {
-                self.events.swap_remove(i);
-                return Ok(());
-            }
-            let next = self.relay.events.recv().await;
-            self.events
-                .push(next.ok_or_else(|| BenchError::msg("relay: the session ended"))?);
-        }
     }
 
     /// Deletes our node: awaited, or (`background`) sent and not waited for, as a dropped
@@ -78,6 +66,22 @@ impl RelayLock {
         } else {
             client.call(delete_frame(path)).await?.ok().map(drop)
         }
+    }
+}
+
+/// Waits for a notification on `path` from `incoming`, keeping the others in `seen`.
+async fn event(
+    seen: &mut Vec<String>,
+    incoming: &mut mpsc::UnboundedReceiver<String>,
+    path: &str,
+) -> Result<(), BenchError> {
+    loop {
+        if let Some(i) = seen.iter().position(|p| p == path) {
+            seen.swap_remove(i);
+            return Ok(());
+        }
+        let next = incoming.recv().await;
+        seen.push(next.ok_or_else(|| BenchError::msg("relay: the session ended"))?);
     }
 }
 

@@ -101,6 +101,20 @@ pub async fn kill_session(addr: &str, session_id: i64, passwd: Bytes) -> io::Res
     }
 }
 
+/// The handshake that attaches a connection to session `session_id` with its password (0 and
+/// zeros: a new session), asking for a 30 s timeout.
+pub fn attach_frame(session_id: i64, passwd: Bytes) -> Bytes {
+    let connect = ConnectRequest {
+        protocol_version: 0,
+        last_zxid_seen: 0,
+        timeout: 30_000,
+        session_id,
+        passwd,
+        read_only: false,
+    };
+    frame(|b| connect.encode(b))
+}
+
 /// How many times [`kill_session`] attaches before it gives up.
 pub const KILL_ATTEMPTS: u32 = 20;
 
@@ -118,15 +132,7 @@ fn taken_back(e: &io::Error) -> bool {
 /// is gone).
 async fn attach_and_close(addr: &str, session_id: i64, passwd: Bytes) -> io::Result<bool> {
     let mut stream = TcpStream::connect(addr).await?;
-    let connect = ConnectRequest {
-        protocol_version: 0,
-        last_zxid_seen: 0,
-        timeout: 30_000,
-        session_id,
-        passwd,
-        read_only: false,
-    };
-    stream.write_all(&frame(|b| connect.encode(b))).await?;
+    stream.write_all(&attach_frame(session_id, passwd)).await?;
     stream
         .write_all(&request_frame(1, OpCode::CloseSession, &()))
         .await?;

@@ -9,16 +9,15 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use zkwire::jute::{Decode, Encode, FrameDecoder};
-use zkwire::proto::frames::frame;
-use zkwire::proto::{ConnectRequest, ConnectResponse};
+use zkwire::jute::{Decode, FrameDecoder};
+use zkwire::proto::ConnectResponse;
 use zkwire::{
     AddWatchMode, Client, CreateOptions, Error, EventType, KeeperState, SessionState, WatchedEvent,
 };
 use zkwire_testing::server::shared_server;
 use zkwire_testing::support::{
-    connect_renewing, connect_with_timeout, create_persistent, fresh_chroot, kill_client_session,
-    kill_session, read_frame,
+    attach_frame, connect_renewing, connect_with_timeout, create_persistent, fresh_chroot,
+    kill_client_session, kill_session, read_frame,
 };
 
 const T: Duration = Duration::from_secs(4);
@@ -151,18 +150,7 @@ async fn without_renewal_a_killed_session_ends() {
 /// refuses it as expired; else the connection, the session's id and its password.
 async fn attach(addr: &str, id: i64, passwd: Bytes) -> Option<(TcpStream, i64, Bytes)> {
     let mut stream = TcpStream::connect(addr).await.unwrap();
-    let request = ConnectRequest {
-        protocol_version: 0,
-        last_zxid_seen: 0,
-        timeout: 30_000,
-        session_id: id,
-        passwd,
-        read_only: false,
-    };
-    stream
-        .write_all(&frame(|b| request.encode(b)))
-        .await
-        .unwrap();
+    stream.write_all(&attach_frame(id, passwd)).await.unwrap();
     // The server may close at once: the session was closed as we attached.
     let reply = read_frame(&mut stream, &mut FrameDecoder::default())
         .await
