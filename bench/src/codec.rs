@@ -95,7 +95,7 @@ struct Records {
 impl Records {
     fn new() -> Self {
         let data = Bytes::from_static(&[b'x'; PAYLOAD]);
-        let mut event = Vec::new();
+        let mut event = BytesMut::new();
         ReplyHeader {
             xid: -1,
             zxid: -1,
@@ -132,7 +132,7 @@ impl Records {
             children_reply: reply_frame(&GetChildrenResponse {
                 children: children(),
             }),
-            event: Bytes::from(event),
+            event: event.freeze(),
             data,
         }
     }

@@ -22,20 +22,22 @@
 //! that keeps failing (an ACL that never lets it delete) keeps the session, and its ephemeral
 //! node, until the session ends, even after the application dropped its own handles.
 //!
-//! There is one worker per client, spawned when a job arrives. Once the queue is empty it
-//! lingers [`LINGER`] before it ends, looking at the queue every [`TICK`]: a delete already
-//! sent (a dropped guard's) is left for it to find there, without waking it, since waking a
-//! task from a guard's drop moves the client's driver to another thread at every cycle;
-//! other jobs wake it at once (BENCHMARKS.md, "Allocations per lock cycle"). While it
-//! lingers it holds no client, so it never keeps an idle client (and its session) alive.
+//! A dropped guard's delete does not go through the worker unless it fails: it is sent in
+//! the background ([`zkwire::Client::delete_detached`]) and its answer is looked at in the
+//! client's driver, which hands a failure to the worker as a [`Job::Delete`]. On success no
+//! task is woken at all: waking one from a guard's drop moves the client's driver to another
+//! thread at every cycle (BENCHMARKS.md, "Allocations per lock cycle" and "Issue 29,
+//! seventh pass").
+//!
+//! There is one worker per client, spawned when a job arrives; a job wakes it at once. Once
+//! the queue is empty it lingers [`LINGER`] before it ends. While it lingers it holds no
+//! client, so it never keeps an idle client (and its session) alive.
 //! The queue lives in the client's coordinator for as long as the worker runs; a worker
 //! dropped before it could run (its runtime shut down) drops the jobs left with it, whose
 //! nodes then live until the session ends. Jobs run one at a time, which is what a single
 //! ZooKeeper session does anyway.
 
 use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -45,16 +47,12 @@ use zkwire::{path, Backoff, Client, Error};
 
 use crate::coordinator::Coordinator;
 use crate::guid::owned_by_guid;
-use crate::poll::ready_now;
 
 /// One piece of cleanup.
 #[derive(Debug)]
 pub(crate) enum Job {
     /// Delete this node (any version); `NoNode` means done.
     Delete(String),
-    /// A delete already sent ([`delete_now_or_later`]): its reply is awaited first, and a
-    /// failure turns the job into a [`Delete`](Self::Delete) of the same node.
-    Sent(SentDelete),
     /// Delete every child of `dir` whose name starts with `prefix` (a protected guid prefix)
     /// and whose ephemeral owner is this session, after a sync of `dir`.
     Sweep {
@@ -65,39 +63,24 @@ pub(crate) enum Job {
     },
 }
 
-/// A delete handed to the client. Its future owns the node's path and gives it back with
-/// the outcome, so that the path is not copied for the job.
-pub(crate) struct SentDelete {
-    reply: SentReply,
-}
-
-/// A sent delete's outcome, and the path of its node.
-type SentReply = Pin<Box<dyn Future<Output = (Result<(), Error>, String)> + Send>>;
-
-impl std::fmt::Debug for SentDelete {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SentDelete").finish_non_exhaustive()
-    }
-}
-
-/// Deletes `node_path`, handing the request to the client before returning, and leaves the
-/// reply (and any retry) to the worker.
+/// Deletes `node_path`, handing the request to the client before returning; a failure is
+/// left to the worker.
 ///
 /// Sent at once, the delete goes out ahead of whatever the caller sends next: a guard
 /// dropped just before the next acquire shares that acquire's write, and the next listing
-/// no longer shows the old node (the order argument of `Attempt::create_listing`). The
-/// request is submitted by polling the client's future once; the client sends a request
-/// whose caller still waits, and the worker is that caller from here on.
+/// no longer shows the old node (the order argument of `Attempt::create_listing`). Its
+/// answer is looked at in the client's driver: nothing more is done on success (`NoNode`
+/// included), nothing can be on a terminal error (the session is over, and its ephemeral
+/// nodes with it), and any other error hands the node to the worker, which retries it.
 pub(crate) fn delete_now_or_later(client: &Client, node_path: String) {
-    let mut reply: SentReply = Box::pin({
-        let client = client.clone();
-        async move { (delete(&client, &node_path).await, node_path) }
+    let retry = client.clone();
+    client.delete_detached(node_path, None, move |path, outcome| match outcome {
+        Ok(()) | Err(Error::NoNode) => {}
+        Err(e) if e.is_terminal() => {
+            tracing::debug!(node = path, error = %e, "lock cleanup ends with the session");
+        }
+        Err(_) => enqueue(&retry, Job::Delete(path)),
     });
-    match ready_now(&mut reply) {
-        Some((Ok(()), _)) => {}
-        Some((Err(_), path)) => enqueue(client, Job::Delete(path)),
-        None => enqueue(client, Job::Sent(SentDelete { reply })),
-    }
 }
 
 struct Queued {
@@ -129,10 +112,6 @@ pub(crate) struct Jobs {
 /// How long a worker with nothing to do waits for the next job before it ends.
 const LINGER: Duration = Duration::from_secs(1);
 
-/// How often a lingering worker looks at the queue for sent deletes, which do not wake it:
-/// the latest a failed delete of a dropped guard is retried (its node is gone on success).
-const TICK: Duration = Duration::from_millis(20);
-
 impl Jobs {
     /// The queue of `client` (created if no worker holds one).
     fn of(client: &Client) -> Arc<Self> {
@@ -161,7 +140,6 @@ pub(crate) fn enqueue(client: &Client, job: Job) {
         return;
     };
     let jobs = Jobs::of(client);
-    let wake = !matches!(job, Job::Sent(_));
     let start = {
         let mut queue = jobs.lock();
         queue.jobs.push_back(Queued {
@@ -177,7 +155,7 @@ pub(crate) fn enqueue(client: &Client, job: Job) {
         // polled (its runtime shuts down first), dropping the guard still clears `running`,
         // so that the next job starts a new worker.
         runtime.spawn(run(Running { jobs, ended: false }));
-    } else if wake {
+    } else {
         // A permit is kept if the worker is busy: it then looks at the queue once more.
         jobs.wake.notify_one();
     }
@@ -214,8 +192,9 @@ async fn run(mut running: Running) {
         };
         let Some(mut queued) = next else {
             let since = *idle_since.get_or_insert_with(Instant::now);
-            if since.elapsed() < LINGER {
-                let _woken = tokio::time::timeout(TICK, jobs.wake.notified()).await;
+            if let Some(left) = LINGER.checked_sub(since.elapsed()).filter(|d| !d.is_zero()) {
+                // Woken by the next job, or not: the queue is looked at again either way.
+                let _woken = tokio::time::timeout(left, jobs.wake.notified()).await;
                 continue;
             }
             let mut queue = jobs.lock();
@@ -257,12 +236,6 @@ async fn attempt(queued: &mut Queued) -> Outcome {
     let result = match job {
         Job::Delete(path) => delete(client, path).await,
         Job::Sweep { dir, prefix } => sweep(client, dir, prefix).await,
-        Job::Sent(sent) => {
-            let (result, path) = sent.reply.as_mut().await;
-            // Whatever comes next for this node is a fresh delete.
-            *job = Job::Delete(path);
-            result
-        }
     };
     let e = match result {
         Ok(()) => return Outcome::Done,

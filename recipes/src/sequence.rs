@@ -81,7 +81,7 @@ fn kazoo_contender(name: &str) -> Option<(usize, bool)> {
     [(KAZOO_WRITE_MARKER, true), (KAZOO_READ_MARKER, false)]
         .into_iter()
         .find_map(|(marker, writer)| {
-            let at = name.rfind(marker)? + marker.len();
+            let at = rfind_marker(name, marker)? + marker.len();
             name.get(at..)
                 .and_then(parse_sequence)
                 .map(|_| (at, writer))
@@ -129,12 +129,33 @@ pub(crate) fn sort_key_at(name: &str, markers: &[&str]) -> (usize, bool) {
     let mut at = 0;
     let mut found = false;
     for marker in markers {
-        if let Some(i) = name.get(at..).and_then(|rest| rest.rfind(marker)) {
+        if let Some(i) = name.get(at..).and_then(|rest| rfind_marker(rest, marker)) {
             at += i + marker.len();
             found = true;
         }
     }
     (at, found)
+}
+
+/// Where the last `marker` starts in `name`. Names and markers are short: a scan for the
+/// marker's first byte beats `str::rfind`, whose searcher costs more to set up than this
+/// whole scan (it ran three times per child, on every listing; BENCHMARKS.md, "Issue 29,
+/// seventh pass").
+fn rfind_marker(name: &str, marker: &str) -> Option<usize> {
+    let (name, marker) = (name.as_bytes(), marker.as_bytes());
+    let last_start = name.len().checked_sub(marker.len())?;
+    let Some(&first) = marker.first() else {
+        return Some(last_start);
+    };
+    // A name with fewer of the marker's first byte than the marker has cannot hold it: one
+    // pass the compiler vectorizes rejects most names (no `__WRIT__` in a mutex's names).
+    let count = |bytes: &[u8]| bytes.iter().filter(|&&b| b == first).count();
+    if count(name) < count(marker) {
+        return None;
+    }
+    (0..=last_start)
+        .rev()
+        .find(|&i| name[i] == first && name[i..].starts_with(marker))
 }
 
 /// Parses and sorts the children of a lock directory.
@@ -150,7 +171,7 @@ pub(crate) fn sort_children(
     let mut sorted = Vec::with_capacity(names.len());
     for name in names {
         let (mut key_at, found) = sort_key_at(&name, markers);
-        let mut writer = name.contains(WRITE_MARKER);
+        let mut writer = rfind_marker(&name, WRITE_MARKER).is_some();
         let mut seq = if found {
             name.get(key_at..).and_then(parse_sequence)
         } else {
@@ -223,7 +244,7 @@ pub(crate) fn shared(sorted: &[Contender], ours: &str) -> Decision {
 /// The sequence suffix of our own node (the text after the last marker), for the tie layout
 /// of a downgrade read node.
 pub(crate) fn suffix_after<'a>(name: &'a str, marker: &str) -> Option<&'a str> {
-    let at = name.rfind(marker)? + marker.len();
+    let at = rfind_marker(name, marker)? + marker.len();
     let suffix = name.get(at..)?;
     parse_sequence(suffix).map(|_| suffix)
 }
@@ -235,6 +256,38 @@ mod tests {
     const U1: &str = "_c_f290140d-9856-42ad-b9bf-348ffc086062-";
     const U2: &str = "_c_00000000-0000-4000-8000-000000000000-";
     const U3: &str = "_c_ffffffff-ffff-4fff-bfff-ffffffffffff-";
+
+    /// The byte scan finds what `str::rfind` finds, markers at either end, overlapping
+    /// candidates and the empty marker included.
+    #[test]
+    fn rfind_marker_agrees_with_str_rfind() {
+        let names = [
+            "",
+            "-",
+            "lock-",
+            "-lock-",
+            "a-lock-0000000001",
+            "-lock--lock-0000000002",
+            "__WRIT____WRIT__",
+            "x__READ__y__WRIT__0000000003",
+            "____",
+            "_c_ab-cd-lock-",
+            "k__lock__0000000004",
+            "ü-lock-ß",
+        ];
+        let markers = [
+            "-lock-", "__WRIT__", "__READ__", "__lock__", "__", "-", "", "ß",
+        ];
+        for name in names {
+            for marker in markers {
+                assert_eq!(
+                    rfind_marker(name, marker),
+                    name.rfind(marker),
+                    "{name:?} {marker:?}"
+                );
+            }
+        }
+    }
 
     fn names(v: &[String]) -> Vec<String> {
         v.to_vec()

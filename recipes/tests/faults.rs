@@ -231,6 +231,51 @@ async fn final_failure_is_swept_by_guid_in_the_background() {
     cut.a.close().await.unwrap();
 }
 
+/// A guard dropped while its delete cannot reach the server: the delete, sent in the
+/// background, vanishes and the connection is then cut, so the request fails with
+/// ConnectionLoss and was never applied. The client's cleanup worker sends it again once
+/// the client is back: same session, no orphan, and the node stays until then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_guards_delete_lost_with_the_connection_is_sent_again() {
+    let cut = Cut::new("recipes_drop_retry").await;
+    let session = cut.a.session_id();
+    let guard = Mutex::new(cut.a.clone(), "/l").lock().await.unwrap();
+    assert_eq!(cut.kids().await.len(), 1);
+    let deletes = cut.proxy.requests_seen(OpCode::Delete);
+    cut.proxy.drop_client_to_server(true);
+    drop(guard);
+    let deadline = Instant::now() + T;
+    while cut.proxy.requests_seen(OpCode::Delete) == deletes && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        cut.proxy.requests_seen(OpCode::Delete),
+        deletes + 1,
+        "the delete was sent, and thrown away"
+    );
+    cut.proxy.refuse(true);
+    cut.proxy.cut_all();
+    cut.proxy.drop_client_to_server(false);
+    tokio::time::sleep(T / 4).await;
+    assert_eq!(
+        cut.kids().await.len(),
+        1,
+        "the lost delete was never applied"
+    );
+    cut.proxy.refuse(false);
+    let deadline = Instant::now() + 2 * T;
+    while !cut.kids().await.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(cut.kids().await.is_empty(), "deleted by the worker's retry");
+    assert!(
+        cut.proxy.requests_seen(OpCode::Delete) >= deletes + 2,
+        "sent again"
+    );
+    assert_eq!(cut.a.session_id(), session, "same session");
+    cut.a.close().await.unwrap();
+}
+
 /// A waiter rides through a connection loss: its watch is restored and it acquires when the
 /// holder releases. A holder rides through a blip shorter than the grace (T/4): no lost
 /// signal.

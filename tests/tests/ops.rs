@@ -103,6 +103,61 @@ async fn data_exists_delete_with_versions() {
     c.close().await.unwrap();
 }
 
+/// A background delete is handed to the connection before the call returns (a request made
+/// next sees its effect), and its function gets the path as given and the outcome, once:
+/// from the driver for a request sent, at once for one that could not be.
+#[tokio::test]
+async fn delete_detached_answers_once_in_order() {
+    let c = client_in_chroot("ops_delete_detached").await;
+    create_persistent(&c, "/a", b"").await;
+    create_persistent(&c, "/v", b"").await;
+    let (tx, mut outcomes) = tokio::sync::mpsc::unbounded_channel();
+    let report = |tx: &tokio::sync::mpsc::UnboundedSender<(String, Result<(), Error>)>| {
+        let tx = tx.clone();
+        move |path: String, outcome| tx.send((path, outcome)).unwrap()
+    };
+    c.delete_detached("relative", None, report(&tx));
+    let (path, outcome) = outcomes
+        .try_recv()
+        .expect("answered in the caller, at once");
+    assert_eq!(path, "relative");
+    assert!(matches!(outcome, Err(Error::InvalidPath(_))), "{outcome:?}");
+
+    c.delete_detached("/a", None, report(&tx));
+    assert_eq!(
+        c.exists("/a").await.unwrap(),
+        None,
+        "sent ahead of the exists"
+    );
+    c.delete_detached(String::from("/missing"), None, report(&tx));
+    c.delete_detached("/v", Some(7), report(&tx));
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        got.push(outcomes.recv().await.unwrap());
+    }
+    assert_eq!(
+        got,
+        [
+            ("/a".to_owned(), Ok(())),
+            ("/missing".to_owned(), Err(Error::NoNode)),
+            ("/v".to_owned(), Err(Error::BadVersion)),
+        ],
+        "in order, chroot-relative paths as given"
+    );
+    c.close().await.unwrap();
+    c.delete_detached("/v", None, report(&tx));
+    let (_, outcome) = tokio::time::timeout(Duration::from_secs(5), outcomes.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        outcome.as_ref().is_err_and(Error::is_terminal),
+        "{outcome:?}"
+    );
+    drop(tx);
+    assert!(outcomes.recv().await.is_none(), "one answer per request");
+}
+
 #[tokio::test]
 async fn children_counts_ephemerals_and_sync() {
     let c = client_in_chroot("ops_children").await;

@@ -3,6 +3,7 @@
 mod bodies;
 mod builder;
 mod config;
+mod detached;
 mod info;
 mod multi;
 mod options;

@@ -13,8 +13,60 @@ use crate::error::Error;
 use crate::proto::OpCode;
 use crate::session::{Effect, Reply, Request, WatcherId};
 
-/// Where a request's answer goes.
-pub(crate) type ReplyTo = oneshot::Sender<Result<Reply, Error>>;
+/// A waiting caller's reply channel.
+pub(crate) type Answer = oneshot::Sender<Result<Reply, Error>>;
+
+/// Where a request's answer goes: to a caller that awaits it, or, for a request sent in the
+/// background ([`Client::delete_detached`](crate::Client::delete_detached)), to a function
+/// the driver calls with it, so that nothing waits on a channel and no task is woken.
+#[derive(Debug)]
+pub(crate) enum ReplyTo {
+    Waiting(Answer),
+    Detached(Detached),
+}
+
+/// What the driver calls with a background request's answer: exactly once, as a caller
+/// gets exactly one answer. Where a waiting caller would see its reply channel closed (the
+/// driver ended, or the request could not be handed to it), this is called with
+/// [`Error::Closed`] instead ([`Registry`](super::registry::Registry)'s drop, and the
+/// client's background submission).
+pub(crate) struct Detached(Box<Done>);
+
+/// A background request's function.
+type Done = dyn FnOnce(Result<Reply, Error>) + Send;
+
+impl std::fmt::Debug for Detached {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Detached").finish_non_exhaustive()
+    }
+}
+
+impl Detached {
+    pub(crate) fn new(done: impl FnOnce(Result<Reply, Error>) + Send + 'static) -> Self {
+        Self(Box::new(done))
+    }
+}
+
+impl ReplyTo {
+    /// Gives the answer to whoever waits for it: a caller that left ignores it.
+    pub(crate) fn send(self, answer: Result<Reply, Error>) {
+        match self {
+            Self::Waiting(tx) => {
+                let _ = tx.send(answer);
+            }
+            Self::Detached(Detached(done)) => done(answer),
+        }
+    }
+
+    /// Whether no one waits for the answer any more (a caller that left). A background
+    /// request is always waited for: its answer is what retries it.
+    pub(crate) fn is_closed(&self) -> bool {
+        match self {
+            Self::Waiting(tx) => tx.is_closed(),
+            Self::Detached(_) => false,
+        }
+    }
+}
 
 /// The local watcher a request registers, and where its events go.
 pub(crate) type LocalWatcher = (WatcherId, WatcherSink);
@@ -24,8 +76,10 @@ pub(crate) type LocalWatcher = (WatcherId, WatcherSink);
 pub(crate) enum Command {
     /// Submit a request; its watcher, if any, is registered first.
     Submit(Submission),
+    /// Submit a request sent in the background.
+    SubmitDetached(DetachedSubmission),
     /// Close the session.
-    Close { reply: ReplyTo },
+    Close { reply: Answer },
     /// A watcher's receiver was dropped.
     RemoveWatcher(WatcherId),
 }
@@ -36,7 +90,7 @@ pub(crate) struct Submission {
     op: OpCode,
     body: Bytes,
     deadline: Option<std::time::Instant>,
-    reply: ReplyTo,
+    reply: Answer,
     /// `None` for a request with no watch effect and no watcher (most of them).
     watching: Option<Box<Watching>>,
 }
@@ -48,7 +102,7 @@ struct Watching {
 }
 
 impl Submission {
-    pub(crate) fn new(request: Request, reply: ReplyTo, watcher: Option<LocalWatcher>) -> Self {
+    pub(crate) fn new(request: Request, reply: Answer, watcher: Option<LocalWatcher>) -> Self {
         let Request {
             op,
             body,
@@ -80,7 +134,39 @@ impl Submission {
             effect,
             deadline: self.deadline,
         };
-        (request, self.reply, watcher)
+        (request, ReplyTo::Waiting(self.reply), watcher)
+    }
+}
+
+/// A request sent in the background: no watch, no waiting caller. Its own kind of command
+/// rather than a kind of reply route in [`Submission`], where the function's wide pointer
+/// would make every command, and so every idle session's first block of slots, larger.
+///
+/// It has no deadline: its answer comes with its reply, or with the loss of the connection
+/// or the end of the session, which answer every request in flight; and with one field less
+/// than a [`Submission`], it fits beside one in a command of the same size.
+#[derive(Debug)]
+pub(crate) struct DetachedSubmission {
+    op: OpCode,
+    body: Bytes,
+    done: Detached,
+}
+
+impl DetachedSubmission {
+    /// A background request of `op` with `body`, and its function.
+    pub(crate) fn new(op: OpCode, body: Bytes, done: Detached) -> Self {
+        Self { op, body, done }
+    }
+
+    /// The request as submitted and where its answer goes.
+    pub(crate) fn into_parts(self) -> (Request, ReplyTo) {
+        let request = Request {
+            op: self.op,
+            body: self.body,
+            effect: Effect::None,
+            deadline: None,
+        };
+        (request, ReplyTo::Detached(self.done))
     }
 }
 

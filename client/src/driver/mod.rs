@@ -24,7 +24,7 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-pub(crate) use command::{Command, ReplyTo, Submission};
+pub(crate) use command::{Command, Detached, DetachedSubmission, ReplyTo, Submission};
 pub(crate) use registry::WatcherSink;
 pub(crate) use shared::Shared;
 #[cfg(feature = "tls")]
@@ -37,7 +37,10 @@ use self::registry::{Registry, Route};
 use self::shared::RunningGuard;
 use crate::connect_string::HostPort;
 use crate::error::{ConnectError, Error};
-use crate::session::{DropReason, Event, Reply, Session, SessionState, WatchedEvent, WatcherId};
+use self::command::LocalWatcher;
+use crate::session::{
+    DropReason, Event, Reply, Request, Session, SessionState, WatchedEvent, WatcherId,
+};
 
 /// The receive buffer's room for one read at first: a handshake reply, a few small replies.
 const MIN_READ_ROOM: usize = 2 * 1024;
@@ -184,13 +187,15 @@ impl<C: Connect> Driver<C> {
         match cmd {
             Some(Command::Submit(submission)) => {
                 let (request, reply, watcher) = submission.into_parts();
-                let id = self.session.submit(now, request);
-                self.shared.submitted.fetch_add(1, Ordering::Relaxed);
-                self.registry.register(id, reply, watcher);
+                self.submit(now, request, reply, watcher);
+            }
+            Some(Command::SubmitDetached(submission)) => {
+                let (request, reply) = submission.into_parts();
+                self.submit(now, request, reply, None);
             }
             Some(Command::Close { reply }) => {
                 let id = self.session.close(now);
-                self.registry.register(id, reply, None);
+                self.registry.register(id, ReplyTo::Waiting(reply), None);
             }
             Some(Command::RemoveWatcher(id)) => self.drop_watcher(id),
             None => {
@@ -202,6 +207,18 @@ impl<C: Connect> Driver<C> {
                 }
             }
         }
+    }
+
+    fn submit(
+        &mut self,
+        now: std::time::Instant,
+        request: Request,
+        reply: ReplyTo,
+        watcher: Option<LocalWatcher>,
+    ) {
+        let id = self.session.submit(now, request);
+        self.shared.submitted.fetch_add(1, Ordering::Relaxed);
+        self.registry.register(id, reply, watcher);
     }
 
     /// Makes room in the receive buffer when little is left: [`Driver::read_room`] bytes,
@@ -365,9 +382,7 @@ impl<C: Connect> Driver<C> {
         self.publish_counts();
         for outgoing in outbox.drain(..) {
             match outgoing {
-                Outgoing::Answer(tx, result) => {
-                    let _ = tx.send(result);
-                }
+                Outgoing::Answer(tx, result) => tx.send(result),
                 Outgoing::Oneshot(tx, event) => {
                     let _ = tx.send(event);
                 }

@@ -7,6 +7,7 @@
 use tokio::sync::{mpsc, oneshot};
 
 use super::command::{LocalWatcher, ReplyTo};
+use crate::error::Error;
 use crate::session::{IdMap, RequestId, WatchedEvent, WatcherId};
 
 /// Where a watcher's events go.
@@ -143,6 +144,18 @@ impl Registry {
     /// Local watchers with a sink.
     pub(crate) fn watchers(&self) -> usize {
         self.watchers.len()
+    }
+}
+
+impl Drop for Registry {
+    /// The driver is ending: a waiting caller sees its reply channel closed, which it takes
+    /// as [`Error::Closed`]; a background request's function gets that answer here.
+    fn drop(&mut self) {
+        for (_, reply) in self.replies.drain() {
+            if let ReplyTo::Detached(_) = reply {
+                reply.send(Err(Error::Closed));
+            }
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! Length-prefixed frames: `int32 len | payload[len]`, sans-IO.
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 
 /// ZooKeeper's default `jute.maxbuffer`: the largest request payload a server accepts, and
 /// the largest znode payload.
@@ -130,7 +130,7 @@ impl Default for FrameDecoder {
 /// `i32::MAX` bytes gets a saturated prefix and must not be sent.
 pub fn encode_frame(out: &mut BytesMut, write: impl FnOnce(&mut BytesMut)) -> usize {
     let start = out.len();
-    out.put_i32(0);
+    out.extend_from_slice(&[0; 4]);
     write(out);
     let len = out.len() - start - 4;
     let prefix = i32::try_from(len).unwrap_or(i32::MAX).to_be_bytes();
@@ -198,7 +198,7 @@ mod tests {
     fn encode_frame_writes_the_payload_length() {
         let mut out = BytesMut::new();
         let len = encode_frame(&mut out, |b| {
-            b.put_slice(&[0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 11])
+            b.extend_from_slice(&[0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 11])
         });
         assert_eq!(len, 8);
         assert_eq!(&out[..], &[0, 0, 0, 8, 0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 11]);

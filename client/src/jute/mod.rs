@@ -20,23 +20,26 @@ pub use frame::{encode_frame, FrameDecoder, FrameError, DEFAULT_MAX_FRAME_LEN, J
 pub use primitives::{decode_lossy_string, skip_lossy_string};
 pub use reader::Reader;
 
-use bytes::{BufMut, Bytes};
+use bytes::{Bytes, BytesMut};
 
 /// A value that can be written in jute encoding.
 pub trait Encode {
     /// Appends the jute encoding of `self` to `buf`.
     ///
-    /// Writes exactly [`encoded_len`](Self::encoded_len) bytes.
-    fn encode<B: BufMut>(&self, buf: &mut B);
+    /// Writes exactly [`encoded_len`](Self::encoded_len) bytes. A concrete buffer, not any
+    /// `BufMut`: its `extend_from_slice` is inlined, so a 4-byte integer is a store and a
+    /// length check rather than a call into `bytes` and then into `memcpy` (two calls per
+    /// field, some thirty per lock cycle; BENCHMARKS.md, "Issue 29, seventh pass").
+    fn encode(&self, buf: &mut BytesMut);
 
     /// The number of bytes [`encode`](Self::encode) writes.
     fn encoded_len(&self) -> usize;
 
     /// Encodes `self` into a fresh buffer of exactly the right size.
     fn to_bytes(&self) -> Bytes {
-        let mut buf = Vec::with_capacity(self.encoded_len());
+        let mut buf = BytesMut::with_capacity(self.encoded_len());
         self.encode(&mut buf);
-        Bytes::from(buf)
+        buf.freeze()
     }
 }
 
@@ -192,7 +195,7 @@ macro_rules! record {
     };
     (@encode $name:ident { $( $field:ident )* }) => {
         impl $crate::jute::Encode for $name {
-            fn encode<B: ::bytes::BufMut>(&self, buf: &mut B) {
+            fn encode(&self, buf: &mut ::bytes::BytesMut) {
                 $( $crate::jute::Encode::encode(&self.$field, buf); )*
                 let _ = buf;
             }

@@ -12,16 +12,16 @@
 //! nullable ones. A vector is never nullable here: no reply the server builds carries a null
 //! vector, so one is reported as malformed rather than silently read as empty.
 
-use bytes::{BufMut, Bytes};
+use bytes::{Bytes, BytesMut};
 
 use super::{Decode, DecodeError, DecodeErrorKind, Encode, Reader};
 
 /// `int` and `long`: fixed-width big-endian integers.
 macro_rules! big_endian {
-    ($($t:ty => $put:ident,)*) => {$(
+    ($($t:ty,)*) => {$(
         impl Encode for $t {
-            fn encode<B: BufMut>(&self, buf: &mut B) {
-                buf.$put(*self);
+            fn encode(&self, buf: &mut BytesMut) {
+                buf.extend_from_slice(&self.to_be_bytes());
             }
 
             fn encoded_len(&self) -> usize {
@@ -46,13 +46,13 @@ macro_rules! big_endian {
 }
 
 big_endian! {
-    i32 => put_i32,
-    i64 => put_i64,
+    i32,
+    i64,
 }
 
 impl Encode for bool {
-    fn encode<B: BufMut>(&self, buf: &mut B) {
-        buf.put_u8(u8::from(*self));
+    fn encode(&self, buf: &mut BytesMut) {
+        buf.extend_from_slice(&[u8::from(*self)]);
     }
 
     fn encoded_len(&self) -> usize {
@@ -76,9 +76,9 @@ impl Decode for bool {
 }
 
 /// Writes a non-null `ustring`.
-pub(super) fn encode_str<B: BufMut>(s: &str, buf: &mut B) {
+pub(super) fn encode_str(s: &str, buf: &mut BytesMut) {
     put_len(s.len(), buf);
-    buf.put_slice(s.as_bytes());
+    buf.extend_from_slice(s.as_bytes());
 }
 
 /// The encoded length of a non-null `ustring`.
@@ -87,7 +87,7 @@ pub(super) fn str_encoded_len(s: &str) -> usize {
 }
 
 impl Encode for String {
-    fn encode<B: BufMut>(&self, buf: &mut B) {
+    fn encode(&self, buf: &mut BytesMut) {
         encode_str(self, buf);
     }
 
@@ -112,10 +112,10 @@ impl Decode for String {
 }
 
 impl Encode for Option<String> {
-    fn encode<B: BufMut>(&self, buf: &mut B) {
+    fn encode(&self, buf: &mut BytesMut) {
         match self {
             Some(s) => encode_str(s, buf),
-            None => buf.put_i32(-1),
+            None => (-1i32).encode(buf),
         }
     }
 
@@ -176,9 +176,9 @@ pub fn skip_lossy_string(r: &mut Reader<'_>) -> Result<(), DecodeError> {
 }
 
 impl Encode for Bytes {
-    fn encode<B: BufMut>(&self, buf: &mut B) {
+    fn encode(&self, buf: &mut BytesMut) {
         put_len(self.len(), buf);
-        buf.put_slice(self);
+        buf.extend_from_slice(self);
     }
 
     fn encoded_len(&self) -> usize {
@@ -203,10 +203,10 @@ impl Decode for Bytes {
 }
 
 impl Encode for Option<Bytes> {
-    fn encode<B: BufMut>(&self, buf: &mut B) {
+    fn encode(&self, buf: &mut BytesMut) {
         match self {
             Some(b) => b.encode(buf),
-            None => buf.put_i32(-1),
+            None => (-1i32).encode(buf),
         }
     }
 
@@ -235,7 +235,7 @@ impl Decode for Option<Bytes> {
 }
 
 impl<T: Encode> Encode for Vec<T> {
-    fn encode<B: BufMut>(&self, buf: &mut B) {
+    fn encode(&self, buf: &mut BytesMut) {
         encode_list(self, buf);
     }
 
@@ -245,7 +245,7 @@ impl<T: Encode> Encode for Vec<T> {
 }
 
 /// A jute `vector`: its count, then each item.
-fn encode_list<T: Encode, B: BufMut>(items: &[T], buf: &mut B) {
+fn encode_list<T: Encode>(items: &[T], buf: &mut BytesMut) {
     put_len(items.len(), buf);
     for item in items {
         item.encode(buf);
@@ -281,7 +281,7 @@ impl<T: Decode> Decode for Vec<T> {
 
 /// A shared list (a create's ACL): the same wire form as [`Vec`].
 impl<T: Encode> Encode for std::sync::Arc<[T]> {
-    fn encode<B: BufMut>(&self, buf: &mut B) {
+    fn encode(&self, buf: &mut BytesMut) {
         encode_list(self, buf);
     }
 
@@ -334,8 +334,8 @@ fn read_count<T: Decode>(r: &mut Reader<'_>) -> Result<usize, DecodeError> {
 /// Lengths are bounded by the frame cap long before `i32::MAX`; one that is not would be
 /// rejected by the outbound size check, so saturating here never puts a wrong length on the
 /// wire.
-fn put_len<B: BufMut>(len: usize, buf: &mut B) {
-    buf.put_i32(i32::try_from(len).unwrap_or(i32::MAX));
+fn put_len(len: usize, buf: &mut BytesMut) {
+    i32::try_from(len).unwrap_or(i32::MAX).encode(buf);
 }
 
 fn null_error(r: &Reader<'_>, what: &'static str) -> DecodeError {

@@ -2,7 +2,7 @@
 
 use std::ops::BitOr;
 
-use bytes::BufMut;
+use bytes::BytesMut;
 
 use crate::jute::{record, Decode, DecodeError, Encode, Reader};
 
@@ -167,7 +167,7 @@ impl BitOr for Perms {
 }
 
 impl Encode for Perms {
-    fn encode<B: BufMut>(&self, buf: &mut B) {
+    fn encode(&self, buf: &mut BytesMut) {
         self.0.encode(buf);
     }
 

@@ -4,7 +4,7 @@
 //! codes decode instead of failing. Build values with `from_i32`: `Unknown` is only ever made
 //! for values outside the table, which keeps equality meaningful.
 
-use bytes::BufMut;
+use bytes::BytesMut;
 
 use crate::jute::{Decode, DecodeError, Encode, Reader};
 
@@ -68,8 +68,8 @@ macro_rules! wire_enum {
         }
 
         impl Encode for $name {
-            fn encode<B: BufMut>(&self, buf: &mut B) {
-                buf.put_i32(self.as_i32());
+            fn encode(&self, buf: &mut BytesMut) {
+                self.as_i32().encode(buf);
             }
 
             fn encoded_len(&self) -> usize {

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use bytes::{BufMut, Bytes};
+use bytes::{Bytes, BytesMut};
 
 use super::auth::REDACTED;
 
@@ -90,7 +90,7 @@ impl fmt::Debug for ConnectResponse {
 }
 
 impl Encode for ConnectResponse {
-    fn encode<B: BufMut>(&self, buf: &mut B) {
+    fn encode(&self, buf: &mut BytesMut) {
         self.protocol_version.encode(buf);
         self.timeout.encode(buf);
         self.session_id.encode(buf);

@@ -6,7 +6,7 @@
 //! transaction still has header `err = 0`: the failure is inside, the ops before it as
 //! `Error(Ok)`, the failing one with its code, those after it as `RuntimeInconsistency`.
 
-use bytes::BufMut;
+use bytes::BytesMut;
 
 use super::sample::samples;
 #[cfg(any(test, feature = "unstable"))]
@@ -48,7 +48,7 @@ impl MultiHeader {
 macro_rules! multi_list {
     ($list:ident { $items:ident: $item:ident } as $jute:literal) => {
         impl Encode for $list {
-            fn encode<B: BufMut>(&self, buf: &mut B) {
+            fn encode(&self, buf: &mut BytesMut) {
                 for item in &self.$items {
                     item.header().encode(buf);
                     item.encode_body(buf);
@@ -130,7 +130,7 @@ macro_rules! multi_ops {
                 }
             }
 
-            fn encode_body<B: BufMut>(&self, buf: &mut B) {
+            fn encode_body(&self, buf: &mut BytesMut) {
                 match self {
                     $( Self::$op(r) => r.encode(buf), )*
                 }
@@ -231,7 +231,7 @@ macro_rules! multi_results {
                 }
             }
 
-            fn encode_body<B: BufMut>(&self, buf: &mut B) {
+            fn encode_body(&self, buf: &mut BytesMut) {
                 match self {
                     $( Self::$op(r) => r.encode(buf), )*
                     $( Self::$empty => {} )*

@@ -19,7 +19,7 @@
 
 use std::fmt::Debug;
 
-use bytes::BufMut;
+use bytes::BytesMut;
 
 #[cfg(any(test, feature = "unstable"))]
 use super::Sample;
@@ -199,7 +199,7 @@ operations! {
 /// The record of a request or reply that has none: it encodes to no bytes and decodes from
 /// none. Its `NAME` is empty, so a decode error is not attributed to a record.
 impl Encode for () {
-    fn encode<B: BufMut>(&self, _buf: &mut B) {}
+    fn encode(&self, _buf: &mut BytesMut) {}
 
     fn encoded_len(&self) -> usize {
         0

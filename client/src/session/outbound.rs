@@ -3,7 +3,6 @@
 
 use std::time::Instant;
 
-use bytes::BufMut;
 
 use super::pending::{Pending, PendingAuth, Queued, Target};
 use super::{Conn, DropReason, Session, SessionState};
@@ -55,7 +54,7 @@ impl Session {
         self.transmit.reserve(12 + body.len());
         encode_frame(&mut self.transmit, |buf| {
             RequestHeader { xid, op }.encode(buf);
-            buf.put_slice(body);
+            buf.extend_from_slice(body);
         });
     }
 

@@ -1,11 +1,13 @@
 use super::*;
+use crate::driver::command::Detached;
 use crate::error::Error;
 use crate::session::Reply;
 
 type Answer = oneshot::Receiver<Result<Reply, Error>>;
 
 fn route() -> (ReplyTo, Answer) {
-    oneshot::channel()
+    let (tx, rx) = oneshot::channel();
+    (ReplyTo::Waiting(tx), rx)
 }
 
 fn oneshot_watcher(id: u64) -> (LocalWatcher, oneshot::Receiver<WatchedEvent>) {
@@ -108,4 +110,30 @@ fn a_stream_sink_stays_until_its_last_event() {
     ));
     assert_eq!(registry.watchers(), 0);
     assert!(matches!(route_7(&mut registry, false), Route::Gone));
+}
+
+/// A background request's function is its caller: it is called once, with its answer, or
+/// with `Closed` when the driver (and its registry) ends first; it is never abandoned.
+#[test]
+fn a_background_request_is_answered_once_even_when_the_driver_ends() {
+    use std::sync::{Arc, Mutex};
+
+    type Answers = Arc<Mutex<Vec<(u64, Result<Reply, Error>)>>>;
+    let answers = Answers::default();
+    let detached = |n: u64| {
+        let answers = Arc::clone(&answers);
+        ReplyTo::Detached(Detached::new(move |answer| {
+            answers.lock().unwrap().push((n, answer));
+        }))
+    };
+    let mut registry = Registry::default();
+    registry.register(RequestId(1), detached(1), None);
+    registry.register(RequestId(2), detached(2), None);
+    assert!(registry.take_abandoned().is_empty(), "never abandoned");
+    registry.take_reply(RequestId(1)).unwrap().send(Err(Error::NoNode));
+    drop(registry);
+    let answers = answers.lock().unwrap();
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert!(matches!(answers[0], (1, Err(Error::NoNode))));
+    assert!(matches!(answers[1], (2, Err(Error::Closed))));
 }
