@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::locks::Release;
 use crate::pipeline::Shape;
 use crate::{Who, WORKLOADS};
 
@@ -48,6 +49,16 @@ pub(crate) struct Args {
         default_value = "tasks,one-task"
     )]
     pub(crate) shapes: Vec<Shape>,
+    /// How the client libraries release in `lock-cycle`: awaiting the delete, or dropping the
+    /// guard (its delete sent in the background); the raw recipe's one style runs either way.
+    /// One style alone is what a profile of that path wants
+    #[arg(
+        long,
+        value_name = "await,drop",
+        value_delimiter = ',',
+        default_value = "await,drop"
+    )]
+    pub(crate) releases: Vec<Release>,
     /// Seconds measured per cell and round
     #[arg(long, value_name = "SECS", value_parser = secs, default_value = "1.5")]
     pub(crate) duration: Duration,

@@ -4,6 +4,7 @@
 //! ```text
 //! cargo run --release -p zkwire-bench -- [--json] [--server HOST:PORT] [--only W1,W2]
 //!     [--clients zkwire,kezhuw,raw] [--depths 1,16,256] [--shapes tasks,one-task]
+//!     [--releases await,drop]
 //!     [--duration SECS] [--warmup SECS] [--rounds N] [--sessions N]
 //! ```
 //!
@@ -135,6 +136,8 @@ pub(crate) struct Ctx {
     pub(crate) depths: Vec<usize>,
     /// The shapes of `pipeline` above K = 1.
     pub(crate) shapes: Vec<Shape>,
+    /// The release styles of `lock-cycle`.
+    pub(crate) releases: Vec<locks::Release>,
     /// Whether to run 2 s of reads and writes before measuring (the server's JIT).
     pub(crate) warm_server: bool,
     /// Raw contenders skip waiting for the lock (to show that the exclusion check fires).

@@ -39,6 +39,7 @@ pub(crate) fn run(
         clients: args.clients.clone(),
         depths: args.depths.clone(),
         shapes: args.shapes.clone(),
+        releases: args.releases.clone(),
         warm_server: !args.skip_server_warmup,
         break_exclusion: args.break_exclusion,
         tls_ca: None,

@@ -96,9 +96,11 @@ pub(crate) struct Contender {
     key_at: usize,
     /// The sequence suffix, `None` for a foreign child counted like Curator.
     pub(crate) seq: Option<i32>,
-    /// Whether readers must wait for it: Curator's rule (`name.contains("__WRIT__")`), or
-    /// kazoo's `__lock__` under [`ForeignChildPolicy::OrderKazoo`].
-    writer: bool,
+    /// Whether readers must wait for it, when kazoo's marker decided it (`__lock__` under
+    /// [`ForeignChildPolicy::OrderKazoo`]); otherwise Curator's rule decides, when asked
+    /// ([`is_writer`](Self::is_writer)): only readers ask, so a mutex never scans its names
+    /// for a marker it does not use.
+    kazoo_writer: Option<bool>,
 }
 
 impl Contender {
@@ -106,9 +108,21 @@ impl Contender {
         self.name.get(self.key_at..).unwrap_or_default()
     }
 
+    /// The lock order: by key, as Curator sorts. Two contenders with a sequence number have
+    /// keys of exactly ten digits (`parse_sequence` accepts nothing else, and a negative one
+    /// is refused before sorting), which compare as their numbers do: the order of the keys,
+    /// without a byte comparison per pair.
+    fn cmp_key(&self, other: &Self) -> Ordering {
+        match (self.seq, other.seq) {
+            (Some(a), Some(b)) => a.cmp(&b),
+            _ => self.key().cmp(other.key()),
+        }
+    }
+
     /// Whether a reader must wait for this child.
     pub(crate) fn is_writer(&self) -> bool {
-        self.writer
+        self.kazoo_writer
+            .unwrap_or_else(|| rfind_marker(&self.name, WRITE_MARKER).is_some())
     }
 }
 
@@ -147,12 +161,6 @@ fn rfind_marker(name: &str, marker: &str) -> Option<usize> {
     let Some(&first) = marker.first() else {
         return Some(last_start);
     };
-    // A name with fewer of the marker's first byte than the marker has cannot hold it: one
-    // pass the compiler vectorizes rejects most names (no `__WRIT__` in a mutex's names).
-    let count = |bytes: &[u8]| bytes.iter().filter(|&&b| b == first).count();
-    if count(name) < count(marker) {
-        return None;
-    }
     (0..=last_start)
         .rev()
         .find(|&i| name[i] == first && name[i..].starts_with(marker))
@@ -171,16 +179,16 @@ pub(crate) fn sort_children(
     let mut sorted = Vec::with_capacity(names.len());
     for name in names {
         let (mut key_at, found) = sort_key_at(&name, markers);
-        let mut writer = rfind_marker(&name, WRITE_MARKER).is_some();
+        let mut kazoo_writer = None;
         let mut seq = if found {
             name.get(key_at..).and_then(parse_sequence)
         } else {
             None
         };
         if seq.is_none() && policy == ForeignChildPolicy::OrderKazoo {
-            if let Some((at, kazoo_writer)) = kazoo_contender(&name) {
+            if let Some((at, writer)) = kazoo_contender(&name) {
                 key_at = at;
-                writer = kazoo_writer;
+                kazoo_writer = Some(writer);
                 seq = name.get(at..).and_then(parse_sequence);
             }
         }
@@ -199,11 +207,11 @@ pub(crate) fn sort_children(
             name,
             key_at,
             seq,
-            writer,
+            kazoo_writer,
         });
     }
     // Stable, as Java's List.sort; ties only arise from a downgrade read node.
-    sorted.sort_by(|a, b| a.key().cmp(b.key()));
+    sorted.sort_by(Contender::cmp_key);
     Ok(sorted)
 }
 
@@ -218,7 +226,7 @@ pub(crate) fn exclusive(sorted: &[Contender], ours: &str) -> Decision {
     };
     let predecessor = sorted
         .iter()
-        .rfind(|c| c.name != ours && c.key().cmp(me.key()) != Ordering::Greater);
+        .rfind(|c| c.name != ours && c.cmp_key(me) != Ordering::Greater);
     match predecessor {
         None => Decision::Held,
         Some(p) => Decision::Wait(p.name.clone()),
@@ -234,7 +242,7 @@ pub(crate) fn shared(sorted: &[Contender], ours: &str) -> Decision {
     };
     let nearest_writer = sorted
         .iter()
-        .rfind(|c| c.name != ours && c.is_writer() && c.key() < me.key());
+        .rfind(|c| c.name != ours && c.is_writer() && c.cmp_key(me) == Ordering::Less);
     match nearest_writer {
         None => Decision::Held,
         Some(w) => Decision::Wait(w.name.clone()),
@@ -285,6 +293,45 @@ mod tests {
                     name.rfind(marker),
                     "{name:?} {marker:?}"
                 );
+            }
+        }
+    }
+
+    /// Comparing sequence numbers orders contenders as their keys do: mutex, read-write and
+    /// kazoo names, and foreign children counted like Curator's (no sequence) among them.
+    #[test]
+    fn the_order_by_number_is_the_order_by_key() {
+        let names: Vec<String> = [
+            "_c_a-lock-0000000010",
+            "_c_b-lock-0000000009",
+            "x-lock-0000000100",
+            "foreign",
+            "_c_c-__READ__0000000011",
+            "_c_d-__WRIT__0000000002",
+            "k__lock__0000000003",
+            "k__rlock__0000000004",
+            "_c_e-lock-2147483647",
+            "zzz",
+            "_c_f-lock-0000000000",
+        ]
+        .map(String::from)
+        .to_vec();
+        let markers = ["lock-", READ_MARKER, WRITE_MARKER];
+        let sorted = sort_children(names, &markers, ForeignChildPolicy::CountLikeCurator).unwrap();
+        let policy = ForeignChildPolicy::OrderKazoo;
+        let kazoo = sort_children(
+            ["k__lock__0000000003", "_c_a-lock-0000000001"]
+                .map(String::from)
+                .to_vec(),
+            &markers,
+            policy,
+        )
+        .unwrap();
+        for list in [&sorted, &kazoo] {
+            for a in list.iter() {
+                for b in list.iter() {
+                    assert_eq!(a.cmp_key(b), a.key().cmp(b.key()), "{} {}", a.name, b.name);
+                }
             }
         }
     }
