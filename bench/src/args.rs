@@ -52,12 +52,7 @@ pub(crate) struct Args {
     /// How the client libraries release in `lock-cycle`: awaiting the delete, or dropping the
     /// guard (its delete sent in the background); the raw recipe's one style runs either way.
     /// One style alone is what a profile of that path wants
-    #[arg(
-        long,
-        value_name = "await,drop",
-        value_delimiter = ',',
-        default_value = "await,drop"
-    )]
+    #[arg(long, value_delimiter = ',', default_value = "await,drop")]
     pub(crate) releases: Vec<Release>,
     /// Seconds measured per cell and round
     #[arg(long, value_name = "SECS", value_parser = secs, default_value = "1.5")]
@@ -172,6 +167,7 @@ mod tests {
         assert_eq!(a.clients, [Who::Zkwire, Who::Kezhuw, Who::Raw]);
         assert_eq!(a.depths, [1, 16, 256]);
         assert_eq!(a.shapes, [Shape::Tasks, Shape::OneTask]);
+        assert_eq!(a.releases, [Release::Await, Release::Drop]);
         assert_eq!(a.duration, Duration::from_millis(1500));
         assert_eq!(a.warmup, Duration::from_millis(300));
         assert_eq!((a.rounds, a.sessions), (2, 1000));
@@ -190,6 +186,8 @@ mod tests {
             "4",
             "--shapes",
             "one-task",
+            "--releases",
+            "drop",
             "--rounds",
             "0",
             "--duration",
@@ -204,6 +202,7 @@ mod tests {
         assert_eq!(a.clients, [Who::Zkwire, Who::Raw]);
         assert_eq!(a.depths, [4]);
         assert_eq!(a.shapes, [Shape::OneTask]);
+        assert_eq!(a.releases, [Release::Drop]);
         assert_eq!(a.rounds, 1);
         assert_eq!(a.duration, Duration::from_millis(250));
         assert_eq!(a.ensemble, Some(3));
@@ -213,6 +212,7 @@ mod tests {
             &["--clients", "zk"],
             &["--depths", "0"],
             &["--shapes", "threads"],
+            &["--releases", "never"],
             &["--duration", "-1"],
             &["--rounds", "x"],
             &["--bogus"],

@@ -76,6 +76,17 @@ impl Cut {
     async fn kids(&self) -> Vec<String> {
         sorted_children(&self.observer, "/l").await
     }
+
+    /// Lets `a` connect again, then asserts that `/l` has no children within 2 T (`why`
+    /// they are gone).
+    async fn let_back_until_empty(&self, why: &str) {
+        self.proxy.refuse(false);
+        let deadline = Instant::now() + 2 * T;
+        while !self.kids().await.is_empty() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(self.kids().await.is_empty(), "{why}");
+    }
 }
 
 /// docs/faults.md #16: the connection is cut right after the lock node's create reaches the
@@ -217,12 +228,7 @@ async fn final_failure_is_swept_by_guid_in_the_background() {
         1,
         "the orphan, until the client is back"
     );
-    cut.proxy.refuse(false);
-    let deadline = Instant::now() + 2 * T;
-    while !cut.kids().await.is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(cut.kids().await.is_empty(), "swept");
+    cut.let_back_until_empty("swept").await;
     assert_eq!(
         cut.a.state(),
         zkwire::SessionState::Connected,
@@ -262,12 +268,8 @@ async fn a_dropped_guards_delete_lost_with_the_connection_is_sent_again() {
         1,
         "the lost delete was never applied"
     );
-    cut.proxy.refuse(false);
-    let deadline = Instant::now() + 2 * T;
-    while !cut.kids().await.is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(cut.kids().await.is_empty(), "deleted by the worker's retry");
+    cut.let_back_until_empty("deleted by the worker's retry")
+        .await;
     assert!(
         cut.proxy.requests_seen(OpCode::Delete) >= deletes + 2,
         "sent again"
