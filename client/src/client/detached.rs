@@ -20,7 +20,8 @@ impl Client {
     /// given: nothing is copied without a chroot) and the outcome.
     ///
     /// `done` runs in the client's driver task (it must not block: hand the outcome on, to a
-    /// channel or a queue), or at once in the caller's for a request that was never sent (an
+    /// channel or a queue; a panic in it is caught and logged, and ends nothing but itself),
+    /// or at once in the caller's for a request that was never sent (an
     /// invalid path, a closed client). The client's request timeout does not apply: the
     /// answer is the reply; [`Error::ConnectionLoss`] if the connection drops after the
     /// request was written (one not written yet waits for the next connection); the

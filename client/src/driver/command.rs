@@ -54,7 +54,14 @@ impl ReplyTo {
             Self::Waiting(tx) => {
                 let _ = tx.send(answer);
             }
-            Self::Detached(Detached(done)) => done(answer),
+            Self::Detached(Detached(done)) => {
+                // The function is the user's, run in the driver task: a panic in it must not
+                // end the driver, and with it every other request of the session.
+                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| done(answer)));
+                if ran.is_err() {
+                    tracing::error!("a background request's function panicked");
+                }
+            }
         }
     }
 

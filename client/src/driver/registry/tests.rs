@@ -137,3 +137,32 @@ fn a_background_request_is_answered_once_even_when_the_driver_ends() {
     assert!(matches!(answers[0], (1, Err(Error::NoNode))));
     assert!(matches!(answers[1], (2, Err(Error::Closed))));
 }
+
+/// A background request's function that panics is the user's bug, not the session's: the
+/// answer after it still goes out.
+#[test]
+fn a_panicking_background_function_ends_nothing_else() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let mut registry = Registry::default();
+    registry.register(
+        RequestId(1),
+        ReplyTo::Detached(Detached::new(|_| panic!("the user's bug"))),
+        None,
+    );
+    let (tx, mut rx) = route();
+    registry.register(RequestId(2), tx, None);
+    let later = Arc::new(AtomicBool::new(false));
+    let seen = Arc::clone(&later);
+    registry.register(
+        RequestId(3),
+        ReplyTo::Detached(Detached::new(move |_| seen.store(true, Ordering::SeqCst))),
+        None,
+    );
+    registry.take_reply(RequestId(1)).unwrap().send(Err(Error::NoNode));
+    registry.take_reply(RequestId(2)).unwrap().send(Err(Error::NoNode));
+    assert!(matches!(rx.try_recv(), Ok(Err(Error::NoNode))));
+    drop(registry);
+    assert!(later.load(Ordering::SeqCst), "answered when the registry went");
+}
