@@ -39,7 +39,7 @@ pub(crate) async fn cycle(ctx: &Ctx, who: Who) -> Result<Vec<(String, Measured)>
     let mut rows = Vec::new();
     match who {
         Who::Zkwire => {
-            for drop_release in ctx.releases.iter().map(|&r| r == Release::Drop) {
+            for drop_release in ctx.drop_releases() {
                 let client = ctx.zkwire().await?;
                 let mutex = zkwire_recipes::Mutex::new(client.clone(), dir.clone());
                 let [m] = run_workers(
@@ -55,7 +55,7 @@ pub(crate) async fn cycle(ctx: &Ctx, who: Who) -> Result<Vec<(String, Measured)>
             }
         }
         Who::Kezhuw => {
-            for drop_release in ctx.releases.iter().map(|&r| r == Release::Drop) {
+            for drop_release in ctx.drop_releases() {
                 let client = ctx.kezhuw().await?;
                 let worker = KezhuwCycle {
                     client: client.clone(),
@@ -79,7 +79,7 @@ pub(crate) async fn cycle(ctx: &Ctx, who: Who) -> Result<Vec<(String, Measured)>
             rows.push(("release=pipelined".to_owned(), m));
         }
         Who::Relay => {
-            for drop_release in ctx.releases.iter().map(|&r| r == Release::Drop) {
+            for drop_release in ctx.drop_releases() {
                 let lock = RelayLock::new(Relay::connect(&ctx.addr, 30_000).await?, &dir);
                 let [m] = run_workers(ctx, vec![RelayCycle { lock, drop_release }]).await?;
                 rows.push((release_param(drop_release), m));

@@ -181,6 +181,11 @@ impl Ctx {
     pub(crate) fn path(&self, name: &str) -> String {
         format!("{}/{name}", self.root)
     }
+
+    /// `lock-cycle`'s release styles, as whether each drops its guard.
+    pub(crate) fn drop_releases(&self) -> impl Iterator<Item = bool> + '_ {
+        self.releases.iter().map(|&r| r == locks::Release::Drop)
+    }
 }
 
 /// The size of the znode read by `pipeline` and written by `write-latency`.

@@ -48,6 +48,8 @@ impl Client {
         version: Option<i32>,
         done: impl FnOnce(String, Result<(), Error>) + Send + 'static,
     ) {
+        // `server_path`'s mapping, but taking the path by value: without a chroot the request
+        // carries it uncopied and gives it back for `done`.
         let path = path.into();
         if let Err(e) = path::validate_path(&path) {
             return done(path, Err(e.into()));

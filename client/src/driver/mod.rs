@@ -209,6 +209,7 @@ impl<C: Connect> Driver<C> {
         }
     }
 
+    /// Hands `request` to the session and registers where its answer goes (and its watcher).
     fn submit(
         &mut self,
         now: std::time::Instant,
