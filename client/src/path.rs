@@ -453,24 +453,32 @@ pub fn join(parent: &str, child: &str) -> String {
 /// ```
 #[must_use]
 pub fn parse_sequence(suffix: &str) -> Option<i32> {
-    let digits = suffix.strip_prefix('-').unwrap_or(suffix);
-    if !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let negative = digits.len() != suffix.len();
+    let (negative, digits) = match suffix.as_bytes() {
+        [b'-', digits @ ..] => (true, digits),
+        digits => (false, digits),
+    };
     let well_formed = match (negative, digits.len()) {
         (false, 10) => true,
         // "%010d" pads negative numbers to ten characters including the sign,
         // so "-000000000" never occurs and eleven characters only occur when
         // the magnitude itself has ten digits.
-        (true, 9) => digits.bytes().any(|b| b != b'0'),
-        (true, 10) => !digits.starts_with('0'),
+        (true, 9) => digits.iter().any(|&b| b != b'0'),
+        (true, 10) => !digits.starts_with(b"0"),
         _ => false,
     };
     if !well_formed {
         return None;
     }
-    suffix.parse().ok()
+    // Ten digits at most, so no overflow in an i64; read by hand because every lock listing
+    // reads one per child, and `str::parse` checks the digits and the range again per digit.
+    let mut magnitude = 0i64;
+    for &b in digits {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        magnitude = magnitude * 10 + i64::from(b - b'0');
+    }
+    i32::try_from(if negative { -magnitude } else { magnitude }).ok()
 }
 
 /// Extracts the sequence number at the end of a sequential node's name (or

@@ -161,9 +161,26 @@ fn rfind_marker(name: &str, marker: &str) -> Option<usize> {
     let Some(&first) = marker.first() else {
         return Some(last_start);
     };
+    if let Some(at) = marker_before_sequence(name, marker) {
+        return Some(at);
+    }
     (0..=last_start)
         .rev()
         .find(|&i| name[i] == first && name[i..].starts_with(marker))
+}
+
+/// Where a non-empty `marker` without digits starts when it stands right before a ten-digit
+/// suffix, the shape of every contender's name. It is then the last one: a later start would
+/// run into the digits. One comparison rather than a scan back over the digits, per child
+/// and listing (BENCHMARKS.md, "Issue 29, eighth pass").
+fn marker_before_sequence(name: &[u8], marker: &[u8]) -> Option<usize> {
+    let digits_at = name.len().checked_sub(10)?;
+    let at = digits_at.checked_sub(marker.len())?;
+    let fits = !marker.is_empty()
+        && name.get(at..digits_at) == Some(marker)
+        && name[digits_at..].iter().all(u8::is_ascii_digit)
+        && !marker.iter().any(u8::is_ascii_digit);
+    fits.then_some(at)
 }
 
 /// Parses and sorts the children of a lock directory.
@@ -265,8 +282,9 @@ mod tests {
     const U2: &str = "_c_00000000-0000-4000-8000-000000000000-";
     const U3: &str = "_c_ffffffff-ffff-4fff-bfff-ffffffffffff-";
 
-    /// The byte scan finds what `str::rfind` finds, markers at either end, overlapping
-    /// candidates and the empty marker included.
+    /// The byte scan, and the shortcut before a ten-digit suffix, find what `str::rfind`
+    /// finds: markers at either end, overlapping candidates, markers with digits and the
+    /// empty marker included.
     #[test]
     fn rfind_marker_agrees_with_str_rfind() {
         let names = [
@@ -282,9 +300,18 @@ mod tests {
             "_c_ab-cd-lock-",
             "k__lock__0000000004",
             "ü-lock-ß",
+            "lock-0000000005",
+            "0000000006",
+            "x-lock-12345678-lock-0000000007",
+            "-lock-000000000-0000000008",
+            "__READ__-000000009",
+            "lock-00000000a0",
+            "7-1234567890",
+            "a000000000000",
         ];
         let markers = [
-            "-lock-", "__WRIT__", "__READ__", "__lock__", "__", "-", "", "ß",
+            "-lock-", "__WRIT__", "__READ__", "__lock__", "__", "-", "", "ß", "lock-", "0", "00",
+            "7-",
         ];
         for name in names {
             for marker in markers {

@@ -105,9 +105,7 @@ impl Decode for String {
     }
 
     fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
-        checked_str(r)?
-            .map(drop)
-            .ok_or_else(|| null_error(r, "string"))
+        skip_checked_str(r)?.ok_or_else(|| null_error(r, "string"))
     }
 }
 
@@ -133,7 +131,7 @@ impl Decode for Option<String> {
     }
 
     fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
-        checked_str(r).map(drop)
+        skip_checked_str(r).map(drop)
     }
 }
 
@@ -146,6 +144,24 @@ fn checked_str<'a>(r: &mut Reader<'a>) -> Result<Option<&'a str>, DecodeError> {
     match std::str::from_utf8(r.take(len)?) {
         Ok(s) => Ok(Some(s)),
         Err(_) => Err(DecodeError::new(DecodeErrorKind::BadUtf8 { offset })),
+    }
+}
+
+/// Steps over a nullable `ustring` as [`checked_str`] reads it (`None`: a null), with the
+/// same errors. A reply is checked whole before it is decoded, so every string of it is
+/// checked twice: the common case, ASCII, is told apart here by `is_ascii`, half the cost of
+/// full UTF-8 validation on a 50-byte name (a lock listing's names; BENCHMARKS.md, "Issue 29,
+/// eighth pass").
+fn skip_checked_str(r: &mut Reader<'_>) -> Result<Option<()>, DecodeError> {
+    let Some((_, len)) = r.read_len()? else {
+        return Ok(None);
+    };
+    let offset = r.position();
+    let bytes = r.take(len)?;
+    if bytes.is_ascii() || std::str::from_utf8(bytes).is_ok() {
+        Ok(Some(()))
+    } else {
+        Err(DecodeError::new(DecodeErrorKind::BadUtf8 { offset }))
     }
 }
 

@@ -381,6 +381,25 @@ proptest! {
     }
 
     #[test]
+    fn parse_sequence_agrees_with_the_format_rules_and_str_parse(
+        suffix in "-?[0-9]{0,11}|-?[0-9]{0,4}[a+ -][0-9]{0,6}",
+    ) {
+        // The rules in plain words: ten digits, or a sign and nine or ten digits that do not
+        // start with the padding of a shorter number; then the range of an i32.
+        let digits = suffix.strip_prefix('-').unwrap_or(&suffix);
+        let negative = digits.len() != suffix.len();
+        let shape = digits.bytes().all(|b| b.is_ascii_digit())
+            && match (negative, digits.len()) {
+                (false, 10) => true,
+                (true, 9) => digits != "000000000",
+                (true, 10) => !digits.starts_with('0'),
+                _ => false,
+            };
+        let expected = if shape { suffix.parse::<i32>().ok() } else { None };
+        prop_assert_eq!(parse_sequence(&suffix), expected);
+    }
+
+    #[test]
     fn parse_sequence_inverts_java_format(n in any::<i32>()) {
         // Rust's "{:010}" pads like Java's "%010d": the sign counts towards the width.
         prop_assert_eq!(parse_sequence(&format!("{n:010}")), Some(n));

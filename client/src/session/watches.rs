@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::types::{WatchKind, WatcherId};
+use super::types::{IdMap, WatchKind, WatcherId};
 use crate::path;
 use crate::proto::{EventType, SetWatches, SetWatches2, WatcherType};
 
@@ -16,10 +16,16 @@ pub const SET_WATCHES_MAX_PATH_BYTES: usize = 128 * 1024;
 ///
 /// The server keeps one registration per (connection, path, kind) however many local
 /// watchers share it (ZOOKEEPER-1910); the registry fans one notification out to all of them.
+///
+/// Paths keep the default hasher, which resists chosen collisions (a path can come from
+/// anyone); a notification looks its path up once, and walks the ancestors only while some
+/// recursive watch exists.
 #[derive(Debug, Default)]
 pub(crate) struct Watches {
     by_path: HashMap<String, [Vec<WatcherId>; 5]>,
-    by_id: HashMap<WatcherId, (String, WatchKind)>,
+    by_id: IdMap<WatcherId, (String, WatchKind)>,
+    /// How many watchers are [`WatchKind::PersistentRecursive`].
+    recursive: usize,
 }
 
 impl Watches {
@@ -28,6 +34,7 @@ impl Watches {
         self.remove(watcher);
         self.by_path.entry(path.to_owned()).or_default()[slot(kind)].push(watcher);
         self.by_id.insert(watcher, (path.to_owned(), kind));
+        self.recursive += usize::from(kind == WatchKind::PersistentRecursive);
     }
 
     /// Unregisters `watcher`; returns whether it was registered.
@@ -35,6 +42,7 @@ impl Watches {
         let Some((path, kind)) = self.by_id.remove(&watcher) else {
             return false;
         };
+        self.recursive -= usize::from(kind == WatchKind::PersistentRecursive);
         if let Some(slots) = self.by_path.get_mut(&path) {
             slots[slot(kind)].retain(|w| *w != watcher);
             if slots.iter().all(Vec::is_empty) {
@@ -61,13 +69,22 @@ impl Watches {
             EventType::NodeChildrenChanged => &[WatchKind::Child],
             _ => return fired,
         };
-        for &kind in one_shot {
-            fired.extend(self.take(path, kind));
+        if let Some(slots) = self.by_path.get_mut(path) {
+            for &kind in one_shot {
+                let taken = std::mem::take(&mut slots[slot(kind)]);
+                for watcher in &taken {
+                    self.by_id.remove(watcher);
+                }
+                fired.extend(taken);
+            }
+            fired.extend_from_slice(&slots[slot(WatchKind::Persistent)]);
+            if slots.iter().all(Vec::is_empty) {
+                self.by_path.remove(path);
+            }
         }
-        fired.extend(self.get(path, WatchKind::Persistent));
         // A recursive watch never sees NodeChildrenChanged: the server sends one only because
         // a standard child watch exists somewhere below (Java filters it the same way).
-        if event_type != EventType::NodeChildrenChanged {
+        if event_type != EventType::NodeChildrenChanged && self.recursive > 0 {
             let mut at = Some(path);
             while let Some(p) = at {
                 fired.extend(self.get(p, WatchKind::PersistentRecursive));
@@ -124,6 +141,7 @@ impl Watches {
     /// Removes and returns every watcher, as when the session ends.
     pub(crate) fn drain(&mut self) -> Vec<WatcherId> {
         self.by_path.clear();
+        self.recursive = 0;
         let mut all: Vec<WatcherId> = self.by_id.drain().map(|(id, _)| id).collect();
         all.sort_unstable();
         all
@@ -348,5 +366,81 @@ mod tests {
         assert_eq!(total, 301);
         assert!(matches!(batches.last(), Some(SetWatchesBatch::V2(b)) if b.relative_zxid == 7));
         assert!(matches!(batches[0], SetWatchesBatch::V1(_)));
+    }
+
+    /// The rules of a notification, restated over a plain list of registrations.
+    fn model_fire(
+        model: &mut Vec<(WatcherId, &'static str, WatchKind)>,
+        event_type: EventType,
+        path: &str,
+    ) -> Vec<WatcherId> {
+        let one_shot: &[WatchKind] = match event_type {
+            EventType::NodeCreated | EventType::NodeDataChanged => {
+                &[WatchKind::Data, WatchKind::Exist]
+            }
+            EventType::NodeDeleted => &[WatchKind::Data, WatchKind::Exist, WatchKind::Child],
+            _ => &[WatchKind::Child],
+        };
+        let at = |model: &[(WatcherId, &str, WatchKind)], p: &str, kind| -> Vec<WatcherId> {
+            model
+                .iter()
+                .filter(|(_, q, k)| *q == p && *k == kind)
+                .map(|(w, _, _)| *w)
+                .collect()
+        };
+        let mut fired = Vec::new();
+        for &kind in one_shot {
+            fired.extend(at(model, path, kind));
+            model.retain(|(_, q, k)| !(*q == path && *k == kind));
+        }
+        fired.extend(at(model, path, WatchKind::Persistent));
+        if event_type != EventType::NodeChildrenChanged {
+            let mut p = Some(path);
+            while let Some(q) = p {
+                fired.extend(at(model, q, WatchKind::PersistentRecursive));
+                p = path::parent(q);
+            }
+        }
+        fired
+    }
+
+    proptest::proptest! {
+        /// Registrations, removals and notifications in any order fire what the rules say,
+        /// in the same order, and leave the same registrations.
+        #[test]
+        fn fire_agrees_with_a_list_of_registrations(
+            steps in proptest::collection::vec((0u8..4, 0usize..5, 0usize..5, 0u64..6), 1..60)
+        ) {
+            const PATHS: [&str; 5] = ["/", "/a", "/a/b", "/a/b/c", "/x"];
+            const EVENTS: [EventType; 4] = [
+                EventType::NodeCreated,
+                EventType::NodeDeleted,
+                EventType::NodeDataChanged,
+                EventType::NodeChildrenChanged,
+            ];
+            let mut watches = Watches::default();
+            let mut model: Vec<(WatcherId, &'static str, WatchKind)> = Vec::new();
+            for (action, p, k, id) in steps {
+                let (path, watcher) = (PATHS[p], WatcherId(id));
+                match action {
+                    0 | 1 => {
+                        watches.add(path, ALL_KINDS[k], watcher);
+                        model.retain(|(w, _, _)| *w != watcher);
+                        model.push((watcher, path, ALL_KINDS[k]));
+                    }
+                    2 => {
+                        let was = model.iter().any(|(w, _, _)| *w == watcher);
+                        model.retain(|(w, _, _)| *w != watcher);
+                        proptest::prop_assert_eq!(watches.remove(watcher), was);
+                    }
+                    _ => {
+                        let event = EVENTS[k % EVENTS.len()];
+                        let expected = model_fire(&mut model, event, path);
+                        proptest::prop_assert_eq!(watches.fire(event, path), expected);
+                    }
+                }
+                proptest::prop_assert_eq!(watches.len(), model.len());
+            }
+        }
     }
 }
