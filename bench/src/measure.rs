@@ -219,16 +219,16 @@ pub(crate) struct Measured {
     pub(crate) spent: Spent,
     /// Ops the CPU and allocations are divided by (differs from `ops` when one window
     /// serves several rows, as create and delete).
-    pub(crate) cost_ops: u64,
+    cost_ops: u64,
     pub(crate) hist: Hist,
     /// Set by workloads that measure throughput differently from `ops / secs`.
     pub(crate) ops_per_sec: Option<f64>,
     pub(crate) rss_kib: Option<f64>,
     /// p50 and p99 measured elsewhere (a child process), instead of `hist`'s.
     pub(crate) quantiles_us: Option<(Option<f64>, Option<f64>)>,
-    /// Each round's (ops/s, p50 µs), in run order: rounds of different clients with the same
-    /// index ran next to each other, so their ratio is paired against load drift.
-    pub(crate) rounds: Vec<(Option<f64>, Option<f64>)>,
+    /// Each round, in run order: rounds of different clients with the same index ran next to
+    /// each other, so their ratio is paired against load drift.
+    pub(crate) rounds: Vec<Round>,
     /// How evenly contenders were granted (Jain's index: 1 is perfectly even), the worst
     /// round's.
     pub(crate) fairness: Option<f64>,
@@ -237,7 +237,12 @@ pub(crate) struct Measured {
 impl Measured {
     pub(crate) fn new(ops: u64, spent: Spent, hist: Hist) -> Self {
         let rate = (spent.secs > 0.0).then(|| ops as f64 / spent.secs);
-        let rounds = vec![(rate, hist.quantile_us(0.5))];
+        let rounds = vec![Round {
+            ops_per_sec: rate,
+            p50_us: hist.quantile_us(0.5),
+            cpu_ns: spent.cpu_ns,
+            cost_ops: ops,
+        }];
         Self {
             ops,
             spent,
@@ -249,6 +254,16 @@ impl Measured {
             rounds,
             fairness: None,
         }
+    }
+
+    /// The same measurement with its CPU and allocations divided by `ops` (one window that
+    /// serves several rows, as create and delete).
+    pub(crate) fn with_cost_ops(mut self, ops: u64) -> Self {
+        self.cost_ops = ops;
+        for round in &mut self.rounds {
+            round.cost_ops = ops;
+        }
+        self
     }
 
     pub(crate) fn merge(&mut self, other: &Self) {
@@ -294,8 +309,7 @@ impl Measured {
     }
 
     pub(crate) fn cpu_us_per_op(&self) -> Option<f64> {
-        let ns = self.spent.cpu_ns?;
-        (self.cost_ops > 0).then(|| ns as f64 / 1000.0 / self.cost_ops as f64)
+        us_per_op(self.spent.cpu_ns, self.cost_ops)
     }
 
     /// Requests the server received per operation (per cycle, per acquisition).
@@ -307,6 +321,31 @@ impl Measured {
     pub(crate) fn allocs_per_op(&self) -> Option<f64> {
         (self.cost_ops > 0).then(|| self.spent.allocs as f64 / self.cost_ops as f64)
     }
+}
+
+/// One round of a cell: what rounds of different clients are compared by, pair by pair.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Round {
+    pub(crate) ops_per_sec: Option<f64>,
+    pub(crate) p50_us: Option<f64>,
+    cpu_ns: Option<u64>,
+    cost_ops: u64,
+}
+
+impl Round {
+    /// The client's CPU per operation in this round. The CPU of one run swings by more than
+    /// a fifth from round to round (the server's JVM shares the two cores), so a ratio of
+    /// rounds that ran next to each other says more than one of the pooled figures
+    /// (BENCHMARKS.md, issue 29's eighth pass).
+    pub(crate) fn cpu_us_per_op(&self) -> Option<f64> {
+        us_per_op(self.cpu_ns, self.cost_ops)
+    }
+}
+
+/// Microseconds per operation of `ns` nanoseconds spent over `ops` operations.
+fn us_per_op(ns: Option<u64>, ops: u64) -> Option<f64> {
+    let ns = ns?;
+    (ops > 0).then(|| ns as f64 / 1000.0 / ops as f64)
 }
 
 /// Jain's fairness index of per-contender counts: `(Σx)² / (n·Σx²)`, 1 when all are equal,

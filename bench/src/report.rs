@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use crate::measure::Measured;
+use crate::measure::{Measured, Round};
 use crate::{Results, Who};
 
 /// One result as a JSON line (`--json`), and as `zkwire-bench chart` reads it back.
@@ -20,6 +20,10 @@ pub(crate) struct JsonRow {
     pub(crate) rss_kb: Option<f64>,
     pub(crate) requests_per_op: Option<f64>,
     pub(crate) fairness: Option<f64>,
+    /// Each round's client CPU per operation, in run order (absent in files written
+    /// before it was added).
+    #[serde(default)]
+    pub(crate) cpu_us_per_op_rounds: Vec<Option<f64>>,
 }
 
 impl JsonRow {
@@ -39,6 +43,7 @@ impl JsonRow {
             rss_kb: num(m.rss_kib),
             requests_per_op: num(m.requests_per_op()),
             fairness: num(m.fairness),
+            cpu_us_per_op_rounds: m.rounds.iter().map(|r| num(r.cpu_us_per_op())).collect(),
         }
     }
 }
@@ -106,15 +111,14 @@ fn print_table(out: &mut dyn Write, results: &Results) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The ratio of each round of `a` to the same round of `b` (ops/s, or p50 when `latency`),
-/// as "min–max (median)".
-fn round_ratios(a: &Measured, b: &Measured, latency: bool) -> String {
-    let pick = |r: &(Option<f64>, Option<f64>)| if latency { r.1 } else { r.0 };
+/// The ratio of each round of `a` to the same round of `b` by `metric`, as
+/// "min–max (median)".
+fn round_ratios(a: &Measured, b: &Measured, metric: fn(&Round) -> Option<f64>) -> String {
     let mut ratios: Vec<f64> = a
         .rounds
         .iter()
         .zip(b.rounds.iter())
-        .filter_map(|(x, y)| ratio(pick(x), pick(y)))
+        .filter_map(|(x, y)| ratio(metric(x), metric(y)))
         .collect();
     if ratios.is_empty() {
         return "–".to_owned();
@@ -253,9 +257,17 @@ fn cost_targets(results: &Results) -> Vec<Target> {
         );
         let pair = |f: fn(&Measured) -> Option<f64>| (z.and_then(f), r.and_then(f));
         let (zc, rc) = pair(Measured::cpu_us_per_op);
+        let rounds = match (z, r) {
+            (Some(z), Some(r)) => round_ratios(z, r, Round::cpu_us_per_op),
+            _ => "–".to_owned(),
+        };
         out.push(Target::new(
             format!("{what}: client CPU ≤ {cpu_bound}× raw"),
-            format!("{} vs {} µs/op", cell(zc, 1), cell(rc, 1)),
+            format!(
+                "{} vs {} µs/op; per round {rounds}",
+                cell(zc, 1),
+                cell(rc, 1)
+            ),
             ratio(zc, rc),
             false,
             cpu_bound,
@@ -547,7 +559,12 @@ fn print_ratio_row(
     let pooled = |who| ratio(z.and_then(value), get(who).and_then(value));
     let paired = |who| match (z, get(who)) {
         (Some(a), Some(b)) if row.workload != "sessions" => {
-            round_ratios(a, b, row.workload == "write-latency")
+            let metric: fn(&Round) -> Option<f64> = if row.workload == "write-latency" {
+                |r| r.p50_us
+            } else {
+                |r| r.ops_per_sec
+            };
+            round_ratios(a, b, metric)
         }
         _ => "–".to_owned(),
     };
@@ -583,6 +600,40 @@ mod tests {
         let mut out = Vec::new();
         print_floor(&mut out, results).unwrap();
         String::from_utf8(out).unwrap()
+    }
+
+    /// Three rounds of each client, merged as a run merges them: the per-round CPU ratios
+    /// pair round i with round i, and dividing by other ops divides every round's CPU.
+    #[test]
+    fn cpu_is_compared_round_by_round() {
+        let rounds = |cpus: [u64; 3]| {
+            let mut all = measured(100, cpus[0]);
+            for cpu in &cpus[1..] {
+                all.merge(&measured(100, *cpu));
+            }
+            all
+        };
+        let (zkwire, raw) = (rounds([60, 130, 55]), rounds([50, 100, 50]));
+        assert_eq!(
+            round_ratios(&zkwire, &raw, Round::cpu_us_per_op),
+            "1.10–1.30 (1.20)"
+        );
+        let halved = measured(100, 60).with_cost_ops(200);
+        assert_eq!(halved.cpu_us_per_op(), Some(30.0));
+        assert_eq!(halved.rounds[0].cpu_us_per_op(), Some(30.0));
+        let target = targets(&{
+            let mut results = Results::default();
+            results.add("lock-cycle", Who::Zkwire, "release=drop", zkwire);
+            results.add("lock-cycle", Who::Raw, "release=pipelined", raw);
+            results
+        })
+        .into_iter()
+        .find(|t| t.what.starts_with("lock cycle, drop release: client CPU"))
+        .map(|t| t.measured);
+        assert_eq!(
+            target.as_deref(),
+            Some("81.7 vs 66.7 µs/op; per round 1.10–1.30 (1.20)")
+        );
     }
 
     #[test]

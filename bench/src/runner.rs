@@ -58,11 +58,7 @@ pub(crate) async fn run_workers<W: Worker, const KINDS: usize>(
         }
     }
     let all_ops: u64 = total.iter().map(Hist::count).sum();
-    Ok(total.map(|hist| {
-        let mut m = Measured::new(hist.count(), spent, hist);
-        m.cost_ops = all_ops;
-        m
-    }))
+    Ok(total.map(|hist| Measured::new(hist.count(), spent, hist).with_cost_ops(all_ops)))
 }
 
 /// The window of a run whose tasks follow `phase`: `ctx.warmup` of warm-up, then `ctx.duration`
