@@ -137,14 +137,12 @@ impl Decode for Option<String> {
 
 /// Reads a nullable `ustring` as a borrowed, UTF-8-checked slice.
 fn checked_str<'a>(r: &mut Reader<'a>) -> Result<Option<&'a str>, DecodeError> {
-    let Some((_, len)) = r.read_len()? else {
+    let Some((offset, bytes)) = str_bytes(r)? else {
         return Ok(None);
     };
-    let offset = r.position();
-    match std::str::from_utf8(r.take(len)?) {
-        Ok(s) => Ok(Some(s)),
-        Err(_) => Err(DecodeError::new(DecodeErrorKind::BadUtf8 { offset })),
-    }
+    std::str::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| bad_utf8(offset))
 }
 
 /// Steps over a nullable `ustring` as [`checked_str`] reads it (`None`: a null), with the
@@ -153,16 +151,27 @@ fn checked_str<'a>(r: &mut Reader<'a>) -> Result<Option<&'a str>, DecodeError> {
 /// full UTF-8 validation on a 50-byte name (a lock listing's names; BENCHMARKS.md, "Issue 29,
 /// eighth pass").
 fn skip_checked_str(r: &mut Reader<'_>) -> Result<Option<()>, DecodeError> {
+    let Some((offset, bytes)) = str_bytes(r)? else {
+        return Ok(None);
+    };
+    if bytes.is_ascii() || std::str::from_utf8(bytes).is_ok() {
+        Ok(Some(()))
+    } else {
+        Err(bad_utf8(offset))
+    }
+}
+
+/// A nullable `ustring`'s bytes, unchecked, and the offset they start at.
+fn str_bytes<'a>(r: &mut Reader<'a>) -> Result<Option<(usize, &'a [u8])>, DecodeError> {
     let Some((_, len)) = r.read_len()? else {
         return Ok(None);
     };
     let offset = r.position();
-    let bytes = r.take(len)?;
-    if bytes.is_ascii() || std::str::from_utf8(bytes).is_ok() {
-        Ok(Some(()))
-    } else {
-        Err(DecodeError::new(DecodeErrorKind::BadUtf8 { offset }))
-    }
+    Ok(Some((offset, r.take(len)?)))
+}
+
+fn bad_utf8(offset: usize) -> DecodeError {
+    DecodeError::new(DecodeErrorKind::BadUtf8 { offset })
 }
 
 /// Reads a non-null `ustring`, replacing invalid UTF-8 with U+FFFD instead of failing.
