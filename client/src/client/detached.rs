@@ -9,9 +9,9 @@ use tokio::sync::mpsc::error::TrySendError;
 use super::{bodies, Client};
 use crate::driver::{Command, Detached, DetachedSubmission};
 use crate::error::Error;
-use crate::jute::Decode;
 use crate::path;
 use crate::proto::{op, DeleteRequest, Operation};
+use crate::session;
 
 impl Client {
     /// Deletes a node (if its version is `version`; any version when `None`) in the
@@ -79,7 +79,8 @@ impl Client {
     ) {
         let done = Detached::new(move |answer| {
             done(answer.and_then(|reply| {
-                O::Reply::decode_exact(&reply.body).map_err(|e| Error::Protocol(e.into()))
+                session::decode_checked::<O::Reply>(&reply.body)
+                    .map_err(|e| Error::Protocol(e.into()))
             }));
         });
         let command = Command::SubmitDetached(DetachedSubmission::new(O::OP, body, done));

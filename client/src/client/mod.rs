@@ -27,10 +27,9 @@ pub use watcher::{OneshotWatcher, PersistentWatcher, StateStream, WatchedEvent};
 
 use crate::driver::{Command, Shared, Submission, WatcherSink};
 use crate::error::Error;
-use crate::jute::Decode;
 use crate::path::{self, Chroot};
 use crate::proto::Operation;
-use crate::session::{Effect, Reply, Request, WatcherId};
+use crate::session::{self, Effect, Reply, Request, WatcherId};
 
 /// A snapshot of a client's internal counters ([`Client::stats`]).
 ///
@@ -318,7 +317,7 @@ impl Client {
             deadline: self.deadline(),
         };
         let reply = self.submit(request, watcher).await?;
-        O::Reply::decode_exact(&reply.body).map_err(|e| Error::Protocol(e.into()))
+        session::decode_checked::<O::Reply>(&reply.body).map_err(|e| Error::Protocol(e.into()))
     }
 
     /// The deadline of a request made now, `None` without a timeout (or with one too large

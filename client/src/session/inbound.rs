@@ -67,7 +67,7 @@ impl Session {
         header: ReplyHeader,
         body: &Bytes,
     ) -> Result<(), ProtocolError> {
-        let event = WatcherEvent::decode_exact(body)?;
+        let mut event = WatcherEvent::decode_exact(body)?;
         // Servers only ever send SyncConnected here; the other states are client-local. Any
         // other state comes from a broken or hostile server: ignore the notification, as one
         // of an unknown type, rather than hand watchers a state that ends them (a persistent
@@ -75,11 +75,18 @@ impl Session {
         if event.state != KeeperState::SyncConnected {
             return Ok(());
         }
-        for watcher in self.watches.fire(event.event_type, &event.path) {
+        let mut fired = self.watches.fire(event.event_type, &event.path).into_iter();
+        while let Some(watcher) = fired.next() {
+            // The last watcher takes the path: one watcher, the common case, copies nothing.
+            let path = if fired.len() == 0 {
+                std::mem::take(&mut event.path)
+            } else {
+                event.path.clone()
+            };
             let event = WatchedEvent {
                 event_type: event.event_type,
                 state: event.state,
-                path: event.path.clone(),
+                path,
                 zxid: header.zxid,
             };
             self.events.push_back(Event::Watch { watcher, event });

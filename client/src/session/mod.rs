@@ -32,6 +32,7 @@ pub use types::{
 #[cfg(any(test, feature = "unstable"))]
 pub use watches::SET_WATCHES_MAX_PATH_BYTES;
 
+pub(crate) use reply::decode_checked;
 pub(crate) use timers::ping_interval;
 
 pub(crate) use types::IdMap;

@@ -898,6 +898,29 @@ fn data_watch_registers_on_ok_only_and_fires_once() {
     assert_eq!(h.session.watch_count(), 0);
 }
 
+/// One notification for watchers of three kinds (data, exist, recursive on an ancestor):
+/// each gets the event with the node's path, not only the last one.
+#[test]
+fn every_watcher_of_a_notification_gets_the_path() {
+    let ids = [WatcherId(1), WatcherId(2), WatcherId(3)];
+    let mut h = Harness::with_session();
+    h.submit(get_data("/d", Some(ids[0])));
+    h.reply(1, 3, ErrorCode::Ok, &data_body(b"v"));
+    h.submit(exists("/d", Some(ids[1])));
+    h.reply(2, 3, ErrorCode::Ok, &Stat::default().to_bytes());
+    h.submit(add_watch("/", AddWatchMode::PersistentRecursive, ids[2]));
+    h.reply(
+        3,
+        3,
+        ErrorCode::Ok,
+        &ErrorResponse { err: ErrorCode::Ok }.to_bytes(),
+    );
+    h.drain_events();
+    h.notify(EventType::NodeDataChanged, "/d");
+    let expected = ids.map(|w| fired(w, EventType::NodeDataChanged, "/d"));
+    assert_eq!(watch_events(&h.drain_events()), expected);
+}
+
 /// exists on a missing node leaves an exist watch, which NodeCreated fires.
 #[test]
 fn exists_on_missing_node_leaves_an_exist_watch() {
