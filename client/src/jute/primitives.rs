@@ -288,7 +288,8 @@ impl<T: Decode> Decode for Vec<T> {
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let n = read_count::<T>(r)?;
         // The count is bounded by the bytes left (see `read_count`), so this reservation is
-        // too; `decode_exact` has also checked every element before we get here.
+        // too. Every element has also been checked before we get here, by `decode_exact` or,
+        // for a reply, by the session's reply check (`session::decode_checked`).
         let mut items = Self::with_capacity(n);
         for _ in 0..n {
             items.push(r.read::<T>()?);

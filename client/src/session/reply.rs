@@ -27,8 +27,8 @@ pub(crate) fn check_reply_body(op: OpCode, body: &Bytes) -> Result<(), DecodeErr
 ///
 /// [`Decode::decode_exact`] would step over the whole body again before decoding it, so
 /// that malformed bytes cost no memory; the check has done that here. A body that did not
-/// pass the check still decodes safely: every field is checked again as it is read, and
-/// nothing is allocated ahead of the bytes that fill it.
+/// pass the check still decodes safely: every field is checked again as it is read, and a
+/// count is checked against the bytes left before anything is reserved for it.
 ///
 /// # Errors
 /// As [`Decode::decode_exact`].
