@@ -172,7 +172,8 @@ pub use driver::{Connect, TcpConnector};
 pub use error::Error;
 pub use jute::JUTE_MAX_BUFFER;
 pub use proto::{
-    Acl, AddWatchMode, ClientInfo, CreateMode, EventType, Id, KeeperState, Perms, Stat, WatcherType,
+    Acl, AddWatchMode, Children, ChildrenIter, ClientInfo, CreateMode, EventType, Id, KeeperState,
+    Perms, Stat, WatcherType,
 };
 pub use retry::{retry, Backoff};
 #[cfg(feature = "sasl-gssapi")]

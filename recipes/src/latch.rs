@@ -314,10 +314,10 @@ impl LeaderLatch {
     /// The client's errors; [`LockError::ForeignChild`] and [`LockError::SequenceWrapped`].
     pub async fn participants(&self) -> Result<Vec<Participant>, LockError> {
         let dir = &self.shared.dir;
-        let contenders = dir.contenders(LATCH_MARKERS).await?;
+        let contenders = dir.contender_names(LATCH_MARKERS).await?;
         let mut participants = Vec::with_capacity(contenders.len());
-        for contender in contenders {
-            let node = path::join(&dir.path, &contender.name);
+        for name in contenders {
+            let node = path::join(&dir.path, &name);
             match dir.client.get_data(&node).await {
                 Ok((data, _)) => participants.push(Participant {
                     id: String::from_utf8_lossy(&data).into_owned(),

@@ -151,10 +151,10 @@ impl Mutex {
     /// The client's errors; [`LockError::ForeignChild`] and [`LockError::SequenceWrapped`]
     /// as for an acquire.
     pub async fn holder(&self) -> Result<Option<String>, LockError> {
-        let contenders = self.dir.contenders(MUTEX_MARKERS).await?;
+        let contenders = self.dir.contender_names(MUTEX_MARKERS).await?;
         Ok(contenders
             .first()
-            .map(|c| zkwire::path::join(&self.dir.path, &c.name)))
+            .map(|name| zkwire::path::join(&self.dir.path, name)))
     }
 
     /// Waits until the lock is ours.

@@ -22,6 +22,7 @@
 use std::cmp::Ordering;
 
 use zkwire::path::parse_sequence;
+use zkwire::Children;
 
 use crate::error::LockError;
 
@@ -88,10 +89,10 @@ fn kazoo_contender(name: &str) -> Option<(usize, bool)> {
         })
 }
 
-/// One child of the lock directory, with its sort key.
+/// One child of the lock directory, with its sort key; its name is the listing's.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Contender {
-    pub(crate) name: String,
+pub(crate) struct Contender<'a> {
+    pub(crate) name: &'a str,
     /// Byte offset of the sort key in `name`.
     key_at: usize,
     /// The sequence suffix, `None` for a foreign child counted like Curator.
@@ -103,7 +104,7 @@ pub(crate) struct Contender {
     kazoo_writer: Option<bool>,
 }
 
-impl Contender {
+impl Contender<'_> {
     pub(crate) fn key(&self) -> &str {
         self.name.get(self.key_at..).unwrap_or_default()
     }
@@ -122,7 +123,7 @@ impl Contender {
     /// Whether a reader must wait for this child.
     pub(crate) fn is_writer(&self) -> bool {
         self.kazoo_writer
-            .unwrap_or_else(|| rfind_marker(&self.name, WRITE_MARKER).is_some())
+            .unwrap_or_else(|| rfind_marker(self.name, WRITE_MARKER).is_some())
     }
 }
 
@@ -220,30 +221,35 @@ fn key_and_sequence(name: &str, markers: &[&str]) -> (usize, Option<i32>) {
 /// # Errors
 /// [`LockError::SequenceWrapped`] for any negative suffix; [`LockError::ForeignChild`] for a
 /// child without marker and sequence suffix under [`ForeignChildPolicy::Reject`].
-pub(crate) fn sort_children(
-    names: Vec<String>,
+pub(crate) fn sort_children<'a>(
+    names: &'a Children,
     markers: &[&str],
     policy: ForeignChildPolicy,
-) -> Result<Vec<Contender>, LockError> {
+) -> Result<Vec<Contender<'a>>, LockError> {
     let mut sorted = Vec::with_capacity(names.len());
     for name in names {
-        let (mut key_at, mut seq) = key_and_sequence(&name, markers);
+        let (mut key_at, mut seq) = key_and_sequence(name, markers);
         let mut kazoo_writer = None;
         if seq.is_none() && policy == ForeignChildPolicy::OrderKazoo {
-            if let Some((at, writer)) = kazoo_contender(&name) {
+            if let Some((at, writer)) = kazoo_contender(name) {
                 key_at = at;
                 kazoo_writer = Some(writer);
                 seq = name.get(at..).and_then(parse_sequence);
             }
         }
         match seq {
-            Some(s) if s < 0 => return Err(LockError::SequenceWrapped { name }),
+            Some(s) if s < 0 => {
+                let name = name.to_owned();
+                return Err(LockError::SequenceWrapped { name });
+            }
             Some(s) if s >= WRAP_WARNING => {
                 tracing::warn!(child = %name, "lock directory sequence is close to wrapping at 2^31");
             }
             Some(_) => {}
             None if policy != ForeignChildPolicy::CountLikeCurator => {
-                return Err(LockError::ForeignChild { name })
+                return Err(LockError::ForeignChild {
+                    name: name.to_owned(),
+                })
             }
             None => {}
         }
@@ -273,7 +279,7 @@ pub(crate) fn exclusive(sorted: &[Contender], ours: &str) -> Decision {
         .rfind(|c| c.name != ours && c.cmp_key(me) != Ordering::Greater);
     match predecessor {
         None => Decision::Held,
-        Some(p) => Decision::Wait(p.name.clone()),
+        Some(p) => Decision::Wait(p.name.to_owned()),
     }
 }
 
@@ -289,7 +295,7 @@ pub(crate) fn shared(sorted: &[Contender], ours: &str) -> Decision {
         .rfind(|c| c.name != ours && c.is_writer() && c.cmp_key(me) == Ordering::Less);
     match nearest_writer {
         None => Decision::Held,
-        Some(w) => Decision::Wait(w.name.clone()),
+        Some(w) => Decision::Wait(w.name.to_owned()),
     }
 }
 
@@ -304,6 +310,12 @@ pub(crate) fn suffix_after<'a>(name: &'a str, marker: &str) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A listing of `names` that outlives the test (a few bytes leaked per call), so that
+    /// contenders can borrow it whatever the expression it is built in.
+    fn listing<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> &'static Children {
+        Box::leak(Box::new(names.into_iter().collect()))
+    }
 
     const U1: &str = "_c_f290140d-9856-42ad-b9bf-348ffc086062-";
     const U2: &str = "_c_00000000-0000-4000-8000-000000000000-";
@@ -410,12 +422,19 @@ mod tests {
         .map(String::from)
         .to_vec();
         let markers = ["lock-", READ_MARKER, WRITE_MARKER];
-        let sorted = sort_children(names, &markers, ForeignChildPolicy::CountLikeCurator).unwrap();
+        let sorted = sort_children(
+            listing(names),
+            &markers,
+            ForeignChildPolicy::CountLikeCurator,
+        )
+        .unwrap();
         let policy = ForeignChildPolicy::OrderKazoo;
         let kazoo = sort_children(
-            ["k__lock__0000000003", "_c_a-lock-0000000001"]
-                .map(String::from)
-                .to_vec(),
+            listing(
+                ["k__lock__0000000003", "_c_a-lock-0000000001"]
+                    .map(String::from)
+                    .to_vec(),
+            ),
             &markers,
             policy,
         )
@@ -434,11 +453,15 @@ mod tests {
     }
 
     fn sorted(children: &[String], markers: &[&str]) -> Vec<String> {
-        sort_children(names(children), markers, ForeignChildPolicy::Reject)
-            .unwrap()
-            .into_iter()
-            .map(|c| c.name)
-            .collect()
+        sort_children(
+            listing(names(children)),
+            markers,
+            ForeignChildPolicy::Reject,
+        )
+        .unwrap()
+        .into_iter()
+        .map(|c| c.name.to_owned())
+        .collect()
     }
 
     #[test]
@@ -482,10 +505,14 @@ mod tests {
             format!("{U2}lock-0000000003"),
             format!("{kazoo}__rlock__0000000001"),
         ];
-        let order =
-            sort_children(kids.clone(), MUTEX_MARKERS, ForeignChildPolicy::OrderKazoo).unwrap();
+        let order = sort_children(
+            listing(kids.clone()),
+            MUTEX_MARKERS,
+            ForeignChildPolicy::OrderKazoo,
+        )
+        .unwrap();
         assert_eq!(
-            order.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+            order.iter().map(|c| c.name).collect::<Vec<_>>(),
             [&kids[3], &kids[1], &kids[2], &kids[0]]
         );
         let writers: Vec<bool> = order.iter().map(Contender::is_writer).collect();
@@ -498,22 +525,27 @@ mod tests {
             format!("{kazoo}__lock__0000000003"),
             format!("{U2}__READ__0000000004"),
         ];
-        let order = sort_children(rw.clone(), RW_MARKERS, ForeignChildPolicy::OrderKazoo).unwrap();
+        let order = sort_children(
+            listing(rw.clone()),
+            RW_MARKERS,
+            ForeignChildPolicy::OrderKazoo,
+        )
+        .unwrap();
         assert_eq!(shared(&order, &rw[1]), Decision::Held);
         assert_eq!(shared(&order, &rw[3]), Decision::Wait(rw[2].clone()));
         // Other foreign children, and kazoo names under the other policies, stay foreign.
         for policy in [ForeignChildPolicy::OrderKazoo, ForeignChildPolicy::Reject] {
-            let r = sort_children(vec!["config".into()], MUTEX_MARKERS, policy);
+            let r = sort_children(listing(["config"]), MUTEX_MARKERS, policy);
             assert!(matches!(r, Err(LockError::ForeignChild { .. })));
         }
         let r = sort_children(
-            vec![kids[1].clone()],
+            listing(vec![kids[1].clone()]),
             MUTEX_MARKERS,
             ForeignChildPolicy::Reject,
         );
         assert!(matches!(r, Err(LockError::ForeignChild { .. })));
         let r = sort_children(
-            vec![format!("{kazoo}__lock__-000000001")],
+            listing(vec![format!("{kazoo}__lock__-000000001")]),
             MUTEX_MARKERS,
             ForeignChildPolicy::OrderKazoo,
         );
@@ -524,20 +556,24 @@ mod tests {
     fn foreign_children_rejected_or_counted_like_curator() {
         let kids = vec![format!("{U1}lock-0000000001"), "config".to_owned()];
         assert_eq!(
-            sort_children(kids.clone(), MUTEX_MARKERS, ForeignChildPolicy::Reject),
+            sort_children(
+                listing(kids.clone()),
+                MUTEX_MARKERS,
+                ForeignChildPolicy::Reject
+            ),
             Err(LockError::ForeignChild {
                 name: "config".into()
             })
         );
         let counted = sort_children(
-            kids.clone(),
+            listing(kids.clone()),
             MUTEX_MARKERS,
             ForeignChildPolicy::CountLikeCurator,
         )
         .unwrap();
         // "0…" < "c…": the foreign child sorts after the lock node, keyed by its whole name.
         assert_eq!(
-            counted.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+            counted.iter().map(|c| c.name).collect::<Vec<_>>(),
             [&kids[0], "config"]
         );
         assert_eq!(counted[1].seq, None);
@@ -549,7 +585,7 @@ mod tests {
             "_c_x-__WRIT__0000000001",
         ] {
             let r = sort_children(
-                vec![bad.to_owned()],
+                listing(vec![bad.to_owned()]),
                 MUTEX_MARKERS,
                 ForeignChildPolicy::Reject,
             );
@@ -568,7 +604,11 @@ mod tests {
             format!("{U2}lock--2147483648"),
         ];
         assert_eq!(
-            sort_children(mixed, MUTEX_MARKERS, ForeignChildPolicy::CountLikeCurator),
+            sort_children(
+                listing(mixed),
+                MUTEX_MARKERS,
+                ForeignChildPolicy::CountLikeCurator
+            ),
             Err(LockError::SequenceWrapped {
                 name: format!("{U2}lock--2147483648")
             })
@@ -579,7 +619,11 @@ mod tests {
             format!("{U2}lock--000000042"),
         ];
         assert!(matches!(
-            sort_children(negatives, MUTEX_MARKERS, ForeignChildPolicy::Reject),
+            sort_children(
+                listing(negatives),
+                MUTEX_MARKERS,
+                ForeignChildPolicy::Reject
+            ),
             Err(LockError::SequenceWrapped { .. })
         ));
     }
@@ -591,7 +635,12 @@ mod tests {
             format!("{U2}lock-0000000001"),
             format!("{U3}lock-0000000002"),
         ];
-        let s = sort_children(kids.clone(), MUTEX_MARKERS, ForeignChildPolicy::Reject).unwrap();
+        let s = sort_children(
+            listing(kids.clone()),
+            MUTEX_MARKERS,
+            ForeignChildPolicy::Reject,
+        )
+        .unwrap();
         assert_eq!(exclusive(&s, &kids[1]), Decision::Held);
         assert_eq!(exclusive(&s, &kids[2]), Decision::Wait(kids[1].clone()));
         assert_eq!(exclusive(&s, &kids[0]), Decision::Wait(kids[2].clone()));
@@ -605,7 +654,7 @@ mod tests {
         let w3 = format!("{U3}__WRIT__0000000003");
         let r4 = format!("{U2}__READ__0000000004");
         let kids = vec![r4.clone(), w3.clone(), r2.clone(), w1.clone()];
-        let s = sort_children(kids, RW_MARKERS, ForeignChildPolicy::Reject).unwrap();
+        let s = sort_children(listing(kids), RW_MARKERS, ForeignChildPolicy::Reject).unwrap();
         assert_eq!(
             shared(&s, &r4),
             Decision::Wait(w3.clone()),
@@ -618,7 +667,7 @@ mod tests {
         // Curator >= 5.5 downgrade: a non-sequential read node tied with its writer's suffix.
         let tie = format!("{U3}__READ__0000000001");
         let s = sort_children(
-            vec![w3.clone(), tie.clone(), w1.clone(), r2.clone()],
+            listing(vec![w3.clone(), tie.clone(), w1.clone(), r2.clone()]),
             RW_MARKERS,
             ForeignChildPolicy::Reject,
         )
@@ -631,7 +680,7 @@ mod tests {
         assert_eq!(shared(&s, &r2), Decision::Wait(w1.clone()));
         // Once the writer is gone, the tie read node blocks later writers but not readers.
         let s = sort_children(
-            vec![w3.clone(), tie.clone(), r2.clone()],
+            listing(vec![w3.clone(), tie.clone(), r2.clone()]),
             RW_MARKERS,
             ForeignChildPolicy::Reject,
         )
@@ -640,7 +689,7 @@ mod tests {
         assert_eq!(exclusive(&s, &w3), Decision::Wait(r2.clone()));
         // A writer tied with another node is never granted.
         let s = sort_children(
-            vec![w1.clone(), tie.clone()],
+            listing(vec![w1.clone(), tie.clone()]),
             RW_MARKERS,
             ForeignChildPolicy::Reject,
         )

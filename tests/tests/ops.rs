@@ -158,6 +158,35 @@ async fn delete_detached_answers_once_in_order() {
     assert!(outcomes.recv().await.is_none(), "one answer per request");
 }
 
+/// The compact listing holds the names `get_children` returns, in the same order: plain,
+/// empty-sounding and non-ASCII names, a few hundred of them.
+#[tokio::test]
+async fn a_compact_listing_holds_what_get_children_returns() {
+    let c = client_in_chroot("ops_compact_children").await;
+    create_persistent(&c, "/d", b"").await;
+    assert!(c.get_children_compact("/d").await.unwrap().is_empty());
+    let mut names: Vec<String> = (0..300)
+        .map(|i| format!("n{i}-{}", "x".repeat(i % 40)))
+        .collect();
+    names.extend(["été".to_owned(), "日本".to_owned(), " ".to_owned()]);
+    for name in &names {
+        c.create(&format!("/d/{name}"), b"", &CreateOptions::persistent())
+            .await
+            .unwrap();
+    }
+    let compact = c.get_children_compact("/d").await.unwrap();
+    let plain = c.get_children("/d").await.unwrap();
+    assert_eq!(compact.to_vec(), plain);
+    let mut sorted: Vec<&str> = compact.iter().collect();
+    sorted.sort_unstable();
+    let mut expected: Vec<&str> = names.iter().map(String::as_str).collect();
+    expected.sort_unstable();
+    assert_eq!(sorted, expected);
+    assert!(compact.contains("日本") && !compact.contains("n300"));
+    assert_eq!(c.get_children_compact("/missing").await, Err(Error::NoNode));
+    c.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn children_counts_ephemerals_and_sync() {
     let c = client_in_chroot("ops_children").await;

@@ -13,6 +13,7 @@ mod watcher;
 mod watches;
 mod writes;
 
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +28,7 @@ pub use watcher::{OneshotWatcher, PersistentWatcher, StateStream, WatchedEvent};
 
 use crate::driver::{Command, Shared, Submission, WatcherSink};
 use crate::error::Error;
+use crate::jute::Decode;
 use crate::path::{self, Chroot};
 use crate::proto::Operation;
 use crate::session::{self, Effect, Reply, Request, WatcherId};
@@ -295,21 +297,48 @@ impl Client {
     /// Sends one operation of the table and decodes its reply record: the typed call every
     /// request goes through.
     ///
+    /// This and its two variants hand back [`call_op_into`](Self::call_op_into)'s future
+    /// itself rather than await it in a future of their own: one state machine fewer to nest
+    /// and move per call (BENCHMARKS.md, "Issue 29, tenth pass").
+    ///
     /// # Errors
     /// The server's error for the request; [`Error::Protocol`] when the reply record does not
     /// decode as `O::Reply`.
-    async fn call_op<O: Operation>(&self, request: &O::Request) -> Result<O::Reply, Error> {
-        self.call_op_with::<O>(request, Effect::None, None).await
+    fn call_op<'a, O: Operation + 'a>(
+        &'a self,
+        request: &'a O::Request,
+    ) -> impl Future<Output = Result<O::Reply, Error>> + 'a {
+        self.call_op_into::<O, O::Reply>(request, Effect::None, None)
     }
 
     /// As [`call_op`](Self::call_op), with what the request does to the watch registry when
     /// it succeeds and the local watcher it registers.
-    async fn call_op_with<O: Operation>(
+    fn call_op_with<'a, O: Operation + 'a>(
+        &'a self,
+        request: &'a O::Request,
+        effect: Effect,
+        watcher: Option<(WatcherId, WatcherSink)>,
+    ) -> impl Future<Output = Result<O::Reply, Error>> + 'a {
+        self.call_op_into::<O, O::Reply>(request, effect, watcher)
+    }
+
+    /// As [`call_op`](Self::call_op), with the reply record read as `T`, another reading of
+    /// `O::Reply`'s wire form (the session checks the body as `O::Reply`): a listing as
+    /// [`Children`](crate::Children).
+    fn call_op_as<'a, O: Operation + 'a, T: Decode + 'a>(
+        &'a self,
+        request: &'a O::Request,
+    ) -> impl Future<Output = Result<T, Error>> + 'a {
+        self.call_op_into::<O, T>(request, Effect::None, None)
+    }
+
+    /// The one path of a typed call: encode, submit, and read the checked reply as `T`.
+    async fn call_op_into<O: Operation, T: Decode>(
         &self,
         request: &O::Request,
         effect: Effect,
         watcher: Option<(WatcherId, WatcherSink)>,
-    ) -> Result<O::Reply, Error> {
+    ) -> Result<T, Error> {
         let request = Request {
             op: O::OP,
             body: bodies::encode(request),
@@ -317,7 +346,7 @@ impl Client {
             deadline: self.deadline(),
         };
         let reply = self.submit(request, watcher).await?;
-        session::decode_checked::<O::Reply>(&reply.body).map_err(|e| Error::Protocol(e.into()))
+        session::decode_checked::<T>(&reply.body).map_err(|e| Error::Protocol(e.into()))
     }
 
     /// The deadline of a request made now, `None` without a timeout (or with one too large

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use super::Client;
 use crate::error::Error;
 use crate::proto::{
-    op, Acl, ExistsRequest, ExistsResponse, GetAclRequest, GetAllChildrenNumberRequest,
+    op, Acl, Children, ExistsRequest, ExistsResponse, GetAclRequest, GetAllChildrenNumberRequest,
     GetChildren2Request, GetChildrenRequest, GetDataRequest, GetDataResponse, GetEphemeralsRequest,
     Stat, SyncRequest,
 };
@@ -86,6 +86,28 @@ impl Client {
             watch: false,
         };
         Ok(self.call_op::<op::GetChildren>(&request).await?.children)
+    }
+
+    /// The node's children, as [`get_children`](Self::get_children) gives them, in one
+    /// compact [`Children`]: two allocations for the listing rather than one a name.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// let jobs = client.get_children_compact("/jobs").await?;
+    /// for job in &jobs {
+    ///     println!("{job}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::NoNode`].
+    pub async fn get_children_compact(&self, path: &str) -> Result<Children, Error> {
+        let request = GetChildrenRequest {
+            path: self.server_path(path)?,
+            watch: false,
+        };
+        self.call_op_as::<op::GetChildren, Children>(&request).await
     }
 
     /// The node's children and its Stat.

@@ -323,6 +323,33 @@ fn reply(op: OpCode, frame: &Bytes) {
     } else if visit_op(op, AsClient(&body)).is_none() && !matches!(op, OpCode::Unknown(_)) {
         // A named op code the client never sends: its reply has no record.
         check::<()>(&body, true);
+    } else if op == OpCode::GetChildren {
+        compact_listing(&body);
+    }
+}
+
+/// A `getChildren` record read as a compact [`Children`] (as `get_children_compact` reads
+/// it) gives the record's names, or the record's error, and ends where the record does.
+fn compact_listing(body: &Bytes) {
+    let mut by_record = Reader::new(body);
+    let record = by_record.read::<GetChildrenResponse>();
+    let mut by_listing = Reader::new(body);
+    let listing = by_listing.read::<Children>();
+    match (&record, &listing) {
+        (Ok(record), Ok(listing)) => {
+            assert_eq!(
+                listing.to_vec(),
+                record.children,
+                "the listing's names differ"
+            );
+            assert_eq!(
+                by_listing.position(),
+                by_record.position(),
+                "the listing ends apart"
+            );
+        }
+        (Err(a), Err(b)) => assert_eq!(a, b, "the listing reports another error"),
+        _ => panic!("the record ({record:?}) and the listing ({listing:?}) disagree"),
     }
 }
 

@@ -18,6 +18,7 @@ mod reader;
 pub use error::{DecodeError, DecodeErrorKind};
 pub use frame::{encode_frame, FrameDecoder, FrameError, DEFAULT_MAX_FRAME_LEN, JUTE_MAX_BUFFER};
 pub use primitives::{decode_lossy_string, skip_lossy_string};
+pub(crate) use primitives::decode_names;
 pub use reader::Reader;
 
 use bytes::{Bytes, BytesMut};

@@ -329,6 +329,47 @@ impl<T: Decode> Decode for std::sync::Arc<[T]> {
     }
 }
 
+/// Reads a `vector<ustring>` (the names of a listing) as one string and the end of each name
+/// in it: two allocations, however many names there are, against one a name for a
+/// `Vec<String>`, and one UTF-8 check over all of them rather than one a name.
+///
+/// A name's bytes are valid UTF-8 exactly when the whole is and the name starts and ends on
+/// character boundaries, which is checked for each. Any failure is reported as
+/// `Vec<String>`'s decode reports it: read again from `start` by that decode, whose error
+/// names the string at fault (a failure is rare: a reply is checked before it is decoded).
+///
+/// # Errors
+/// As `Vec::<String>::decode`.
+pub(crate) fn decode_names(r: &mut Reader<'_>) -> Result<(String, Vec<usize>), DecodeError> {
+    let start = r.clone();
+    read_names(r).ok_or_else(|| {
+        let mut again = start;
+        match Vec::<String>::decode(&mut again) {
+            Err(e) => e,
+            // Unreachable: what fails here fails there. Still an error, never a panic.
+            Ok(_) => bad_utf8(again.position()),
+        }
+    })
+}
+
+/// [`decode_names`] without its errors: `None` at the first thing wrong.
+fn read_names(r: &mut Reader<'_>) -> Option<(String, Vec<usize>)> {
+    let n = read_count::<String>(r).ok()?;
+    let mut ends = Vec::with_capacity(n);
+    // Every name's bytes are among those left, past its 4-byte length: an upper bound from
+    // the bytes present, not from the wire's count.
+    let mut names = Vec::with_capacity(r.remaining().saturating_sub(4 * n));
+    for _ in 0..n {
+        let (_, bytes) = str_bytes(r).ok()??;
+        names.extend_from_slice(bytes);
+        ends.push(names.len());
+    }
+    let names = String::from_utf8(names).ok()?;
+    ends.iter()
+        .all(|&end| names.is_char_boundary(end))
+        .then_some((names, ends))
+}
+
 /// Reads a non-null vector count that can fit in the bytes left.
 ///
 /// Every element takes at least `T::MIN_LEN` bytes, so a count that cannot fit is rejected

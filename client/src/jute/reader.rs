@@ -8,7 +8,7 @@ use super::{Decode, DecodeError, DecodeErrorKind};
 ///
 /// Reads of buffers hand out [`Bytes`] slices of the underlying frame, so payloads are never
 /// copied.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Reader<'a> {
     buf: &'a Bytes,
     pos: usize,

@@ -9,6 +9,7 @@
 
 mod acl;
 mod auth;
+mod children;
 mod codes;
 mod connect;
 mod data;
@@ -23,6 +24,7 @@ mod watch;
 
 pub use acl::{Acl, Acls, Id, Perms};
 pub use auth::{AuthPacket, ClientInfo, SaslToken, WhoAmIResponse};
+pub use children::{Children, Iter as ChildrenIter};
 pub use codes::{AddWatchMode, CreateMode, ErrorCode, EventType, KeeperState, OpCode, WatcherType};
 pub use connect::{ConnectRequest, ConnectResponse};
 // Every record of `data` (the node operations), so that a new op's records need no line here.

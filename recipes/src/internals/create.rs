@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use zkwire::{path, Backoff, Client, CreateOptions, Error, Op, Stat};
+use zkwire::{path, Backoff, Children, Client, CreateOptions, Error, Op, Stat};
 
 use super::{Attempt, Contest, Dir, Node};
 use crate::error::{LockError, LostReason};
@@ -42,7 +42,7 @@ impl Attempt {
         &mut self,
         contest: &Contest,
         mut list: bool,
-    ) -> Result<Option<Vec<String>>, LockError> {
+    ) -> Result<Option<Children>, LockError> {
         const MAX_PARENT_ROUNDS: u32 = 16;
         check_lease_fits(&self.dir.client, self.dir.options.lease_margin)?;
         let dir = self.dir.clone();
@@ -76,8 +76,7 @@ impl Attempt {
             match result {
                 Ok((created, stat)) => {
                     let node = Node::at(created, stat);
-                    let listing =
-                        listing.filter(|children| children.iter().any(|c| c == node.name()));
+                    let listing = listing.filter(|children| children.contains(node.name()));
                     self.node = Some(node);
                     return Ok(listing);
                 }
@@ -125,12 +124,15 @@ impl Attempt {
         path: &str,
         options: &CreateOptions,
         list: bool,
-    ) -> (Result<(String, Stat), Error>, Option<Vec<String>>) {
+    ) -> (Result<(String, Stat), Error>, Option<Children>) {
         let create = self.create_once(contest, path, options);
         if !list {
             return (create.await, None);
         }
-        let (created, listed) = tokio::join!(create, self.dir.client.get_children(&self.dir.path));
+        // The listing's future is built inside the join, not bound first: moving it in
+        // would copy it (BENCHMARKS.md, "Issue 29, tenth pass").
+        let (created, listed) =
+            tokio::join!(create, self.dir.client.get_children_compact(&self.dir.path));
         (created, listed.ok())
     }
 
@@ -182,19 +184,18 @@ impl Attempt {
     }
 
     /// Deletes children carrying our guid other than our node, if our session owns them
-    /// (a late duplicate of a retried create: docs/recipes.md §4, step 3).
-    pub(crate) async fn delete_duplicates(&self, children: &[String], ours: &str) {
-        if !children
-            .iter()
-            .any(|c| c.starts_with(&self.prefix) && c != ours)
-        {
+    /// (a late duplicate of a retried create: docs/recipes.md §4, step 3). `children` is a
+    /// listing's names, walked once in the common case (no duplicate).
+    pub(crate) async fn delete_duplicates<'c, I>(&self, children: I, ours: &str)
+    where
+        I: IntoIterator<Item = &'c str> + Clone,
+    {
+        let is_duplicate = |c: &&str| c.starts_with(&self.prefix) && *c != ours;
+        if !children.clone().into_iter().any(|c| is_duplicate(&c)) {
             return;
         }
         let session = self.dir.client.session_id();
-        for child in children
-            .iter()
-            .filter(|c| c.starts_with(&self.prefix) && *c != ours)
-        {
+        for child in children.into_iter().filter(is_duplicate) {
             let child_path = path::join(&self.dir.path, child);
             // Best effort: a duplicate missed now is seen on the next scan or by the sweep.
             if let Ok(Some(stat)) = self.dir.client.exists(&child_path).await {

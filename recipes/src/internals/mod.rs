@@ -120,14 +120,16 @@ impl Dir {
         Ok(self.client.server_path(&self.path)?)
     }
 
-    /// The contenders in the directory now, in lock order (none if it does not exist).
-    pub(crate) async fn contenders(&self, markers: &[&str]) -> Result<Vec<Contender>, LockError> {
-        let children = match self.client.get_children(&self.path).await {
+    /// The names of the contenders in the directory now, in lock order (none if it does not
+    /// exist).
+    pub(crate) async fn contender_names(&self, markers: &[&str]) -> Result<Vec<String>, LockError> {
+        let children = match self.client.get_children_compact(&self.path).await {
             Ok(children) => children,
-            Err(Error::NoNode) => Vec::new(),
+            Err(Error::NoNode) => return Ok(Vec::new()),
             Err(e) => return Err(e.into()),
         };
-        sort_children(children, markers, self.options.foreign_children)
+        let sorted = sort_children(&children, markers, self.options.foreign_children)?;
+        Ok(sorted.into_iter().map(|c| c.name.to_owned()).collect())
     }
 }
 

@@ -109,12 +109,9 @@ async fn duplicates_of_our_session_are_deleted() {
 
     // The wait loop's scan also deletes a late duplicate.
     let late = plant(&dir.client, &attempt.prefix).await;
-    attempt
-        .delete_duplicates(
-            &children(&dir.client).await,
-            attempt.node.clone().unwrap().name(),
-        )
-        .await;
+    let listed = dir.client.get_children_compact("/lock").await.unwrap();
+    let ours = attempt.node.clone().unwrap();
+    attempt.delete_duplicates(&listed, ours.name()).await;
     assert_eq!(dir.client.exists(&late).await.unwrap(), None);
     attempt.disarm();
 }

@@ -1,7 +1,7 @@
 //! The wait for the grant: list the directory, decide by the contest's predicate, watch the
 //! predecessor, and again.
 
-use zkwire::{path, Backoff, Error, EventType};
+use zkwire::{path, Backoff, Children, Error, EventType};
 
 use super::{Attempt, Contest};
 use crate::error::LockError;
@@ -32,7 +32,7 @@ impl Attempt {
         &mut self,
         contest: &Contest,
         blocking: bool,
-        mut listing: Option<Vec<String>>,
+        mut listing: Option<Children>,
     ) -> Result<bool, LockError> {
         let mut backoff = Backoff::new();
         loop {
@@ -42,9 +42,9 @@ impl Attempt {
             };
             let children = match listing.take() {
                 Some(children) => children,
-                None => match self.dir.client.get_children(&self.dir.path).await {
+                None => match self.dir.client.get_children_compact(&self.dir.path).await {
                     Ok(children) => children,
-                    Err(Error::NoNode) => Vec::new(),
+                    Err(Error::NoNode) => Children::default(),
                     Err(e) if e.is_retryable() => {
                         backoff.pause().await;
                         continue;
@@ -54,7 +54,7 @@ impl Attempt {
             };
             self.delete_duplicates(&children, ours).await;
             let sorted = sort_children(
-                children,
+                &children,
                 contest.sort_markers,
                 self.dir.options.foreign_children,
             )?;

@@ -479,7 +479,8 @@ impl Semaphore {
                     }
                     Err(e) => return Err(e.into()),
                 };
-            attempt.delete_duplicates(&children, &ours).await;
+            let names = children.iter().map(String::as_str);
+            attempt.delete_duplicates(names, &ours).await;
             if !children.contains(&ours) {
                 tracing::debug!(node = ours, "our lease node vanished; creating a new one");
                 return Ok(Turn::Vanished);
