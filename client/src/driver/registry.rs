@@ -57,13 +57,14 @@ pub(crate) enum Route {
 ///   ([`drop_watcher`](Self::drop_watcher)).
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
-    /// Where each unanswered request's answer goes.
-    replies: IdMap<RequestId, ReplyTo>,
+    /// Where each unanswered request's answer goes, and the watcher its reply may register:
+    /// one lookup per answer, watcher or not.
+    replies: IdMap<RequestId, (ReplyTo, Option<WatcherId>)>,
     /// Where each live watcher's events go.
     watchers: IdMap<WatcherId, WatcherSink>,
-    /// The request that will register each watcher, until it is answered, and back.
+    /// The request that will register each watcher, until it is answered (the way back from
+    /// a watcher to `replies`).
     watch_requests: IdMap<WatcherId, RequestId>,
-    request_watchers: IdMap<RequestId, WatcherId>,
 }
 
 impl Registry {
@@ -75,22 +76,23 @@ impl Registry {
         reply: ReplyTo,
         watcher: Option<LocalWatcher>,
     ) {
-        self.replies.insert(id, reply);
-        if let Some((watcher, sink)) = watcher {
+        let linked = watcher.map(|(watcher, sink)| {
             self.watchers.insert(watcher, sink);
             self.watch_requests.insert(watcher, id);
-            self.request_watchers.insert(id, watcher);
-        }
+            watcher
+        });
+        self.replies.insert(id, (reply, linked));
     }
 
     /// The route of request `id`'s answer, taken: `None` if it has none (it was answered or
     /// given up already). Its watcher, if any, is no longer linked to it; its sink stays, as
     /// the session now holds the watcher (if the reply set the watch) or its caller drops it.
     pub(crate) fn take_reply(&mut self, id: RequestId) -> Option<ReplyTo> {
-        if let Some(watcher) = self.request_watchers.remove(&id) {
+        let (reply, watcher) = self.replies.remove(&id)?;
+        if let Some(watcher) = watcher {
             self.watch_requests.remove(&watcher);
         }
-        self.replies.remove(&id)
+        Some(reply)
     }
 
     /// Forgets every request whose caller has left (its reply channel is closed) and returns
@@ -99,7 +101,7 @@ impl Registry {
         let gone: Vec<RequestId> = self
             .replies
             .iter()
-            .filter(|(_, tx)| tx.is_closed())
+            .filter(|(_, (tx, _))| tx.is_closed())
             .map(|(id, _)| *id)
             .collect();
         for id in &gone {
@@ -131,7 +133,6 @@ impl Registry {
     pub(crate) fn drop_watcher(&mut self, watcher: WatcherId) -> Option<RequestId> {
         self.watchers.remove(&watcher);
         let request = self.watch_requests.remove(&watcher)?;
-        self.request_watchers.remove(&request);
         self.replies.remove(&request);
         Some(request)
     }
@@ -151,7 +152,7 @@ impl Drop for Registry {
     /// The driver is ending: a waiting caller sees its reply channel closed, which it takes
     /// as [`Error::Closed`]; a background request's function gets that answer here.
     fn drop(&mut self) {
-        for (_, reply) in self.replies.drain() {
+        for (_, (reply, _)) in self.replies.drain() {
             if let ReplyTo::Detached(_) = reply {
                 reply.send(Err(Error::Closed));
             }
