@@ -69,7 +69,9 @@ impl Client {
         Ok((response.acl, response.stat))
     }
 
-    /// The node's children (names, in no defined order).
+    /// The node's children (names, in no defined order). For a large directory or a hot
+    /// path, [`get_children_compact`](Self::get_children_compact) gives the same names in two
+    /// allocations rather than one a name.
     ///
     /// ```no_run
     /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {

@@ -335,8 +335,9 @@ impl<T: Decode> Decode for std::sync::Arc<[T]> {
 ///
 /// A name's bytes are valid UTF-8 exactly when the whole is and the name starts and ends on
 /// character boundaries, which is checked for each. Any failure is reported as
-/// `Vec<String>`'s decode reports it: read again from `start` by that decode, whose error
-/// names the string at fault (a failure is rare: a reply is checked before it is decoded).
+/// `Vec<String>`'s decode reports it: the bytes are read again by that decode, from where
+/// this one started, and its error names the string at fault (a failure is rare: a reply
+/// is checked before it is decoded).
 ///
 /// # Errors
 /// As `Vec::<String>::decode`.
