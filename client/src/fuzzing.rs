@@ -21,6 +21,8 @@ mod script;
 mod seeds;
 mod stateful;
 
+#[cfg(test)]
+pub(crate) use codec::compact_listing;
 pub use codec::{decode_reply, frame_decoder, roundtrip};
 pub use seeds::{seeds, Seed};
 pub use stateful::session;

@@ -157,7 +157,7 @@ impl std::iter::FusedIterator for Iter<'_> {}
 
 /// The wire form of [`GetChildrenResponse`], the `getChildren` reply record (one
 /// `vector<ustring>`), read into one string; the same bytes are accepted and the same errors
-/// reported (`children_read_as_the_record_does` below).
+/// reported (the tests below and the `decode_reply` fuzz target hold it to that).
 impl Decode for Children {
     const NAME: &'static str = GetChildrenResponse::NAME;
     const MIN_LEN: usize = GetChildrenResponse::MIN_LEN;
@@ -178,6 +178,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::fuzzing::compact_listing;
 
     /// A `vector<ustring>` body of `names`' raw bytes; `None` is a null string.
     fn body(names: &[Option<&[u8]>]) -> Bytes {
@@ -195,27 +196,12 @@ mod tests {
         buf.freeze()
     }
 
-    /// Reads `body` as the record and as a listing, without the check pass before (as a
-    /// reply is decoded once the session has checked it), and expects the same names or
-    /// the same error, and the reader left at the same place.
-    fn assert_read_alike(body: &Bytes) -> Result<Vec<String>, DecodeError> {
-        let mut by_record = Reader::new(body);
-        let record = by_record.read::<GetChildrenResponse>().map(|r| r.children);
-        let mut by_listing = Reader::new(body);
-        let listing = by_listing.read::<Children>().map(|c| c.to_vec());
-        assert_eq!(listing, record, "{body:?}");
-        if record.is_ok() {
-            assert_eq!(by_listing.position(), by_record.position());
-        }
-        listing
-    }
-
     #[test]
     fn a_listing_reads_names_as_the_record_does() {
         let names: &[&[u8]] = &[b"a", b"", b"_c_0-lock-0000000007", "n\u{e9}e \u{1f980}".as_bytes()];
         let all: Vec<_> = names.iter().copied().map(Some).collect();
-        assert_eq!(assert_read_alike(&body(&all)).unwrap().len(), 4);
-        assert!(assert_read_alike(&body(&[])).unwrap().is_empty());
+        assert_eq!(compact_listing(&body(&all)).unwrap().len(), 4);
+        assert!(compact_listing(&body(&[])).unwrap().is_empty());
     }
 
     #[test]
@@ -233,7 +219,7 @@ mod tests {
             Bytes::from_static(&[0, 0]),
         ];
         for body in &bad {
-            let error = assert_read_alike(body).unwrap_err();
+            let error = compact_listing(body).unwrap_err();
             assert_eq!(error.record(), "GetChildrenResponse", "{error}");
         }
     }
@@ -271,8 +257,8 @@ mod tests {
         ) {
             let names: Vec<Option<&[u8]>> = names.iter().map(Option::as_deref).collect();
             let whole = body(&names);
-            assert_read_alike(&whole).ok();
-            assert_read_alike(&whole.slice(..cut.index(whole.len() + 1))).ok();
+            compact_listing(&whole).ok();
+            compact_listing(&whole.slice(..cut.index(whole.len() + 1))).ok();
         }
     }
 }
