@@ -39,16 +39,30 @@ pub struct Children {
 
 impl Children {
     /// The number of names.
+    ///
+    /// ```
+    /// let jobs: zkwire::Children = ["a", "b"].into_iter().collect();
+    /// assert_eq!(jobs.len(), 2);
+    /// ```
     pub fn len(&self) -> usize {
         self.ends.len()
     }
 
     /// Whether there are no names.
+    ///
+    /// ```
+    /// assert!(zkwire::Children::default().is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.ends.is_empty()
     }
 
     /// The `index`th name, `None` past the end.
+    ///
+    /// ```
+    /// let jobs: zkwire::Children = ["a", "b"].into_iter().collect();
+    /// assert_eq!((jobs.get(1), jobs.get(2)), (Some("b"), None));
+    /// ```
     pub fn get(&self, index: usize) -> Option<&str> {
         let end = *self.ends.get(index)?;
         let start = index.checked_sub(1).map_or(0, |before| self.ends[before]);
@@ -56,6 +70,13 @@ impl Children {
     }
 
     /// The names, in order.
+    ///
+    /// ```
+    /// let jobs: zkwire::Children = ["b", "a"].into_iter().collect();
+    /// let mut sorted: Vec<&str> = jobs.iter().collect();
+    /// sorted.sort_unstable();
+    /// assert_eq!(sorted, ["a", "b"]);
+    /// ```
     pub fn iter(&self) -> Iter<'_> {
         Iter {
             names: &self.names,
@@ -65,11 +86,21 @@ impl Children {
     }
 
     /// Whether `name` is one of the names.
+    ///
+    /// ```
+    /// let jobs: zkwire::Children = ["a", "b"].into_iter().collect();
+    /// assert!(jobs.contains("b") && !jobs.contains("c"));
+    /// ```
     pub fn contains(&self, name: &str) -> bool {
         self.iter().any(|n| n == name)
     }
 
     /// The names as one `String` each.
+    ///
+    /// ```
+    /// let jobs: zkwire::Children = ["a", "b"].into_iter().collect();
+    /// assert_eq!(jobs.to_vec(), ["a", "b"]);
+    /// ```
     pub fn to_vec(&self) -> Vec<String> {
         self.iter().map(str::to_owned).collect()
     }
@@ -116,7 +147,13 @@ impl<'a> IntoIterator for &'a Children {
     }
 }
 
-/// The names of a [`Children`], in order.
+/// The names of a [`Children`], in order, from either end.
+///
+/// ```
+/// let jobs: zkwire::Children = ["a", "b", "c"].into_iter().collect();
+/// let mut names: zkwire::ChildrenIter<'_> = jobs.iter();
+/// assert_eq!((names.next(), names.next_back(), names.len()), (Some("a"), Some("c"), 1));
+/// ```
 #[derive(Debug, Clone)]
 pub struct Iter<'a> {
     names: &'a str,
