@@ -37,11 +37,13 @@ const_of() {
     echo "$v"
 }
 
-# The default of zkwire-soak's flag whose field is NAME.
+# The default of zkwire-soak's flag whose field is NAME: the last `default_value` written
+# since the field before it (the flag's clap attribute).
 soak_default() {
-    awk -v field="    $1:" 'index($0, field) == 1 { print value; exit }
-        { value = $0; if (!sub(/.*default_value(_t)? = "?/, "", value)) value = ""
-          sub(/[^0-9_.].*/, "", value); gsub(/_/, "", value) }' "$root/soak/src/args.rs"
+    awk -v field="    pub(crate) $1:" 'index($0, field) == 1 { print value; exit }
+        /^    pub\(crate\) / { value = "" }
+        { v = $0; if (sub(/.*default_value(_t)? = "?/, "", v)) {
+            sub(/[^0-9_.].*/, "", v); gsub(/_/, "", v); value = v } }' "$root/soak/src/args.rs"
 }
 
 # A count a test prints, from LOGs when updating, else from the latest run when that run is
@@ -109,7 +111,7 @@ counts() {
     entry 'soak/src/args.rs --contenders' soak.contenders "$(soak_default contenders)" \
         'not part of `make test`): {} library contenders'
     entry 'soak/src/args.rs --leader-kill-every' soak.kill_every \
-        "$(soak_default leader_kill_every)" 'every ~{} s;'
+        "$(soak_default kill_every)" 'every ~{} s;'
 }
 
 # The entries of a value record, as counts() writes them.

@@ -30,6 +30,39 @@ pub(crate) struct Args {
     /// Run only these workloads (default: all)
     #[arg(long, value_name = "W1,W2,...", value_delimiter = ',', value_parser = workload)]
     pub(crate) only: Vec<String>,
+    /// What is measured, and for how long.
+    #[command(flatten)]
+    pub(crate) measure: Measure,
+    /// For profiling runs: no 2 s of server warm-up traffic in the profile
+    #[arg(long)]
+    pub(crate) skip_server_warmup: bool,
+    /// Worker threads of the runtime every client runs on (default: one per core). With 1,
+    /// a task woken by another never waits for a second thread to wake: the hand-off costs
+    /// what the runtime's queue costs, which tells that part of a client's CPU from the rest
+    #[arg(long, value_name = "N", value_parser = count)]
+    pub(crate) worker_threads: Option<usize>,
+    /// Runs the server workloads twice, plain then over TLS (params marked "tls"): zkwire and
+    /// kezhuw only (the raw client has no TLS)
+    #[arg(long)]
+    pub(crate) tls: bool,
+    /// Writes one SVG chart per workload here at the end
+    #[arg(long, value_name = "DIR")]
+    pub(crate) svg: Option<PathBuf>,
+    /// The server fsyncs its transaction log (`zookeeper.forceSync=yes`)
+    #[arg(long)]
+    pub(crate) force_sync: bool,
+    /// Runs against node 1 of an ensemble of this many servers started for the run
+    #[arg(long, value_name = "N", value_parser = count)]
+    pub(crate) ensemble: Option<usize>,
+    /// Internal: one client's idle sessions, in a process of their own
+    #[arg(long, value_name = "CLIENT", value_parser = who, hide = true)]
+    pub(crate) child_sessions: Option<Who>,
+}
+
+/// What a run measures and for how long: the settings every workload reads (the run's
+/// [`Ctx`](crate::Ctx) holds them as given).
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct Measure {
     /// The clients compared; `relay` (not run by default) is the raw recipes behind a
     /// connection task, the floor of any client with a driver task (every workload but codec
     /// and lock-shared-client)
@@ -66,34 +99,10 @@ pub(crate) struct Args {
     /// Idle sessions per client in `sessions` (at least 1)
     #[arg(long, value_name = "N", value_parser = count, default_value = "1000")]
     pub(crate) sessions: usize,
-    /// For profiling runs: no 2 s of server warm-up traffic in the profile
-    #[arg(long)]
-    pub(crate) skip_server_warmup: bool,
-    /// Worker threads of the runtime every client runs on (default: one per core). With 1,
-    /// a task woken by another never waits for a second thread to wake: the hand-off costs
-    /// what the runtime's queue costs, which tells that part of a client's CPU from the rest
-    #[arg(long, value_name = "N", value_parser = count)]
-    pub(crate) worker_threads: Option<usize>,
     /// Self-test of the exclusion check: raw contenders take the lock without waiting, so
     /// lock-contention must report violations and the run must exit non-zero
     #[arg(long)]
     pub(crate) break_exclusion: bool,
-    /// Runs the server workloads twice, plain then over TLS (params marked "tls"): zkwire and
-    /// kezhuw only (the raw client has no TLS)
-    #[arg(long)]
-    pub(crate) tls: bool,
-    /// Writes one SVG chart per workload here at the end
-    #[arg(long, value_name = "DIR")]
-    pub(crate) svg: Option<PathBuf>,
-    /// The server fsyncs its transaction log (`zookeeper.forceSync=yes`)
-    #[arg(long)]
-    pub(crate) force_sync: bool,
-    /// Runs against node 1 of an ensemble of this many servers started for the run
-    #[arg(long, value_name = "N", value_parser = count)]
-    pub(crate) ensemble: Option<usize>,
-    /// Internal: one client's idle sessions, in a process of their own
-    #[arg(long, value_name = "CLIENT", value_parser = who, hide = true)]
-    pub(crate) child_sessions: Option<Who>,
 }
 
 /// What `zkwire-bench` does instead of a run.
@@ -164,14 +173,14 @@ mod tests {
     fn the_defaults_are_those_of_the_hand_written_parser() {
         let a = parse(&[]).unwrap();
         assert!(a.command.is_none() && !a.json && a.server.is_none() && a.only.is_empty());
-        assert_eq!(a.clients, [Who::Zkwire, Who::Kezhuw, Who::Raw]);
-        assert_eq!(a.depths, [1, 16, 256]);
-        assert_eq!(a.shapes, [Shape::Tasks, Shape::OneTask]);
-        assert_eq!(a.releases, [Release::Await, Release::Drop]);
-        assert_eq!(a.duration, Duration::from_millis(1500));
-        assert_eq!(a.warmup, Duration::from_millis(300));
-        assert_eq!((a.rounds, a.sessions), (2, 1000));
-        assert!(!a.skip_server_warmup && !a.break_exclusion && !a.tls && !a.force_sync);
+        assert_eq!(a.measure.clients, [Who::Zkwire, Who::Kezhuw, Who::Raw]);
+        assert_eq!(a.measure.depths, [1, 16, 256]);
+        assert_eq!(a.measure.shapes, [Shape::Tasks, Shape::OneTask]);
+        assert_eq!(a.measure.releases, [Release::Await, Release::Drop]);
+        assert_eq!(a.measure.duration, Duration::from_millis(1500));
+        assert_eq!(a.measure.warmup, Duration::from_millis(300));
+        assert_eq!((a.measure.rounds, a.measure.sessions), (2, 1000));
+        assert!(!a.skip_server_warmup && !a.measure.break_exclusion && !a.tls && !a.force_sync);
         assert!(a.svg.is_none() && a.ensemble.is_none() && a.child_sessions.is_none());
     }
 
@@ -199,12 +208,12 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(a.only, ["codec", "lock-cycle"]);
-        assert_eq!(a.clients, [Who::Zkwire, Who::Raw]);
-        assert_eq!(a.depths, [4]);
-        assert_eq!(a.shapes, [Shape::OneTask]);
-        assert_eq!(a.releases, [Release::Drop]);
-        assert_eq!(a.rounds, 1);
-        assert_eq!(a.duration, Duration::from_millis(250));
+        assert_eq!(a.measure.clients, [Who::Zkwire, Who::Raw]);
+        assert_eq!(a.measure.depths, [4]);
+        assert_eq!(a.measure.shapes, [Shape::OneTask]);
+        assert_eq!(a.measure.releases, [Release::Drop]);
+        assert_eq!(a.measure.rounds, 1);
+        assert_eq!(a.measure.duration, Duration::from_millis(250));
         assert_eq!(a.ensemble, Some(3));
         assert_eq!(a.child_sessions, Some(Who::Kezhuw));
         for bad in [

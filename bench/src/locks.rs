@@ -582,7 +582,7 @@ pub(crate) async fn contention(
             Who::Raw => {
                 let conn = RawConn::connect(&ctx.addr, 30_000).await?;
                 let mut lock = RawLock::new(conn, &dir);
-                lock.cheat = ctx.break_exclusion;
+                lock.cheat = ctx.measure.break_exclusion;
                 tasks.push(tokio::spawn(contend(RawContender { lock }, shared.clone())));
             }
             Who::Relay => {

@@ -43,14 +43,12 @@ mod writes;
 use std::alloc::System;
 use std::fmt;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::Parser as _;
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 
 use crate::args::{Args, Command};
 use crate::measure::Measured;
-use crate::pipeline::Shape;
 
 /// Counts every allocation in the process (both clients, the runtime, the harness).
 #[global_allocator]
@@ -127,21 +125,10 @@ pub(crate) struct Ctx {
     pub(crate) addr: String,
     /// The znode all the run's nodes live under.
     pub(crate) root: String,
-    pub(crate) warmup: Duration,
-    pub(crate) duration: Duration,
-    pub(crate) rounds: usize,
-    pub(crate) sessions: usize,
-    pub(crate) clients: Vec<Who>,
-    /// Requests in flight in `pipeline`.
-    pub(crate) depths: Vec<usize>,
-    /// The shapes of `pipeline` above K = 1.
-    pub(crate) shapes: Vec<Shape>,
-    /// The release styles of `lock-cycle`.
-    pub(crate) releases: Vec<locks::Release>,
+    /// What is measured, and for how long (as the command line gave it).
+    pub(crate) measure: args::Measure,
     /// Whether to run 2 s of reads and writes before measuring (the server's JIT).
     pub(crate) warm_server: bool,
-    /// Raw contenders skip waiting for the lock (to show that the exclusion check fires).
-    pub(crate) break_exclusion: bool,
     /// Clients connect over TLS, trusting this CA (PEM), when set.
     pub(crate) tls_ca: Option<String>,
 }
@@ -184,7 +171,10 @@ impl Ctx {
 
     /// `lock-cycle`'s release styles, as whether each drops its guard.
     pub(crate) fn drop_releases(&self) -> impl Iterator<Item = bool> + '_ {
-        self.releases.iter().map(|&r| r == locks::Release::Drop)
+        self.measure
+            .releases
+            .iter()
+            .map(|&r| r == locks::Release::Drop)
     }
 }
 
@@ -297,7 +287,7 @@ fn run(args: &Args) -> Result<bool, BenchError> {
             .clone()
             .ok_or_else(|| BenchError::msg("--child-sessions needs --server"))?;
         return runtime
-            .block_on(sessions::child(who, &addr, args.sessions))
+            .block_on(sessions::child(who, &addr, args.measure.sessions))
             .map(|()| true);
     }
     let wanted = |w: &str| args.only.is_empty() || args.only.iter().any(|o| o == w);
@@ -305,7 +295,7 @@ fn run(args: &Args) -> Result<bool, BenchError> {
 
     if wanted("codec") {
         eprintln!("== codec");
-        codec::run(&mut results, &args.clients);
+        codec::run(&mut results, &args.measure.clients);
     }
 
     let needs_server = WORKLOADS.iter().any(|w| *w != "codec" && wanted(w));

@@ -7,7 +7,7 @@ use std::time::Duration;
 use zkwire_testing::server::{ServerConfig, ZkEnsemble, ZkServer};
 use zkwire_testing::tls::TlsMaterial;
 
-use crate::args::Args;
+use crate::args::{Args, Measure};
 use crate::{shared_client, workloads, BenchError, Ctx, Results, Who, PAYLOAD};
 
 /// The servers started for the run (kept alive until dropped), and their TLS material
@@ -32,16 +32,8 @@ pub(crate) fn run(
     let ctx = Ctx {
         addr,
         root: format!("/zkwire-bench-{}", std::process::id()),
-        warmup: args.warmup,
-        duration: args.duration,
-        rounds: args.rounds,
-        sessions: args.sessions,
-        clients: args.clients.clone(),
-        depths: args.depths.clone(),
-        shapes: args.shapes.clone(),
-        releases: args.releases.clone(),
+        measure: args.measure.clone(),
         warm_server: !args.skip_server_warmup,
-        break_exclusion: args.break_exclusion,
         tls_ca: None,
     };
     let tls_ctx = match (&started.tls, &started.server) {
@@ -49,12 +41,12 @@ pub(crate) fn run(
             addr: server.secure_connect_string().unwrap_or_default(),
             root: format!("{}-tls", ctx.root),
             tls_ca: Some(std::fs::read_to_string(material.ca_cert())?),
-            clients: ctx
-                .clients
-                .iter()
-                .copied()
-                .filter(|w| !matches!(w, Who::Raw | Who::Relay))
-                .collect(),
+            measure: Measure {
+                clients: (ctx.measure.clients.iter().copied())
+                    .filter(|w| !matches!(w, Who::Raw | Who::Relay))
+                    .collect(),
+                ..ctx.measure.clone()
+            },
             ..ctx.clone()
         }),
         _ if args.tls => return Err(BenchError::msg("--tls starts its own server: no --server")),

@@ -22,7 +22,7 @@ pub(crate) async fn run(ctx: &Ctx, who: Who) -> Result<Measured, BenchError> {
         "--server".to_owned(),
         ctx.addr.clone(),
         "--sessions".to_owned(),
-        ctx.sessions.to_string(),
+        ctx.measure.sessions.to_string(),
     ];
     let output = tokio::task::spawn_blocking(move || {
         std::process::Command::new(exe)

@@ -34,10 +34,10 @@ pub(crate) async fn run(
     }
     if wanted("sessions") {
         eprintln!("== sessions");
-        for &who in &ctx.clients {
+        for &who in &ctx.measure.clients {
             let m = sessions::run(ctx, who).await?;
             progress(0, who, &m);
-            results.add("sessions", who, format!("n={}", ctx.sessions), m);
+            results.add("sessions", who, format!("n={}", ctx.measure.sessions), m);
         }
     }
     Ok(ok)
@@ -46,18 +46,18 @@ pub(crate) async fn run(
 /// `pipeline` at every depth: above K = 1 in both shapes (raw has one shape, measured again
 /// beside the other so that each shape's cell has its own raw row to compare with).
 async fn pipeline_depths(ctx: &Ctx, results: &mut Results) -> Result<(), BenchError> {
-    for &k in &ctx.depths {
+    for &k in &ctx.measure.depths {
         // One request in one task either way: K = 1 has one shape.
         let shapes = if k == 1 {
             &[Shape::Tasks][..]
         } else {
-            &ctx.shapes
+            &ctx.measure.shapes
         };
         for &shape in shapes {
             let param = shape.param(k);
             eprintln!("== pipeline {param}");
-            for round in 0..ctx.rounds {
-                for &who in &ctx.clients {
+            for round in 0..ctx.measure.rounds {
+                for &who in &ctx.measure.clients {
                     let m = pipeline::run(ctx, who, k, shape).await?;
                     progress(round, who, &m);
                     results.add("pipeline", who, param.clone(), m);
@@ -70,8 +70,8 @@ async fn pipeline_depths(ctx: &Ctx, results: &mut Results) -> Result<(), BenchEr
 
 async fn write_latency(ctx: &Ctx, results: &mut Results) -> Result<(), BenchError> {
     eprintln!("== write-latency");
-    for round in 0..ctx.rounds {
-        for &who in &ctx.clients {
+    for round in 0..ctx.measure.rounds {
+        for &who in &ctx.measure.clients {
             let [set, create, delete] = writes::run(ctx, who).await?;
             progress(round, who, &set);
             results.add("write-latency", who, "setData", set);
@@ -84,8 +84,8 @@ async fn write_latency(ctx: &Ctx, results: &mut Results) -> Result<(), BenchErro
 
 async fn lock_cycle(ctx: &Ctx, results: &mut Results) -> Result<(), BenchError> {
     eprintln!("== lock-cycle");
-    for round in 0..ctx.rounds {
-        for &who in &ctx.clients {
+    for round in 0..ctx.measure.rounds {
+        for &who in &ctx.measure.clients {
             for (param, m) in locks::cycle(ctx, who).await? {
                 progress(round, who, &m);
                 results.add("lock-cycle", who, param, m);
@@ -99,8 +99,8 @@ async fn lock_cycle(ctx: &Ctx, results: &mut Results) -> Result<(), BenchError> 
 async fn lock_contention(ctx: &Ctx, results: &mut Results) -> Result<bool, BenchError> {
     let mut ok = true;
     eprintln!("== lock-contention");
-    for round in 0..ctx.rounds {
-        for &who in &ctx.clients {
+    for round in 0..ctx.measure.rounds {
+        for &who in &ctx.measure.clients {
             let (m, violations) = locks::contention(ctx, who, locks::CONTENDERS).await?;
             progress(round, who, &m);
             if violations > 0 {
@@ -125,10 +125,10 @@ async fn lock_contention(ctx: &Ctx, results: &mut Results) -> Result<bool, Bench
 async fn lock_shared_client(ctx: &Ctx, results: &mut Results) -> Result<bool, BenchError> {
     let mut ok = true;
     eprintln!("== lock-shared-client");
-    for round in 0..ctx.rounds {
+    for round in 0..ctx.measure.rounds {
         for how in SharedClient::ALL {
             let who = how.who();
-            if !ctx.clients.contains(&who) {
+            if !ctx.measure.clients.contains(&who) {
                 continue;
             }
             let (m, violations, per_acquisition) =

@@ -7,91 +7,53 @@ use zkwire_testing::rng::SplitMix64;
 /// Ensemble members by default (`--nodes`).
 const NODES: usize = 3;
 
-/// `zkwire-soak`'s command line: the flags and defaults `zkwire-bench soak` had.
-#[derive(Debug, clap::Parser)]
+/// `zkwire-soak`'s command line, which is the run's settings: each value parsed straight into
+/// the type the run reads (the flags and defaults `zkwire-bench soak` had).
+#[derive(Debug, Clone, clap::Parser)]
 #[command(
     name = "zkwire-soak",
     about = "Mutual exclusion of zkwire's Mutex under faults, partitions and leader kills",
     after_help = "Exit code 2 when a safety check failed (an overlap not preceded by lost(), a \
                   stale write, an orphan lock node)."
 )]
-pub(crate) struct Args {
+pub(crate) struct Settings {
     /// Stop after N acquisitions in all
     #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = positive_count)]
-    acquisitions: u64,
+    pub(crate) acquisitions: u64,
     /// Sessions contending for the lock (2..=64)
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = contenders)]
-    contenders: usize,
+    pub(crate) contenders: usize,
     /// Ensemble members, 3 or 5
     #[arg(long, value_name = "N", default_value_t = NODES, value_parser = nodes)]
-    nodes: usize,
-    /// The fault schedule's seed (decimal or 0x-hex) [default: from the clock]
-    #[arg(long, value_name = "N", value_parser = seed)]
-    seed: Option<u64>,
+    pub(crate) nodes: usize,
+    /// The fault schedule's seed: decimal, 0x-hex, or `clock` (drawn from the clock)
+    #[arg(long, value_name = "N", default_value = "clock", value_parser = seed)]
+    pub(crate) seed: u64,
     /// Hard stop of the run, in minutes (at most a day)
-    #[arg(long, value_name = "M", default_value = "30", value_parser = number)]
-    max_minutes: f64,
+    #[arg(long = "max-minutes", value_name = "M", default_value = "30", value_parser = minutes)]
+    pub(crate) max_run: Duration,
     /// Seconds between leader kills (0: never; at most a day)
-    #[arg(long, value_name = "SECS", default_value = "20", value_parser = number)]
-    leader_kill_every: f64,
+    #[arg(long = "leader-kill-every", value_name = "SECS", default_value = "20",
+        value_parser = seconds)]
+    pub(crate) kill_every: Duration,
     /// One acquisition in N holds for 0.5-1.5 T, a target for heavy faults (0: every hold
     /// lasts 0-2 ms)
     #[arg(long, value_name = "N", default_value_t = 2000)]
-    long_hold_every: u64,
+    pub(crate) long_hold_every: u64,
     /// No proxy faults and no partitions (a baseline; combine with --leader-kill-every 0)
     #[arg(long)]
-    no_faults: bool,
+    pub(crate) no_faults: bool,
     /// No partitions between the servers (proxy faults and kills only)
     #[arg(long)]
-    no_partitions: bool,
+    pub(crate) no_partitions: bool,
     /// Self-test of the checker: sections ignore lost() and is_held(), and long holds last
     /// 1.5-3 T, so overlaps must be reported (use with a small --long-hold-every)
     #[arg(long)]
-    ignore_lost: bool,
-}
-
-impl Args {
-    /// The settings of the run (the seed drawn from the clock when none was given).
-    pub(crate) fn settings(&self) -> Settings {
-        let seed = self.seed.unwrap_or_else(|| {
-            let clock_seed = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0x5eed, |d| d.as_nanos() as u64);
-            SplitMix64(clock_seed).next_u64()
-        });
-        Settings {
-            acquisitions: self.acquisitions,
-            contenders: self.contenders,
-            nodes: self.nodes,
-            seed,
-            max_run: Duration::from_secs_f64(self.max_minutes.min(24.0 * 60.0) * 60.0),
-            kill_every: Duration::from_secs_f64(self.leader_kill_every.min(86_400.0)),
-            no_faults: self.no_faults,
-            no_partitions: self.no_partitions,
-            long_hold_every: self.long_hold_every,
-            ignore_lost: self.ignore_lost,
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct Settings {
-    pub(crate) acquisitions: u64,
-    pub(crate) contenders: usize,
-    /// Ensemble members (3 or 5).
-    pub(crate) nodes: usize,
-    pub(crate) seed: u64,
-    pub(crate) max_run: Duration,
-    pub(crate) kill_every: Duration,
-    /// No proxy faults and no partitions (a baseline).
-    pub(crate) no_faults: bool,
-    /// No partitions between the servers.
-    pub(crate) no_partitions: bool,
-    /// One acquisition in this many holds for 0.5–1.5 T instead of 0–2 ms (0: never).
-    pub(crate) long_hold_every: u64,
-    /// Self-test of the checker: critical sections ignore `lost()` and `is_held()`.
     pub(crate) ignore_lost: bool,
 }
+
+/// The longest a run or the time between kills may be: a day.
+const DAY_SECS: f64 = 86_400.0;
 
 fn positive_count(v: &str) -> Result<u64, String> {
     v.parse::<u64>()
@@ -116,10 +78,27 @@ fn nodes(v: &str) -> Result<usize, String> {
 
 fn seed(v: &str) -> Result<u64, String> {
     let parsed = match v.strip_prefix("0x") {
+        _ if v == "clock" => Some(clock_seed()),
         Some(hex) => u64::from_str_radix(hex, 16).ok(),
         None => v.parse::<u64>().ok(),
     };
     parsed.ok_or_else(|| format!("not a seed: {v}"))
+}
+
+/// A seed drawn from the clock, for a run that names none (it prints the one it drew).
+fn clock_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0x5eed, |d| d.as_nanos() as u64);
+    SplitMix64(nanos).next_u64()
+}
+
+fn minutes(v: &str) -> Result<Duration, String> {
+    Ok(Duration::from_secs_f64((number(v)? * 60.0).min(DAY_SECS)))
+}
+
+fn seconds(v: &str) -> Result<Duration, String> {
+    Ok(Duration::from_secs_f64(number(v)?.min(DAY_SECS)))
 }
 
 /// A finite number, not negative.
@@ -138,7 +117,7 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Settings, clap::Error> {
         let argv = std::iter::once("zkwire-soak").chain(args.iter().copied());
-        Args::try_parse_from(argv).map(|a| a.settings())
+        Settings::try_parse_from(argv)
     }
 
     #[test]
@@ -176,6 +155,7 @@ mod tests {
         assert_eq!(s.nodes, 5);
         assert!(s.no_partitions);
         assert_eq!(parse(&["--seed", "7"]).unwrap().seed, 7);
+        assert!(parse(&["--seed", "clock"]).is_ok());
         assert_eq!(
             parse(&["--max-minutes", "1e9"]).unwrap().max_run,
             Duration::from_secs(24 * 3600)

@@ -125,8 +125,8 @@ impl From<zkwire_testing::server::ServerError> for SoakError {
 }
 
 fn main() -> ExitCode {
-    let args = match args::Args::try_parse() {
-        Ok(args) => args,
+    let settings = match args::Settings::try_parse() {
+        Ok(settings) => settings,
         Err(e) => {
             // `--help` is not a failure; a bad command line is, but not a failed check (2).
             let _ = e.print();
@@ -137,7 +137,7 @@ fn main() -> ExitCode {
             };
         }
     };
-    match run::main(args.settings()) {
+    match run::main(settings) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(2),
         Err(e) => {

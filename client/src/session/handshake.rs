@@ -6,13 +6,13 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::pending::{Pending, PendingAuth, Target};
+use super::pending::{PendingAuth, Target};
 use super::watches::SetWatchesBatch;
 use super::{Conn, SaslMechanism, Session, SessionState};
 use crate::error::Error;
 use crate::jute::{encode_frame, Decode, Encode};
 use crate::proto::{
-    ConnectRequest, ConnectResponse, ErrorCode, OpCode, ReplyHeader, SaslToken, AUTH_XID,
+    ConnectRequest, ConnectResponse, ErrorCode, OpCode, ReplyHeader, SaslToken,
 };
 
 impl Session {
@@ -44,14 +44,13 @@ impl Session {
     /// added so far, and the watches to restore.
     pub(super) fn write_restore(&mut self, now: Instant) {
         for body in self.auths.clone() {
-            self.write_frame(AUTH_XID, OpCode::Auth, &body);
             let replay = PendingAuth {
                 id: None,
                 body,
                 replay: false,
                 sent: now,
             };
-            self.pending_auth.push_back(replay);
+            self.send_auth(replay);
         }
         for batch in self.watches.set_watches_batches(self.last_zxid) {
             let xid = self.xids.next();
@@ -59,13 +58,7 @@ impl Session {
                 SetWatchesBatch::V1(w) => (OpCode::SetWatches, w.to_bytes()),
                 SetWatchesBatch::V2(w) => (OpCode::SetWatches2, w.to_bytes()),
             };
-            self.write_frame(xid, op, &body);
-            self.pending.push_back(Pending {
-                xid,
-                op,
-                target: Target::SetWatches,
-                sent: now,
-            });
+            self.send(now, xid, op, &body, Target::SetWatches);
         }
     }
 
@@ -157,13 +150,7 @@ impl Session {
             token: Some(token.into()),
         }
         .to_bytes();
-        self.write_frame(xid, OpCode::Sasl, &body);
-        self.pending.push_back(Pending {
-            xid,
-            op: OpCode::Sasl,
-            target: Target::Sasl,
-            sent: now,
-        });
+        self.send(now, xid, OpCode::Sasl, &body, Target::Sasl);
     }
 
     /// The server's answer to a SASL step: refusal is terminal (retrying the same

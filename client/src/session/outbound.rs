@@ -23,29 +23,22 @@ impl Session {
                 continue;
             }
             if request.op == OpCode::Auth {
-                self.write_frame(AUTH_XID, OpCode::Auth, &request.body);
                 let auth = PendingAuth {
                     id: Some(id),
                     body: request.body,
                     replay: true,
                     sent: now,
                 };
-                self.pending_auth.push_back(auth);
+                self.send_auth(auth);
                 continue;
             }
             let xid = self.xids.next();
-            self.write_frame(xid, request.op, &request.body);
             let target = Target::User {
                 id,
                 effect: request.effect,
                 abandoned: false,
             };
-            self.pending.push_back(Pending {
-                xid,
-                op: request.op,
-                target,
-                sent: now,
-            });
+            self.send(now, xid, request.op, &request.body, target);
         }
     }
 
@@ -56,6 +49,23 @@ impl Session {
             RequestHeader { xid, op }.encode(buf);
             buf.extend_from_slice(body);
         });
+    }
+
+    /// Writes a request and puts it in the FIFO of those awaiting a reply, stamped `now`:
+    /// every frame whose reply is matched by xid is written here, so none goes out without
+    /// its entry.
+    pub(super) fn send(&mut self, now: Instant, xid: i32, op: OpCode, body: &[u8], target: Target) {
+        self.write_frame(xid, op, body);
+        let sent = now;
+        self.pending.push_back(Pending { xid, op, target, sent });
+    }
+
+    /// Writes an `auth` packet and puts it in the FIFO of its own: auth replies carry a
+    /// fixed xid, may overtake earlier replies, and are matched by order among themselves
+    /// (docs/protocol.md §3).
+    pub(super) fn send_auth(&mut self, auth: PendingAuth) {
+        self.write_frame(AUTH_XID, OpCode::Auth, &auth.body);
+        self.pending_auth.push_back(auth);
     }
 
     /// Fires due timers: request deadlines, connect and read timeouts, pings, expiry.
@@ -97,13 +107,7 @@ impl Session {
         if read_deadline.is_some_and(|d| d <= now) {
             self.drop_connection(DropReason::ReadTimeout);
         } else if self.timers.ping_at(&self.periods).is_some_and(|d| d <= now) {
-            self.write_frame(PING_XID, OpCode::Ping, &[]);
-            self.pending.push_back(Pending {
-                xid: PING_XID,
-                op: OpCode::Ping,
-                target: Target::Ping,
-                sent: now,
-            });
+            self.send(now, PING_XID, OpCode::Ping, &[], Target::Ping);
             self.timers.on_ping_sent();
         } else if self.vouch_at().is_some_and(|d| d <= now) {
             self.write_vouch(now);
@@ -126,13 +130,7 @@ impl Session {
         }
         .to_bytes();
         let xid = self.xids.next();
-        self.write_frame(xid, OpCode::Sync, &body);
-        self.pending.push_back(Pending {
-            xid,
-            op: OpCode::Sync,
-            target: Target::Vouch,
-            sent: now,
-        });
+        self.send(now, xid, OpCode::Sync, &body, Target::Vouch);
         self.lease.on_vouch_sent(now);
     }
 

@@ -23,10 +23,10 @@ pub(super) const POLL_INTERVAL: Duration = Duration::from_millis(50);
 pub(super) struct Node {
     /// Human-readable name used in errors.
     pub(super) label: String,
+    /// Where its files are: [`cfg_path`](Self::cfg_path), [`pid_path`](Self::pid_path),
+    /// the data and the log.
     pub(super) dir: PathBuf,
-    pub(super) cfg_path: PathBuf,
     pub(super) log_path: PathBuf,
-    pub(super) pid_path: PathBuf,
     pub(super) client_port: u16,
     pub(super) secure_port: Option<u16>,
     pub(super) main_class: &'static str,
@@ -37,6 +37,16 @@ pub(super) struct Node {
 }
 
 impl Node {
+    /// The server's configuration file.
+    pub(super) fn cfg_path(&self) -> PathBuf {
+        self.dir.join("zoo.cfg")
+    }
+
+    /// Where the JVM's launcher writes the server's process id.
+    pub(super) fn pid_path(&self) -> PathBuf {
+        self.dir.join("java.pid")
+    }
+
     /// Creates the directory and writes `zoo.cfg`, logging config and
     /// (for ensemble nodes) `myid`. Does not start anything.
     #[allow(clippy::too_many_arguments)]
@@ -67,9 +77,7 @@ impl Node {
         }
         let node = Self {
             label,
-            cfg_path: dir.join("zoo.cfg"),
             log_path: dir.join("server.log"),
-            pid_path: dir.join("java.pid"),
             client_port,
             secure_port,
             main_class,

@@ -67,12 +67,12 @@ impl Node {
         let log_err = log
             .try_clone()
             .map_err(|e| ServerError::io("duplicating the log file handle", e))?;
-        match fs::remove_file(&self.pid_path) {
+        match fs::remove_file(self.pid_path()) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => {
                 return Err(ServerError::io(
-                    format!("removing {}", self.pid_path.display()),
+                    format!("removing {}", self.pid_path().display()),
                     e,
                 ));
             }
@@ -87,7 +87,7 @@ impl Node {
             .arg(WATCHDOG)
             .arg("zkwire-zk-watchdog")
             .arg(&self.dir)
-            .arg(&self.pid_path)
+            .arg(self.pid_path())
             .arg(std::process::id().to_string())
             .arg(if self.keep { "1" } else { "0" })
             .arg(&self.runtime.java)
@@ -97,7 +97,7 @@ impl Node {
             .arg("-cp")
             .arg(classpath)
             .arg(self.main_class)
-            .arg(&self.cfg_path)
+            .arg(self.cfg_path())
             .current_dir(&self.dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::from(log))
@@ -136,7 +136,7 @@ impl Node {
         if p.java_pid.is_none() {
             // The watchdog writes the file with one `printf`; only trust a
             // complete line.
-            if let Ok(text) = fs::read_to_string(&self.pid_path) {
+            if let Ok(text) = fs::read_to_string(self.pid_path()) {
                 if let Some(line) = text.strip_suffix('\n') {
                     p.java_pid = line.trim().parse().ok();
                 }

@@ -43,7 +43,7 @@ impl Node {
         for (k, v) in &config.extra {
             cfg.push_str(&format!("{k}={v}\n"));
         }
-        write_file(&self.cfg_path, &cfg)?;
+        write_file(&self.cfg_path(), &cfg)?;
         // slf4j-simple (the default binding) reads this from the classpath;
         // the server directory is first on the classpath.
         write_file(
