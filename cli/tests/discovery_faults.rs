@@ -94,7 +94,6 @@ fn register_comes_back_after_an_expiry_and_unregisters_on_ctrl_c() {
     assert_eq!(out.code, Some(7), "the command's code: {out:?}");
     assert_eq!(owner(&rt, &observer, node), None, "unregistered");
     rt.block_on(observer.close()).unwrap();
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Ctrl-C while waiting for the other members of a barrier: zkw exits 130 and its member

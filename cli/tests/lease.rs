@@ -173,7 +173,6 @@ fn one_run(n: usize, proxy: &FaultProxy, direct: &str) -> Run {
     );
     let holder_end = last_stamp(&dir.join("holder"));
     let contender_start = last_stamp(&dir.join("contender"));
-    let _ = std::fs::remove_dir_all(&dir);
     Run {
         mode,
         cut: cut_kind,

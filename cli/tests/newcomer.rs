@@ -96,7 +96,6 @@ fn json_errors_have_a_kind_per_cause() {
         kind(&["lock", "/l", "--", missing_cmd], 127),
         "command_not_found"
     );
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -174,7 +173,6 @@ fn session_ids_have_one_form_everywhere() {
         .contains("ephemeralOwner = 0x0000000000000000\n"));
     common::signal(holder.id(), "TERM");
     let _ = holder.wait();
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]

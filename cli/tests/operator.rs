@@ -186,7 +186,6 @@ fn timeout_zero_tries_once_and_locks_shows_holder_and_queue() {
             !left.contains("lock-") && !left.contains("latch-") && !left.contains("lease-"),
             "nodes left: {left}"
         );
-        let _ = std::fs::remove_dir_all(dir);
     }
     let dir = scratch("try-once");
     let holder = spawn_holder(&cs, &["lock", "/l"], &dir, 30);
@@ -221,12 +220,11 @@ fn timeout_zero_tries_once_and_locks_shows_holder_and_queue() {
     assert!(doc.contains("\"data\":\"\",\"data_base64\":\"\""), "{doc}");
     common::signal(holder.id(), "TERM");
     assert!(finish(holder, Duration::from_secs(30)).code.is_some());
-    assert_eq!(finish(waiter, Duration::from_secs(30)).code, Some(0));
+    finish(waiter, Duration::from_secs(30)).ok();
     assert_eq!(
         zkw(&cs, &["locks", "/l"]).ok(),
         "/l: no one holds or waits\n"
     );
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -251,8 +249,7 @@ fn locks_shows_a_leader_latch_with_participant_ids() {
     );
     common::signal(leader.id(), "TERM");
     let _ = finish(leader, Duration::from_secs(30));
-    assert_eq!(finish(follower, Duration::from_secs(30)).code, Some(0));
-    let _ = std::fs::remove_dir_all(dir);
+    finish(follower, Duration::from_secs(30)).ok();
 }
 
 /// `locks` on a read/write lock (two readers hold, a writer waits between them and a later
@@ -293,8 +290,8 @@ fn locks_shows_a_read_write_lock_and_a_semaphore() {
         common::signal(reader.id(), "TERM");
         let _ = finish(reader, Duration::from_secs(30));
     }
-    assert_eq!(finish(writer, Duration::from_secs(30)).code, Some(0));
-    assert_eq!(finish(late_reader, Duration::from_secs(30)).code, Some(0));
+    finish(writer, Duration::from_secs(30)).ok();
+    finish(late_reader, Duration::from_secs(30)).ok();
 
     let s1 = scratch("sem-1");
     let holder = spawn_holder(&cs, &["sem", "/s", "--leases", "1"], &s1, 30);
@@ -331,10 +328,7 @@ fn locks_shows_a_read_write_lock_and_a_semaphore() {
     assert_ne!(session(lines[1]), session(lines[3]), "{shown}");
     common::signal(holder.id(), "TERM");
     let _ = finish(holder, Duration::from_secs(30));
-    assert_eq!(finish(second, Duration::from_secs(30)).code, Some(0));
-    for dir in [r1, r2, s1] {
-        let _ = std::fs::remove_dir_all(dir);
-    }
+    finish(second, Duration::from_secs(30)).ok();
 }
 
 #[test]

@@ -26,7 +26,7 @@
 mod common;
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Child;
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread;
@@ -282,7 +282,7 @@ fn trial(scenario: Scenario, n: u64, seed: u64) -> Verdict {
             e.node_connect_string(quorum_side),
         )
     };
-    let dir: PathBuf = scratch(&format!("partition-{scenario:?}-{seed:x}"));
+    let dir = scratch(&format!("partition-{scenario:?}-{seed:x}"));
     let path = format!("/partition/{scenario:?}-{seed:x}");
     let (holder, pids) = start_holder(&victim_cs, &path, &dir, mode);
     let holder = thread::spawn(move || finish(holder, HOLDER_LIMIT));
@@ -297,7 +297,7 @@ fn trial(scenario: Scenario, n: u64, seed: u64) -> Verdict {
         .join()
         .unwrap()
         .unwrap_or_else(|| panic!("the holder's command outlived {HOLDER_LIMIT:?}"));
-    let verdict = Verdict {
+    Verdict {
         mode,
         cut,
         holder_start: stamp(&dir.join("holder-start")),
@@ -305,9 +305,7 @@ fn trial(scenario: Scenario, n: u64, seed: u64) -> Verdict {
         contender_start: stamp(&dir.join("contender-start")),
         retries,
         holder,
-    };
-    let _ = std::fs::remove_dir_all(&dir);
-    verdict
+    }
 }
 
 fn run(scenario: Scenario) {

@@ -47,7 +47,6 @@ fn revoke_stops_a_revocable_holder_and_hands_the_lock_on() {
         asked.elapsed()
     );
     assert_eq!(zkw(&cs, &["ls", "/r"]).ok(), "", "no node left");
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -71,7 +70,6 @@ fn without_revocable_a_request_is_only_noted() {
         "{out:?}"
     );
     assert_eq!(zkw(&cs, &["ls", "/r"]).ok(), "");
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
