@@ -23,9 +23,9 @@ pub(crate) trait Worker: Send + 'static {
     }
 }
 
-/// Spawns `workers` as tasks, lets them warm up for `ctx.measure.warmup`, measures `ctx.measure.duration`,
-/// then stops them. Returns one [`Measured`] per step kind; they share the window (CPU and
-/// allocations are divided by the ops of every kind).
+/// Spawns `workers` as tasks, lets them warm up for the run's warm-up, measures its
+/// duration (`ctx.measure`), then stops them. Returns one [`Measured`] per step kind; they
+/// share the window (CPU and allocations are divided by the ops of every kind).
 pub(crate) async fn run_workers<W: Worker, const KINDS: usize>(
     ctx: &Ctx,
     workers: Vec<W>,
@@ -61,8 +61,8 @@ pub(crate) async fn run_workers<W: Worker, const KINDS: usize>(
     Ok(total.map(|hist| Measured::new(hist.count(), spent, hist).with_cost_ops(all_ops)))
 }
 
-/// The window of a run whose tasks follow `phase`: `ctx.measure.warmup` of warm-up, then `ctx.measure.duration`
-/// measured (with the server's request count), then the tasks are told to stop.
+/// The window of a run whose tasks follow `phase`: the warm-up, then the duration measured
+/// (both `ctx.measure`; with the server's request count), then the tasks are told to stop.
 pub(crate) async fn measure_window(ctx: &Ctx, phase: &Phase) -> Spent {
     tokio::time::sleep(ctx.measure.warmup).await;
     let window = Window::begin_on(&ctx.addr);
