@@ -315,10 +315,6 @@ mod tests {
 
     use super::*;
 
-    fn persistent() -> CreateOptions {
-        CreateOptions::persistent()
-    }
-
     /// Polls (for up to 10 s) until `path` is gone and `client` has at most `left` jobs.
     async fn wait_done(client: &Client, path: &str, left: usize) {
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -342,8 +338,12 @@ mod tests {
         let a = main.block_on(async {
             let cs = fresh_chroot("cleanup_unpolled").await;
             let a = Client::connect(&cs).await.unwrap();
-            a.create("/first", b"", &persistent()).await.unwrap();
-            a.create("/second", b"", &persistent()).await.unwrap();
+            a.create("/first", b"", &CreateOptions::persistent())
+                .await
+                .unwrap();
+            a.create("/second", b"", &CreateOptions::persistent())
+                .await
+                .unwrap();
             a
         });
         let first = tokio::runtime::Builder::new_current_thread()
@@ -380,7 +380,9 @@ mod tests {
     async fn a_refused_delete_is_retried_until_it_succeeds() {
         let cs = fresh_chroot("cleanup_noauth").await;
         let a = Client::connect(&cs).await.unwrap();
-        a.create("/dir", b"", &persistent()).await.unwrap();
+        a.create("/dir", b"", &CreateOptions::persistent())
+            .await
+            .unwrap();
         let ephemeral = CreateOptions::ephemeral();
         a.create("/dir/node", b"", &ephemeral).await.unwrap();
         a.create("/other", b"", &ephemeral).await.unwrap();
