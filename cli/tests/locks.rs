@@ -247,7 +247,10 @@ fn ctrl_c_while_waiting_leaves_no_node() {
 fn sigterm_is_passed_to_the_command() {
     let cs = chroot("cli-lock-forward");
     let dir = scratch("forward");
-    let script = "trap 'echo got-term; exit 3' TERM; touch \"$0/ready\"; sleep 30 & wait";
+    // The sleep starts before the marker: a TERM sent once the marker exists reaches it
+    // through the process group (started after the TERM, it would outlive the command, and
+    // zkw waits for the whole group).
+    let script = "trap 'echo got-term; exit 3' TERM; sleep 30 & touch \"$0/ready\"; wait";
     let mut holder = spawn_script(&cs, &["lock", "/fwd"], script, &dir);
     let stdout = lines_of(holder.stdout.take().unwrap());
     wait_file_exists(&dir.join("ready"));

@@ -9,9 +9,11 @@ use std::time::{Duration, Instant};
 
 use common::{chroot, finish, running, scratch, spawn_script, spawn_zkw, wait_file, zkw};
 
-/// A holder's command that records its pid and node, notes SIGTERM, then sleeps.
-const HOLDER: &str = "trap 'echo term > \"$0/term\"; exit 3' TERM; echo $$ > \"$0/pid\"; \
-                      echo \"$ZKW_LOCK_NODE\" > \"$0/node\"; sleep 60 & wait";
+/// A holder's command that notes SIGTERM, starts its sleep, then records its pid and node and
+/// waits. The sleep starts first: the group's SIGTERM, sent once the node is recorded, then
+/// reaches it too, where one started later would outlive the command.
+const HOLDER: &str = "trap 'echo term > \"$0/term\"; exit 3' TERM; sleep 60 & \
+                      echo $$ > \"$0/pid\"; echo \"$ZKW_LOCK_NODE\" > \"$0/node\"; wait";
 
 #[test]
 fn revoke_stops_a_revocable_holder_and_hands_the_lock_on() {

@@ -77,8 +77,10 @@ fn nodes(v: &str) -> Result<usize, String> {
 }
 
 fn seed(v: &str) -> Result<u64, String> {
+    if v == "clock" {
+        return Ok(clock_seed());
+    }
     let parsed = match v.strip_prefix("0x") {
-        _ if v == "clock" => Some(clock_seed()),
         Some(hex) => u64::from_str_radix(hex, 16).ok(),
         None => v.parse::<u64>().ok(),
     };
