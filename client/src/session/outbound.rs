@@ -57,8 +57,7 @@ impl Session {
     #[inline]
     pub(super) fn send(&mut self, now: Instant, xid: i32, op: OpCode, body: &[u8], target: Target) {
         self.write_frame(xid, op, body);
-        let sent = now;
-        self.pending.push_back(Pending { xid, op, target, sent });
+        self.pending.push_back(Pending { xid, op, target, sent: now });
     }
 
     /// Writes an `auth` packet and puts it in the FIFO of its own: auth replies carry a
