@@ -184,6 +184,11 @@ fn the_uuid_never_affects_the_order() {
     );
 }
 
+/// `names` in lock order, kazoo's contenders ordered among ours.
+fn kazoo_ordered(names: &[String], markers: &[&str]) -> Vec<Contender<'static>> {
+    sort_children(listing(names), markers, ForeignChildPolicy::OrderKazoo).unwrap()
+}
+
 #[test]
 fn kazoo_contenders_are_ordered_by_their_sequence() {
     let kazoo = "4f1c0a3e9b7d4c2a8e6f1b3d5a7c9e0f";
@@ -193,12 +198,7 @@ fn kazoo_contenders_are_ordered_by_their_sequence() {
         format!("{U2}lock-0000000003"),
         format!("{kazoo}__rlock__0000000001"),
     ];
-    let order = sort_children(
-        listing(kids.clone()),
-        MUTEX_MARKERS,
-        ForeignChildPolicy::OrderKazoo,
-    )
-    .unwrap();
+    let order = kazoo_ordered(&kids, MUTEX_MARKERS);
     assert_eq!(
         order.iter().map(|c| c.name).collect::<Vec<_>>(),
         [&kids[3], &kids[1], &kids[2], &kids[0]]
@@ -213,12 +213,7 @@ fn kazoo_contenders_are_ordered_by_their_sequence() {
         format!("{kazoo}__lock__0000000003"),
         format!("{U2}__READ__0000000004"),
     ];
-    let order = sort_children(
-        listing(rw.clone()),
-        RW_MARKERS,
-        ForeignChildPolicy::OrderKazoo,
-    )
-    .unwrap();
+    let order = kazoo_ordered(&rw, RW_MARKERS);
     assert_eq!(shared(&order, &rw[1]), Decision::Held);
     assert_eq!(shared(&order, &rw[3]), Decision::Wait(rw[2].clone()));
     // Other foreign children, and kazoo names under the other policies, stay foreign.
