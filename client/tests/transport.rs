@@ -65,6 +65,30 @@ async fn client_runs_over_an_in_memory_stream() {
     assert_eq!(*pipes.hosts_dialled.lock().unwrap(), ["fake-host:1"]);
 }
 
+/// More requests than the driver's command queue holds (1,024), made before the driver runs
+/// once: on a current-thread runtime every task sends before the driver takes any, so the
+/// later ones find the queue full and wait for room. Each is still answered, with its own
+/// reply.
+#[tokio::test(flavor = "current_thread")]
+async fn requests_beyond_the_command_queue_wait_for_room() {
+    const N: usize = 3_000;
+    let client = Client::builder()
+        .connect_with("fake-host:1", Pipes::default())
+        .await
+        .unwrap();
+    let tasks: Vec<_> = (0..N)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move { client.get_data(&format!("/n{i}")).await })
+        })
+        .collect();
+    for (i, task) in tasks.into_iter().enumerate() {
+        let (data, _) = task.await.unwrap().unwrap();
+        assert_eq!(data, format!("/n{i}").as_bytes());
+    }
+    client.close().await.unwrap();
+}
+
 // ===== driver defects: writes never repeated, dropped requests never written =====
 
 use std::pin::Pin;

@@ -365,11 +365,18 @@ impl Client {
     ) -> Result<Reply, Error> {
         let (tx, rx) = oneshot::channel();
         let command = Command::Submit(Submission::new(request, tx, watcher));
-        self.inner
-            .commands
-            .send(command)
-            .await
-            .map_err(|_| Error::Closed)?;
+        // Room in the queue is the common case: taking it at once skips building and polling
+        // the waiting send's future (callgrind: about 100 instructions per request).
+        match self.inner.commands.try_send(command) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(command)) => self
+                .inner
+                .commands
+                .send(command)
+                .await
+                .map_err(|_| Error::Closed)?,
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(Error::Closed),
+        }
         // The driver answers every request; if it is gone, so is the session.
         rx.await.unwrap_or(Err(Error::Closed))
     }
