@@ -14,6 +14,8 @@ use crate::secure::Security;
 
 /// Where the connect string comes from when `--server` is not given.
 pub(crate) const SERVER_ENV: &str = "ZOOKEEPER";
+/// The servers' tick when `--server-tick` is not given (what `zkw sandbox` exports).
+pub(crate) const SERVER_TICK_ENV: &str = "ZKW_SERVER_TICK";
 /// The connect string when neither `--server` nor `ZOOKEEPER` is set.
 pub(crate) const DEFAULT_SERVER: &str = "127.0.0.1:2181";
 /// The session timeout when `--session-timeout` is not given.
@@ -44,6 +46,12 @@ pub(crate) struct Global {
 }
 
 impl Global {
+    /// The servers' tick the session's lease assumes: `--server-tick`, else ZooKeeper's
+    /// default.
+    pub(crate) fn server_tick(&self) -> Duration {
+        self.server_tick.unwrap_or(zkwire::DEFAULT_SERVER_TICK)
+    }
+
     /// The global options of a parsed command line.
     ///
     /// # Errors
@@ -103,12 +111,9 @@ impl Global {
         // timeout: give up once every host has refused or failed to resolve.
         let builder = Client::builder()
             .with_session_timeout(self.session_timeout)
+            .with_server_tick(self.server_tick())
             .with_session_renewal(renewal)
             .with_fail_fast(true);
-        let builder = match self.server_tick {
-            Some(tick) => builder.with_server_tick(tick),
-            None => builder,
-        };
         let mut builder = self.security.apply(builder);
         for (scheme, credentials) in &self.auth {
             builder = builder.with_auth(scheme.clone(), credentials.clone());

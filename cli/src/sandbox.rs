@@ -4,15 +4,13 @@
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use zkwire_sandbox::server::{ServerConfig, ZkEnsemble, ZkServer, DEFAULT_TICK};
-
-/// Where a client of the sandbox finds its servers' tick (`zkw --server-tick`).
-const TICK_ENV: &str = "ZKW_SERVER_TICK";
 use zkwire_sandbox::tls::{ClientAuth, StoreType, TlsMaterial};
 
 use crate::cli::SandboxArgs;
-use crate::connect::{Global, SERVER_ENV};
+use crate::connect::{Global, SERVER_ENV, SERVER_TICK_ENV};
 use crate::fail::{Failure, FAILED, UNAVAILABLE};
 use crate::out;
+use crate::secure::{TLS_CA_ENV, TLS_CERT_ENV, TLS_KEY_ENV};
 
 /// A running standalone server or ensemble; dropping it stops every JVM and removes its files.
 #[derive(Debug)]
@@ -144,14 +142,14 @@ fn print_started(
     if !g.json {
         let files = tls.map_or_else(String::new, |m| {
             format!(
-                " ZKW_TLS_CA={} ZKW_TLS_CERT={} ZKW_TLS_KEY={}",
+                " {TLS_CA_ENV}={} {TLS_CERT_ENV}={} {TLS_KEY_ENV}={}",
                 m.ca_cert().display(),
                 m.client_cert().display(),
                 m.client_key().display()
             )
         });
         return out::line(&format!(
-            "export {SERVER_ENV}={connect} {TICK_ENV}={}ms{files}",
+            "export {SERVER_ENV}={connect} {SERVER_TICK_ENV}={}ms{files}",
             DEFAULT_TICK.as_millis()
         ));
     }

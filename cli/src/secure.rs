@@ -8,11 +8,11 @@ use crate::cli::GlobalArgs;
 use crate::fail::Failure;
 
 /// The CA file when `--tls-ca` is not given.
-const TLS_CA_ENV: &str = "ZKW_TLS_CA";
+pub(crate) const TLS_CA_ENV: &str = "ZKW_TLS_CA";
 /// The client certificate when `--tls-cert` is not given.
-const TLS_CERT_ENV: &str = "ZKW_TLS_CERT";
+pub(crate) const TLS_CERT_ENV: &str = "ZKW_TLS_CERT";
 /// The client key when `--tls-key` is not given.
-const TLS_KEY_ENV: &str = "ZKW_TLS_KEY";
+pub(crate) const TLS_KEY_ENV: &str = "ZKW_TLS_KEY";
 /// The SASL mechanism when `--sasl` is not given.
 const SASL_ENV: &str = "ZKW_SASL";
 /// The SASL password when `--sasl digest:USER` carries none.

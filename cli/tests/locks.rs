@@ -451,9 +451,10 @@ fn kill_after_longer_than_the_session_allows_is_refused() {
     );
     assert_eq!(
         out.fails(2),
-        "zkw: --kill-after 3s does not fit the session timeout 4s: --kill-after plus a margin \
-         of 267ms must not exceed half the session timeout; use --session-timeout 7s or more, \
-         or --kill-after 1s 700ms or less"
+        "zkw: --kill-after 3s does not fit the session timeout 4s: --kill-after, how far the \
+         lease may lag on a healthy session (1s 733ms, with servers ticking every 200ms) and \
+         twice a margin of 267ms must fit in it; use --session-timeout 6s 100ms or more, or \
+         --kill-after 1s 700ms or less"
     );
     assert_eq!(out.stdout, "");
     assert_eq!(zkw(&cs, &["ls", "/k"]).code, Some(1), "a node was queued");
@@ -466,6 +467,29 @@ fn kill_after_longer_than_the_session_allows_is_refused() {
         .ok(),
         "ran\n"
     );
+}
+
+/// A healthy session's lease lags further behind on servers that tick slowly: told that they
+/// tick every 2 s (ZooKeeper's default), zkw renews its lease against a relay bound of 4 s,
+/// and a command outliving the old limit (SIGTERM once the lease fell 5 s behind, at about
+/// 5 s into every hold) runs to its end.
+#[test]
+fn a_healthy_hold_on_slowly_ticking_servers_keeps_its_command() {
+    let cs = chroot("cli-lock-slow-tick");
+    let out = zkw(
+        &cs,
+        &[
+            "--server-tick",
+            "2s",
+            "lock",
+            "/slow",
+            "--",
+            "sh",
+            "-c",
+            "sleep 8; echo ran",
+        ],
+    );
+    assert_eq!(out.ok(), "ran\n");
 }
 
 /// `leader`: CMD runs while this participant leads, with the latch node (whose data is the

@@ -164,8 +164,9 @@ internal_layers!(driver, jute, proto, session);
 /// The `bytes` crate, whose [`Bytes`](bytes::Bytes) the client hands out for node data.
 pub use bytes;
 pub use client::{
-    Client, ClientBuilder, ClientStats, CreateOptions, OneshotWatcher, Op, OpResult,
-    PersistentWatcher, ReadOp, ReadResult, Reconfig, StateStream, StatsHandle, WatchedEvent,
+    lease_staleness, Client, ClientBuilder, ClientStats, CreateOptions, OneshotWatcher, Op,
+    OpResult, PersistentWatcher, ReadOp, ReadResult, Reconfig, StateStream, StatsHandle,
+    WatchedEvent, DEFAULT_SERVER_TICK,
 };
 pub use connect_string::HostPort;
 pub use driver::{Connect, TcpConnector};

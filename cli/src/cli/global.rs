@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::durations::duration;
+use crate::connect::SERVER_TICK_ENV;
 
 /// The heading of the options that say how to reach and authenticate to ZooKeeper: grouped
 /// apart, so that a verb's own options come first in its help.
@@ -35,7 +36,7 @@ pub(crate) struct GlobalArgs {
         global = true,
         value_name = "D",
         value_parser = duration,
-        env = "ZKW_SERVER_TICK",
+        env = SERVER_TICK_ENV,
         hide_env = true,
         help_heading = CONNECTION
     )]

@@ -99,8 +99,10 @@ its run may not have been exclusive). This holds while zkw itself runs: if zkw i
 (stopped, swapped out, frozen VM), only ZKW_FENCING_TOKEN protects the resource.
 
 --timeout 0 tries once: a free lock is taken, a held one fails at once (exit 73).
---kill-after plus the margin (a 15th of the session timeout, at least 100ms) must fit in
-half the session timeout, else exit 2. --revocable: a revocation request (zkw revoke,
+--kill-after must fit in the session timeout together with how far the lease may lag on a
+healthy session (two --server-tick plus the ping interval, about a third of the session
+timeout) and twice the margin (a 15th of the session timeout, at least 100ms), else exit 2;
+without it, 5s or the longest that fits. --revocable: a revocation request (zkw revoke,
 Curator's Revoker) stops CMD as a loss does, releases the lock, exit 76; without it a request
 is noted on stderr and CMD keeps the lock. Ctrl-C, SIGTERM and SIGHUP are passed on to CMD;
 before CMD starts they stop the wait (exit 130, 143, 129) without leaving a lock node behind.";

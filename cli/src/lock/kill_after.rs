@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use zkwire::lease_staleness;
 use zkwire_recipes::lease_margin;
 
 use crate::cli::show as show_duration;
@@ -12,29 +13,33 @@ use crate::fail::Failure;
 /// leaves room for it (see [`longest_kill_after`]).
 pub(crate) const DEFAULT_KILL_AFTER: Duration = Duration::from_secs(5);
 
-/// The longest `--kill-after` that fits the negotiated session timeout `t`:
-/// `t / 2 − lease_margin(t)`; `None` when not even zero fits.
+/// The longest `--kill-after` that fits the negotiated session timeout `t` on servers ticking
+/// every `tick`: `t − lag − 2 × lease_margin(t)`, where `lag` is how far the lease may fall
+/// behind on a healthy session ([`zkwire::lease_staleness`]: two ticks plus the ping
+/// interval); `None` when not even zero fits.
 ///
 /// This is the one place the rule lives. The command gets SIGTERM `--kill-after` before the
-/// hold stops being trusted, i.e. `t − margin − kill_after` after the newest acknowledged
-/// request. That must never happen on a healthy session, which renews its lease at least
-/// every `t / 3` plus a round trip. With `kill_after + margin ≤ t / 2`, SIGTERM is due no
-/// sooner than `t / 2` after a renewal: a sixth of `t` to spare for the round trip and for
-/// late timers.
-pub(super) fn longest_kill_after(t: Duration) -> Option<Duration> {
-    (t / 2).checked_sub(lease_margin(t))
+/// hold stops being trusted, i.e. once the lease has fallen `t − margin − kill_after` behind.
+/// That must never happen on a healthy session, whose lease falls up to `lag` behind: so
+/// `kill_after + margin + lag` must fit in `t`, with a second margin to spare for the round
+/// trip of the renewing request and for late timers.
+pub(super) fn longest_kill_after(t: Duration, tick: Duration) -> Option<Duration> {
+    let margin = lease_margin(t);
+    t.checked_sub(lease_staleness(t, tick))?
+        .checked_sub(margin.saturating_mul(2))
 }
 
 /// The `--kill-after` to use: the one given if it fits the negotiated session timeout
-/// `granted` ([`longest_kill_after`]), else a usage failure naming both and the fix; without
-/// one, [`DEFAULT_KILL_AFTER`] or the longest that fits if shorter. `asked` is the session
-/// timeout zkw asked for.
+/// `granted` on servers ticking every `tick` ([`longest_kill_after`]), else a usage failure
+/// naming both and the fix; without one, [`DEFAULT_KILL_AFTER`] or the longest that fits if
+/// shorter. `asked` is the session timeout zkw asked for.
 pub(super) fn kill_after_for(
     given: Option<Duration>,
     granted: Duration,
     asked: Duration,
+    tick: Duration,
 ) -> Result<Duration, Failure> {
-    let longest = longest_kill_after(granted);
+    let longest = longest_kill_after(granted, tick);
     match (given, longest) {
         (None, Some(longest)) => return Ok(DEFAULT_KILL_AFTER.min(longest)),
         (Some(k), Some(longest)) if k <= longest => return Ok(k),
@@ -49,27 +54,32 @@ pub(super) fn kill_after_for(
             show_duration(asked)
         )
     };
-    let need = shortest_session_timeout(given.unwrap_or_default());
+    let need = shortest_session_timeout(given.unwrap_or_default(), tick);
     let message = match (given, longest) {
         (Some(k), Some(longest)) => format!(
-            "--kill-after {} does not fit {timeout}: --kill-after plus a margin of {} must not exceed half the session timeout; use --session-timeout {} or more, or --kill-after {} or less",
+            "--kill-after {} does not fit {timeout}: --kill-after, how far the lease may lag on a healthy session ({}, with servers ticking every {}) and twice a margin of {} must fit in it; use --session-timeout {} or more, or --kill-after {} or less",
             show_duration(k),
+            show_duration(lease_staleness(granted, tick)),
+            show_duration(tick),
             show_duration(lease_margin(granted)),
             show_duration(need),
             show_duration(round_down(longest)),
         ),
         _ => format!(
-            "{timeout} is too short to run a command under a lock; use --session-timeout {} or more",
+            "{timeout} is too short to run a command under a lock with servers ticking every {}; use --session-timeout {} or more",
+            show_duration(tick),
             show_duration(need)
         ),
     };
     Err(Failure::usage(message))
 }
 
-/// The shortest session timeout, in whole tenths of a second, that `kill_after` fits.
-pub(super) fn shortest_session_timeout(kill_after: Duration) -> Duration {
+/// The shortest session timeout, in whole tenths of a second, that `kill_after` fits with
+/// servers ticking every `tick`.
+pub(super) fn shortest_session_timeout(kill_after: Duration, tick: Duration) -> Duration {
     let fits = |ms: u64| {
-        longest_kill_after(Duration::from_millis(ms)).is_some_and(|longest| longest >= kill_after)
+        longest_kill_after(Duration::from_millis(ms), tick)
+            .is_some_and(|longest| longest >= kill_after)
     };
     // The longest kill-after only grows with the session timeout: bisect.
     let (mut low, mut high) = (0_u64, u64::from(u32::MAX));

@@ -30,7 +30,7 @@ pub(super) async fn hold_and_run(
 ) -> Result<u8, Failure> {
     // Checked against what the server granted, before waiting for the lock.
     let granted = client.session_timeout().unwrap_or(g.session_timeout);
-    let kill_after = kill_after_for(args.kill_after, granted, g.session_timeout)?;
+    let kill_after = kill_after_for(args.kill_after, granted, g.session_timeout, g.server_tick())?;
     let acquire = acquire(client.clone(), args, kind);
     let held = tokio::select! {
         held = acquire => held.map_err(|e| acquire_failure(args, kind, &e))?,

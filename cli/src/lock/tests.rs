@@ -8,61 +8,84 @@ const fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
+/// The sandbox's tick, and ZooKeeper's default one.
+const FAST: Duration = ms(200);
+const SLOW: Duration = zkwire::DEFAULT_SERVER_TICK;
+
 #[test]
-fn kill_after_must_fit_half_the_session_timeout_less_the_margin() {
-    // 10s: a margin of 666ms, so at most 4.33s; the default shrinks to fit.
-    let longest = longest_kill_after(ms(10_000)).unwrap();
-    assert_eq!(longest.as_millis(), 4333);
-    assert_eq!(kill_after_for(None, ms(10_000), ms(10_000)), Ok(longest));
+fn kill_after_must_leave_the_healthy_lag_and_two_margins() {
+    // 10s on a 200ms tick: the lease lags up to 2.73s (two ticks and a 2.33s ping
+    // interval), the margin is 667ms: at most 5.93s; the default of 5s fits.
+    let longest = longest_kill_after(ms(10_000), FAST).unwrap();
+    assert_eq!(longest.as_millis(), 5933);
     assert_eq!(
-        kill_after_for(None, ms(60_000), ms(60_000)),
+        kill_after_for(None, ms(10_000), ms(10_000), FAST),
         Ok(DEFAULT_KILL_AFTER)
     );
+    // On ZooKeeper's default 2s tick the lease lags up to 6.33s: at most 2.33s, and the
+    // default shrinks to fit. (Half the session timeout less the margin, the rule before,
+    // allowed 4.33s: SIGTERM came 5s into every hold of a healthy session.)
+    let longest = longest_kill_after(ms(10_000), SLOW).unwrap();
+    assert_eq!(longest.as_millis(), 2333);
     assert_eq!(
-        kill_after_for(Some(ms(1000)), ms(4000), ms(4000)),
+        kill_after_for(None, ms(10_000), ms(10_000), SLOW),
+        Ok(longest)
+    );
+    assert_eq!(
+        kill_after_for(Some(ms(1000)), ms(4000), ms(4000), FAST),
         Ok(ms(1000))
     );
-    // 4s: a margin of 267ms; 1.73s fits, 1.8s does not.
-    assert!(kill_after_for(Some(ms(1733)), ms(4000), ms(4000)).is_ok());
-    let refused = kill_after_for(Some(ms(1800)), ms(4000), ms(4000)).unwrap_err();
+    // 4s on a 200ms tick: a lag of 1.73s, a margin of 267ms; 1.73s fits, 1.8s does not.
+    assert!(kill_after_for(Some(ms(1733)), ms(4000), ms(4000), FAST).is_ok());
+    let refused = kill_after_for(Some(ms(1800)), ms(4000), ms(4000), FAST).unwrap_err();
     assert_eq!(refused.code, crate::fail::USAGE);
     assert_eq!(
         refused.message,
-        "--kill-after 1s 800ms does not fit the session timeout 4s: --kill-after plus a \
-         margin of 267ms must not exceed half the session timeout; use --session-timeout \
-         4s 200ms or more, or --kill-after 1s 700ms or less"
+        "--kill-after 1s 800ms does not fit the session timeout 4s: --kill-after, how far the \
+         lease may lag on a healthy session (1s 733ms, with servers ticking every 200ms) and \
+         twice a margin of 267ms must fit in it; use --session-timeout 4s 200ms or more, or \
+         --kill-after 1s 700ms or less"
     );
-    let granted_less = kill_after_for(Some(ms(5000)), ms(4000), ms(10_000)).unwrap_err();
+    let granted_less = kill_after_for(Some(ms(5000)), ms(4000), ms(10_000), FAST).unwrap_err();
     assert!(
         granted_less
             .message
             .contains("the session timeout 4s (the server's limits; 10s was asked)"),
         "{granted_less:?}"
     );
-    // Under 200ms not even a zero grace fits.
+    // Under 900ms not even a zero grace fits on a 200ms tick.
     assert_eq!(
-        kill_after_for(None, ms(150), ms(150)).unwrap_err().message,
-        "the session timeout 150ms is too short to run a command under a lock; use \
-         --session-timeout 200ms or more"
+        kill_after_for(None, ms(800), ms(800), FAST)
+            .unwrap_err()
+            .message,
+        "the session timeout 800ms is too short to run a command under a lock with servers \
+         ticking every 200ms; use --session-timeout 900ms or more"
     );
     assert_eq!(
-        kill_after_for(Some(Duration::ZERO), ms(200), ms(200)),
+        kill_after_for(Some(Duration::ZERO), ms(900), ms(900), FAST),
         Ok(Duration::ZERO)
     );
 }
 
 #[test]
 fn suggested_session_timeouts_fit() {
-    for k in [0, 1, 99, 100, 650, 660, 700, 1000, 5000, 3_600_000] {
-        let t = shortest_session_timeout(ms(k));
-        assert!(
-            longest_kill_after(t).is_some_and(|l| l >= ms(k)),
-            "{k}ms: {t:?}"
-        );
-        assert!(
-            t < ms(200) || longest_kill_after(t - ms(100)).is_none_or(|l| l < ms(k)),
-            "{k}ms: {t:?} is not the shortest"
-        );
+    for tick in [FAST, SLOW] {
+        for k in [0, 1, 99, 100, 650, 660, 700, 1000, 5000, 3_600_000] {
+            let t = shortest_session_timeout(ms(k), tick);
+            assert!(
+                longest_kill_after(t, tick).is_some_and(|l| l >= ms(k)),
+                "{k}ms: {t:?}"
+            );
+            assert!(
+                t < ms(200) || longest_kill_after(t - ms(100), tick).is_none_or(|l| l < ms(k)),
+                "{k}ms: {t:?} is not the shortest"
+            );
+        }
     }
-    assert_eq!(shortest_session_timeout(ms(1000)), ms(2400));
+    assert_eq!(shortest_session_timeout(ms(1000), FAST), ms(2700));
+    // The default grace on ZooKeeper's default tick.
+    assert_eq!(
+        shortest_session_timeout(DEFAULT_KILL_AFTER, SLOW),
+        ms(15_000)
+    );
 }

@@ -40,9 +40,9 @@ pub struct ClientBuilder {
     tls: Option<crate::tls::TlsConfig>,
 }
 
-/// ZooKeeper's default `tickTime`, assumed until [`ClientBuilder::with_server_tick`] says
-/// otherwise.
-const DEFAULT_SERVER_TICK: Duration = Duration::from_secs(2);
+/// ZooKeeper's default `tickTime`, which a client assumes until
+/// [`ClientBuilder::with_server_tick`] says otherwise.
+pub const DEFAULT_SERVER_TICK: Duration = Duration::from_secs(2);
 
 impl Default for ClientBuilder {
     fn default() -> Self {
@@ -562,6 +562,6 @@ impl Client {
 /// heard at the leader's next ping (every half tick), and a leader cut off from its quorum
 /// steps down at most about one and a half ticks after its followers may have left it
 /// (docs/lease.md).
-fn relay_bound(tick: Duration) -> Duration {
+pub(super) fn relay_bound(tick: Duration) -> Duration {
     tick.saturating_mul(2)
 }

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 
 // Named by the docs' links only.
+use super::builder::relay_bound;
 #[cfg(doc)]
 use super::ClientBuilder;
 use super::{Client, ClientStats, StateStream, StatsHandle};
@@ -24,7 +25,7 @@ impl Client {
     /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
     /// // Whether the ephemeral node /leader is this session's.
     /// let stat = client.exists("/leader").await?;
-    /// let ours = stat.is_some_and(|stat| stat.ephemeral_owner == client.session_id());
+    /// let ours = stat.is_some_and(|stat| stat.is_owned_by(client.session_id()));
     /// # let _ = ours;
     /// # Ok(()) }
     /// ```
@@ -234,8 +235,7 @@ impl Client {
     /// ```
     pub fn lease_staleness(&self) -> Option<Duration> {
         let timeout = self.session_timeout()?;
-        let relay = self.inner.relay_bound.unwrap_or(Duration::ZERO);
-        Some(relay.saturating_add(crate::session::ping_interval(timeout)))
+        Some(staleness(self.inner.relay_bound, timeout))
     }
 
     /// The current session state.
@@ -327,4 +327,28 @@ impl Client {
         let (tx, _rx) = oneshot::channel();
         let _ = self.inner.commands.try_send(Command::Close { reply: tx });
     }
+}
+
+/// How far the lease deadline of a healthy session may fall behind `now + timeout`, for a
+/// session timeout `timeout` on an ensemble ticking every `server_tick`: what
+/// [`Client::lease_staleness`] says of such a session once connected, known before it is.
+/// A deadline that a hold's margin, and anything done ahead of it, lets come closer than this
+/// is reached on a healthy session (docs/lease.md, "Timers").
+///
+/// ```
+/// use std::time::Duration;
+///
+/// // ZooKeeper's default tick, and a 10 s session: two ticks plus the ping interval.
+/// let lag = zkwire::lease_staleness(Duration::from_secs(10), zkwire::DEFAULT_SERVER_TICK);
+/// assert!(lag > Duration::from_secs(4) && lag < Duration::from_secs(10));
+/// ```
+pub fn lease_staleness(timeout: Duration, server_tick: Duration) -> Duration {
+    staleness(Some(relay_bound(server_tick)), timeout)
+}
+
+/// The relay bound (none: no relay) plus the ping interval of `timeout`.
+fn staleness(relay: Option<Duration>, timeout: Duration) -> Duration {
+    relay
+        .unwrap_or(Duration::ZERO)
+        .saturating_add(crate::session::ping_interval(timeout))
 }

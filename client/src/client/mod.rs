@@ -20,8 +20,9 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
-pub use builder::ClientBuilder;
+pub use builder::{ClientBuilder, DEFAULT_SERVER_TICK};
 pub use config::Reconfig;
+pub use info::lease_staleness;
 pub use multi::{Op, ReadOp};
 pub use options::{CreateOptions, OpResult, ReadResult};
 pub use watcher::{OneshotWatcher, PersistentWatcher, StateStream, WatchedEvent};
