@@ -15,7 +15,7 @@ use zkwire::proto::frames;
 use zkwire::proto::{
     Acl, CreateMode, CreateRequest, ErrorCode, EventType, GetChildrenResponse, GetDataRequest,
     GetDataResponse, KeeperState, OpCode, ReplyHeader, RequestHeader, SetDataRequest,
-    SetDataResponse, Stat, WatcherEvent,
+    SetDataResponse, Stat, WatcherEvent, NOTIFICATION_XID,
 };
 
 use crate::measure::{Hist, Measured, Window};
@@ -97,7 +97,7 @@ impl Records {
         let data = Bytes::from_static(&[b'x'; PAYLOAD]);
         let mut event = BytesMut::new();
         ReplyHeader {
-            xid: -1,
+            xid: NOTIFICATION_XID,
             zxid: -1,
             err: ErrorCode::Ok,
         }

@@ -16,8 +16,9 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use futures::stream::{FuturesUnordered, StreamExt};
+use zkwire::jute::Decode;
 use zkwire::proto::frames::request_frame;
-use zkwire::proto::{GetDataRequest, GetDataResponse, OpCode};
+use zkwire::proto::{GetDataRequest, GetDataResponse, OpCode, Stat};
 
 use crate::measure::{Hist, Measured, Phase};
 use crate::raw::RawConn;
@@ -222,7 +223,7 @@ async fn run_raw(ctx: &Ctx, path: &str, k: usize) -> Result<Measured, BenchError
             while let Some(r) = reply {
                 let r = r.ok()?;
                 // The reply's length (ReplyHeader aside): 4 + 100 bytes of data + the Stat.
-                if r.body.len() != 4 + PAYLOAD + 68 {
+                if Some(r.body.len()) != Stat::FIXED_LEN.map(|stat| 4 + PAYLOAD + stat) {
                     return Err(BenchError::msg("raw getData: unexpected reply length"));
                 }
                 let at = sent.pop_front().unwrap_or(now);

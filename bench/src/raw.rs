@@ -7,7 +7,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use zkwire::jute::{Decode, Encode, FrameDecoder, Reader};
 use zkwire::proto::frames::{frame, request_frame};
-use zkwire::proto::{ConnectRequest, ConnectResponse, ErrorCode, OpCode, ReplyHeader};
+use zkwire::proto::{
+    ConnectRequest, ConnectResponse, ErrorCode, OpCode, ReplyHeader, NEW_SESSION_PASSWD,
+};
 
 use crate::BenchError;
 
@@ -55,7 +57,7 @@ impl RawConn {
             last_zxid_seen: 0,
             timeout: timeout_ms,
             session_id: 0,
-            passwd: Bytes::from_static(&[0; 16]),
+            passwd: Bytes::from_static(&NEW_SESSION_PASSWD),
             read_only: false,
         };
         conn.stream.write_all(&frame(|b| request.encode(b))).await?;

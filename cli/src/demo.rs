@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex as StdMutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::process::Command;
-use zkwire_sandbox::server::ZkEnsemble;
+use zkwire_sandbox::server::{ZkEnsemble, DEFAULT_TICK};
 
 use crate::cli::show as show_duration;
-use crate::cli::DemoArgs;
+use crate::cli::{DemoArgs, DEMO_WORKER};
 use crate::demo_worker::{analyse, parse_counter, parse_log, quantile, Analysis};
 use crate::fail::{Failure, FAILED, UNAVAILABLE};
 use crate::out;
@@ -207,15 +207,15 @@ async fn lock_once(exe: &Path, connect: &str, dir: &Path) -> Result<(), String> 
             connect,
             "--session-timeout",
             WORKER_SESSION_TIMEOUT,
-            // The demo's servers tick every 200 ms, not ZooKeeper's default 2 s.
+            // The demo's servers tick faster than ZooKeeper's default 2 s.
             "--server-tick",
-            "200ms",
+            &show_duration(DEFAULT_TICK),
             "lock",
             LOCK_PATH,
             "--",
         ])
         .arg(exe)
-        .arg("__demo-worker")
+        .arg(DEMO_WORKER)
         .arg(dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -16,7 +16,7 @@ use rustyline::{Context, Editor, Helper};
 use tokio::runtime::{Handle, Runtime};
 use zkwire::Client;
 
-use crate::cli::{self, Command};
+use crate::cli;
 use crate::connect::Global;
 use crate::fail::{Failure, FAILED};
 use crate::format::session_id;
@@ -153,6 +153,7 @@ fn run_verb(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, mut words: Vec<S
         // `ls` alone lists the working node.
         words.push(".".to_owned());
     }
+    let verb = words.first().cloned().unwrap_or_default();
     let argv = std::iter::once("zkw".to_owned()).chain(words);
     let cli = match cli::parse(argv) {
         Ok(cli) => cli,
@@ -161,7 +162,7 @@ fn run_verb(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, mut words: Vec<S
     let Some(mut command) = cli.command else {
         return;
     };
-    if !runs_in_shell(&command) {
+    if !runs_in_shell(&verb) {
         out::note("not available in the shell (run it from the command line)");
         return;
     }
@@ -180,16 +181,15 @@ fn run_verb(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, mut words: Vec<S
     );
 }
 
-/// Whether a verb runs on the shell's session (see [`NOT_IN_SHELL`]).
-fn runs_in_shell(command: &Command) -> bool {
-    !matches!(
-        command,
-        Command::Shell
-            | Command::Sandbox(_)
-            | Command::Demo(_)
-            | Command::Completions(_)
-            | Command::DemoWorker(_)
-    )
+/// Whether the verb `name` runs on the shell's session ([`in_shell`]).
+fn runs_in_shell(name: &str) -> bool {
+    cli::command().find_subcommand(name).is_some_and(in_shell)
+}
+
+/// Whether a verb of the command line runs on the shell's session: shown in the help, and not
+/// one of [`NOT_IN_SHELL`].
+fn in_shell(verb: &clap::Command) -> bool {
+    !verb.is_hide_set() && !NOT_IN_SHELL.contains(&verb.get_name())
 }
 
 /// `help`: the verbs usable here and the shell's own commands, each with its one line.
@@ -197,7 +197,7 @@ fn help_text() -> String {
     let command = cli::command();
     let verbs: Vec<(String, String)> = command
         .get_subcommands()
-        .filter(|c| !c.is_hide_set() && !NOT_IN_SHELL.contains(&c.get_name()))
+        .filter(|c| in_shell(c))
         .map(|c| {
             let about = c.get_about().map(ToString::to_string).unwrap_or_default();
             (c.get_name().to_owned(), about)
@@ -290,7 +290,7 @@ impl ShellHelper {
         let command = cli::command();
         let verbs = command
             .get_subcommands()
-            .filter(|c| !c.is_hide_set() && !NOT_IN_SHELL.contains(&c.get_name()))
+            .filter(|c| in_shell(c))
             .map(|c| c.get_name().to_owned());
         let mut names: Vec<String> = verbs
             .chain(SHELL_WORDS.iter().map(|w| (*w).to_owned()))

@@ -139,7 +139,7 @@ pub(crate) async fn owned_by_guid(
     let mut owned = Vec::new();
     for name in children {
         if let Some(stat) = client.exists(&path::join(dir, &name)).await? {
-            if stat.ephemeral_owner == session && session != 0 {
+            if stat.is_owned_by(session) {
                 owned.push((name, stat));
             }
         }

@@ -357,7 +357,7 @@ async fn watch_hold(
 ) -> LostReason {
     // Subscribe first, then read the state: no change can slip between the two.
     let mut states = client.state_stream();
-    let ours = || client.session_id() == stat.ephemeral_owner;
+    let ours = || stat.is_owned_by(client.session_id());
     let mut disconnected_at = match client.state() {
         s if s.is_terminal() => return LostReason::SessionEnded(s),
         _ if !ours() => return LostReason::SessionEnded(SessionState::Expired),

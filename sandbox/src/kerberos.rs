@@ -22,7 +22,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::server::WATCHDOG;
+use crate::server::{keep_logs, WATCHDOG};
 use crate::tls::{fresh_dir, run_tool};
 
 /// The test realm.
@@ -166,14 +166,10 @@ impl Drop for Kdc {
             let _ = stdin.write_all(b"kill\n");
         }
         let _ = self.watchdog.wait();
-        if !keep() {
+        if !keep_logs() {
             let _ = fs::remove_dir_all(&self.dir);
         }
     }
-}
-
-fn keep() -> bool {
-    env::var_os("ZKWIRE_KEEP_LOGS").is_some_and(|v| v == "1")
 }
 
 /// `krb5.conf` for everyone and `kdc.conf` for the KDC: clients use TCP only (the port was
@@ -221,7 +217,7 @@ fn spawn_kdc(dir: &Path) -> io::Result<Child> {
         .arg(dir)
         .arg(dir.join("kdc.pid"))
         .arg(std::process::id().to_string())
-        .arg(if keep() { "1" } else { "0" })
+        .arg(if keep_logs() { "1" } else { "0" })
         .arg(krb5kdc)
         .args(["-n", "-r", REALM])
         .envs(kdc_env(dir))

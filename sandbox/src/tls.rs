@@ -22,6 +22,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::server::keep_logs;
+
 /// The password of the PKCS12 stores.
 pub const STORE_PASSWORD: &str = "zkwire-test";
 
@@ -94,7 +96,7 @@ impl TlsMaterial {
         let dir = fresh_dir("tls")?;
         let material = Self {
             dir,
-            keep: env::var_os("ZKWIRE_KEEP_LOGS").is_some_and(|v| v == "1"),
+            keep: keep_logs(),
         };
         material.make_ca("ca", "/CN=zkwire test CA")?;
         material.make_ca("other-ca", "/CN=zkwire other CA")?;

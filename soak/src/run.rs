@@ -9,9 +9,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Mutex as AsyncMutex;
 use tokio::task::JoinSet;
-use zkwire_testing::partition::PartitionedEnsemble;
+use zkwire_testing::partition::{
+    partition_config, PartitionedEnsemble, PARTITION_INIT_LIMIT, PARTITION_SYNC_LIMIT,
+};
 use zkwire_testing::proxy::{FaultProxy, ProxyCounts};
-use zkwire_testing::server::ServerConfig;
+use zkwire_testing::server::DEFAULT_TICK_MS;
 
 use crate::args::Settings;
 use crate::contender::{contender, ContenderEnd};
@@ -22,11 +24,6 @@ use crate::shared::{lock, Shared};
 use crate::summary::Outcome;
 use crate::{SoakError, CONNECT_ATTEMPT, HEAL_LIMIT, LOCK_DIR, RELEASE_TIMEOUT, T};
 
-/// The servers' `tickTime` (the tick `zkwire_testing::support::builder()` tells the lease).
-const TICK_MS: u32 = 200;
-/// `syncLimit` and `initLimit` of the servers, in ticks.
-const SYNC_LIMIT: &str = "5";
-const INIT_LIMIT: &str = "10";
 /// How long the contenders get to wind down once stopped.
 const WIND_DOWN: Duration = Duration::from_secs(90);
 
@@ -34,13 +31,16 @@ const WIND_DOWN: Duration = Duration::from_secs(90);
 pub(crate) fn main(settings: Settings) -> Result<bool, SoakError> {
     println!(
         "zkwire soak: seed {:#x} ({}), {} contenders, session timeout {:?}, {}-node ensemble \
-         (links through relays; tickTime {TICK_MS} ms, syncLimit {SYNC_LIMIT}, initLimit \
-         {INIT_LIMIT}), partitions {}, target {} acquisitions, hard stop {:.1} min",
+         (links through relays; tickTime {} ms, syncLimit {}, initLimit \
+         {}), partitions {}, target {} acquisitions, hard stop {:.1} min",
         settings.seed,
         settings.seed,
         settings.contenders,
         T,
         settings.nodes,
+        DEFAULT_TICK_MS,
+        PARTITION_SYNC_LIMIT,
+        PARTITION_INIT_LIMIT,
         if settings.no_faults || settings.no_partitions {
             "off"
         } else {
@@ -53,10 +53,9 @@ pub(crate) fn main(settings: Settings) -> Result<bool, SoakError> {
         "starting a {}-node partitionable ZooKeeper ensemble…",
         settings.nodes
     );
-    let config = ServerConfig::default()
-        .tick_time_ms(TICK_MS)
-        .extra("syncLimit", SYNC_LIMIT)
-        .extra("initLimit", INIT_LIMIT);
+    // The default tick: the one `zkwire_testing::support::builder()` tells the contenders'
+    // leases.
+    let config = partition_config(DEFAULT_TICK_MS);
     let ensemble = PartitionedEnsemble::start(settings.nodes, config)?;
     let addrs: Vec<SocketAddr> = (0..settings.nodes).map(|i| ensemble.node_addr(i)).collect();
     let direct = ensemble.connect_string();

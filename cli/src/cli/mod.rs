@@ -32,6 +32,9 @@ pub(crate) use node_verbs::{
 pub(crate) use tool_verbs::{CompletionsArgs, DemoArgs, DemoWorkerArgs, SandboxArgs};
 
 use global::CONNECTION_ARGS;
+
+/// The hidden verb `zkw demo` runs under each lock.
+pub(crate) const DEMO_WORKER: &str = "__demo-worker";
 use lock_verbs::{LEADER_HELP, LOCKS_HELP, LOCK_HELP, REVOKE_HELP};
 use member_verbs::{BARRIER_HELP, MEMBERS_HELP, REGISTER_HELP, SERVICES_HELP};
 use node_verbs::{CACHE_HELP, GET_HELP, LS_HELP, RM_HELP, WATCH_HELP};
@@ -190,7 +193,7 @@ pub(crate) enum Command {
     #[command(long_about = COMPLETIONS_HELP)]
     Completions(CompletionsArgs),
     /// One worker of `zkw demo`.
-    #[command(name = "__demo-worker", hide = true)]
+    #[command(name = DEMO_WORKER, hide = true)]
     DemoWorker(DemoWorkerArgs),
 }
 

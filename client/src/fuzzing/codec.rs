@@ -164,6 +164,9 @@ pub fn roundtrip(data: &[u8]) {
 
 /// The frame caps [`frame_decoder`] picks from.
 const FRAME_CAPS: [usize; 7] = [0, 1, 5, 16, 255, 4096, DEFAULT_MAX_FRAME_LEN];
+/// The selector byte of the default cap in [`FRAME_CAPS`], the one a client uses.
+pub(super) const DEFAULT_CAP: u8 = 6;
+const _: () = assert!(FRAME_CAPS[DEFAULT_CAP as usize] == DEFAULT_MAX_FRAME_LEN);
 
 /// The op codes [`decode_reply`] picks from after those of the table of operations.
 const MORE_REPLY_OPS: [OpCode; 2] = [OpCode::Unknown(999), OpCode::Notification];

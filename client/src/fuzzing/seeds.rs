@@ -7,8 +7,9 @@
 //! language documented on [`session`](super::session). `tests/tests/fuzz_corpus.rs` checks the
 //! committed files against [`seeds`] and rewrites them with `ZKWIRE_WRITE_SEEDS=1`.
 
-use super::codec::{record_selector, reply_selector};
+use super::codec::{record_selector, reply_selector, DEFAULT_CAP};
 use super::script::{request_kinds, WRITTEN_KINDS};
+use super::stateful::action::*;
 use crate::proto::*;
 
 /// One seed file.
@@ -196,7 +197,6 @@ fn reply_header(xid: i32, zxid: i64, err: i32) -> Vec<u8> {
 
 /// `frame_decoder`: cap selector, chunk-size count, chunk sizes, stream.
 fn frame_decoder_seeds(fx: &Fixtures<'_>, out: &mut Vec<Seed>) {
-    const DEFAULT_CAP: u8 = 6;
     let frames = [
         "frame_connect",
         "frame_ping",
@@ -213,12 +213,15 @@ fn frame_decoder_seeds(fx: &Fixtures<'_>, out: &mut Vec<Seed>) {
     ] {
         out.push(seed("frame_decoder", name, &[head, &stream]));
     }
-    let too_long = ((1 << 20) + 1_i32).to_be_bytes();
+    // One byte more than the default cap allows.
+    let too_long = u32::try_from(crate::jute::DEFAULT_MAX_FRAME_LEN + 1)
+        .unwrap_or(u32::MAX)
+        .to_be_bytes();
     for (name, prefix) in [
         ("len_minus_one", &b"\xff\xff\xff\xff"[..]),
         ("len_i32_max", b"\x7f\xff\xff\xff"),
         ("len_http", b"HTTP/1.1 400"),
-        ("len_1mib_plus_one", &too_long),
+        ("len_cap_plus_one", &too_long),
     ] {
         let ping = fixture(fx, "frame_ping");
         out.push(seed(
@@ -230,21 +233,6 @@ fn frame_decoder_seeds(fx: &Fixtures<'_>, out: &mut Vec<Seed>) {
 }
 
 // ----- session scripts (the op language of `session`) -----
-
-const SUBMIT: u8 = 0;
-const CONNECT: u8 = 1;
-const REPLY: u8 = 2;
-const XID_REPLY: u8 = 3;
-const NOTIFY: u8 = 4;
-const RAW: u8 = 5;
-const ADVANCE: u8 = 6;
-const DISCONNECT: u8 = 7;
-const CANCEL: u8 = 8;
-const CLOSE: u8 = 9;
-const REMOVE_WATCHER: u8 = 10;
-const SET_XID: u8 = 11;
-const REPLY_ALL: u8 = 12;
-const TO_DEADLINE: u8 = 13;
 
 /// `config(a, b)`: a % 6 = timeout index (3 = 2 s, 4 = 30 s); (a >> 3) % 3 = connect
 /// timeout; b % 4 hosts, b & 4 read-only, b & 8 small requests, b & 16 small frames, b & 32

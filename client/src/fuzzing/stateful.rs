@@ -22,6 +22,27 @@ use crate::proto::{
 };
 use crate::session::{Effect, Request, RequestId, SessionConfig, SessionState, WatcherId};
 
+/// The action bytes of a session script: the byte, modulo [`COUNT`], picks what the next step
+/// does (the seeds write scripts with these too).
+pub(super) mod action {
+    pub(in crate::fuzzing) const SUBMIT: u8 = 0;
+    pub(in crate::fuzzing) const CONNECT: u8 = 1;
+    pub(in crate::fuzzing) const REPLY: u8 = 2;
+    pub(in crate::fuzzing) const XID_REPLY: u8 = 3;
+    pub(in crate::fuzzing) const NOTIFY: u8 = 4;
+    pub(in crate::fuzzing) const RAW: u8 = 5;
+    pub(in crate::fuzzing) const ADVANCE: u8 = 6;
+    pub(in crate::fuzzing) const DISCONNECT: u8 = 7;
+    pub(in crate::fuzzing) const CANCEL: u8 = 8;
+    pub(in crate::fuzzing) const CLOSE: u8 = 9;
+    pub(in crate::fuzzing) const REMOVE_WATCHER: u8 = 10;
+    pub(in crate::fuzzing) const SET_XID: u8 = 11;
+    pub(in crate::fuzzing) const REPLY_ALL: u8 = 12;
+    /// Runs the clock to the session's next deadline (every byte from 13 up to [`COUNT`]).
+    pub(in crate::fuzzing) const TO_DEADLINE: u8 = 13;
+    /// How many actions there are.
+    pub(in crate::fuzzing) const COUNT: u8 = 14;
+}
 /// Drives a [`Session`] through a script read from `data`, checking its guarantees.
 ///
 /// Bytes 0 and 1 choose the configuration: session timeout, connect timeout, host count,
@@ -147,28 +168,28 @@ impl Harness {
     }
 
     fn step(&mut self, script: &mut Script<'_>) {
-        match script.byte() % 14 {
-            0 => self.submit(script),
-            1 => self.connect(),
-            2 => self.reply(script),
-            3 => self.xid_reply(script),
-            4 => self.notify(script),
-            5 => {
+        match script.byte() % action::COUNT {
+            action::SUBMIT => self.submit(script),
+            action::CONNECT => self.connect(),
+            action::REPLY => self.reply(script),
+            action::XID_REPLY => self.xid_reply(script),
+            action::NOTIFY => self.notify(script),
+            action::RAW => {
                 let n = script.byte();
                 let bytes = script.take(usize::from(n & 0x7f));
                 self.deliver(bytes, n & 0x80 != 0);
             }
-            6 => {
+            action::ADVANCE => {
                 let t = script.byte();
                 let unit = [1, 16, 256, 4096][usize::from(t >> 6)];
                 self.io.now += Duration::from_millis(u64::from(t & 0x3f) * unit);
             }
-            7 => self.disconnect(),
-            8 => self.cancel(script.byte()),
-            9 => self.close(),
-            10 => self.remove_watcher(script.byte()),
-            11 => self.set_next_xid(script.byte()),
-            12 => self.reply_all(),
+            action::DISCONNECT => self.disconnect(),
+            action::CANCEL => self.cancel(script.byte()),
+            action::CLOSE => self.close(),
+            action::REMOVE_WATCHER => self.remove_watcher(script.byte()),
+            action::SET_XID => self.set_next_xid(script.byte()),
+            action::REPLY_ALL => self.reply_all(),
             _ => {
                 if let Some(t) = self.io.session.poll_timeout() {
                     self.io.now = self.io.now.max(t);

@@ -8,6 +8,9 @@ use super::auth::REDACTED;
 
 use crate::jute::{record, Decode, DecodeError, Encode, Reader};
 
+/// The password a `ConnectRequest` carries for a new session (session id 0): 16 zero bytes.
+pub const NEW_SESSION_PASSWD: [u8; 16] = [0; 16];
+
 record! {
     /// The first frame a client sends on a connection (no `RequestHeader`).
     ///

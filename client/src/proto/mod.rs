@@ -26,7 +26,7 @@ pub use acl::{Acl, Acls, Id, Perms};
 pub use auth::{AuthPacket, ClientInfo, SaslToken, WhoAmIResponse};
 pub use children::{Children, Iter as ChildrenIter};
 pub use codes::{AddWatchMode, CreateMode, ErrorCode, EventType, KeeperState, OpCode, WatcherType};
-pub use connect::{ConnectRequest, ConnectResponse};
+pub use connect::{ConnectRequest, ConnectResponse, NEW_SESSION_PASSWD};
 // Every record of `data` (the node operations), so that a new op's records need no line here.
 pub use data::*;
 pub use header::{ReplyHeader, RequestHeader, AUTH_XID, NOTIFICATION_XID, PING_XID};

@@ -291,8 +291,8 @@ pub struct MultiResponse {
 
 multi_list!(MultiResponse { results: MultiResult } as "MultiResponse");
 
-/// Encoded size of a `MultiHeader`.
-const HEADER_LEN: usize = 9;
+/// Encoded size of a `MultiHeader` (fixed: integers and a boolean).
+const HEADER_LEN: usize = <MultiHeader as Decode>::MIN_LEN;
 
 fn unknown_op(op: OpCode) -> DecodeError {
     DecodeError::new(DecodeErrorKind::UnknownValue {

@@ -17,7 +17,7 @@ record! {
     /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
     /// if let Some(stat) = client.exists("/leader").await? {
     ///     println!("version {}, {} bytes", stat.version, stat.data_length);
-    ///     if stat.ephemeral_owner == client.session_id() {
+    ///     if stat.is_owned_by(client.session_id()) {
     ///         println!("we lead: the node goes with our session");
     ///     }
     /// }
@@ -51,6 +51,24 @@ record! {
     }
 }
 
+impl Stat {
+    /// Whether the node is an ephemeral node of session `session`: it goes when that session
+    /// ends. Never for session 0, which no session has (a persistent node's owner is 0).
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// if let Some(stat) = client.exists("/leader").await? {
+    ///     if stat.is_owned_by(client.session_id()) {
+    ///         println!("we lead: the node goes with our session");
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_owned_by(&self, session: i64) -> bool {
+        session != 0 && self.ephemeral_owner == session
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,5 +95,17 @@ mod tests {
             skipped.kind(),
             DecodeErrorKind::UnexpectedEnd { offset: 44, needed: 8, available: 3 }
         ));
+    }
+
+    #[test]
+    fn only_an_ephemeral_node_is_owned_and_never_by_session_zero() {
+        let ephemeral = Stat {
+            ephemeral_owner: 0x42,
+            ..Stat::default()
+        };
+        assert!(ephemeral.is_owned_by(0x42));
+        assert!(!ephemeral.is_owned_by(0x43));
+        let persistent = Stat::default();
+        assert!(!persistent.is_owned_by(0));
     }
 }

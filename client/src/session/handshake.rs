@@ -12,7 +12,7 @@ use super::{Conn, SaslMechanism, Session, SessionState};
 use crate::error::Error;
 use crate::jute::{encode_frame, Decode, Encode};
 use crate::proto::{
-    ConnectRequest, ConnectResponse, ErrorCode, OpCode, ReplyHeader, SaslToken,
+    ConnectRequest, ConnectResponse, ErrorCode, OpCode, ReplyHeader, SaslToken, NEW_SESSION_PASSWD,
 };
 
 impl Session {
@@ -74,7 +74,7 @@ impl Session {
             passwd: if self.seen_rw {
                 self.passwd.clone()
             } else {
-                Bytes::from_static(&[0; 16])
+                Bytes::from_static(&NEW_SESSION_PASSWD)
             },
             read_only: self.config.read_only,
         };

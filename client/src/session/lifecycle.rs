@@ -8,7 +8,7 @@ use bytes::Bytes;
 use super::pending::Queued;
 use super::{Closing, Conn, DropReason, Event, Reply, Session, SessionState, WatchedEvent};
 use crate::error::Error;
-use crate::proto::{EventType, KeeperState, OpCode};
+use crate::proto::{EventType, KeeperState, OpCode, NEW_SESSION_PASSWD};
 
 impl Session {
     /// The transport closed or failed.
@@ -133,7 +133,7 @@ impl Session {
             self.events.push_back(Event::Watch { watcher, event });
         }
         self.session_id = 0;
-        self.passwd = Bytes::from_static(&[0; 16]);
+        self.passwd = Bytes::from_static(&NEW_SESSION_PASSWD);
         self.set_negotiated(None);
         self.seen_rw = false;
         self.lease.forget();

@@ -43,7 +43,7 @@ use self::timers::{Deadlines, Periods, Timers};
 use self::watches::Watches;
 use crate::error::Error;
 use crate::jute::FrameDecoder;
-use crate::proto::OpCode;
+use crate::proto::{OpCode, NEW_SESSION_PASSWD};
 
 /// One ZooKeeper session, across however many connections it takes.
 ///
@@ -165,7 +165,7 @@ impl Session {
         let (session_id, passwd) = config
             .resume
             .clone()
-            .unwrap_or((0, Bytes::from_static(&[0; 16])));
+            .unwrap_or((0, Bytes::from_static(&NEW_SESSION_PASSWD)));
         let decoder = FrameDecoder::new(config.max_frame_len);
         let relay = config.relay_bound;
         let auths = config.auth.clone();

@@ -199,7 +199,7 @@ impl Attempt {
             let child_path = path::join(&self.dir.path, child);
             // Best effort: a duplicate missed now is seen on the next scan or by the sweep.
             if let Ok(Some(stat)) = self.dir.client.exists(&child_path).await {
-                if stat.ephemeral_owner == session {
+                if stat.is_owned_by(session) {
                     tracing::warn!(node = child, "deleting a duplicate of our lock node");
                     self.remove(&child_path).await;
                 }

@@ -93,7 +93,8 @@ impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             tick_time_ms: DEFAULT_TICK_MS,
-            min_session_timeout_ms: 400,
+            // ZooKeeper's own default: two ticks.
+            min_session_timeout_ms: 2 * DEFAULT_TICK_MS,
             max_session_timeout_ms: 60_000,
             extra: Vec::new(),
             jvm_props: vec![

@@ -16,6 +16,7 @@ use super::{
     server_mode, Mode, ServerConfig, ServerError, ENSEMBLE_START_TIMEOUT, ERROR_LOG_LINES,
     PORT_RETRIES,
 };
+use super::{ENSEMBLE_INIT_LIMIT, ENSEMBLE_SYNC_LIMIT};
 
 /// The main class of an ensemble node.
 const QUORUM_MAIN: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
@@ -77,7 +78,8 @@ impl ZkEnsemble {
     /// [`ZkServer::start_with`]: super::ZkServer::start_with
     pub fn start_with(n: usize, config: ServerConfig) -> Result<Self, ServerError> {
         Self::start_with_layout(n, config, &mut |ports: &[NodePorts]| {
-            let mut lines = String::from("initLimit=20\nsyncLimit=10\n");
+            let mut lines =
+                format!("initLimit={ENSEMBLE_INIT_LIMIT}\nsyncLimit={ENSEMBLE_SYNC_LIMIT}\n");
             for (i, p) in ports.iter().enumerate() {
                 lines.push_str(&format!(
                     "server.{}=127.0.0.1:{}:{}\n",

@@ -39,7 +39,7 @@ pub(super) fn unique_dir(tag: &str) -> Result<PathBuf, ServerError> {
 }
 
 /// Whether [`KEEP_LOGS_ENV`] asks to keep the directories.
-pub(super) fn keep_logs() -> bool {
+pub(crate) fn keep_logs() -> bool {
     env::var_os(KEEP_LOGS_ENV).is_some_and(|v| v == "1")
 }
 

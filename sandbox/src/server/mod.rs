@@ -65,6 +65,7 @@ use std::time::Duration;
 pub use self::config::{ServerConfig, ServerSasl, ServerTls};
 pub use self::ensemble::{EnsembleLayout, NodePorts, ZkEnsemble};
 pub use self::error::ServerError;
+pub(crate) use self::files::keep_logs;
 pub use self::flw::{four_letter_word, server_mode, Mode};
 pub use self::runtime::default_classpath;
 pub use self::standalone::{shared_server, ZkServer};
@@ -85,7 +86,11 @@ pub const ENSEMBLE_START_TIMEOUT: Duration = Duration::from_secs(30);
 /// `ClientBuilder::with_server_tick`), not ZooKeeper's default of 2 s.
 pub const DEFAULT_TICK: Duration = Duration::from_millis(DEFAULT_TICK_MS as u64);
 /// [`DEFAULT_TICK`] in milliseconds, as `zoo.cfg` has it.
-const DEFAULT_TICK_MS: u32 = 200;
+pub const DEFAULT_TICK_MS: u32 = 200;
+/// The `initLimit` of an ensemble's servers, in ticks, unless the config sets its own.
+pub const ENSEMBLE_INIT_LIMIT: u32 = 20;
+/// The `syncLimit` of an ensemble's servers, in ticks, unless the config sets its own.
+pub const ENSEMBLE_SYNC_LIMIT: u32 = 10;
 
 /// How many times [`ZkServer::start_with`] / [`ZkEnsemble::start_with`] try
 /// again with fresh ports when a port turned out to be taken.

@@ -11,15 +11,11 @@ use super::relay::{Flow, LinkCounts, LinkFault, LinkRelay, BWD, FWD};
 use super::wait::View;
 use crate::server::{
     four_letter_word, server_mode, Mode, NodePorts, ServerConfig, ServerError, ZkEnsemble,
-    ENSEMBLE_START_TIMEOUT,
+    ENSEMBLE_INIT_LIMIT, ENSEMBLE_START_TIMEOUT, ENSEMBLE_SYNC_LIMIT,
 };
 
 /// Default of `zookeeper.fastleader.maxNotificationInterval` for the servers (milliseconds).
 const MAX_NOTIFICATION_INTERVAL_MS: &str = "1000";
-/// ZooKeeper's default `initLimit` in this harness (see [`ZkEnsemble`]).
-const DEFAULT_INIT_LIMIT: u32 = 20;
-/// ZooKeeper's default `syncLimit` in this harness (see [`ZkEnsemble`]).
-const DEFAULT_SYNC_LIMIT: u32 = 10;
 
 /// Which of the two links from one server to another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -107,7 +103,7 @@ fn quorum_lines(links: &[Link], picked: &[NodePorts]) -> Vec<String> {
     (0..picked.len())
         .map(|i| {
             let mut lines =
-                format!("initLimit={DEFAULT_INIT_LIMIT}\nsyncLimit={DEFAULT_SYNC_LIMIT}\n");
+                format!("initLimit={ENSEMBLE_INIT_LIMIT}\nsyncLimit={ENSEMBLE_SYNC_LIMIT}\n");
             for (j, p) in picked.iter().enumerate() {
                 let (quorum, election) = match links.iter().find(|l| l.from == i && l.to == j) {
                     Some(l) => (l.quorum.addr().port(), l.election.addr().port()),
@@ -183,8 +179,8 @@ impl PartitionedEnsemble {
         };
 
         let config = with_notification_interval(config);
-        let sync_limit = limit(&config, "syncLimit").unwrap_or(DEFAULT_SYNC_LIMIT);
-        let init_limit = limit(&config, "initLimit").unwrap_or(DEFAULT_INIT_LIMIT);
+        let sync_limit = limit(&config, "syncLimit").unwrap_or(ENSEMBLE_SYNC_LIMIT);
+        let init_limit = limit(&config, "initLimit").unwrap_or(ENSEMBLE_INIT_LIMIT);
         let links = Link::start_all(n, &handle)?;
         let mut ports = Vec::new();
         let ensemble = ZkEnsemble::start_with_layout(n, config.clone(), &mut |picked| {

@@ -57,7 +57,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 pub use self::ensemble::{LinkKind, PartitionedEnsemble};
 pub use self::relay::{Flow, LinkCounts, LinkFault, LinkRelay};
-pub use self::scenario::{partition_config, HoldScenario};
+pub use self::scenario::{
+    partition_config, HoldScenario, PARTITION_INIT_LIMIT, PARTITION_SYNC_LIMIT,
+};
 pub use self::sockets::PeerSockets;
 pub use self::wait::{View, WaitError};
 

@@ -5,16 +5,21 @@ use super::ensemble::PartitionedEnsemble;
 use super::relay::LinkFault;
 use crate::server::ServerConfig;
 
-/// The servers' configuration the partition tests share: tickTime `tick_ms`, syncLimit 5 (a
-/// silent link is noticed after 5 ticks), initLimit 10, session timeouts from 2 ticks to
+/// The `syncLimit` of [`partition_config`], in ticks: a silent link is noticed after it.
+pub const PARTITION_SYNC_LIMIT: u32 = 5;
+/// The `initLimit` of [`partition_config`], in ticks.
+pub const PARTITION_INIT_LIMIT: u32 = 10;
+
+/// The servers' configuration the partition tests share: tickTime `tick_ms`,
+/// [`PARTITION_SYNC_LIMIT`] and [`PARTITION_INIT_LIMIT`], session timeouts from 2 ticks to
 /// 60 s.
 pub fn partition_config(tick_ms: u32) -> ServerConfig {
     ServerConfig::default()
         .tick_time_ms(tick_ms)
         .min_session_timeout_ms(tick_ms.saturating_mul(2))
         .max_session_timeout_ms(60_000)
-        .extra("syncLimit", "5")
-        .extra("initLimit", "10")
+        .extra("syncLimit", PARTITION_SYNC_LIMIT.to_string())
+        .extra("initLimit", PARTITION_INIT_LIMIT.to_string())
 }
 
 /// The partitions a lock holder is tested under (docs/faults.md #28): which server the

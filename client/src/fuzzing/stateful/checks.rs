@@ -11,7 +11,8 @@ use crate::fuzzing::harness::Peer;
 use crate::fuzzing::model::Phase;
 use crate::jute::Decode;
 use crate::proto::{
-    ConnectRequest, EventType, KeeperState, OpCode, RequestHeader, AUTH_XID, PING_XID,
+    ConnectRequest, EventType, KeeperState, OpCode, RequestHeader, AUTH_XID, NEW_SESSION_PASSWD,
+    PING_XID,
 };
 use crate::session::{Event, Reply, RequestId, Session, SessionState, WatchedEvent, WatcherId};
 
@@ -90,7 +91,7 @@ impl Model {
         let (id, passwd) = if self.server.seen_rw {
             (session.session_id(), session.session_password().clone())
         } else {
-            (0, Bytes::from_static(&[0; 16]))
+            (0, Bytes::from_static(&NEW_SESSION_PASSWD))
         };
         assert_eq!(request.session_id, id, "ConnectRequest session id");
         assert_eq!(request.passwd, passwd, "ConnectRequest password");
