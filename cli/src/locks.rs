@@ -4,11 +4,12 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
-use zkwire::{Client, Error};
+use zkwire::{Children, Client, Error};
+use zkwire_recipes::{rank, ContenderKind, Ranked, SEMAPHORE_LEASES, SEMAPHORE_LOCKS};
 
 use crate::cli::{show, LocksArgs};
 use crate::connect::Global;
-use crate::fail::Failure;
+use crate::fail::{Failure, FAILED};
 use crate::follow::follow;
 use crate::format::{data_json, data_line, session_id};
 use crate::nodes::check_path;
@@ -30,18 +31,29 @@ enum Layout {
 }
 
 impl Layout {
-    fn of(children: &[String]) -> Self {
-        let any = |marker: &str| children.iter().any(|c| c.contains(marker));
-        if any("__WRIT__") || any("__READ__") {
-            Self::RwLock
-        } else if any("-latch-") {
-            Self::Latch
-        } else if any("-lock-") {
-            Self::Mutex
-        } else if children.iter().any(|c| c == "leases" || c == "locks") {
-            Self::Semaphore
-        } else {
-            Self::None
+    /// The layout of a lock directory whose listing is `children`, by the recipes' names.
+    fn of(children: &Children) -> Self {
+        match ContenderKind::of(children) {
+            Some(ContenderKind::ReadWrite) => Self::RwLock,
+            Some(ContenderKind::Latch) => Self::Latch,
+            Some(ContenderKind::Mutex) => Self::Mutex,
+            _ if children
+                .iter()
+                .any(|c| c == SEMAPHORE_LEASES || c == SEMAPHORE_LOCKS) =>
+            {
+                Self::Semaphore
+            }
+            _ => Self::None,
+        }
+    }
+
+    /// The kind of the contenders directly below a directory of this layout.
+    fn contenders(self) -> Option<ContenderKind> {
+        match self {
+            Self::Mutex => Some(ContenderKind::Mutex),
+            Self::RwLock => Some(ContenderKind::ReadWrite),
+            Self::Latch => Some(ContenderKind::Latch),
+            Self::None | Self::Semaphore => None,
         }
     }
 
@@ -63,8 +75,8 @@ struct Contender {
     role: &'static str,
     /// The node's path.
     node: String,
-    /// The sequence number Curator sorts by (`None`: not a sequential name).
-    sequence: Option<u64>,
+    /// The sequence number the lock is ranked by (`None`: a foreign child).
+    sequence: Option<i32>,
     /// The node's ephemeralOwner: the holder's session.
     session: i64,
     /// Milliseconds since the node was created (by the server's clock).
@@ -116,20 +128,21 @@ async fn inspect(
     client: &Client,
     path: &str,
 ) -> Result<Option<(Layout, Vec<Contender>)>, Failure> {
-    let children = match g.read(|| client.get_children(path)).await {
-        Ok(children) => children,
-        Err(Error::NoNode) => return Ok(None),
-        Err(e) => return Err(Failure::zk(path, &e)),
+    let Some(children) = children(g, client, path).await? else {
+        return Ok(None);
     };
     let layout = Layout::of(&children);
-    let contenders = match layout {
-        Layout::None => Vec::new(),
-        Layout::Semaphore => semaphore(g, client, path).await?,
-        _ => {
-            let mut nodes = read_nodes(g, client, path, &sorted(children)).await?;
-            assign_roles(layout, &mut nodes);
-            nodes
+    let contenders = match layout.contenders() {
+        Some(kind) => {
+            let role = |c: &Ranked| match (c.holds, kind) {
+                (true, ContenderKind::Latch) => "leader",
+                (true, _) => "holder",
+                (false, _) => "waiting",
+            };
+            read_nodes(g, client, path, &ranked(path, kind, &children)?, role).await?
         }
+        None if layout == Layout::Semaphore => semaphore(g, client, path).await?,
+        None => Vec::new(),
     };
     Ok(Some((layout, contenders)))
 }
@@ -140,16 +153,19 @@ async fn inspect(
 /// lease is granted: so a lease node of the session acquiring `locks` is still pending (it
 /// waits for a lease to free up), and every other lease node is held.
 async fn semaphore(g: &Global, client: &Client, path: &str) -> Result<Vec<Contender>, Failure> {
-    let leases_dir = zkwire::path::join(path, "leases");
-    let locks_dir = zkwire::path::join(path, "locks");
-    let leases = sorted(children(g, client, &leases_dir).await?);
-    let mut all = read_nodes(g, client, &leases_dir, &leases).await?;
-    let queue = sorted(children(g, client, &locks_dir).await?);
-    let mut waiting = read_nodes(g, client, &locks_dir, &queue).await?;
-    for (i, c) in waiting.iter_mut().enumerate() {
-        c.role = if i == 0 { "acquiring" } else { "waiting" };
-    }
-    let acquiring = waiting.first().map(|c| c.session);
+    let leases_dir = zkwire::path::join(path, SEMAPHORE_LEASES);
+    let locks_dir = zkwire::path::join(path, SEMAPHORE_LOCKS);
+    let leases = children(g, client, &leases_dir).await?.unwrap_or_default();
+    let leases = ranked(&leases_dir, ContenderKind::SemaphoreLease, &leases)?;
+    let mut all = read_nodes(g, client, &leases_dir, &leases, |_| "lease").await?;
+    let queue = children(g, client, &locks_dir).await?.unwrap_or_default();
+    let queue = ranked(&locks_dir, ContenderKind::Mutex, &queue)?;
+    let role = |c: &Ranked| if c.holds { "acquiring" } else { "waiting" };
+    let mut waiting = read_nodes(g, client, &locks_dir, &queue, role).await?;
+    let acquiring = waiting
+        .iter()
+        .find(|c| c.role == "acquiring")
+        .map(|c| c.session);
     for lease in &mut all {
         lease.role = if Some(lease.session) == acquiring {
             "pending"
@@ -161,46 +177,18 @@ async fn semaphore(g: &Global, client: &Client, path: &str) -> Result<Vec<Conten
     Ok(all)
 }
 
-/// Who holds: the first node of a mutex or latch; the first node of a read/write lock if it
-/// is a writer's, else every reader before the first writer.
-fn assign_roles(layout: Layout, nodes: &mut [Contender]) {
-    let mut writer_seen = false;
-    for (i, c) in nodes.iter_mut().enumerate() {
-        let is_writer = c.node.contains("__WRIT__");
-        let holds = match layout {
-            Layout::RwLock if is_writer => i == 0,
-            Layout::RwLock => !writer_seen,
-            _ => i == 0,
-        };
-        writer_seen |= is_writer;
-        c.role = match (holds, layout) {
-            (true, Layout::Latch) => "leader",
-            (true, _) => "holder",
-            (false, _) => "waiting",
-        };
-    }
-}
-
-/// Children of `path` (a semaphore's `leases` or `locks`); none when it does not exist.
-async fn children(g: &Global, client: &Client, path: &str) -> Result<Vec<String>, Failure> {
-    match g.read(|| client.get_children(path)).await {
-        Ok(children) => Ok(children),
-        Err(Error::NoNode) => Ok(Vec::new()),
+/// The listing of `path`; `None` when it does not exist.
+async fn children(g: &Global, client: &Client, path: &str) -> Result<Option<Children>, Failure> {
+    match g.read(|| client.get_children_compact(path)).await {
+        Ok(children) => Ok(Some(children)),
+        Err(Error::NoNode) => Ok(None),
         Err(e) => Err(Failure::zk(path, &e)),
     }
 }
 
-/// Names sorted as Curator sorts contenders: by the sequence number ending the name, names
-/// without one last.
-fn sorted(mut names: Vec<String>) -> Vec<String> {
-    names.sort_by_key(|n| (sequence(n).unwrap_or(u64::MAX), n.clone()));
-    names
-}
-
-/// The sequence number ending a name (the server's 10 digits).
-fn sequence(name: &str) -> Option<u64> {
-    let digits = name.len().checked_sub(10)?;
-    name.get(digits..)?.parse().ok()
+/// The contenders of the `kind` directory `dir` in lock order, as the recipes rank them.
+fn ranked(dir: &str, kind: ContenderKind, children: &Children) -> Result<Vec<Ranked>, Failure> {
+    rank(kind, children).map_err(|e| Failure::new(FAILED, format!("{dir}: {e}")))
 }
 
 /// The nodes' data and Stat; nodes gone meanwhile are left out.
@@ -208,22 +196,23 @@ async fn read_nodes(
     g: &Global,
     client: &Client,
     dir: &str,
-    names: &[String],
+    ranked: &[Ranked],
+    role: impl Fn(&Ranked) -> &'static str,
 ) -> Result<Vec<Contender>, Failure> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    let mut nodes = Vec::with_capacity(names.len());
-    for name in names {
-        let node = zkwire::path::join(dir, name);
+    let mut nodes = Vec::with_capacity(ranked.len());
+    for c in ranked {
+        let node = zkwire::path::join(dir, &c.name);
         let (data, stat) = match g.read(|| client.get_data(&node)).await {
             Ok(found) => found,
             Err(Error::NoNode) => continue,
             Err(e) => return Err(Failure::zk(&node, &e)),
         };
         nodes.push(Contender {
-            role: "waiting",
-            sequence: sequence(name),
+            role: role(c),
+            sequence: c.sequence,
             session: stat.ephemeral_owner,
             age_ms: now.saturating_sub(stat.ctime).max(0),
             data: data.to_vec(),
@@ -276,31 +265,22 @@ fn contender_json(c: &Contender) -> Value {
 mod tests {
     use super::*;
 
-    fn contender(node: &str) -> Contender {
-        Contender {
-            role: "",
-            node: node.to_owned(),
-            sequence: sequence(node),
-            session: 0,
-            age_ms: 0,
-            data: Vec::new(),
-        }
-    }
-
     #[test]
-    fn curator_order_and_roles() {
-        let names = sorted(vec![
-            "_c_b-__READ__0000000003".to_owned(),
-            "_c_a-__READ__0000000001".to_owned(),
-            "_c_c-__WRIT__0000000002".to_owned(),
-        ]);
-        assert_eq!(names[0], "_c_a-__READ__0000000001");
-        assert_eq!(Layout::of(&names), Layout::RwLock);
-        let mut nodes: Vec<Contender> = names.iter().map(|n| contender(n)).collect();
-        assign_roles(Layout::RwLock, &mut nodes);
-        let roles: Vec<&str> = nodes.iter().map(|c| c.role).collect();
-        assert_eq!(roles, ["holder", "waiting", "waiting"]);
-        assert_eq!(Layout::of(&["leases".to_owned()]), Layout::Semaphore);
-        assert_eq!(sequence("x"), None);
+    fn layouts_are_told_by_the_recipes_names() {
+        let layout = |names: &[&str]| Layout::of(&names.iter().collect());
+        assert_eq!(
+            layout(&["_c_a-__READ__0000000001", "_c_b-lock-0000000002"]),
+            Layout::RwLock
+        );
+        assert_eq!(layout(&["_c_a-latch-0000000001"]), Layout::Latch);
+        assert_eq!(
+            layout(&["k__lock__0000000001", "_c_a-lock-0000000002"]),
+            Layout::Mutex
+        );
+        assert_eq!(
+            layout(&[SEMAPHORE_LEASES, SEMAPHORE_LOCKS]),
+            Layout::Semaphore
+        );
+        assert_eq!(layout(&["config"]), Layout::None);
     }
 }

@@ -119,6 +119,7 @@ mod error;
 mod group;
 mod guid;
 mod hold;
+mod inspect;
 mod internals;
 mod latch;
 mod local;
@@ -144,6 +145,7 @@ pub use discovery::{
 pub use election::LeaderElection;
 pub use error::{LockError, LostReason};
 pub use group::GroupMember;
+pub use inspect::{rank, ContenderKind, Ranked, SEMAPHORE_LEASES, SEMAPHORE_LOCKS};
 pub use latch::{LeaderLatch, Leadership, Participant};
 pub use mutex::{Mutex, MutexGuard};
 pub use options::{lease_margin, LockOptions};

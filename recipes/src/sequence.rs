@@ -113,7 +113,7 @@ impl Contender<'_> {
     /// keys of exactly ten digits (`parse_sequence` accepts nothing else, and a negative one
     /// is refused before sorting), which compare as their numbers do: the order of the keys,
     /// without a byte comparison per pair.
-    fn cmp_key(&self, other: &Self) -> Ordering {
+    pub(crate) fn cmp_key(&self, other: &Self) -> Ordering {
         match (self.seq, other.seq) {
             (Some(a), Some(b)) => a.cmp(&b),
             _ => self.key().cmp(other.key()),

@@ -27,11 +27,11 @@ use crate::options::LockOptions;
 use crate::sequence::{exclusive, sort_key_at, ForeignChildPolicy};
 
 /// Curator `InterProcessSemaphoreV2.LOCK_PARENT`: the internal mutex's directory.
-const LOCKS: &str = "locks";
+pub(crate) const LOCKS: &str = "locks";
 /// Curator `InterProcessSemaphoreV2.LEASE_PARENT`: the lease nodes' directory.
-const LEASES: &str = "leases";
+pub(crate) const LEASES: &str = "leases";
 /// Curator `InterProcessSemaphoreV2.LEASE_BASE_NAME`.
-const LEASE_MARKER: &str = "lease-";
+pub(crate) const LEASE_MARKER: &str = "lease-";
 const LEASE_MARKERS: &[&str] = &[LEASE_MARKER];
 
 /// How a lease node is named (the predicate is unused: leases are counted, not ordered).
