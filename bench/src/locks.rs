@@ -30,6 +30,12 @@ use crate::{BenchError, Ctx, Who};
 
 /// Sessions contending in `lock-contention`.
 pub(crate) const CONTENDERS: usize = 8;
+/// The `lock-contention` cell's param: [`CONTENDERS`], as the report's targets look it up.
+pub(crate) const CONTENTION_PARAM: &str = "sessions=8";
+const _: () = assert!(CONTENDERS == 8, "CONTENTION_PARAM names CONTENDERS");
+
+/// The lock node name's marker of every client's lock, Curator's (`InterProcessMutex`).
+const LOCK_MARKER: &str = "lock-";
 
 // ===== lock-cycle =====
 
@@ -70,7 +76,7 @@ pub(crate) async fn cycle(ctx: &Ctx, who: Who) -> Result<Vec<(String, Measured)>
             }
         }
         Who::Raw => {
-            let conn = RawConn::connect(&ctx.addr, 30_000).await?;
+            let conn = RawConn::connect(&ctx.addr).await?;
             let worker = RawCycle {
                 lock: RawLock::new(conn, &dir),
                 prev: None,
@@ -80,7 +86,7 @@ pub(crate) async fn cycle(ctx: &Ctx, who: Who) -> Result<Vec<(String, Measured)>
         }
         Who::Relay => {
             for drop_release in ctx.drop_releases() {
-                let lock = RelayLock::new(Relay::connect(&ctx.addr, 30_000).await?, &dir);
+                let lock = RelayLock::new(Relay::connect(&ctx.addr).await?, &dir);
                 let [m] = run_workers(ctx, vec![RelayCycle { lock, drop_release }]).await?;
                 rows.push((release_param(drop_release), m));
             }
@@ -133,7 +139,7 @@ struct KezhuwCycle {
 impl Worker for KezhuwCycle {
     async fn step(&mut self) -> Result<usize, BenchError> {
         if self.drop_release {
-            let prefix = zookeeper_client::LockPrefix::new_curator(&self.dir, "lock-")?;
+            let prefix = zookeeper_client::LockPrefix::new_curator(&self.dir, LOCK_MARKER)?;
             let options = zookeeper_client::LockOptions::new(zookeeper_client::Acls::anyone_all());
             let lock = self.client.lock(prefix, b"", options).await?;
             drop(lock);
@@ -148,7 +154,7 @@ impl Worker for KezhuwCycle {
 /// Takes kezhuw's lock and returns its node, released by the caller with an awaited delete
 /// (the `LockClient` is forgotten so that its drop does not send a second delete).
 async fn kezhuw_lock(client: &zookeeper_client::Client, dir: &str) -> Result<String, BenchError> {
-    let prefix = zookeeper_client::LockPrefix::new_curator(dir, "lock-")?;
+    let prefix = zookeeper_client::LockPrefix::new_curator(dir, LOCK_MARKER)?;
     let options = zookeeper_client::LockOptions::new(zookeeper_client::Acls::anyone_all());
     let lock = client.lock(prefix, b"", options).await?;
     let path = lock.lock_path().to_owned();
@@ -260,7 +266,7 @@ impl RawLock {
 /// and getChildren(`dir`).
 pub(crate) fn lock_frames(dir: &str) -> (Bytes, Bytes) {
     let create = CreateRequest {
-        path: format!("{dir}/lock-"),
+        path: format!("{dir}/{LOCK_MARKER}"),
         data: Some(Bytes::new()),
         acl: Acl::open_unsafe().into(),
         mode: CreateMode::EphemeralSequential,
@@ -580,13 +586,13 @@ pub(crate) async fn contention(
                 )));
             }
             Who::Raw => {
-                let conn = RawConn::connect(&ctx.addr, 30_000).await?;
+                let conn = RawConn::connect(&ctx.addr).await?;
                 let mut lock = RawLock::new(conn, &dir);
                 lock.cheat = ctx.measure.break_exclusion;
                 tasks.push(tokio::spawn(contend(RawContender { lock }, shared.clone())));
             }
             Who::Relay => {
-                let lock = RelayLock::new(Relay::connect(&ctx.addr, 30_000).await?, &dir);
+                let lock = RelayLock::new(Relay::connect(&ctx.addr).await?, &dir);
                 tasks.push(tokio::spawn(contend(
                     RelayContender { lock },
                     shared.clone(),

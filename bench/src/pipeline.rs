@@ -123,7 +123,7 @@ pub(crate) async fn run(
         Who::Raw => run_raw(ctx, &path, k).await,
         Who::Relay => {
             // Closed whatever the outcome, so that a failed cell leaves no task behind.
-            let relay = Relay::connect(&ctx.addr, 30_000).await?;
+            let relay = Relay::connect(&ctx.addr).await?;
             let measured = run_client(ctx, &relay.client, &path, k, shape).await;
             relay.close().await;
             measured
@@ -201,7 +201,7 @@ async fn run_one_task<C: GetData>(
 }
 
 async fn run_raw(ctx: &Ctx, path: &str, k: usize) -> Result<Measured, BenchError> {
-    let mut conn = RawConn::connect(&ctx.addr, 30_000).await?;
+    let mut conn = RawConn::connect(&ctx.addr).await?;
     let one = request_frame(
         1,
         OpCode::GetData,

@@ -13,6 +13,10 @@ use zkwire::proto::{
 
 use crate::BenchError;
 
+/// The session timeout the raw and relay sessions ask for: the zkwire client's default, so
+/// that every client's session is alike.
+const SESSION_TIMEOUT_MS: i32 = 30_000;
+
 /// One raw session.
 pub(crate) struct RawConn {
     stream: TcpStream,
@@ -44,7 +48,7 @@ impl RawReply {
 
 impl RawConn {
     /// Connects and completes the handshake (a new session, `timeout_ms` requested).
-    pub(crate) async fn connect(addr: &str, timeout_ms: i32) -> Result<Self, BenchError> {
+    pub(crate) async fn connect(addr: &str) -> Result<Self, BenchError> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         let mut conn = Self {
@@ -55,7 +59,7 @@ impl RawConn {
         let request = ConnectRequest {
             protocol_version: 0,
             last_zxid_seen: 0,
-            timeout: timeout_ms,
+            timeout: SESSION_TIMEOUT_MS,
             session_id: 0,
             passwd: Bytes::from_static(&NEW_SESSION_PASSWD),
             read_only: false,

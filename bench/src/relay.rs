@@ -44,8 +44,8 @@ pub(crate) struct Relay {
 
 impl Relay {
     /// Connects a raw session (`timeout_ms` requested) and spawns its connection task.
-    pub(crate) async fn connect(addr: &str, timeout_ms: i32) -> Result<Self, BenchError> {
-        let conn = RawConn::connect(addr, timeout_ms).await?;
+    pub(crate) async fn connect(addr: &str) -> Result<Self, BenchError> {
+        let conn = RawConn::connect(addr).await?;
         let (calls, queued) = mpsc::channel(QUEUE);
         let (notify, events) = mpsc::unbounded_channel();
         let task = tokio::spawn(run(conn, queued, notify));

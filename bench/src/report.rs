@@ -3,6 +3,7 @@
 
 use std::io::Write;
 
+use crate::locks::CONTENTION_PARAM;
 use crate::measure::{Measured, Round};
 use crate::{Results, Who};
 
@@ -224,8 +225,8 @@ const COST_CELLS: [(&str, &str, &str, &str, f64); 6] = [
     (
         "8 sessions contending",
         "lock-contention",
-        "sessions=8",
-        "sessions=8",
+        CONTENTION_PARAM,
+        CONTENTION_PARAM,
         1.3,
     ),
     ("getData K=16", "pipeline", "K=16", "K=16", 1.5),
@@ -312,7 +313,7 @@ fn lock_targets(results: &Results) -> Vec<Target> {
         (Some(d), Some(a)) => Some(d.max(a)),
         (d, a) => d.or(a),
     };
-    let contention = |who| get("lock-contention", who, "sessions=8");
+    let contention = |who| get("lock-contention", who, CONTENTION_PARAM);
     let (zc, kc) = (contention(Who::Zkwire), contention(Who::Kezhuw));
     let (zco, kco) = (
         zc.and_then(Measured::ops_per_sec),

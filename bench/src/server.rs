@@ -162,25 +162,7 @@ async fn setup(admin: &zkwire::Client, ctx: &Ctx) -> Result<(), BenchError> {
 
 /// Deletes the run's subtree (ephemeral leftovers are gone with their sessions).
 async fn teardown(admin: &zkwire::Client, root: &str) -> Result<(), BenchError> {
-    let mut stack = vec![(root.to_owned(), false)];
-    while let Some((path, expanded)) = stack.pop() {
-        if expanded {
-            match admin.delete(&path, None).await {
-                Ok(()) | Err(zkwire::Error::NoNode) => {}
-                Err(e) => return Err(e.into()),
-            }
-            continue;
-        }
-        let children = match admin.get_children(&path).await {
-            Ok(c) => c,
-            Err(zkwire::Error::NoNode) => continue,
-            Err(e) => return Err(e.into()),
-        };
-        stack.push((path.clone(), true));
-        for child in children {
-            stack.push((format!("{path}/{child}"), false));
-        }
-    }
+    admin.delete_all(root).await?;
     Ok(())
 }
 

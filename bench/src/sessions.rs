@@ -79,8 +79,8 @@ async fn open(who: Who, addr: &str) -> Result<Session, BenchError> {
     Ok(match who {
         Who::Zkwire => Session::Zkwire(zkwire::Client::connect(addr).await?),
         Who::Kezhuw => Session::Kezhuw(zookeeper_client::Client::connect(addr).await?),
-        Who::Raw => Session::Raw(RawConn::connect(addr, 30_000).await?),
-        Who::Relay => Session::Relay(Relay::connect(addr, 30_000).await?),
+        Who::Raw => Session::Raw(RawConn::connect(addr).await?),
+        Who::Relay => Session::Relay(Relay::connect(addr).await?),
     })
 }
 

@@ -113,7 +113,7 @@ async fn lock_contention(ctx: &Ctx, results: &mut Results) -> Result<bool, Bench
             results.add(
                 "lock-contention",
                 who,
-                format!("sessions={}", locks::CONTENDERS),
+                locks::CONTENTION_PARAM.to_owned(),
                 m,
             );
         }

@@ -30,7 +30,7 @@ pub(crate) async fn run(ctx: &Ctx, who: Who) -> Result<[Measured; 3], BenchError
         Who::Kezhuw => run_kezhuw(ctx, set_path, node_path).await,
         Who::Raw => run_raw(ctx, set_path, node_path).await,
         Who::Relay => {
-            let relay = Relay::connect(&ctx.addr, 30_000).await?;
+            let relay = Relay::connect(&ctx.addr).await?;
             let measured = run_client(ctx, &relay.client, set_path, node_path).await;
             relay.close().await;
             measured
@@ -89,7 +89,7 @@ async fn run_raw(
     set_path: String,
     node_path: String,
 ) -> Result<[Measured; 3], BenchError> {
-    let mut conn = RawConn::connect(&ctx.addr, 30_000).await?;
+    let mut conn = RawConn::connect(&ctx.addr).await?;
     conn.send(&create_frame(&set_path)).await?;
     let _ = conn.recv().await?; // OK or NodeExists
     let set = request_frame(
@@ -110,7 +110,7 @@ async fn run_raw(
         }],
     )
     .await?;
-    let conn = RawConn::connect(&ctx.addr, 30_000).await?;
+    let conn = RawConn::connect(&ctx.addr).await?;
     let create = create_frame(&node_path);
     let delete = request_frame(
         1,

@@ -161,8 +161,13 @@ impl Global {
 
     /// Closes the session, waiting at most the session timeout (the shell's stays open).
     pub(crate) async fn close(&self, client: &Client) {
+        self.close_within(client, self.session_timeout).await;
+    }
+
+    /// Closes the session, waiting at most `limit` (the shell's stays open).
+    pub(crate) async fn close_within(&self, client: &Client, limit: Duration) {
         if self.shared.is_none() {
-            let _ = tokio::time::timeout(self.session_timeout, client.close()).await;
+            let _ = tokio::time::timeout(limit, client.close()).await;
         }
     }
 

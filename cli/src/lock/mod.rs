@@ -137,9 +137,8 @@ pub(crate) async fn run(
     let mut signals = Signals::new()?;
     let client = g.connect().await?;
     let result = hold_and_run(&client, g, &args, kind, &mut signals).await;
-    if g.shared.is_none() {
-        let _ = tokio::time::timeout(Duration::from_secs(2), client.close()).await;
-    }
+    // The lock is released by now: closing the session need not hold zkw's exit up long.
+    g.close_within(&client, Duration::from_secs(2)).await;
     result
 }
 
