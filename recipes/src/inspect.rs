@@ -47,6 +47,18 @@ pub const SEMAPHORE_LOCKS: &str = crate::semaphore::LOCKS;
 impl ContenderKind {
     /// The kind of lock directory `children` make up: a read/write lock if any name has its
     /// markers, else a latch, else a mutex; `None` when no name is a contender's.
+    ///
+    /// ```
+    /// use zkwire::Children;
+    /// use zkwire_recipes::ContenderKind;
+    ///
+    /// let rw: Children = ["_c_1-__WRIT__0000000002", "_c_2-__READ__0000000003"]
+    ///     .into_iter()
+    ///     .collect();
+    /// assert_eq!(ContenderKind::of(&rw), Some(ContenderKind::ReadWrite));
+    /// let config: Children = ["settings"].into_iter().collect();
+    /// assert_eq!(ContenderKind::of(&config), None);
+    /// ```
     pub fn of(children: &Children) -> Option<Self> {
         let any = |markers: &[&str]| {
             children
@@ -75,6 +87,18 @@ impl ContenderKind {
 }
 
 /// A contender of a lock directory, as [`rank`] finds it.
+///
+/// ```no_run
+/// # async fn run(client: zkwire::Client) -> Result<(), Box<dyn std::error::Error>> {
+/// use zkwire_recipes::{rank, ContenderKind};
+///
+/// let children = client.get_children_compact("/locks/report").await?;
+/// for contender in rank(ContenderKind::Mutex, &children)? {
+///     let role = if contender.holds { "holds" } else { "waits" };
+///     println!("{} {role} (sequence {:?})", contender.name, contender.sequence);
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Ranked {
