@@ -9,6 +9,48 @@ fn declarations_are_consistent() {
     Cli::command().debug_assert();
 }
 
+/// The help's prose states numbers the code owns: each is checked against its owner.
+#[test]
+fn help_states_the_exit_codes_and_defaults_the_code_uses() {
+    use crate::fail::{
+        CANNOT_EXEC, FAILED, LOCK_LOST, LOCK_TIMEOUT, NOT_FOUND, REVOKED, UNAVAILABLE, USAGE,
+    };
+    for (code, meaning) in [
+        (FAILED, "the operation failed"),
+        (USAGE, "bad command line"),
+        (UNAVAILABLE, "ZooKeeper unreachable"),
+        (LOCK_TIMEOUT, "lock not acquired"),
+        (LOCK_LOST, "lock lost"),
+        (REVOKED, "lock revoked"),
+    ] {
+        assert!(
+            AFTER_HELP.contains(&format!("{code} {meaning}")),
+            "{code} {meaning}"
+        );
+    }
+    assert!(AFTER_HELP.contains(&format!("{CANNOT_EXEC}/{NOT_FOUND} CMD cannot run")));
+    let help = |verb: Option<&str>| {
+        let mut command = command();
+        let command = match verb {
+            Some(verb) => command.find_subcommand_mut(verb).expect("a verb"),
+            None => &mut command,
+        };
+        command.render_long_help().to_string()
+    };
+    let default = |d: Duration| format!("[default: {}", show(d));
+    let top = help(None);
+    assert!(
+        top.contains(&default(crate::connect::DEFAULT_SESSION_TIMEOUT)),
+        "{top}"
+    );
+    assert!(top.contains(&default(zkwire::DEFAULT_SERVER_TICK)), "{top}");
+    let lock = help(Some("lock"));
+    assert!(
+        lock.contains(&default(crate::lock::DEFAULT_KILL_AFTER)),
+        "{lock}"
+    );
+}
+
 #[test]
 fn help_names_every_error_kind() {
     for kind in crate::fail::KINDS {

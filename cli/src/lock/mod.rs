@@ -30,6 +30,8 @@ use std::time::Duration;
 
 use zkwire_recipes::{LockError, Mutex};
 
+#[cfg(test)]
+pub(crate) use kill_after::DEFAULT_KILL_AFTER;
 pub(crate) use signals::{forward, signal_exit_code, Signals};
 
 use crate::cli::{show as show_duration, HoldArgs, RevokeArgs};
