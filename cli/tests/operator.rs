@@ -331,6 +331,44 @@ fn locks_shows_a_read_write_lock_and_a_semaphore() {
     finish(second, Duration::from_secs(30)).ok();
 }
 
+/// `locks` ranks as the recipes do: a downgrading writer's read node (the writer's sequence
+/// number) holds with its writer, and a later reader waits for that writer; a wrapped
+/// (negative) sequence number is an error, not a rank.
+#[test]
+fn locks_ranks_a_downgrade_and_refuses_a_wrapped_counter() {
+    let setup: [&[&str]; 4] = [
+        &["create", "-p", "/rw/_c_w-__WRIT__0000000004"],
+        &["create", "/rw/_c_w-__READ__0000000004"],
+        &["create", "/rw/_c_r-__READ__0000000005"],
+        &["create", "-p", "/wrapped/_c_a-lock--000000001"],
+    ];
+    let cs = common::chroot_with("cli-locks-ranks", &setup);
+    let out = zkw(&cs, &["locks", "/rw", "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(out.ok()).unwrap();
+    let roles: Vec<(&str, &str)> = doc["contenders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let node = c["node"].as_str().unwrap();
+            (
+                node.rsplit('/').next().unwrap(),
+                c["role"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            ("_c_w-__READ__0000000004", "holder"),
+            ("_c_w-__WRIT__0000000004", "holder"),
+            ("_c_r-__READ__0000000005", "waiting"),
+        ]
+    );
+    let wrapped = zkw(&cs, &["locks", "/wrapped"]);
+    assert!(wrapped.fails(1).contains("wrapped"), "{wrapped:?}");
+}
+
 #[test]
 fn locks_watch_follows_changes() {
     let cs = chroot("cli-locks-watch");
