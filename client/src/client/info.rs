@@ -8,8 +8,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
-// Named by the docs' links only.
 use super::builder::relay_bound;
+// Named by the docs' links only.
 #[cfg(doc)]
 use super::ClientBuilder;
 use super::{Client, ClientStats, StateStream, StatsHandle};
