@@ -11,7 +11,7 @@ use crate::connect::Global;
 use crate::fail::Failure;
 use crate::follow::follow;
 use crate::format::{data_json, data_line, session_id, utc_time};
-use crate::nodes::check_path;
+use crate::nodes::{check_name, check_path};
 use crate::out;
 
 /// One member of a group: its node's name, data and owner.
@@ -116,7 +116,7 @@ fn member_json(m: &Member) -> Value {
 pub(crate) async fn services(g: &Global, a: &ServicesArgs) -> Result<(), Failure> {
     check_path(&a.base, false)?;
     if let Some(name) = &a.name {
-        check_segment(name)?;
+        check_name(name)?;
     }
     if !a.watch {
         return g
@@ -131,17 +131,6 @@ pub(crate) async fn services(g: &Global, a: &ServicesArgs) -> Result<(), Failure
     .await;
     g.close(&client).await;
     result
-}
-
-/// A service name or id: one path segment.
-pub(crate) fn check_segment(name: &str) -> Result<(), Failure> {
-    if name.is_empty() || name.contains('/') {
-        return Err(Failure::usage(format!(
-            "{name:?}: a service name or id must be one path segment, not empty"
-        ))
-        .with_kind("invalid_path"));
-    }
-    Ok(())
 }
 
 async fn show_services(g: &Global, client: Client, a: &ServicesArgs) -> Result<(), Failure> {

@@ -473,7 +473,17 @@ pub(crate) fn check_path(path: &str, sequential: bool) -> Result<(), Failure> {
     } else {
         zkwire::path::validate_path(path)
     };
-    checked.map_err(|e| Failure::usage(e.to_string()).with_kind("invalid_path"))
+    checked.map_err(invalid_path)
+}
+
+/// A name that a recipe joins under its directory (a service, an instance id): one path
+/// segment, as the recipes require.
+pub(crate) fn check_name(name: &str) -> Result<(), Failure> {
+    zkwire::path::validate_name(name).map_err(invalid_path)
+}
+
+fn invalid_path(e: zkwire::path::InvalidPath) -> Failure {
+    Failure::usage(e.to_string()).with_kind("invalid_path")
 }
 
 /// A DATA operand: the bytes of the argument, or standard input for `-`.

@@ -21,10 +21,9 @@ use zkwire_recipes::{
 use crate::child::{exit_code, Running};
 use crate::cli::{show as show_duration, BarrierArgs, RegisterArgs};
 use crate::connect::Global;
-use crate::discovery::check_segment;
 use crate::fail::{Failure, FAILED, LOCK_TIMEOUT, UNAVAILABLE};
 use crate::lock::{forward, signal_exit_code, Signals};
-use crate::nodes::check_path;
+use crate::nodes::{check_name, check_path};
 use crate::out;
 
 /// The environment variable carrying the registered instance's id.
@@ -37,9 +36,9 @@ const ROUND: Duration = Duration::from_secs(24 * 60 * 60);
 /// `register NAME … -- CMD`: registers, runs CMD, unregisters; CMD's exit code.
 pub(crate) async fn register(g: &Global, a: &RegisterArgs) -> Result<u8, Failure> {
     check_path(&a.base, false)?;
-    check_segment(&a.name)?;
+    check_name(&a.name)?;
     if let Some(id) = &a.id {
-        check_segment(id)?;
+        check_name(id)?;
     }
     // From here on, Ctrl-C and SIGTERM are ours to handle: nothing may stay registered.
     let mut signals = Signals::new()?;

@@ -84,6 +84,21 @@ fn json_errors_have_a_kind_per_cause() {
         "invalid_acl"
     );
     assert_eq!(kind(&["get", "relative"], 2), "invalid_path");
+    // A service name is one path segment, as the recipes require, before anything runs.
+    for name in ["api/v1", "", ".."] {
+        let register = [
+            "register",
+            name,
+            "--address",
+            "a",
+            "--port",
+            "1",
+            "--",
+            "true",
+        ];
+        assert_eq!(kind(&register, 2), "invalid_path", "{name:?}");
+        assert_eq!(kind(&["services", name], 2), "invalid_path", "{name:?}");
+    }
     assert_eq!(kind(&["ls"], 2), "usage");
     zkw(&cs, &["create", "/k/ro", "x"]).ok();
     zkw(&cs, &["acl", "set", "/k/ro", "world:anyone:r"]).ok();

@@ -90,6 +90,8 @@ const PRIVATE_USE_CHAR: &str = "path must not contain private-use characters (U+
 const SPECIALS_CHAR: &str = "path must not contain characters U+FFF0-U+FFFF";
 const SUPPLEMENTARY_CHAR: &str =
     "path must not contain characters above U+FFFF (ZooKeeper rejects their UTF-16 surrogates)";
+const EMPTY_NAME: &str = "a node name must not be empty";
+const SLASH_IN_NAME: &str = "a node name must be one path segment, without '/'";
 
 /// Checks that `path` is a valid ZooKeeper node path.
 ///
@@ -143,6 +145,36 @@ pub fn validate_path(path: &str) -> Result<(), InvalidPath> {
 /// Returns [`InvalidPath`] describing the first rule the path breaks.
 pub fn validate_sequential_path(path: &str) -> Result<(), InvalidPath> {
     validate(path, true)
+}
+
+/// Checks that `name` can stand as one segment of a path: the name of a child that a
+/// recipe joins under its directory (a service, an instance id, a group member).
+///
+/// A valid name is not empty, has no `/`, is not `.` or `..`, and has none of the
+/// characters [`validate_path`] forbids. Checking the name, rather than the joined path,
+/// keeps `a/b` from silently naming a node two levels down.
+///
+/// ```
+/// use zkwire::path::validate_name;
+///
+/// assert!(validate_name("api-1").is_ok());
+/// assert_eq!(validate_name("a/b").unwrap_err().path(), "a/b");
+/// assert!(validate_name("").is_err());
+/// assert!(validate_name("..").is_err());
+/// ```
+///
+/// # Errors
+///
+/// Returns [`InvalidPath`] holding the name as given and the first rule it breaks.
+pub fn validate_name(name: &str) -> Result<(), InvalidPath> {
+    let fail = |reason| Err(InvalidPath::new(name, reason));
+    if name.is_empty() {
+        return fail(EMPTY_NAME);
+    }
+    if name.contains('/') {
+        return fail(SLASH_IN_NAME);
+    }
+    walk_segments(name, false).or_else(fail)
 }
 
 fn validate(path: &str, sequential: bool) -> Result<(), InvalidPath> {

@@ -52,8 +52,8 @@ impl GroupMember {
     /// [`wait_for_initial_create`](Self::wait_for_initial_create)).
     ///
     /// # Errors
-    /// [`LockError::Client`] with [`Error::InvalidArgument`] for an id with a `/`, with
-    /// [`Error::InvalidPath`] for an empty or otherwise invalid one; the client's errors
+    /// [`LockError::Client`] with [`Error::InvalidPath`] for an id that is not one path
+    /// segment ([`path::validate_name`]) or a group path that is not valid; the client's errors
     /// while starting the cache.
     ///
     /// ```no_run
@@ -107,10 +107,8 @@ impl GroupMember {
     ) -> Result<(Self, CacheEvents), LockError> {
         let group = dir_path(group.into());
         let id = id.into();
+        path::validate_name(&id).map_err(Error::from)?;
         let member = path::join(&group, &id);
-        if id.contains('/') {
-            return Err(Error::InvalidArgument("a member id must be one path segment").into());
-        }
         path::validate_path(&member).map_err(Error::from)?;
         let (cache, events) = TreeCache::builder(client.clone(), group.clone())
             .with_max_depth(1)

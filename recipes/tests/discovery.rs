@@ -98,6 +98,15 @@ async fn register_query_update_and_unregister() {
         );
         assert_eq!(view.query_for_instance("api", "nope").await.unwrap(), None);
         assert_eq!(view.query_for_instances("nope").await.unwrap(), []);
+        // A name of two segments would read a node further down: refused, as on register.
+        assert!(matches!(
+            view.query_for_instances("api/api-1").await,
+            Err(LockError::Client(Error::InvalidPath(_)))
+        ));
+        assert!(matches!(
+            view.query_for_instance("api", "api-1/x").await,
+            Err(LockError::Client(Error::InvalidPath(_)))
+        ));
         assert_eq!(
             view.query_for_instances("db").await.unwrap(),
             [db, perm.clone()]
@@ -163,11 +172,17 @@ async fn register_query_update_and_unregister() {
         wait_for_ids(&view, "db", &[]).await;
 
         // Bad names.
-        for (name, id) in [("a/b", "x"), ("a", "x/y")] {
+        for (name, id) in [
+            ("a/b", "x"),
+            ("a", "x/y"),
+            ("", "x"),
+            ("a", ".."),
+            ("..", "x"),
+        ] {
             let bad = ServiceInstance::builder(name).id(id).build();
             assert!(matches!(
                 discovery.register(bad).await,
-                Err(LockError::Client(Error::InvalidArgument(_)))
+                Err(LockError::Client(Error::InvalidPath(_)))
             ));
         }
         client.close().await.unwrap();
@@ -522,6 +537,12 @@ async fn a_cache_follows_the_instances_and_providers_pick_by_strategy() {
     tokio::time::timeout(4 * STEP, async {
         let (_, [client]) = fresh_clients("discovery_cache", T).await;
         let discovery = ServiceDiscovery::new(client.clone(), "/services");
+        for bad in ["a/b", "", ".."] {
+            assert!(matches!(
+                ServiceCache::start(&discovery, bad).await,
+                Err(LockError::Client(Error::InvalidPath(_)))
+            ));
+        }
         // The service's directory does not exist yet.
         let (cache, mut changes) = ServiceCache::start(&discovery, "api").await.unwrap();
         assert!(cache.instances().is_empty());

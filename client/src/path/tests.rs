@@ -381,6 +381,20 @@ proptest! {
     }
 
     #[test]
+    fn a_name_is_valid_when_it_joins_as_exactly_one_more_segment(
+        path in valid_path(),
+        name in "[a./\u{1}\u{e000}]{0,3}|\\PC{0,4}",
+    ) {
+        let joined = join(&path, &name);
+        let one_segment = !name.is_empty() && !name.contains('/');
+        let expected = one_segment && validate_path(&joined).is_ok();
+        prop_assert_eq!(validate_name(&name).is_ok(), expected, "{:?}", name);
+        if let Err(invalid) = validate_name(&name) {
+            prop_assert_eq!(invalid.path(), name.as_str());
+        }
+    }
+
+    #[test]
     fn parse_sequence_agrees_with_the_format_rules_and_str_parse(
         suffix in "-?[0-9]{0,11}|-?[0-9]{0,4}[a+ -][0-9]{0,6}",
     ) {
@@ -446,4 +460,15 @@ fn the_printable_pass_agrees_with_the_walk() {
     for body in ["a/é", "a/\u{7f}b", "a\u{1f}/b", "\tb"] {
         assert_eq!(printable_segments(body.as_bytes(), false), None, "{body:?}");
     }
+}
+
+#[test]
+fn names_are_refused_for_the_rule_they_break() {
+    assert_eq!(validate_name("api-1"), Ok(()));
+    assert_eq!(validate_name(".hidden"), Ok(()));
+    assert_rejected(validate_name(""), "", EMPTY_NAME);
+    assert_rejected(validate_name("a/b"), "a/b", SLASH_IN_NAME);
+    assert_rejected(validate_name("/"), "/", SLASH_IN_NAME);
+    assert_rejected(validate_name(".."), "..", RELATIVE_SEGMENT);
+    assert_rejected(validate_name("a\u{1}"), "a\u{1}", CONTROL_CHAR);
 }

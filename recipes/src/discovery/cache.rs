@@ -36,7 +36,8 @@ impl ServiceCache {
     /// reads the new set.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a name with a `/`; as
+    /// [`Error::InvalidPath`] for a name that is not one path segment
+    /// ([`path::validate_name`]); as
     /// [`TreeCacheBuilder::start`](crate::TreeCacheBuilder::start).
     ///
     /// ```no_run
@@ -54,9 +55,7 @@ impl ServiceCache {
         discovery: &ServiceDiscovery,
         name: &str,
     ) -> Result<(Self, CacheEvents), LockError> {
-        if name.contains('/') {
-            return Err(Error::InvalidArgument("a service name must be one path segment").into());
-        }
+        path::validate_name(name).map_err(Error::from)?;
         let dir = path::join(discovery.base_path(), name);
         let (cache, events) = TreeCache::builder(discovery.client.clone(), dir.clone())
             .with_max_depth(1)

@@ -100,8 +100,8 @@ impl ServiceDiscovery {
     /// stay until [`unregister`](Registration::unregister)ed.
     ///
     /// # Errors
-    /// [`LockError::Client`] with [`Error::InvalidArgument`] for a name or id with a `/`,
-    /// with [`Error::InvalidPath`] for an empty one; the error that stopped the node's task
+    /// [`LockError::Client`] with [`Error::InvalidPath`] for a name or id that is not one
+    /// path segment ([`path::validate_name`]); the error that stopped the node's task
     /// (the session ended without renewal, an invalid ACL...). Errors that may clear up
     /// (`NoAuth`, a read-only server) are retried meanwhile, so this waits: bound it with
     /// [`tokio::time::timeout`] if need be.
@@ -128,11 +128,8 @@ impl ServiceDiscovery {
     /// # Ok(()) }
     /// ```
     pub async fn register(&self, instance: ServiceInstance) -> Result<Registration, LockError> {
-        if instance.name.contains('/') || instance.id.contains('/') {
-            return Err(
-                Error::InvalidArgument("a service name or id must be one path segment").into(),
-            );
-        }
+        path::validate_name(&instance.name).map_err(Error::from)?;
+        path::validate_name(&instance.id).map_err(Error::from)?;
         let node_path = self.path_for_instance(&instance.name, &instance.id);
         path::validate_path(&node_path).map_err(Error::from)?;
         if instance.service_type == ServiceType::Permanent {
@@ -212,7 +209,8 @@ impl ServiceDiscovery {
     /// hold an instance are skipped (with a warning).
     ///
     /// # Errors
-    /// The client's errors.
+    /// [`Error::InvalidPath`] for a name that is not one path segment; the client's
+    /// errors.
     ///
     /// ```no_run
     /// # async fn run(client: zkwire::Client) -> Result<(), zkwire_recipes::LockError> {
@@ -229,6 +227,7 @@ impl ServiceDiscovery {
     /// # Ok(()) }
     /// ```
     pub async fn query_for_instances(&self, name: &str) -> Result<Vec<ServiceInstance>, LockError> {
+        path::validate_name(name).map_err(Error::from)?;
         let dir = path::join(&self.base, name);
         let mut ids = children(&self.client, &dir).await?;
         ids.sort();
@@ -245,7 +244,8 @@ impl ServiceDiscovery {
     /// full name), `None` when there is none or its node does not hold an instance.
     ///
     /// # Errors
-    /// The client's errors.
+    /// [`Error::InvalidPath`] for a name or id that is not one path segment; the
+    /// client's errors.
     ///
     /// ```no_run
     /// # async fn run(client: zkwire::Client) -> Result<(), zkwire_recipes::LockError> {
@@ -263,6 +263,8 @@ impl ServiceDiscovery {
         name: &str,
         id: &str,
     ) -> Result<Option<ServiceInstance>, LockError> {
+        path::validate_name(name).map_err(Error::from)?;
+        path::validate_name(id).map_err(Error::from)?;
         self.read(&self.path_for_instance(name, id)).await
     }
 
