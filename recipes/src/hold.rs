@@ -116,19 +116,14 @@ impl Hold {
             // is another session's.
             return Some(LostReason::SessionEnded(SessionState::Expired));
         }
-        let Some(deadline) = self.client.lease_deadline() else {
+        let Some(renewed) = self.client.lease_renewed_at() else {
             return Some(LostReason::SessionEnded(state));
         };
         let now = std::time::Instant::now();
         if self.trust_end().is_some_and(|until| until > now) {
             return None;
         }
-        // Acknowledged at the deadline less the session timeout.
-        let since = self
-            .client
-            .session_timeout()
-            .and_then(|t| deadline.checked_sub(t))
-            .map_or(Duration::ZERO, |acked| now.saturating_duration_since(acked));
+        let since = now.saturating_duration_since(renewed);
         Some(LostReason::Unacknowledged(since))
     }
 

@@ -243,8 +243,9 @@ pub(crate) fn check_lease_fits(
     client: &Client,
     configured: Option<Duration>,
 ) -> Result<(), LockError> {
+    // The lease runs on the smallest timeout of the session, which a hold must fit in.
     let (Some(session_timeout), Some(staleness)) =
-        (client.session_timeout(), client.lease_staleness())
+        (client.lease_timeout(), client.lease_staleness())
     else {
         return Ok(());
     };

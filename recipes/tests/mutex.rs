@@ -381,6 +381,12 @@ async fn lost_at_the_lease_deadline_less_the_margin() {
     let trusted_until = guard.trusted_until().expect("still trusted");
     let lease = a.lease_deadline().expect("a lease");
     assert_eq!(lease - trusted_until, zkwire_recipes::lease_margin(granted));
+    let renewed = a.lease_renewed_at().expect("renewed");
+    assert_eq!(
+        lease - renewed,
+        granted,
+        "one T negotiated: the deadline is renewal + T"
+    );
     let reason = tokio::time::timeout(2 * T, lost)
         .await
         .expect("lost() within 2 T");

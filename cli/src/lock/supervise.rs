@@ -28,8 +28,9 @@ pub(super) async fn hold_and_run(
     kind: Kind,
     signals: &mut Signals,
 ) -> Result<u8, Failure> {
-    // Checked against what the server granted, before waiting for the lock.
-    let granted = client.session_timeout().unwrap_or(g.session_timeout);
+    // Checked against what the server granted (the lease's timeout: the smallest granted in
+    // the session), before waiting for the lock.
+    let granted = client.lease_timeout().unwrap_or(g.session_timeout);
     let kill_after = kill_after_for(args.kill_after, granted, g.session_timeout, g.server_tick())?;
     let acquire = acquire(client.clone(), args, kind);
     let held = tokio::select! {
@@ -245,12 +246,9 @@ fn lease_end(client: &Client) -> Option<Instant> {
     client.lease_deadline()?.checked_sub(margin)
 }
 
-/// How long ago the newest request the server answered was sent.
+/// How long ago the newest request the leader vouched for was sent.
 fn unacknowledged_for(client: &Client) -> Option<Duration> {
-    let acknowledged = client
-        .lease_deadline()?
-        .checked_sub(client.session_timeout()?)?;
-    Some(acknowledged.elapsed())
+    Some(client.lease_renewed_at()?.elapsed())
 }
 
 fn lost_text(e: &LockError) -> String {

@@ -181,6 +181,43 @@ impl Client {
         self.inner.shared.lease_deadline()
     }
 
+    /// When the lease was last renewed: the send instant of the newest request that the
+    /// quorum's leader is known to have heard of. The lease deadline is this plus the
+    /// smallest session timeout negotiated in the session, which can be less than
+    /// [`session_timeout`](Self::session_timeout) after a reconnect negotiated more.
+    ///
+    /// `None` exactly when [`lease_deadline`](Self::lease_deadline) is.
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// if let Some(renewed) = client.lease_renewed_at() {
+    ///     println!("the leader last vouched for a request sent {:?} ago", renewed.elapsed());
+    /// }
+    /// # }
+    /// ```
+    pub fn lease_renewed_at(&self) -> Option<std::time::Instant> {
+        self.lease_deadline()?.checked_sub(self.lease_timeout()?)
+    }
+
+    /// The session timeout the lease is reckoned with: the smallest negotiated in the
+    /// session. The server re-times the session with each timeout it grants, so after a
+    /// reconnect that negotiated more, the lease keeps the smaller one; otherwise it is
+    /// [`session_timeout`](Self::session_timeout). `None` before the first handshake.
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// if client.lease_timeout() < client.session_timeout() {
+    ///     println!("a reconnect negotiated a longer timeout; the lease keeps the shorter");
+    /// }
+    /// # }
+    /// ```
+    pub fn lease_timeout(&self) -> Option<Duration> {
+        match self.inner.shared.lease_timeout_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
+    }
+
     /// Resolves once the session's lease has run to within `margin` of its deadline
     /// ([`lease_deadline`](Self::lease_deadline)) without being renewed, or the session has
     /// no lease (ended, or never connected to a read/write server). Returns how long ago the
@@ -209,9 +246,9 @@ impl Client {
             let at = deadline.checked_sub(margin)?;
             let now = tokio::time::Instant::now().into_std();
             if at <= now {
-                // Vouched for at deadline − T.
-                let timeout = self.session_timeout();
-                return timeout.map(|t| (now + t).saturating_duration_since(deadline));
+                return self
+                    .lease_renewed_at()
+                    .map(|renewed| now.saturating_duration_since(renewed));
             }
             tokio::select! {
                 () = tokio::time::sleep_until(tokio::time::Instant::from_std(at)) => {}

@@ -19,6 +19,7 @@ use std::io;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
@@ -431,11 +432,11 @@ impl<C: Connect> Driver<C> {
         if id != 0 && id != previous {
             self.shared.sessions.fetch_add(1, Ordering::Relaxed);
         }
-        let negotiated = self.session.session_timeout().map_or(0, |t| t.as_millis());
-        self.shared.negotiated_ms.store(
-            u64::try_from(negotiated).unwrap_or(u64::MAX),
-            Ordering::Relaxed,
-        );
+        let s = &self.shared;
+        s.negotiated_ms
+            .store(millis(self.session.session_timeout()), Ordering::Relaxed);
+        s.lease_timeout_ms
+            .store(millis(self.session.lease_timeout()), Ordering::Relaxed);
         if let Ok(mut passwd) = self.shared.passwd.lock() {
             passwd.clone_from(self.session.session_password());
         }
@@ -465,6 +466,11 @@ impl<C: Connect> Driver<C> {
 
 fn now() -> std::time::Instant {
     Instant::now().into_std()
+}
+
+/// A timeout as the milliseconds [`Shared`] publishes it in, 0 for none.
+fn millis(timeout: Option<Duration>) -> u64 {
+    timeout.map_or(0, |t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]

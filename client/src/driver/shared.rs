@@ -16,6 +16,8 @@ use crate::session::SessionState;
 pub(crate) struct Shared {
     pub(crate) session_id: AtomicI64,
     pub(crate) negotiated_ms: AtomicU64,
+    /// [`Session::lease_timeout`](crate::session::Session::lease_timeout) in ms, 0 for none.
+    pub(crate) lease_timeout_ms: AtomicU64,
     pub(crate) passwd: Mutex<Bytes>,
     pub(crate) state: watch::Sender<SessionState>,
     pub(crate) state_events: broadcast::Sender<SessionState>,
@@ -56,6 +58,7 @@ impl Shared {
         Self {
             session_id: AtomicI64::new(0),
             negotiated_ms: AtomicU64::new(0),
+            lease_timeout_ms: AtomicU64::new(0),
             passwd: Mutex::new(Bytes::new()),
             state: watch::Sender::new(SessionState::Connecting),
             // State changes are rare; a receiver that falls this far behind skips to the newest.

@@ -74,6 +74,11 @@ impl Lease {
         self.vouched?.sent.checked_add(self.timeout?)
     }
 
+    /// The session timeout the deadline is reckoned with: the smallest negotiated so far.
+    pub(crate) fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
     /// A handshake negotiated `timeout` for the session.
     pub(crate) fn negotiated(&mut self, timeout: Duration) {
         self.timeout = Some(self.timeout.map_or(timeout, |t| t.min(timeout)));

@@ -223,6 +223,12 @@ impl Session {
         self.negotiated
     }
 
+    /// The session timeout [`lease_deadline`](Self::lease_deadline) is reckoned with: the
+    /// smallest negotiated in this session (the server re-times the session with each).
+    pub fn lease_timeout(&self) -> Option<Duration> {
+        self.lease.timeout()
+    }
+
     /// The earliest instant the quorum's leader may expire this session (docs/lease.md): the
     /// send instant of the newest request a read/write server answered *and* the leader is
     /// known to have heard of, plus the session timeout it was sent under. With

@@ -251,3 +251,23 @@ fn a_smaller_timeout_after_a_reconnect_moves_the_lease_back() {
     h.reply(header.xid, 2, ErrorCode::Ok, &data_body(b""));
     h.assert_lease(secs(35), "25 s + 10 s");
 }
+
+/// A reconnect that negotiates a larger T does not lengthen the lease: the session's
+/// smallest T still counts, and `lease_timeout` (which `Client::lease_renewed_at` subtracts
+/// from the deadline) says so while `session_timeout` reports the new T.
+#[test]
+fn a_larger_timeout_after_a_reconnect_leaves_the_lease_on_the_smaller() {
+    let mut h = Harness::new();
+    h.connect(); // T = 30 s, handshake sent at 0
+    h.advance(secs(5));
+    h.disconnect();
+    h.open();
+    h.accept(&welcome(10_000));
+    h.advance(secs(1));
+    h.disconnect();
+    h.open();
+    h.accept(&welcome(40_000));
+    assert_eq!(h.session.session_timeout(), Some(secs(40)));
+    assert_eq!(h.session.lease_timeout(), Some(secs(10)));
+    h.assert_lease(secs(16), "the second reconnect's touch (6 s) + the smallest T");
+}
