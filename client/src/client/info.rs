@@ -258,7 +258,7 @@ impl Client {
     }
 
     /// How far the lease deadline may fall behind `now + T` on a healthy session (T the
-    /// negotiated session timeout): the relay bound (two server ticks,
+    /// lease's timeout, [`lease_timeout`](Self::lease_timeout)): the relay bound (two server ticks,
     /// [`ClientBuilder::with_server_tick`]) plus the ping interval (at most T/3). A hold
     /// needs T to exceed this by its margin; the recipes refuse one that cannot be kept.
     /// `None` before the first handshake.
@@ -271,7 +271,7 @@ impl Client {
     /// # }
     /// ```
     pub fn lease_staleness(&self) -> Option<Duration> {
-        let timeout = self.session_timeout()?;
+        let timeout = self.lease_timeout()?;
         Some(staleness(self.inner.relay_bound, timeout))
     }
 

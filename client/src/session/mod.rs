@@ -170,7 +170,7 @@ impl Session {
         let relay = config.relay_bound;
         let auths = config.auth.clone();
         let seen_rw = config.resume.is_some();
-        let periods = Periods::of(config.session_timeout);
+        let periods = Periods::of(config.session_timeout, config.session_timeout);
         Self {
             config,
             state: SessionState::Connecting,
@@ -422,10 +422,13 @@ impl Session {
     }
 
     /// Sets the negotiated timeout (`None`: not known, the requested one applies) and the
-    /// periods that follow from it.
+    /// periods that follow from it. Vouches are paced on the lease's timeout, the smallest
+    /// of the session: a reconnect that negotiated more must not let the lease lag further.
     fn set_negotiated(&mut self, negotiated: Option<Duration>) {
         self.negotiated = negotiated;
-        self.periods = Periods::of(negotiated.unwrap_or(self.config.session_timeout));
+        let timeout = negotiated.unwrap_or(self.config.session_timeout);
+        let lease = self.lease.timeout().map_or(timeout, |t| t.min(timeout));
+        self.periods = Periods::of(timeout, lease);
     }
 
     fn answer(&mut self, id: RequestId, result: Result<Reply, Error>) {

@@ -185,17 +185,19 @@ pub(crate) struct Periods {
     pub(crate) read: Duration,
     /// [`ping_interval`].
     pub(crate) ping: Duration,
-    /// [`vouch_interval`].
+    /// [`vouch_interval`] of the lease's timeout.
     pub(crate) vouch: Duration,
 }
 
 impl Periods {
-    pub(crate) fn of(timeout: Duration) -> Self {
+    /// The periods of a connection under `timeout`, for a lease reckoned with
+    /// `lease_timeout` (no more than `timeout`).
+    pub(crate) fn of(timeout: Duration, lease_timeout: Duration) -> Self {
         Self {
             timeout,
             read: read_timeout(timeout),
             ping: ping_interval(timeout),
-            vouch: vouch_interval(timeout),
+            vouch: vouch_interval(lease_timeout),
         }
     }
 }
@@ -267,8 +269,8 @@ mod tests {
         let timers = Timers::new(Instant::now());
         assert_eq!(timers.connect_deadline(Duration::MAX), None);
         assert!(read_timeout(Duration::MAX) > Duration::ZERO);
-        let _ = timers.read_deadline(&Periods::of(Duration::MAX), None);
-        let _ = timers.ping_at(&Periods::of(Duration::MAX));
+        let _ = timers.read_deadline(&Periods::of(Duration::MAX, Duration::MAX), None);
+        let _ = timers.ping_at(&Periods::of(Duration::MAX, Duration::MAX));
         let _ = timers.expiry_at(Some(Duration::MAX), 1);
     }
 }

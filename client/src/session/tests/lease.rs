@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::proto::{SetDataRequest, SyncRequest, SyncResponse};
+use crate::session::timers::ping_interval;
 
 const T_MS: i32 = 4_000;
 /// Two ticks of 200 ms.
@@ -270,4 +271,31 @@ fn a_larger_timeout_after_a_reconnect_leaves_the_lease_on_the_smaller() {
     assert_eq!(h.session.session_timeout(), Some(secs(40)));
     assert_eq!(h.session.lease_timeout(), Some(secs(10)));
     h.assert_lease(secs(16), "the second reconnect's touch (6 s) + the smallest T");
+}
+
+/// Vouches are paced on the lease's timeout: after a reconnect that negotiated a larger T,
+/// the syncs keep the pace of the smaller one, or the lease would lag past its own T (at
+/// the larger T's pace a sync goes out every 1.33 s, and the 2 s lease runs out).
+#[test]
+fn vouches_keep_the_pace_of_the_smallest_timeout() {
+    let mut h = accepted(resumed_config()); // T = 4 s
+    for t_ms in [2_000, 8_000] {
+        h.advance(ms(100));
+        h.disconnect();
+        h.open();
+        h.accept(&welcome(t_ms));
+    }
+    assert_eq!(h.session.session_timeout(), Some(secs(8)));
+    assert_eq!(h.session.lease_timeout(), Some(secs(2)));
+    for step in 0..300 {
+        h.advance(ms(50));
+        answer_syncs(&mut h, ms(5));
+        if step < 20 {
+            continue; // the reconnect's touch waits for a sync sent P after it
+        }
+        let lease = h.session.lease_deadline().expect("a lease");
+        let left = lease.saturating_duration_since(h.now);
+        assert!(left >= ms(2_000) - RELAY - ping_interval(secs(2)) - ms(120), "step {step}: {left:?} left");
+    }
+    assert!(drops(&h.drain_events()).is_empty(), "never disconnected");
 }
