@@ -30,8 +30,9 @@ use crate::error::{LockError, LostReason};
 use zkwire::Backoff;
 
 use crate::internals::Node;
-use crate::options::{margin_for, LockOptions};
+use crate::options::LockOptions;
 use crate::revoke::REVOKE_MESSAGE;
+use crate::trust::{margin_for, trust_end};
 
 /// A held lock node.
 #[derive(Debug)]
@@ -220,8 +221,7 @@ impl Hold {
         if self.session_changed() {
             return None;
         }
-        let margin = margin_for(&self.client, self.limits.margin);
-        self.client.lease_deadline()?.checked_sub(margin)
+        trust_end(&self.client, self.limits.margin)
     }
 
     pub(crate) fn node(&self) -> &Node {
@@ -381,7 +381,12 @@ async fn watch_hold(
                 None => return LostReason::SessionEnded(SessionState::Closed),
                 Some(s) if s.is_terminal() => return LostReason::SessionEnded(s),
                 Some(_) if !ours() => return LostReason::SessionEnded(SessionState::Expired),
-                Some(SessionState::Connected) => disconnected_at = None,
+                Some(SessionState::Connected) => {
+                    disconnected_at = None;
+                    // The handshake may have negotiated another T, and the margin follows
+                    // it: judge by the same margin as `trusted_until` does.
+                    lease.set(client.lease_expiring(margin_for(client, limits.margin)));
+                }
                 // Disconnected, Connecting, or a read-only server (not the quorum).
                 Some(_) => {
                     disconnected_at.get_or_insert_with(Instant::now);
@@ -529,8 +534,9 @@ macro_rules! guard_methods {
         /// [`lost`](Self::lost) fires then unless the lease is renewed first. `None` once
         /// the hold is lost or released.
         ///
-        /// It moves forward as the server acknowledges requests (at least every third of the
-        /// session timeout on a healthy session): read it again after waiting. A supervisor
+        /// It moves forward as the quorum's leader vouches for our requests (on a healthy
+        /// session it stays within [`zkwire::Client::lease_staleness`] of now + T, less the
+        /// margin): read it again after waiting. A supervisor
         /// that must stop work before the lock can pass to someone else schedules from it:
         ///
         /// ```no_run

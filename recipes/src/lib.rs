@@ -78,10 +78,13 @@
 //! - the session's lease runs to within [`lease_margin`] (`max(T/15, 100 ms)` for a session
 //!   timeout T) of its deadline without renewal ([`LostReason::Unacknowledged`]). The lease
 //!   deadline ([`zkwire::Client::lease_deadline`]) is the send instant of the newest request
-//!   the server answered plus T: the server cannot expire the session, and so cannot grant
-//!   our lock to anyone else, before it. This holds whatever the connection state says; a
-//!   client that keeps receiving notifications while the server no longer hears it (one-way
-//!   loss) loses its holds on time. A healthy session renews its lease at least every T/3;
+//!   the quorum's leader is known to have heard of, plus T: the leader cannot expire the
+//!   session, and so cannot grant our lock to anyone else, before it. This holds whatever
+//!   the connection state says; a client that keeps receiving notifications while the
+//!   server no longer hears it (one-way loss), or talks to a server cut off from the leader,
+//!   loses its holds on time. On a healthy session the deadline lags `now + T` by at most
+//!   [`zkwire::Client::lease_staleness`] (two server ticks plus the ping interval), and a
+//!   lock is granted only while the lease reaches past the margin;
 //! - the session ends (`Expired`, `Closed`, `AuthFailed`);
 //! - our lock node is deleted, or its data changes (a getData watch kept on it);
 //! - optionally, the client has been disconnected longer than
@@ -133,6 +136,7 @@ mod scope;
 mod semaphore;
 mod sequence;
 mod task;
+mod trust;
 
 pub use barrier::{DistributedBarrier, DistributedDoubleBarrier};
 pub use cache::{CacheEvent, CacheEvents, CachedNode, TreeCache, TreeCacheBuilder};
@@ -148,9 +152,10 @@ pub use group::GroupMember;
 pub use inspect::{rank, ContenderKind, Ranked, SEMAPHORE_LEASES, SEMAPHORE_LOCKS};
 pub use latch::{LeaderLatch, Leadership, Participant};
 pub use mutex::{Mutex, MutexGuard};
-pub use options::{lease_margin, LockOptions};
+pub use options::LockOptions;
 pub use persistent::{NodeEvent, NodeEvents, PersistentNode, PersistentTtlNode};
 pub use revoke::revoke;
 pub use rwlock::{ReadGuard, RwLock, WriteGuard};
 pub use semaphore::{Lease, Semaphore, SemaphoreLimit};
 pub use sequence::ForeignChildPolicy;
+pub use trust::lease_margin;

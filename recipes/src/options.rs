@@ -3,39 +3,9 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use zkwire::{Acl, Client};
+use zkwire::Acl;
 
-use crate::error::LockError;
 use crate::sequence::ForeignChildPolicy;
-
-/// How long before the session's lease deadline a hold stops being trusted, for a negotiated
-/// session timeout `t`: `max(t / 15, 100 ms)`.
-///
-/// The lease deadline ([`zkwire::Client::lease_deadline`]) is the send instant of the newest
-/// request the server answered plus `t`; the server cannot expire the session, and so cannot
-/// hand our lock to anyone, before it (it rounds expiry up to its next tick, never down). The
-/// margin covers what that bound does not:
-/// - the two clocks running at different rates (a few hundred ppm under NTP, more for a
-///   drifting virtual machine: `t / 15` allows over 6 %);
-/// - our timer firing late on a loaded host (the 100 ms floor dominates for short sessions);
-/// - the time the application needs to act on [`lost`](crate::MutexGuard::lost): stop
-///   writing, or kill the process it supervises.
-///
-/// It stays well clear of normal renewals: a healthy session's lease is renewed at least
-/// every `t / 3` (plus a round trip), so a hold is only lost after `t − t / 15` without a
-/// single acknowledged request. docs/lease.md gives the full argument.
-///
-/// ```
-/// use std::time::Duration;
-/// assert_eq!(zkwire_recipes::lease_margin(Duration::from_secs(30)), Duration::from_secs(2));
-/// assert_eq!(zkwire_recipes::lease_margin(Duration::from_secs(1)), Duration::from_millis(100));
-/// ```
-pub fn lease_margin(t: Duration) -> Duration {
-    (t / 15).max(MIN_LEASE_MARGIN)
-}
-
-/// The floor of [`lease_margin`].
-const MIN_LEASE_MARGIN: Duration = Duration::from_millis(100);
 
 /// Options of a lock: node data and ACL, how to treat foreign children, and what may make
 /// [`lost`](crate::MutexGuard::lost) fire earlier than the session's lease.
@@ -76,7 +46,7 @@ impl Default for LockOptions {
 
 impl LockOptions {
     /// The defaults: empty node data, open ACLs, foreign children rejected, holds trusted
-    /// until [`lease_margin`] before the session's lease deadline.
+    /// until [`lease_margin`](crate::lease_margin) before the session's lease deadline.
     ///
     /// ```no_run
     /// # fn run(client: zkwire::Client) {
@@ -158,8 +128,8 @@ impl LockOptions {
 
     /// Also gives the hold up once the client has been disconnected for `grace` (e.g.
     /// `Duration::ZERO`: at the first disconnection, Curator's advice for SUSPENDED). This
-    /// only ever shortens a hold: the lease rule ([`lease_margin`]) applies whatever the
-    /// connection state.
+    /// only ever shortens a hold: the lease rule ([`lease_margin`](crate::lease_margin))
+    /// applies whatever the connection state.
     ///
     /// ```
     /// use std::time::Duration;
@@ -173,13 +143,15 @@ impl LockOptions {
         self
     }
 
-    /// A larger margin before the lease deadline than [`lease_margin`] (a smaller one is
-    /// ignored): holds end `margin` before the server may expire the session.
+    /// A larger margin before the lease deadline than [`lease_margin`](crate::lease_margin)
+    /// (a smaller one is ignored): holds end `margin` before the server may expire the
+    /// session.
     ///
-    /// Use it when the application needs longer to stop acting, and on ensembles whose
-    /// followers may be cut off from the leader: such a follower keeps answering our pings
-    /// until it notices (up to `syncLimit × tickTime`), while the leader stops hearing of
-    /// us. Adding that time to the margin keeps the hold safe in that case too.
+    /// Use it when the application needs longer to stop acting. A server cut off from the
+    /// leader needs no extra margin: the lease counts only what the leader vouched for (see
+    /// [`ClientBuilder::with_server_tick`](zkwire::ClientBuilder::with_server_tick)). A
+    /// larger margin leaves less room for the lease's normal lag, and a hold that no longer
+    /// fits is refused ([`LockError::LeaseTooShort`](crate::LockError::LeaseTooShort)).
     ///
     /// ```
     /// use std::time::Duration;
@@ -226,36 +198,4 @@ impl LockOptions {
         self.local_handoffs = max;
         self
     }
-}
-
-/// The margin before the lease deadline: [`lease_margin`] of the negotiated session timeout,
-/// or the configured one if larger.
-pub(crate) fn margin_for(client: &Client, configured: Option<Duration>) -> Duration {
-    let default = client
-        .session_timeout()
-        .map_or(Duration::ZERO, lease_margin);
-    configured.map_or(default, |m| m.max(default))
-}
-
-/// Refuses a hold the session's lease could not keep: one lost as soon as granted
-/// ([`LockError::LeaseTooShort`]). Passes while the session timeout is not known yet.
-pub(crate) fn check_lease_fits(
-    client: &Client,
-    configured: Option<Duration>,
-) -> Result<(), LockError> {
-    // The lease runs on the smallest timeout of the session, which a hold must fit in.
-    let (Some(session_timeout), Some(staleness)) =
-        (client.lease_timeout(), client.lease_staleness())
-    else {
-        return Ok(());
-    };
-    let margin = margin_for(client, configured);
-    if staleness.saturating_add(margin) < session_timeout {
-        return Ok(());
-    }
-    Err(LockError::LeaseTooShort {
-        session_timeout,
-        staleness,
-        margin,
-    })
 }

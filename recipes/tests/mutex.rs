@@ -364,6 +364,70 @@ async fn check_minus_one_matches_any_version() {
     );
 }
 
+/// After a reconnect every request succeeds while the lease may lie in the past: the
+/// reconnect's touch counts only once a sync sent two server ticks later is answered
+/// (docs/lease.md), and the touches from before the silence may run out first. A lock
+/// granted in that window must not come back already lost (nor a latch loop through
+/// create, lead, lose): the grant waits for the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_waits_for_the_lease_after_a_reconnect() {
+    let (_, proxy, via) = proxied("recipes_grant_vouched").await;
+    // The client takes the server's tick for 900 ms: a vouch reaches back P = 1.8 s.
+    let client = zkwire_testing::support::builder()
+        .with_session_timeout(Duration::from_secs(4))
+        .with_server_tick(Duration::from_millis(900))
+        .connect(&via)
+        .await
+        .unwrap();
+    let margin = zkwire_recipes::lease_margin(client.session_timeout().unwrap());
+    let untrusted = |c: &Client| {
+        c.lease_deadline()
+            .is_none_or(|deadline| deadline - margin <= Instant::now())
+    };
+    let mut windows = 0;
+    for round in 0..2 {
+        // 2.2 s of silence (the read timeout is 2.67 s, the session's 4 s), then a reset:
+        // the client reconnects to the same session at once. The touches from before the
+        // silence carry the lease to about 1.4 s after the reconnect, the reconnect's own
+        // touch from P plus a sync interval after it: a window of up to a second.
+        proxy.blackhole_drop(true);
+        tokio::time::sleep(Duration::from_millis(2_200)).await;
+        proxy.blackhole_drop(false);
+        proxy.reset_all();
+        let mut tries = 0;
+        while let Err(e) = client.exists("/").await {
+            tries += 1;
+            assert!(tries < 10 && e == Error::ConnectionLoss, "{e:?}");
+        }
+        let look_until = Instant::now() + Duration::from_millis(2_500);
+        while !untrusted(&client) && Instant::now() < look_until {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if !untrusted(&client) {
+            continue;
+        }
+        windows += 1;
+        let guard = Mutex::new(client.clone(), format!("/l{round}"))
+            .lock()
+            .await
+            .unwrap();
+        assert!(
+            guard.is_held(),
+            "round {round}: granted while the lease lay in the past"
+        );
+        assert!(guard
+            .trusted_until()
+            .is_some_and(|until| until > Instant::now()));
+        guard.release().await.unwrap();
+    }
+    println!("{windows} of 2 reconnects left the lease in the past");
+    assert!(
+        windows >= 1,
+        "no reconnect left the lease in the past: the case was not tested"
+    );
+    client.close().await.unwrap();
+}
+
 /// With no server reachable, lost() fires at the lease deadline less the margin: the send
 /// instant of the last acknowledged request plus T, less max(T/15, 100 ms); and
 /// `trusted_until()` named that instant in advance.

@@ -8,7 +8,8 @@ use zkwire::{path, Backoff, Children, Client, CreateOptions, Error, Op, Stat};
 use super::{Attempt, Contest, Dir, Node};
 use crate::error::{LockError, LostReason};
 use crate::guid::owned_by_guid;
-use crate::options::{check_lease_fits, LockOptions};
+use crate::options::LockOptions;
+use crate::trust::check_lease_fits;
 
 impl Attempt {
     /// Creates our protected node (`dir/_c_<uuid>-<marker>[<seq>]`): see

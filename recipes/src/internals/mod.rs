@@ -27,6 +27,7 @@ use crate::error::LockError;
 use crate::guid::{owned_by_guid, Uuid};
 use crate::options::LockOptions;
 use crate::sequence::{exclusive, sort_children, Contender, Decision};
+use crate::trust::until_trusted;
 
 pub(crate) use create::create_containers;
 
@@ -275,6 +276,15 @@ impl Attempt {
         let listing = self.create_listing(contest, true).await?;
         if !self.wait(contest, blocking, listing).await? {
             return Ok(None);
+        }
+        if let Some(node) = &self.node {
+            let options = &self.dir.options;
+            until_trusted(
+                &self.dir.client,
+                options.lease_margin,
+                node.stat.ephemeral_owner,
+            )
+            .await?;
         }
         // The node is the caller's now (taken, not copied): nothing left to clean up for it.
         Ok(self.node.take())
