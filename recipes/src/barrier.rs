@@ -5,7 +5,6 @@
 use std::future::Future;
 use std::time::Duration;
 
-use tokio::time::Instant;
 use zkwire::{path, Backoff, Client, CreateOptions, Error};
 
 use crate::cleanup::{self, Job};
@@ -170,17 +169,19 @@ impl DistributedBarrier {
     /// # Ok(()) }
     /// ```
     pub async fn wait_on_barrier(&self, timeout: Duration) -> Result<bool, LockError> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let (stat, watcher) = retrying(|| self.client.exists_and_watch(&self.path)).await?;
-            if stat.is_none() {
-                return Ok(true);
+        let removed = async {
+            loop {
+                let (stat, watcher) = retrying(|| self.client.exists_and_watch(&self.path)).await?;
+                if stat.is_none() {
+                    return Ok(true);
+                }
+                watcher.await;
             }
-            tokio::select! {
-                _ = watcher => {}
-                () = tokio::time::sleep_until(deadline) => return Ok(false),
-            }
-        }
+        };
+        // A timeout too long to add to now (`Duration::MAX`) waits for ever.
+        tokio::time::timeout(timeout, removed)
+            .await
+            .unwrap_or(Ok(false))
     }
 }
 
@@ -221,6 +222,9 @@ pub struct DistributedDoubleBarrier {
     member_qty: usize,
     /// Our member node while entered (or while its delete may still be needed).
     node: Option<String>,
+    /// A leave has begun and not finished (it may have deleted our node already): another
+    /// `leave` goes on waiting for the others.
+    leaving: bool,
 }
 
 /// Deletes a member node in the background when dropped armed: an `enter` that did not
@@ -256,6 +260,7 @@ impl DistributedDoubleBarrier {
             path: dir_path(path.into()),
             member_qty: member_qty.max(1),
             node: None,
+            leaving: false,
         }
     }
 
@@ -372,8 +377,8 @@ impl DistributedDoubleBarrier {
     /// counts as left, where Curator fails.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when not entered; the client's errors other than
-    /// connection loss.
+    /// [`Error::InvalidArgument`] when not entered (and no earlier `leave` is still
+    /// unfinished); the client's errors other than connection loss.
     ///
     /// # Cancel safety
     /// Cancel safe: dropped, it may have deleted our node or not
@@ -394,14 +399,16 @@ impl DistributedDoubleBarrier {
     /// # Ok(()) }
     /// ```
     pub async fn leave(&mut self, timeout: Duration) -> Result<bool, LockError> {
-        if self.node.is_none() {
+        if self.node.is_none() && !self.leaving {
             return Err(Error::InvalidArgument("the double barrier is not entered").into());
         }
+        self.leaving = true;
         let Ok(left) = tokio::time::timeout(timeout, self.leave_all()).await else {
             return Ok(false);
         };
         left?;
         delete(&self.client, &path::join(&self.path, READY)).await?;
+        self.leaving = false;
         Ok(true)
     }
 

@@ -59,7 +59,8 @@ async fn a_barrier_holds_its_waiters_until_removed() {
             .iter()
             .map(|c| {
                 let waiter = DistributedBarrier::new(c.clone(), "/b/gate");
-                tokio::spawn(async move { waiter.wait_on_barrier(STEP).await })
+                // "For ever" as the caller would write it: no deadline to overflow.
+                tokio::spawn(async move { waiter.wait_on_barrier(Duration::MAX).await })
             })
             .collect();
         tokio::time::sleep(HELD).await;
@@ -145,6 +146,32 @@ async fn four_members_enter_together_and_leave_together() {
         }
         wait_until_empty(&all[0], "/b/round").await;
         close_all(all).await;
+    })
+    .await
+    .expect("bounded");
+}
+
+/// A leave that times out has deleted our node and waits for the others: calling it again
+/// goes on waiting (as the doc example loops), not "not entered".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leave_that_timed_out_can_be_called_again() {
+    tokio::time::timeout(3 * STEP, async {
+        let (_, [a, b]) = fresh_clients("barrier_leave_again", T).await;
+        let mut first = DistributedDoubleBarrier::new(a.clone(), "/b/round", 2);
+        let mut second = DistributedDoubleBarrier::new(b.clone(), "/b/round", 2);
+        let (entered_first, entered_second) = tokio::join!(first.enter(STEP), second.enter(STEP));
+        assert!(entered_first.unwrap() && entered_second.unwrap());
+        assert!(!first.leave(HELD).await.unwrap(), "the second is still in");
+        assert!(first.member_path().is_none(), "our node went first");
+        let (left_first, left_second) = tokio::join!(first.leave(STEP), second.leave(STEP));
+        assert!(left_first.unwrap(), "the second leave went on waiting");
+        assert!(left_second.unwrap());
+        assert!(
+            first.leave(STEP).await.is_err(),
+            "left: not entered any more"
+        );
+        wait_until_empty(&a, "/b/round").await;
+        close_all([a, b]).await;
     })
     .await
     .expect("bounded");

@@ -97,7 +97,8 @@ impl DownInstances {
     /// Counts an error of instance `id` at `now`.
     pub(super) fn note(&self, id: &str, now: Instant) {
         let mut noted = self.lock(now);
-        noted.entry(id.to_owned()).or_insert((now, 0)).1 += 1;
+        let count = &mut noted.entry(id.to_owned()).or_insert((now, 0)).1;
+        *count = count.saturating_add(1);
     }
 
     /// Whether instance `id` may be picked at `now`.

@@ -412,7 +412,8 @@ impl Semaphore {
             }
             None => self.locks.lock().await?,
         };
-        let mut leases = Vec::with_capacity(n);
+        // `n` is the caller's and may be huge: the leases are counted as they come.
+        let mut leases = Vec::new();
         let result = self.fill(&mut leases, n, deadline).await;
         if result.is_err() {
             return_all(std::mem::take(&mut leases)).await;
