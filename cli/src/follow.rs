@@ -39,7 +39,12 @@ where
             _ = &mut ctrl_c => return Ok(()),
             event = events.next() => match event {
                 Some(e) if e.event_type != EventType::None => {}
-                _ => return Err(Failure::new(UNAVAILABLE, "the session ended; the watch is gone")),
+                Some(_) => return Err(Failure::new(UNAVAILABLE, "the session ended; the watch is gone")),
+                // The client ends a persistent watch whose consumer falls too far behind.
+                None => return Err(Failure::new(
+                    UNAVAILABLE,
+                    "the watch ended: changes came faster than they could be shown; run again",
+                )),
             },
         }
     }

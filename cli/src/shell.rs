@@ -339,7 +339,7 @@ impl Completer for ShellHelper {
         _ctx: &Context<'_>,
     ) -> rustyline::Result<(usize, Vec<Pair>)> {
         let before = line.get(..pos).unwrap_or(line);
-        let start = before.rfind(char::is_whitespace).map_or(0, |i| i + 1);
+        let start = word_start(before);
         let word = before.get(start..).unwrap_or_default();
         let candidates = if before.get(..start).unwrap_or_default().trim().is_empty() {
             Self::verbs(word)
@@ -350,6 +350,16 @@ impl Completer for ShellHelper {
         };
         Ok((start, candidates))
     }
+}
+
+/// Where the word being typed at the end of `before` starts: after the last whitespace,
+/// which may be more than one byte (a no-break space pasted in), so the offset stays on a
+/// character boundary for the line editor to replace from.
+fn word_start(before: &str) -> usize {
+    before
+        .char_indices()
+        .rfind(|(_, c)| c.is_whitespace())
+        .map_or(0, |(i, c)| i + c.len_utf8())
 }
 
 impl Hinter for ShellHelper {
@@ -375,6 +385,17 @@ mod tests {
         assert_eq!(resolve("/a", "../../.."), "/");
         assert_eq!(resolve("/a", "jobs/"), "/a/jobs/");
         assert_eq!(resolve("/", "."), "/");
+    }
+
+    #[test]
+    fn words_start_after_any_whitespace() {
+        assert_eq!(word_start("lo"), 0);
+        assert_eq!(word_start("ls /a"), 3);
+        for line in ["ls\u{a0}/a", "ls\u{3000}/a", "get\t/a"] {
+            let start = word_start(line);
+            assert!(line.is_char_boundary(start), "{line:?}");
+            assert_eq!(&line[start..], "/a", "{line:?}");
+        }
     }
 
     #[test]
