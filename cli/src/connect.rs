@@ -18,11 +18,26 @@ pub(crate) const SERVER_ENV: &str = "ZOOKEEPER";
 pub(crate) const SERVER_TICK_ENV: &str = "ZKW_SERVER_TICK";
 /// The connect string when neither `--server` nor `ZOOKEEPER` is set.
 pub(crate) const DEFAULT_SERVER: &str = "127.0.0.1:2181";
-/// The session timeout when `--session-timeout` is not given.
+/// The session timeout when `--session-timeout` is not given, at the least
+/// ([`default_session_timeout`]).
 pub(crate) const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+/// The session timeout when `--session-timeout` is not given, in server ticks, if that is
+/// longer than [`DEFAULT_SESSION_TIMEOUT`].
+pub(crate) const DEFAULT_SESSION_TICKS: u32 = 10;
 /// How long a connection may take before zkw says it is waiting (a local server answers in
 /// milliseconds; one that does not answer keeps zkw waiting up to the session timeout).
 const SLOW_CONNECT: Duration = Duration::from_secs(1);
+
+/// The session timeout zkw asks for unless told: ten server ticks, at least 10 s. A hold's
+/// lease lags by two ticks plus the ping interval on a healthy session, and `--kill-after`
+/// must fit beside that lag (docs/lease.md, "The margin"): on ZooKeeper's default 2 s tick a
+/// 10 s session would leave a renewal under a second of slack before a healthy command is
+/// stopped, 20 s leaves it about four.
+pub(crate) fn default_session_timeout(server_tick: Duration) -> Duration {
+    server_tick
+        .saturating_mul(DEFAULT_SESSION_TICKS)
+        .max(DEFAULT_SESSION_TIMEOUT)
+}
 
 /// Options every verb accepts.
 #[derive(Debug, Clone)]
@@ -64,7 +79,10 @@ impl Global {
                 .filter(|s| !s.is_empty())
                 .unwrap_or_else(|| DEFAULT_SERVER.to_owned()),
         };
-        let session_timeout = args.session_timeout.unwrap_or(DEFAULT_SESSION_TIMEOUT);
+        let tick = args.server_tick.unwrap_or(zkwire::DEFAULT_SERVER_TICK);
+        let session_timeout = args
+            .session_timeout
+            .unwrap_or_else(|| default_session_timeout(tick));
         if session_timeout < Duration::from_millis(100) {
             return Err(Failure::usage("--session-timeout must be at least 100ms"));
         }

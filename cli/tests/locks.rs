@@ -452,9 +452,9 @@ fn kill_after_longer_than_the_session_allows_is_refused() {
     assert_eq!(
         out.fails(2),
         "zkw: --kill-after 3s does not fit the session timeout 4s: --kill-after, how far the \
-         lease may lag on a healthy session (1s 733ms, with servers ticking every 200ms) and \
-         twice a margin of 267ms must fit in it; use --session-timeout 6s 100ms or more, or \
-         --kill-after 1s 700ms or less"
+         lease may lag on a healthy session (1s 733ms, with servers ticking every 200ms), a \
+         margin of 267ms and 500ms for a late renewal must fit in it; use --session-timeout \
+         6s 100ms or more, or --kill-after 1s 500ms or less"
     );
     assert_eq!(out.stdout, "");
     assert_eq!(zkw(&cs, &["ls", "/k"]).code, Some(1), "a node was queued");

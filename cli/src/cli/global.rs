@@ -26,7 +26,7 @@ pub(crate) struct GlobalArgs {
     /// Connect string (default: $ZOOKEEPER, else 127.0.0.1:2181)
     #[arg(long, global = true, value_name = "HOSTS[/CHROOT]", help_heading = CONNECTION)]
     pub(crate) server: Option<String>,
-    /// Session timeout, also the limit for connecting [default: 10s]
+    /// Session timeout, also the limit for connecting [default: 10 ticks, at least 10s]
     #[arg(long, global = true, value_name = "D", value_parser = duration,
           allow_hyphen_values = true, help_heading = CONNECTION)]
     pub(crate) session_timeout: Option<Duration>,

@@ -90,9 +90,10 @@ in its environment, releases the lock when CMD exits and exits with CMD's code. 
 are Apache Curator's: zkw and Curator clients exclude each other on the same path.
 
 CMD is stopped before the lock can pass to anyone else. The lock is trusted until the
-session's lease ends (the session timeout after the newest request the server answered, less
-a margin); if the lease is not renewed in time, CMD's process group gets SIGTERM --kill-after
-before that instant and SIGKILL at it. If the lock is lost otherwise (lock node deleted,
+session's lease ends (the session timeout after the sending of the newest request the
+quorum's leader is known to have heard, less a margin; see --server-tick); if the lease is
+not renewed in time, CMD's process group gets SIGTERM --kill-after before that instant and
+SIGKILL at it. If the lock is lost otherwise (lock node deleted,
 session ended), CMD gets SIGTERM at once and SIGKILL after --kill-after (or when the lease
 ends, if sooner). Either way zkw exits with 75 (also when the loss is seen just as CMD exits:
 its run may not have been exclusive). This holds while zkw itself runs: if zkw is paused
@@ -101,8 +102,9 @@ its run may not have been exclusive). This holds while zkw itself runs: if zkw i
 --timeout 0 tries once: a free lock is taken, a held one fails at once (exit 73).
 --kill-after must fit in the session timeout together with how far the lease may lag on a
 healthy session (two --server-tick plus the ping interval, about a third of the session
-timeout) and twice the margin (a 15th of the session timeout, at least 100ms), else exit 2;
-without it, 5s or the longest that fits. --revocable: a revocation request (zkw revoke,
+timeout), the margin (a 15th of the session timeout, at least 100ms) and room for a late
+renewal (the margin again, at least 500ms), else exit 2; without it, 5s or the longest that
+fits. --revocable: a revocation request (zkw revoke,
 Curator's Revoker) stops CMD as a loss does, releases the lock, exit 76; without it a request
 is noted on stderr and CMD keeps the lock. Ctrl-C, SIGTERM and SIGHUP are passed on to CMD;
 before CMD starts they stop the wait (exit 130, 143, 129) without leaving a lock node behind.";

@@ -39,10 +39,12 @@ fn help_states_the_exit_codes_and_defaults_the_code_uses() {
     };
     let default = |d: Duration| format!("[default: {}", show(d));
     let top = help(None);
-    assert!(
-        top.contains(&default(crate::connect::DEFAULT_SESSION_TIMEOUT)),
-        "{top}"
+    let session_default = format!(
+        "[default: {} ticks, at least {}]",
+        crate::connect::DEFAULT_SESSION_TICKS,
+        show(crate::connect::DEFAULT_SESSION_TIMEOUT)
     );
+    assert!(top.contains(&session_default), "{top}");
     assert!(top.contains(&default(zkwire::DEFAULT_SERVER_TICK)), "{top}");
     let lock = help(Some("lock"));
     assert!(

@@ -13,7 +13,7 @@ const FAST: Duration = ms(200);
 const SLOW: Duration = zkwire::DEFAULT_SERVER_TICK;
 
 #[test]
-fn kill_after_must_leave_the_healthy_lag_and_two_margins() {
+fn kill_after_must_leave_the_healthy_lag_the_margin_and_a_late_renewal() {
     // 10s on a 200ms tick: the lease lags up to 2.73s (two ticks and a 2.33s ping
     // interval), the margin is 667ms: at most 5.93s; the default of 5s fits.
     let longest = longest_kill_after(ms(10_000), FAST).unwrap();
@@ -35,16 +35,18 @@ fn kill_after_must_leave_the_healthy_lag_and_two_margins() {
         kill_after_for(Some(ms(1000)), ms(4000), ms(4000), FAST),
         Ok(ms(1000))
     );
-    // 4s on a 200ms tick: a lag of 1.73s, a margin of 267ms; 1.73s fits, 1.8s does not.
-    assert!(kill_after_for(Some(ms(1733)), ms(4000), ms(4000), FAST).is_ok());
-    let refused = kill_after_for(Some(ms(1800)), ms(4000), ms(4000), FAST).unwrap_err();
+    // 4s on a 200ms tick: a lag of 1.73s, a margin of 267ms and 500ms for a late renewal
+    // (the healthy control saw 1.69s of trust left, where a rule of two margins allowed a
+    // kill-after of 1.73s): 1.5s fits, 1.6s does not.
+    assert!(kill_after_for(Some(ms(1500)), ms(4000), ms(4000), FAST).is_ok());
+    let refused = kill_after_for(Some(ms(1600)), ms(4000), ms(4000), FAST).unwrap_err();
     assert_eq!(refused.code, crate::fail::USAGE);
     assert_eq!(
         refused.message,
-        "--kill-after 1s 800ms does not fit the session timeout 4s: --kill-after, how far the \
-         lease may lag on a healthy session (1s 733ms, with servers ticking every 200ms) and \
-         twice a margin of 267ms must fit in it; use --session-timeout 4s 200ms or more, or \
-         --kill-after 1s 700ms or less"
+        "--kill-after 1s 600ms does not fit the session timeout 4s: --kill-after, how far the \
+         lease may lag on a healthy session (1s 733ms, with servers ticking every 200ms), a \
+         margin of 267ms and 500ms for a late renewal must fit in it; use --session-timeout \
+         4s 200ms or more, or --kill-after 1s 500ms or less"
     );
     let granted_less = kill_after_for(Some(ms(5000)), ms(4000), ms(10_000), FAST).unwrap_err();
     assert!(
@@ -53,16 +55,16 @@ fn kill_after_must_leave_the_healthy_lag_and_two_margins() {
             .contains("the session timeout 4s (the server's limits; 10s was asked)"),
         "{granted_less:?}"
     );
-    // Under 900ms not even a zero grace fits on a 200ms tick.
+    // Under 1.5s not even a zero grace fits on a 200ms tick.
     assert_eq!(
-        kill_after_for(None, ms(800), ms(800), FAST)
+        kill_after_for(None, ms(1400), ms(1400), FAST)
             .unwrap_err()
             .message,
-        "the session timeout 800ms is too short to run a command under a lock with servers \
-         ticking every 200ms; use --session-timeout 900ms or more"
+        "the session timeout 1s 400ms is too short to run a command under a lock with servers \
+         ticking every 200ms; use --session-timeout 1s 500ms or more"
     );
     assert_eq!(
-        kill_after_for(Some(Duration::ZERO), ms(900), ms(900), FAST),
+        kill_after_for(Some(Duration::ZERO), ms(1500), ms(1500), FAST),
         Ok(Duration::ZERO)
     );
 }
@@ -82,10 +84,33 @@ fn suggested_session_timeouts_fit() {
             );
         }
     }
-    assert_eq!(shortest_session_timeout(ms(1000), FAST), ms(2700));
+    assert_eq!(shortest_session_timeout(ms(1000), FAST), ms(3200));
     // The default grace on ZooKeeper's default tick.
     assert_eq!(
         shortest_session_timeout(DEFAULT_KILL_AFTER, SLOW),
         ms(15_000)
+    );
+}
+
+/// zkw's default session timeout is ten ticks, at least 10 s, so that the default
+/// `--kill-after` fits on ZooKeeper's default tick with room for a late renewal, and the
+/// sandbox's fast tick keeps 10 s.
+#[test]
+fn the_default_session_leaves_room_for_the_default_kill_after() {
+    use crate::connect::default_session_timeout;
+    assert_eq!(default_session_timeout(FAST), ms(10_000));
+    assert_eq!(default_session_timeout(SLOW), ms(20_000));
+    assert_eq!(default_session_timeout(ms(5_000)), ms(50_000));
+    for tick in [FAST, SLOW] {
+        let t = default_session_timeout(tick);
+        let longest = longest_kill_after(t, tick).unwrap();
+        // The slack a renewal has before a healthy command would be stopped.
+        let slack = longest - DEFAULT_KILL_AFTER;
+        assert!(slack >= ms(900), "tick {tick:?}: {slack:?} of slack");
+    }
+    // 20 s on a 2 s tick: the lease lags up to 9.67 s, two margins are 2.67 s: 7.67 s.
+    assert_eq!(
+        longest_kill_after(ms(20_000), SLOW).unwrap().as_millis(),
+        7666
     );
 }
