@@ -19,8 +19,8 @@ use crate::out;
 
 /// The lock every worker contends for.
 const LOCK_PATH: &str = "/zkw-demo/lock";
-/// The session timeout of the workers' `zkw lock`: a leader election (a second or two) stays
-/// well inside the hold's disconnection grace (a quarter of it).
+/// The session timeout of the workers' `zkw lock`: a leader election (a second or two) is
+/// a small part of it, so a worker's hold survives the ensemble electing a new leader.
 const WORKER_SESSION_TIMEOUT: &str = "20s";
 /// How many times a worker retries a round whose `zkw lock` failed.
 const RETRIES: usize = 3;

@@ -53,14 +53,15 @@ leaves.";
 
 pub(super) const SANDBOX_HELP: &str = "\
 Starts a local ZooKeeper from the installed packages (standalone, or an N-node ensemble),
-prints `export ZOOKEEPER=<connect string>` on standard output (eval it, and every zkw command
-of that shell uses the sandbox) and waits; Ctrl-C stops it and removes its files. --port N
-listens on 127.0.0.1:N (N, N+1, … for an ensemble). With --json:
-{\"connect_string\":…,\"servers\":N}.
+prints `export ZOOKEEPER=<connect string> ZKW_SERVER_TICK=<its tick>` on standard output
+(eval it, and every zkw command of that shell uses the sandbox) and waits; Ctrl-C stops it
+and removes its files. --port N listens on 127.0.0.1:N (N, N+1, … for an ensemble). With
+--json: {\"connect_string\":…,\"servers\":N,\"server_tick_ms\":…}.
 
 --tls: the servers speak TLS (client certificates optional) with certificates made for the
-run; the connect string names the TLS ports, and the note on standard error (with --json:
-tls_ca, tls_cert, tls_key) gives the CA, a client certificate and its key.";
+run; the connect string names the TLS ports, and the export line adds ZKW_TLS_CA,
+ZKW_TLS_CERT and ZKW_TLS_KEY (with --json: tls_ca, tls_cert, tls_key): the CA, a client
+certificate and its key.";
 
 pub(super) const DEMO_HELP: &str = "\
 Starts a local 3-node ensemble and N worker processes, each taking the lock /zkw-demo/lock M

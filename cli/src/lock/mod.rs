@@ -6,11 +6,12 @@
 //! exits, the lock is released and zkw exits with the command's code.
 //!
 //! The command must be gone before the hold can end. A hold is trusted until the session's
-//! lease deadline (the send instant of the newest request the server answered, plus the
-//! session timeout) less a margin: the server cannot expire the session, and so cannot hand
-//! the lock on, before then. So the command gets SIGTERM `--kill-after` before that instant
-//! and SIGKILL at it, unless the lease is renewed meanwhile (as it is every third of the
-//! session timeout on a healthy session). When the hold is lost for another reason (node
+//! lease deadline (the send instant of the newest request the quorum's leader is known to
+//! have heard of, plus the session timeout) less a margin: the leader cannot expire the
+//! session, and so cannot hand the lock on, before then. So the command gets SIGTERM
+//! `--kill-after` before that instant and SIGKILL at it, unless the lease is renewed
+//! meanwhile (on a healthy session it lags now + T by at most `zkwire::lease_staleness`,
+//! which the `--kill-after` rule leaves room for). When the hold is lost for another reason (node
 //! deleted, session ended), the command gets SIGTERM at once and SIGKILL after
 //! `--kill-after`, or at the end of the lease if that comes first. Either way zkw exits with
 //! [`LOCK_LOST`](crate::fail::LOCK_LOST).
