@@ -53,20 +53,21 @@ pub(crate) fn margin_for(client: &Client, configured: Option<Duration>) -> Durat
 }
 
 /// Refuses a hold the session's lease could not keep: one lost as soon as granted
-/// ([`LockError::LeaseTooShort`]). Passes while the session timeout is not known yet.
+/// ([`LockError::LeaseTooShort`]). `Ok(false)` while the session timeout is not known yet
+/// (nothing checked), `Ok(true)` when it fits.
 pub(crate) fn check_lease_fits(
     client: &Client,
     configured: Option<Duration>,
-) -> Result<(), LockError> {
+) -> Result<bool, LockError> {
     // The lease runs on the smallest timeout of the session, which a hold must fit in.
     let (Some(session_timeout), Some(staleness)) =
         (client.lease_timeout(), client.lease_staleness())
     else {
-        return Ok(());
+        return Ok(false);
     };
     let margin = margin_for(client, configured);
     if staleness.saturating_add(margin) < session_timeout {
-        return Ok(());
+        return Ok(true);
     }
     Err(LockError::LeaseTooShort {
         session_timeout,
@@ -89,15 +90,19 @@ pub(crate) fn trust_end(client: &Client, configured: Option<Duration>) -> Option
 /// is answered, docs/lease.md); a grant returned then would be lost at once, and a leader
 /// latch would loop through create, lead and lose as fast as the server answers.
 ///
-/// Also checks the fit once more: before the first handshake the session timeout was not
-/// known. Returns at once when the session is over or another one runs: the hold then
-/// reports it as lost.
+/// `fit_checked`: whether [`check_lease_fits`] already passed with the session timeout
+/// known; if not (the node was created before the first handshake), it is checked now.
+/// Returns at once when the session is over or another one runs: the hold then reports it
+/// as lost.
 pub(crate) async fn until_trusted(
     client: &Client,
     configured: Option<Duration>,
     owner: i64,
+    fit_checked: bool,
 ) -> Result<(), LockError> {
-    check_lease_fits(client, configured)?;
+    if !fit_checked {
+        check_lease_fits(client, configured)?;
+    }
     loop {
         let trusted = trust_end(client, configured).is_some_and(|end| end > Instant::now());
         if trusted || client.session_id() != owner || client.state().is_terminal() {

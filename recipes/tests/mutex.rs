@@ -428,6 +428,29 @@ async fn a_grant_waits_for_the_lease_after_a_reconnect() {
     client.close().await.unwrap();
 }
 
+/// A lock asked for before the first handshake: the fit check before the create could not
+/// know the session timeout, so the grant checks again and refuses a hold the lease cannot
+/// keep (2 s against a lag of 1.8 s + 0.67 s), instead of handing out a guard that a
+/// healthy session loses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_asked_for_before_the_handshake_is_checked_at_the_grant() {
+    let cs = zkwire_testing::support::fresh_chroot("recipes_fit_at_grant").await;
+    let client = zkwire_testing::support::builder()
+        .with_session_timeout(Duration::from_secs(2))
+        .with_server_tick(Duration::from_millis(900))
+        .spawn(&cs, zkwire::TcpConnector)
+        .unwrap();
+    assert_eq!(client.session_timeout(), None, "not connected yet");
+    let result = Mutex::new(client.clone(), "/early").lock().await;
+    assert!(
+        matches!(result, Err(LockError::LeaseTooShort { .. })),
+        "{result:?}"
+    );
+    let left = client.get_children("/early").await.unwrap_or_default();
+    assert!(left.is_empty(), "no contender left: {left:?}");
+    client.close().await.unwrap();
+}
+
 /// With no server reachable, lost() fires at the lease deadline less the margin: the send
 /// instant of the last acknowledged request plus T, less max(T/15, 100 ms); and
 /// `trusted_until()` named that instant in advance.

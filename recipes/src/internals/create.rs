@@ -45,7 +45,7 @@ impl Attempt {
         mut list: bool,
     ) -> Result<Option<Children>, LockError> {
         const MAX_PARENT_ROUNDS: u32 = 16;
-        check_lease_fits(&self.dir.client, self.dir.options.lease_margin)?;
+        self.fit_checked = check_lease_fits(&self.dir.client, self.dir.options.lease_margin)?;
         let dir = self.dir.clone();
         let (path, options) = contender_node(&dir, &self.prefix, contest);
         let (mut backoff, mut parent_rounds) = (Backoff::new(), 0);

@@ -251,6 +251,8 @@ pub(crate) struct Attempt {
     node: Option<Node>,
     /// A create with this guid failed in a way that may have applied it.
     unsure: bool,
+    /// The lease-fit check before the create ran with the session timeout known.
+    fit_checked: bool,
 }
 
 impl Attempt {
@@ -260,6 +262,7 @@ impl Attempt {
             prefix: Uuid::new_v4().protected_prefix(),
             node: None,
             unsure: false,
+            fit_checked: false,
         }
     }
 
@@ -278,13 +281,9 @@ impl Attempt {
             return Ok(None);
         }
         if let Some(node) = &self.node {
-            let options = &self.dir.options;
-            until_trusted(
-                &self.dir.client,
-                options.lease_margin,
-                node.stat.ephemeral_owner,
-            )
-            .await?;
+            let (client, margin) = (&self.dir.client, self.dir.options.lease_margin);
+            let owner = node.stat.ephemeral_owner;
+            until_trusted(client, margin, owner, self.fit_checked).await?;
         }
         // The node is the caller's now (taken, not copied): nothing left to clean up for it.
         Ok(self.node.take())
