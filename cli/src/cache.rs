@@ -10,6 +10,7 @@ use crate::cli::CacheArgs;
 use crate::connect::Global;
 use crate::fail::{Failure, UNAVAILABLE};
 use crate::format::{data_json, data_line};
+use crate::interrupt::{interrupted, until_stopped};
 use crate::nodes::check_path;
 use crate::out;
 
@@ -20,7 +21,7 @@ pub(crate) async fn cache(g: &Global, a: &CacheArgs) -> Result<(), Failure> {
     let depth = a.depth;
     let ctrl_c = crate::interrupt::ctrl_c()?;
     tokio::pin!(ctrl_c);
-    let client = g.connect().await?;
+    let client = until_stopped(g.connect(), interrupted(&mut ctrl_c, "connecting")).await?;
     let mut states = client.state_stream();
     let mut builder = TreeCache::builder(client.clone(), path.clone());
     if let Some(depth) = depth {

@@ -4,7 +4,7 @@ use std::future::Future;
 
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
-use crate::fail::{Failure, FAILED};
+use crate::fail::{Failure, FAILED, INTERRUPTED};
 
 /// Listens for `kind` from now on.
 pub(crate) fn listen(kind: SignalKind) -> Result<Signal, Failure> {
@@ -23,6 +23,25 @@ pub(crate) fn ctrl_c() -> Result<impl Future<Output = ()>, Failure> {
     Ok(async move {
         int.recv().await;
     })
+}
+
+/// `work`, unless `stop` resolves first with the failure to report. A verb that handles its
+/// signals itself is not killed by them: what it waits on before its own loop (connecting
+/// to a server that does not answer, above all) must race them too.
+pub(crate) async fn until_stopped<T>(
+    work: impl Future<Output = Result<T, Failure>>,
+    stop: impl Future<Output = Failure>,
+) -> Result<T, Failure> {
+    tokio::select! {
+        done = work => done,
+        failure = stop => Err(failure),
+    }
+}
+
+/// The failure of a Ctrl-C received while `doing`.
+pub(crate) async fn interrupted(ctrl_c: impl Future<Output = ()>, doing: &str) -> Failure {
+    ctrl_c.await;
+    Failure::new(INTERRUPTED, format!("interrupted while {doing}"))
 }
 
 #[cfg(test)]

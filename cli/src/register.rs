@@ -22,6 +22,7 @@ use crate::child::{exit_code, Running};
 use crate::cli::{show as show_duration, BarrierArgs, RegisterArgs};
 use crate::connect::Global;
 use crate::fail::{Failure, FAILED, LOCK_TIMEOUT, UNAVAILABLE};
+use crate::interrupt::until_stopped;
 use crate::lock::{forward, signal_exit_code, Signals};
 use crate::nodes::{check_name, check_path};
 use crate::out;
@@ -42,7 +43,8 @@ pub(crate) async fn register(g: &Global, a: &RegisterArgs) -> Result<u8, Failure
     }
     // From here on, Ctrl-C and SIGTERM are ours to handle: nothing may stay registered.
     let mut signals = Signals::new()?;
-    let client = g.connect_renewing().await?;
+    let connecting = signals.interrupted("connecting");
+    let client = until_stopped(g.connect_renewing(), connecting).await?;
     let result = register_and_run(g, &client, a, &mut signals).await;
     g.close(&client).await;
     result
@@ -106,7 +108,8 @@ async fn register_and_run(
 pub(crate) async fn barrier(g: &Global, a: &BarrierArgs) -> Result<u8, Failure> {
     check_path(&a.path, false)?;
     let mut signals = Signals::new()?;
-    let client = g.connect().await?;
+    let connecting = signals.interrupted("connecting");
+    let client = until_stopped(g.connect(), connecting).await?;
     let result = barrier_and_run(&client, a, &mut signals).await;
     g.close(&client).await;
     result

@@ -7,6 +7,7 @@ use serde_json::json;
 use crate::cli::WatchArgs;
 use crate::connect::Global;
 use crate::fail::{Failure, UNAVAILABLE};
+use crate::interrupt::{interrupted, until_stopped};
 use crate::nodes::check_path;
 use crate::out;
 
@@ -22,7 +23,7 @@ pub(crate) async fn watch(g: &Global, a: &WatchArgs) -> Result<(), Failure> {
     };
     let ctrl_c = crate::interrupt::ctrl_c()?;
     tokio::pin!(ctrl_c);
-    let client = g.connect().await?;
+    let client = until_stopped(g.connect(), interrupted(&mut ctrl_c, "connecting")).await?;
     let mut states = client.state_stream();
     let mut events = client
         .with_timeout(g.session_timeout)

@@ -613,3 +613,48 @@ fn the_lock_is_released_only_after_the_whole_process_group_ended() {
     );
     assert_eq!(after.ok(), "in\n");
 }
+
+/// A server that accepts connections and never answers. The verbs that handle their signals
+/// themselves (they must not leave a node behind) stay interruptible while they connect:
+/// SIGINT stops each at once with 130, where it used to be ignored until the connect gave up.
+#[test]
+fn a_signal_stops_the_verbs_that_handle_signals_while_they_connect() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = silent.local_addr().unwrap().to_string();
+    thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in silent.incoming().take(64) {
+            held.push(stream);
+        }
+    });
+    let dir = scratch("silent");
+    let marker = dir.join("ran");
+    let marker = marker.to_str().unwrap();
+    let verbs: [&[&str]; 5] = [
+        &["lock", "/l", "--", "touch", marker],
+        &["barrier", "/b", "--members", "2", "--", "touch", marker],
+        &[
+            "register",
+            "api",
+            "--address",
+            "a",
+            "--port",
+            "1",
+            "--",
+            "touch",
+            marker,
+        ],
+        &["watch", "/w"],
+        &["cache", "/c"],
+    ];
+    for args in verbs {
+        let child = spawn_zkw(&server, args);
+        thread::sleep(Duration::from_millis(700));
+        signal(child.id(), "INT");
+        let out = finish(child, Duration::from_secs(5));
+        assert_eq!(out.code, Some(130), "{args:?}: {out:?}");
+        assert!(out.stderr.contains("interrupted"), "{args:?}: {out:?}");
+        assert!(out.elapsed < Duration::from_secs(3), "{args:?}: {out:?}");
+    }
+    assert!(!dir.join("ran").exists(), "no command ran");
+}

@@ -38,6 +38,7 @@ pub(crate) use signals::{forward, signal_exit_code, Signals};
 use crate::cli::{show as show_duration, HoldArgs, RevokeArgs};
 use crate::connect::Global;
 use crate::fail::{Failure, FAILED, LOCK_TIMEOUT, UNAVAILABLE};
+use crate::interrupt::until_stopped;
 use crate::nodes::check_path;
 use crate::out;
 use supervise::hold_and_run;
@@ -138,7 +139,8 @@ pub(crate) async fn run(
     let args = LockArgs::new(hold, revocable, id)?;
     // From here on, Ctrl-C and SIGTERM are ours to handle: nothing may leave a node behind.
     let mut signals = Signals::new()?;
-    let client = g.connect().await?;
+    let connecting = signals.interrupted("connecting");
+    let client = until_stopped(g.connect(), connecting).await?;
     let result = hold_and_run(&client, g, &args, kind, &mut signals).await;
     // The lock is released by now: closing the session need not hold zkw's exit up long.
     g.close_within(&client, Duration::from_secs(2)).await;

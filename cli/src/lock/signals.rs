@@ -45,6 +45,15 @@ impl Signals {
         })
     }
 
+    /// The failure of the next signal received while `doing`: zkw's exit code for it.
+    pub(crate) async fn interrupted(&mut self, doing: &str) -> Failure {
+        let name = self.any().await;
+        Failure::new(
+            signal_exit_code(name),
+            format!("interrupted by SIG{name} while {doing}"),
+        )
+    }
+
     /// The name of the next signal received (`INT`, `TERM` or `HUP`).
     pub(crate) async fn any(&mut self) -> &'static str {
         tokio::select! {
