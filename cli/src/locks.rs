@@ -30,6 +30,14 @@ enum Layout {
     Latch,
 }
 
+/// Whether a directory whose listing is `children` is a semaphore's: its `leases` and
+/// nothing but that and `locks`. A directory that merely has a child named `locks` (a
+/// parent of mutexes, `/app` of `/app/locks/report`) is not one.
+fn is_semaphore(children: &Children) -> bool {
+    let ours = |c: &str| c == SEMAPHORE_LEASES || c == SEMAPHORE_LOCKS;
+    children.iter().any(|c| c == SEMAPHORE_LEASES) && children.iter().all(ours)
+}
+
 impl Layout {
     /// The layout of a lock directory whose listing is `children`, by the recipes' names.
     fn of(children: &Children) -> Self {
@@ -37,12 +45,7 @@ impl Layout {
             Some(ContenderKind::ReadWrite) => Self::RwLock,
             Some(ContenderKind::Latch) => Self::Latch,
             Some(ContenderKind::Mutex) => Self::Mutex,
-            _ if children
-                .iter()
-                .any(|c| c == SEMAPHORE_LEASES || c == SEMAPHORE_LOCKS) =>
-            {
-                Self::Semaphore
-            }
+            _ if is_semaphore(children) => Self::Semaphore,
             _ => Self::None,
         }
     }
@@ -281,6 +284,14 @@ mod tests {
             layout(&[SEMAPHORE_LEASES, SEMAPHORE_LOCKS]),
             Layout::Semaphore
         );
+        assert_eq!(layout(&[SEMAPHORE_LEASES]), Layout::Semaphore);
         assert_eq!(layout(&["config"]), Layout::None);
+        // A parent of lock directories, one of them named `locks`: not a semaphore.
+        assert_eq!(layout(&[SEMAPHORE_LOCKS]), Layout::None);
+        assert_eq!(layout(&[SEMAPHORE_LOCKS, "zookeeper"]), Layout::None);
+        assert_eq!(
+            layout(&[SEMAPHORE_LEASES, SEMAPHORE_LOCKS, "app"]),
+            Layout::None
+        );
     }
 }

@@ -227,6 +227,21 @@ fn timeout_zero_tries_once_and_locks_shows_holder_and_queue() {
     );
 }
 
+/// A parent of lock directories, one of them named `locks` (the README's `/app/locks/...`),
+/// is not taken for a semaphore: nothing is shown as acquiring.
+#[test]
+fn locks_on_a_parent_of_lock_directories_shows_no_contender() {
+    let cs = chroot("cli-locks-parent");
+    let dir = scratch("parent");
+    let holder = spawn_holder(&cs, &["lock", "/app/locks/report"], &dir, 30);
+    assert_eq!(
+        zkw(&cs, &["locks", "/app"]).ok(),
+        "/app: no one holds or waits\n"
+    );
+    common::signal(holder.id(), "TERM");
+    assert!(finish(holder, Duration::from_secs(30)).code.is_some());
+}
+
 #[test]
 fn locks_shows_a_leader_latch_with_participant_ids() {
     let cs = chroot("cli-locks-latch");
