@@ -8,7 +8,7 @@ use zkwire::error::{ConnectError, HostFailure};
 use zkwire::{Backoff, Client, Error};
 
 use crate::cli::{show, GlobalArgs};
-use crate::fail::{Failure, UNAVAILABLE};
+use crate::fail::{Failure, FAILED, UNAVAILABLE};
 use crate::out;
 use crate::secure::Security;
 
@@ -221,7 +221,34 @@ impl Global {
                 let causes: Vec<String> = failures.iter().map(|f| host_failure(hosts, f)).collect();
                 causes.join("; ")
             }
-            Error::AuthFailed => "the server refused the credentials".to_owned(),
+            // Not a server that is down: retrying cannot help, so not "unavailable".
+            Error::AuthFailed => {
+                let what = if self.security.has_sasl() {
+                    "the SASL credentials".to_owned()
+                } else {
+                    let schemes: Vec<&str> = self.auth.iter().map(|(s, _)| s.as_str()).collect();
+                    format!(
+                        "the --auth credentials (schemes {schemes:?}; the form is \
+                         SCHEME:CREDENTIALS, e.g. digest:alice:secret)"
+                    )
+                };
+                return Failure::new(
+                    FAILED,
+                    format!("cannot connect to {server}: the server refused {what}"),
+                )
+                .with_kind("no_auth");
+            }
+            Error::Connect(ConnectError::NoChroot { chroot }) => {
+                let at = hosts;
+                return Failure::new(
+                    FAILED,
+                    format!(
+                        "cannot connect to {server}: the chroot {chroot} does not exist; create \
+                         it first: zkw --server {at} create -p {chroot}"
+                    ),
+                )
+                .with_kind("no_node");
+            }
             other => without_host(hosts, &other.to_string()).to_owned(),
         };
         // Attempts that timed out took a while: say how long (a Timeout names its limit).

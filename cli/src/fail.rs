@@ -78,7 +78,18 @@ impl Failure {
     /// A ZooKeeper error while working on `context` (usually a path).
     pub(crate) fn zk(context: &str, error: &Error) -> Self {
         let code = zk_code(error);
-        Self::new(code, format!("{context}: {error}")).with_kind(zk_kind(error, code))
+        let failure =
+            Self::new(code, format!("{context}: {error}")).with_kind(zk_kind(error, code));
+        match error {
+            Error::NoAuth => failure.with_hint("--auth or --sasl authenticates the session"),
+            _ => failure,
+        }
+    }
+
+    /// The same failure, its message followed by what to do about it.
+    pub(crate) fn with_hint(mut self, hint: &str) -> Self {
+        self.message = format!("{}; {hint}", self.message);
+        self
     }
 
     /// A version check on `path` failed: `expected` was given, the node has `actual` (`None`:

@@ -317,6 +317,8 @@ pub(crate) async fn rm(g: &Global, a: &RmArgs) -> Result<(), Failure> {
                     Err(Error::BadVersion) => {
                         Err(version_failure(g, &client, &path, version, false).await)
                     }
+                    Err(e @ Error::NotEmpty) => Err(Failure::zk(&path, &e)
+                        .with_hint("rm -r removes it with everything under it")),
                     Err(e) => Err(Failure::zk(&path, &e)),
                 };
             }

@@ -53,6 +53,11 @@ impl std::fmt::Debug for Sasl {
 }
 
 impl Security {
+    /// Whether the session authenticates with SASL.
+    pub(crate) fn has_sasl(&self) -> bool {
+        self.sasl.is_some()
+    }
+
     /// The options of a parsed command line, falling back on the environment.
     ///
     /// # Errors

@@ -103,6 +103,12 @@ fn json_errors_have_a_kind_per_cause() {
     zkw(&cs, &["create", "/k/ro", "x"]).ok();
     zkw(&cs, &["acl", "set", "/k/ro", "world:anyone:r"]).ok();
     assert_eq!(kind(&["set", "/k/ro", "y"], 1), "no_auth");
+    // Mistakes in the configuration are not an unreachable server (69): a retry cannot help.
+    assert_eq!(kind(&["--auth", "alice:secret", "ls", "/"], 1), "no_auth");
+    let missing_chroot = format!("{cs}/nowhere");
+    let out = zkw(&missing_chroot, &["--json", "ls", "/"]);
+    assert_eq!(json_error(&out, 1)["kind"], "no_node");
+    assert!(out.stderr.contains("create -p"), "{out:?}");
     // A command that does not exist is not a missing node.
     let dir = scratch("kinds");
     let missing_cmd = dir.join("no-such-command");

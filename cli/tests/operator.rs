@@ -49,7 +49,8 @@ fn ls_recursive_prints_what_it_can_and_names_unreadable_nodes() {
     assert_eq!(out.stdout, "/t\n/t/a\n/t/secret\n/t/z\n");
     assert_eq!(
         out.stderr,
-        "zkw: cannot list /t/secret: not authorized by the node's ACL\n\
+        "zkw: cannot list /t/secret: not authorized by the ACL (a create or delete is checked \
+         against the parent's)\n\
          zkw: 1 node(s) could not be listed; the rest was printed\n"
     );
     let json = zkw(&cs, &["--json", "ls", "-R", "/t"]);
@@ -57,7 +58,8 @@ fn ls_recursive_prints_what_it_can_and_names_unreadable_nodes() {
     assert_eq!(
         json.stdout,
         "{\"path\":\"/t\",\"paths\":[\"/t\",\"/t/a\",\"/t/secret\",\"/t/z\"],\"unreadable\":\
-         [{\"path\":\"/t/secret\",\"error\":\"not authorized by the node's ACL\"}]}\n"
+         [{\"path\":\"/t/secret\",\"error\":\"not authorized by the ACL (a create or delete \
+         is checked against the parent's)\"}]}\n"
     );
     // With the credentials the whole tree is there: the hash was the right one.
     let authed = zkw(&cs, &["--auth", "digest:someone:pw", "ls", "-R", "/t"]);

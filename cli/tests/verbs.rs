@@ -45,7 +45,7 @@ fn create_get_set_stat_ls_rm() {
 
     assert_eq!(
         zkw(&cs, &["rm", "/a"]).fails(1),
-        "zkw: /a: node has children"
+        "zkw: /a: node has children; rm -r removes it with everything under it"
     );
     zkw(&cs, &["rm", "/a/x", "-v", "0"]).ok();
     assert_eq!(
@@ -158,7 +158,8 @@ fn acl_get_and_set() {
     );
     assert_eq!(
         zkw(&cs, &["set", "/p", "y"]).fails(1),
-        "zkw: /p: not authorized by the node's ACL"
+        "zkw: /p: not authorized by the ACL (a create or delete is checked against the \
+         parent's); --auth or --sasl authenticates the session"
     );
     assert_eq!(zkw(&cs, &["get", "/p"]).ok(), "x\n");
     let bad = zkw(&cs, &["acl", "set", "/p", "world:anyone:xyz"]);

@@ -47,8 +47,9 @@ pub enum Error {
     /// Ephemeral nodes cannot have children.
     #[error("ephemeral nodes cannot have children")]
     NoChildrenForEphemerals,
-    /// The node's ACL does not allow the operation for this session.
-    #[error("not authorized by the node's ACL")]
+    /// The ACL does not allow the operation for this session: the node's, or for a create
+    /// or delete its parent's.
+    #[error("not authorized by the ACL (a create or delete is checked against the parent's)")]
     NoAuth,
     /// The ACL is invalid (e.g. empty, or `auth` with no authenticated ids).
     #[error("invalid ACL")]
