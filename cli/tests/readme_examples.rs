@@ -90,12 +90,6 @@ const SPECIAL: &[Special] = &[
         how: How::NotRun,
     },
     Special {
-        example: "zkw get /blobs/img --raw > img.png",
-        reason: "/blobs/img does not exist at that point; the test creates it first",
-        setup: &[&["create", "-p", "/blobs/img", "PNG bytes"]],
-        how: How::AsWritten,
-    },
-    Special {
         example: "zkw watch /jobs --recursive",
         reason: "runs until Ctrl-C: stopped with SIGINT once watching (exit 0)",
         setup: &[],
@@ -107,19 +101,6 @@ const SPECIAL: &[Special] = &[
                  stops the cache with SIGINT once initialized (exit 0)",
         setup: &[&["create", "/config", "x"]],
         how: How::ctrl_c("initialized", 0),
-    },
-    Special {
-        example: "zkw acl set /jobs world:anyone:r",
-        reason: "/jobs was removed by the `zkw rm -r /jobs` example before it; the test \
-                 creates it again",
-        setup: &[&["create", "/jobs"]],
-        how: How::AsWritten,
-    },
-    Special {
-        example: "zkw acl set /secret digest:alice:secret:cdrwa --plain-password",
-        reason: "/secret does not exist at that point; the test creates it first",
-        setup: &[&["create", "/secret"]],
-        how: How::AsWritten,
     },
     Special {
         example: "zkw revoke /locks/nightly",
