@@ -2,7 +2,7 @@
 //! completion of verbs and znode paths, a working node (`cd`, `pwd`), and the session's state
 //! changes printed as they happen.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ use zkwire::Client;
 
 use crate::cli;
 use crate::connect::Global;
-use crate::fail::{Failure, FAILED};
+use crate::fail::{Failure, FAILED, USAGE};
 use crate::format::session_id;
 use crate::out;
 
@@ -40,7 +40,9 @@ const NOT_IN_SHELL: [&str; 4] = ["shell", "sandbox", "demo", "completions"];
 /// How long completion waits for the server's list of children.
 const COMPLETION_LIMIT: Duration = Duration::from_secs(2);
 
-/// Runs the shell until `exit`, `quit` or end of input; exit code 0.
+/// Runs the shell until `exit`, `quit` or end of input; the exit code of the last line that
+/// ran a verb (0 when none failed), as `sh` does, so that a script piped in can be checked.
+/// Lines read from a terminal go to the history; piped ones do not.
 ///
 /// # Errors
 /// [`UNAVAILABLE`](crate::fail::UNAVAILABLE) when no server can be reached at the start; a
@@ -58,7 +60,7 @@ pub(crate) fn run(global: &Global, runtime: &Runtime) -> Result<u8, Failure> {
     let mut editor = Editor::<ShellHelper, FileHistory>::new()
         .map_err(|e| Failure::new(FAILED, format!("cannot use the terminal: {e}")))?;
     editor.set_helper(Some(helper));
-    let history = history_file();
+    let history = std::io::stdin().is_terminal().then(history_file).flatten();
     if let Some(file) = &history {
         let _ = editor.load_history(file);
     }
@@ -72,13 +74,16 @@ pub(crate) fn run(global: &Global, runtime: &Runtime) -> Result<u8, Failure> {
         global.server,
         session_id(client.session_id())
     ));
+    let mut status = 0;
     loop {
         let prompt = format!("zkw {}> ", current(&cwd));
         match editor.readline(&prompt) {
             Ok(line) => {
                 let _ = editor.add_history_entry(line.as_str());
-                if run_line(&mut g, runtime, &cwd, &line) == Step::Exit {
-                    break;
+                match run_line(&mut g, runtime, &cwd, &line) {
+                    Step::Exit => break,
+                    Step::Ran(code) => status = code,
+                    Step::Continue => {}
                 }
             }
             Err(ReadlineError::Interrupted) => {}
@@ -92,7 +97,7 @@ pub(crate) fn run(global: &Global, runtime: &Runtime) -> Result<u8, Failure> {
     runtime.block_on(async {
         let _ = tokio::time::timeout(global.session_timeout, client.close()).await;
     });
-    Ok(0)
+    Ok(status)
 }
 
 /// Prints each change of the session's state as it happens, on a line of its own (the
@@ -116,10 +121,13 @@ fn history_file() -> Option<std::path::PathBuf> {
     Some(dir.join("history"))
 }
 
-/// Whether the shell goes on.
+/// Whether the shell goes on, and how the line ended.
 #[derive(Debug, PartialEq, Eq)]
 enum Step {
+    /// Nothing ran (an empty line).
     Continue,
+    /// A verb or shell word ran, with this exit code.
+    Ran(u8),
     Exit,
 }
 
@@ -129,11 +137,11 @@ fn run_line(g: &mut Global, runtime: &Runtime, cwd: &Mutex<String>, line: &str) 
         Ok(words) => words,
         Err(e) => {
             out::note(&format!("cannot split the line: {e}"));
-            return Step::Continue;
+            return Step::Ran(USAGE);
         }
     };
-    match words.first().map(String::as_str) {
-        None => {}
+    Step::Ran(match words.first().map(String::as_str) {
+        None => return Step::Continue,
         Some("exit" | "quit") => return Step::Exit,
         Some("pwd") => report(out::line(&current(cwd))),
         Some("cd") => change_directory(g, runtime, cwd, words.get(1).map(String::as_str)),
@@ -143,12 +151,11 @@ fn run_line(g: &mut Global, runtime: &Runtime, cwd: &Mutex<String>, line: &str) 
             None => report(out::raw(help_text().as_bytes())),
         },
         Some(_) => run_verb(g, runtime, cwd, words),
-    }
-    Step::Continue
+    })
 }
 
-/// Parses `words` as a command line and runs it on the shell's session.
-fn run_verb(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, mut words: Vec<String>) {
+/// Parses `words` as a command line and runs it on the shell's session; its exit code.
+fn run_verb(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, mut words: Vec<String>) -> u8 {
     if words == ["ls"] {
         // `ls` alone lists the working node.
         words.push(".".to_owned());
@@ -157,14 +164,16 @@ fn run_verb(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, mut words: Vec<S
     let argv = std::iter::once("zkw".to_owned()).chain(words);
     let cli = match cli::parse(argv) {
         Ok(cli) => cli,
-        Err(e) => return report(Err(crate::clap_failure(e))),
+        Err(e) => return shown(crate::clap_failure(e)),
     };
     let Some(mut command) = cli.command else {
-        return;
+        return 0;
     };
     if !runs_in_shell(&verb) {
-        out::note("not available in the shell (run it from the command line)");
-        return;
+        out::note(&format!(
+            "{verb}: not available in the shell (run it from the command line)"
+        ));
+        return USAGE;
     }
     let base = current(cwd);
     for path in command.paths_mut() {
@@ -174,11 +183,10 @@ fn run_verb(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, mut words: Vec<S
         json: g.json || cli.global.json,
         ..g.clone()
     };
-    report(
-        runtime
-            .block_on(crate::dispatch(&verb_global, &command))
-            .map(|_| ()),
-    );
+    match runtime.block_on(crate::dispatch(&verb_global, &command)) {
+        Ok(code) => code,
+        Err(failure) => shown(failure),
+    }
 }
 
 /// Whether the verb `name` runs on the shell's session ([`in_shell`]).
@@ -225,26 +233,35 @@ fn help_text() -> String {
 }
 
 /// `cd [PATH]`: to PATH (relative to the working node) if it exists, else `/`.
-fn change_directory(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, to: Option<&str>) {
+/// `cd`; its exit code.
+fn change_directory(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, to: Option<&str>) -> u8 {
     let target = resolve(&current(cwd), to.unwrap_or("/"));
     let Some(client) = &g.shared else {
-        return;
+        return 0;
     };
     let found = runtime.block_on(g.read(|| client.exists(&target)));
-    match found {
-        Ok(Some(_)) => *cwd.lock().unwrap_or_else(PoisonError::into_inner) = target,
-        Ok(None) => out::note(&format!("cd: {target}: node does not exist")),
-        Err(e) => out::note(&format!("cd: {target}: {e}")),
-    }
+    let failure = match found {
+        Ok(Some(_)) => {
+            *cwd.lock().unwrap_or_else(PoisonError::into_inner) = target;
+            return 0;
+        }
+        Ok(None) => Failure::zk(&format!("cd: {target}"), &zkwire::Error::NoNode),
+        Err(e) => Failure::zk(&format!("cd: {target}"), &e),
+    };
+    shown(failure)
 }
 
-/// Prints a verb's failure; the shell goes on.
-fn report(result: Result<(), Failure>) {
-    if let Err(f) = result {
-        if !f.message.is_empty() {
-            out::note(&f.message);
-        }
+/// The exit code of a verb's result, its failure printed (the shell goes on).
+fn report<T>(result: Result<T, Failure>) -> u8 {
+    result.map_or_else(shown, |_| 0)
+}
+
+/// Prints a failure; the exit code it stands for.
+fn shown(failure: Failure) -> u8 {
+    if !failure.message.is_empty() {
+        out::note(&failure.message);
     }
+    failure.code
 }
 
 fn current(cwd: &Mutex<String>) -> String {

@@ -352,6 +352,43 @@ fn the_shell_help_lists_the_shell_commands() {
     let _ = std::fs::remove_dir_all(data);
 }
 
+/// A script piped into the shell: the exit code is the last verb's, as `sh` gives, and the
+/// piped lines stay out of the history (which is for what was typed).
+#[test]
+fn a_piped_shell_exits_with_the_last_verbs_code_and_keeps_no_history() {
+    use std::io::Write as _;
+    let cs = chroot("cli-shell-piped");
+    let data = scratch("shell-piped");
+    let run_script = |script: &str| {
+        let mut child = std::process::Command::new(ZKW)
+            .args(["--server", &cs, "shell"])
+            .env_remove("ZOOKEEPER")
+            .env("ZKW_SERVER_TICK", "200ms")
+            .env("XDG_DATA_HOME", &data)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(script.as_bytes()).unwrap();
+        drop(stdin);
+        child.wait_with_output().unwrap().status.code()
+    };
+    assert_eq!(run_script("get /nosuch\nexit\n"), Some(1));
+    assert_eq!(run_script("get /nosuch\nls /\n"), Some(0));
+    assert_eq!(run_script("cd /nowhere\n"), Some(1));
+    assert_eq!(
+        run_script("sandbox\n"),
+        Some(2),
+        "not in the shell: a usage error"
+    );
+    assert!(
+        !data.join("zkw/history").exists(),
+        "piped lines in the history"
+    );
+}
+
 /// Types `line` and Enter into the shell.
 fn type_line(p: &mut rexpect::session::PtySession, line: &str) {
     p.send(&format!("{line}\r")).unwrap();
