@@ -131,7 +131,7 @@ async fn barrier_and_run(
         return Err(Failure::new(
             LOCK_TIMEOUT,
             format!(
-                "barrier {}: {} members did not enter within {waited}",
+                "barrier {}: not all {} members entered within {waited}",
                 a.path, a.members
             ),
         ));

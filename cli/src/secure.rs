@@ -107,14 +107,23 @@ fn tls_config(
     let bad = |e: zkwire::TlsConfigError| Failure::usage(e.to_string());
     let tls = match (ca, cert, key) {
         (None, None, None) => return Ok(None),
-        (None, _, _) => return Err(Failure::usage("--tls-cert and --tls-key need --tls-ca")),
+        (None, _, _) => {
+            return Err(Failure::usage(format!(
+                "--tls-cert and --tls-key (or ${TLS_CERT_ENV}, ${TLS_KEY_ENV}) need --tls-ca \
+                 (or ${TLS_CA_ENV})"
+            )))
+        }
         (Some(ca), None, None) => TlsConfig::new().with_ca_file(ca).map_err(bad)?,
         (Some(ca), Some(cert), Some(key)) => TlsConfig::new()
             .with_ca_file(ca)
             .map_err(bad)?
             .with_client_cert_files(cert, key)
             .map_err(bad)?,
-        _ => return Err(Failure::usage("--tls-cert and --tls-key go together")),
+        _ => {
+            return Err(Failure::usage(format!(
+                "--tls-cert and --tls-key (or ${TLS_CERT_ENV} and ${TLS_KEY_ENV}) go together"
+            )))
+        }
     };
     Ok(Some(tls))
 }

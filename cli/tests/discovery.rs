@@ -183,7 +183,7 @@ fn barrier_of_two_runs_both_commands() {
     );
     assert_eq!(
         alone.fails(73),
-        "zkw: barrier /alone: 2 members did not enter within 1s"
+        "zkw: barrier /alone: not all 2 members entered within 1s"
     );
     assert!(!dir.join("ran-alone").exists());
     // Its member node went with the timeout (the container itself may be gone too).

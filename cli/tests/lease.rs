@@ -167,8 +167,9 @@ fn one_run(n: usize, proxy: &FaultProxy, direct: &str) -> Run {
         "; killed the command (it outlived SIGTERM)"
     };
     assert!(
-        holder_error.starts_with("zkw: lock about to expire (the leader vouched for none")
-            && holder_error.ends_with(how),
+        holder_error.starts_with(
+            "zkw: lock about to expire: the quorum's leader has not confirmed this session for"
+        ) && holder_error.ends_with(how),
         "run {n}: {holder:?}"
     );
     let holder_end = last_stamp(&dir.join("holder"));

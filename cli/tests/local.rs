@@ -215,7 +215,8 @@ fn sandbox_tls_and_the_tls_options() {
     );
     assert_eq!(
         zkw(&connect, &["--tls-cert", &cert, "ls", "/"]).fails(2),
-        "zkw: --tls-cert and --tls-key need --tls-ca"
+        "zkw: --tls-cert and --tls-key (or $ZKW_TLS_CERT, $ZKW_TLS_KEY) need --tls-ca (or \
+         $ZKW_TLS_CA)"
     );
     signal(sandbox.id(), "INT");
     let out = finish(sandbox, Duration::from_secs(30));

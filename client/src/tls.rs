@@ -381,14 +381,42 @@ fn classify(host: &HostPort, e: io::Error) -> io::Error {
 fn describe(reason: &CertificateError) -> String {
     match reason {
         CertificateError::UnknownIssuer => "signed by a CA that is not trusted".to_owned(),
-        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
-            format!("not issued for this host name ({reason:?})")
-        }
+        CertificateError::NotValidForNameContext {
+            expected,
+            presented,
+        } => format!(
+            "not issued for host name {}: it names {}; connect by one of those names",
+            server_name_text(expected),
+            presented
+                .iter()
+                .map(|name| unquoted(name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        CertificateError::NotValidForName => "not issued for this host name".to_owned(),
         CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
             format!("expired ({reason:?})")
         }
         other => format!("{other:?}"),
     }
+}
+
+/// A server name as a user writes it (`localhost`, `127.0.0.1`).
+fn server_name_text(name: &ServerName<'_>) -> String {
+    match name {
+        ServerName::DnsName(dns) => dns.as_ref().to_owned(),
+        ServerName::IpAddress(ip) => std::net::IpAddr::from(*ip).to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The name inside rustls' rendering of a presented name (`DnsName("localhost")`), or the
+/// rendering itself.
+fn unquoted(presented: &str) -> &str {
+    presented
+        .split_once('"')
+        .and_then(|(_, rest)| rest.rsplit_once('"'))
+        .map_or(presented, |(inner, _)| inner)
 }
 
 /// Verifies the chain but not the name (see [`TlsConfig::danger_accept_any_hostname`]).

@@ -201,7 +201,8 @@ impl std::fmt::Display for LostReason {
             Self::NodeChanged => f.write_str("lock node data changed"),
             Self::Unacknowledged(d) => write!(
                 f,
-                "the leader vouched for none of our requests in the last {} ms: the session may expire",
+                "the quorum's leader has not confirmed this session for {} ms (ZooKeeper \
+                 unreachable, or our server cut off from the quorum): it may expire",
                 d.as_millis()
             ),
             Self::Disconnected(d) => write!(f, "disconnected for {} ms", d.as_millis()),

@@ -83,7 +83,7 @@ impl Why {
         match self {
             Self::Lost(reason) => format!("{noun} lost ({reason})"),
             Self::Expiring(Some(since)) => format!(
-                "{noun} about to expire (the leader vouched for none of our requests in the last {} ms)",
+                "{noun} about to expire: the quorum's leader has not confirmed this session for {} ms (ZooKeeper unreachable, or our server cut off from the quorum)",
                 since.as_millis()
             ),
             Self::Expiring(None) => format!("{noun} lost (the session's lease ended)"),
