@@ -630,25 +630,16 @@ fn a_signal_stops_the_verbs_that_handle_signals_while_they_connect() {
     let dir = scratch("silent");
     let marker = dir.join("ran");
     let marker = marker.to_str().unwrap();
-    let verbs: [&[&str]; 5] = [
-        &["lock", "/l", "--", "touch", marker],
-        &["barrier", "/b", "--members", "2", "--", "touch", marker],
-        &[
-            "register",
-            "api",
-            "--address",
-            "a",
-            "--port",
-            "1",
-            "--",
-            "touch",
-            marker,
-        ],
-        &["watch", "/w"],
-        &["cache", "/c"],
+    let lines = [
+        format!("lock /l -- touch {marker}"),
+        format!("barrier /b --members 2 -- touch {marker}"),
+        format!("register api --address a --port 1 -- touch {marker}"),
+        "watch /w".to_owned(),
+        "cache /c".to_owned(),
     ];
-    for args in verbs {
-        let child = spawn_zkw(&server, args);
+    for line in &lines {
+        let args: Vec<&str> = line.split(' ').collect();
+        let child = spawn_zkw(&server, &args);
         thread::sleep(Duration::from_millis(700));
         signal(child.id(), "INT");
         let out = finish(child, Duration::from_secs(5));

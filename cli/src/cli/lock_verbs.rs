@@ -11,7 +11,7 @@ use super::run_args::RunArgs;
 /// The options every lock verb shares.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct HoldArgs {
-    /// The lock's path
+    /// The lock's path (for leader, the election's)
     pub(crate) path: String,
     /// Give up waiting after D (0: try once): exit 73
     #[arg(long, value_name = "D", value_parser = duration_or_zero, allow_hyphen_values = true)]
