@@ -148,13 +148,22 @@ fn clap_failure(error: clap::Error) -> Failure {
 }
 
 /// A clap error on one line: its message without `error: ` (with the indented lines that
-/// complete it, such as the missing arguments), its tips appended.
+/// complete it, such as the missing arguments), its tips appended, and the help to read:
+/// the verb's when the usage line names one.
 fn one_line(rendered: &str) -> String {
     let mut message = String::new();
     let mut tips = String::new();
     for line in rendered.lines() {
         let trimmed = line.trim();
-        if line.starts_with("Usage:") || line.starts_with("For more information") {
+        if let Some(usage) = line.strip_prefix("Usage: zkw ") {
+            let verb = usage
+                .split_whitespace()
+                .next()
+                .filter(|word| !word.starts_with(['[', '<']));
+            let help = verb.map_or_else(|| "zkw --help".to_owned(), |v| format!("zkw {v} --help"));
+            return format!("{message}{tips} (see {help})");
+        }
+        if line.starts_with("For more information") {
             break;
         } else if let Some(tip) = trimmed.strip_prefix("tip: ") {
             tips.push_str(&format!("; tip: {tip}"));

@@ -156,15 +156,14 @@ fn run_line(g: &mut Global, runtime: &Runtime, cwd: &Mutex<String>, line: &str) 
 
 /// Parses `words` as a command line and runs it on the shell's session; its exit code.
 fn run_verb(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, mut words: Vec<String>) -> u8 {
-    if words == ["ls"] {
-        // `ls` alone lists the working node.
+    if acts_on_the_working_node(&words) {
         words.push(".".to_owned());
     }
     let verb = words.first().cloned().unwrap_or_default();
     let argv = std::iter::once("zkw".to_owned()).chain(words);
     let cli = match cli::parse(argv) {
         Ok(cli) => cli,
-        Err(e) => return shown(crate::clap_failure(e)),
+        Err(e) => return shown(in_shell_terms(crate::clap_failure(e))),
     };
     let Some(mut command) = cli.command else {
         return 0;
@@ -249,6 +248,32 @@ fn change_directory(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, to: Opti
         Err(e) => Failure::zk(&format!("cd: {target}"), &e),
     };
     shown(failure)
+}
+
+/// Whether `words` is `ls`, `stat` or `sync` with options only: it then acts on the working
+/// node, as `ls` alone lists it.
+fn acts_on_the_working_node(words: &[String]) -> bool {
+    let Some((verb, options)) = words.split_first() else {
+        return false;
+    };
+    matches!(verb.as_str(), "ls" | "stat" | "sync") && options.iter().all(|o| o.starts_with('-'))
+}
+
+/// A usage failure pointing at the shell's `help [VERB]` instead of `zkw [VERB] --help`.
+fn in_shell_terms(mut failure: Failure) -> Failure {
+    let pointer = failure
+        .message
+        .rsplit_once(" (see zkw ")
+        .and_then(|(message, rest)| Some((message, rest.strip_suffix("--help)")?.trim())));
+    if let Some((message, verb)) = pointer {
+        let help = if verb.is_empty() {
+            "help".to_owned()
+        } else {
+            format!("help {verb}")
+        };
+        failure.message = format!("{message} (see {help})");
+    }
+    failure
 }
 
 /// The exit code of a verb's result, its failure printed (the shell goes on).
@@ -413,6 +438,28 @@ mod tests {
             assert!(line.is_char_boundary(start), "{line:?}");
             assert_eq!(&line[start..], "/a", "{line:?}");
         }
+    }
+
+    #[test]
+    fn ls_stat_and_sync_without_a_path_act_on_the_working_node() {
+        let words = |line: &str| line.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        for line in ["ls", "ls -R", "ls -s -R", "stat", "stat --json", "sync"] {
+            assert!(acts_on_the_working_node(&words(line)), "{line}");
+        }
+        for line in ["ls /a", "ls -R a", "get", "stat /x --json", "rm -r"] {
+            assert!(!acts_on_the_working_node(&words(line)), "{line}");
+        }
+    }
+
+    #[test]
+    fn usage_errors_point_at_the_shells_help() {
+        let message = |m: &str| in_shell_terms(Failure::usage(m)).message;
+        assert_eq!(message("bad (see zkw --help)"), "bad (see help)");
+        assert_eq!(
+            message("no PATH (see zkw stat --help)"),
+            "no PATH (see help stat)"
+        );
+        assert_eq!(message("other"), "other");
     }
 
     #[test]

@@ -89,11 +89,13 @@ fn create_modes() {
         .contains("\"ephemeral_owner\":0"));
     assert_eq!(
         zkw(&cs, &["create", "/d/x", "-c", "-e"]).fails(2),
-        "zkw: the argument '--container' cannot be used with '--ephemeral' (see zkw --help)"
+        "zkw: the argument '--container' cannot be used with '--ephemeral' (see zkw create \
+         --help)"
     );
     assert_eq!(
         zkw(&cs, &["create", "/d/x", "-e", "--ttl", "5s"]).fails(2),
-        "zkw: the argument '--ephemeral' cannot be used with '--ttl <D>' (see zkw --help)"
+        "zkw: the argument '--ephemeral' cannot be used with '--ttl <D>' (see zkw create \
+         --help)"
     );
     assert_eq!(zkw(&cs, &["create", "/d/x", "--ttl", "5q"]).code, Some(2));
     assert_eq!(
@@ -166,7 +168,7 @@ fn acl_get_and_set() {
     assert!(bad.fails(2).contains("bad ACL entry"), "{bad:?}");
     assert_eq!(
         zkw(&cs, &["acl", "frob", "/p"]).fails(2),
-        "zkw: unrecognized subcommand 'frob' (see zkw --help)"
+        "zkw: unrecognized subcommand 'frob' (see zkw acl --help)"
     );
 }
 
@@ -338,11 +340,11 @@ fn bad_paths_and_command_lines_are_usage_errors() {
     );
     assert_eq!(
         run(&["ls"]).fails(2),
-        "zkw: the following required arguments were not provided: <PATH> (see zkw --help)"
+        "zkw: the following required arguments were not provided: <PATH> (see zkw ls --help)"
     );
     assert_eq!(
         run(&["ls", "/", "/b"]).fails(2),
-        "zkw: unexpected argument '/b' found (see zkw --help)"
+        "zkw: unexpected argument '/b' found (see zkw ls --help)"
     );
     assert!(run(&["ls", "-z", "/"])
         .fails(2)
@@ -369,11 +371,13 @@ fn bad_paths_and_command_lines_are_usage_errors() {
     );
     assert_eq!(
         run(&["lock", "/l"]).fails(2),
-        "zkw: the following required arguments were not provided: <CMD>... (see zkw --help)"
+        "zkw: the following required arguments were not provided: <CMD>... (see zkw lock \
+         --help)"
     );
     assert_eq!(
         run(&["sem", "/s", "--", "true"]).fails(2),
-        "zkw: the following required arguments were not provided: --leases <N> (see zkw --help)"
+        "zkw: the following required arguments were not provided: --leases <N> (see zkw sem \
+         --help)"
     );
     // --json: errors are one JSON document on stderr, bad command lines included.
     let json = run(&["--json", "--server", unreachable, "get", "relative"]);
