@@ -198,15 +198,30 @@ fn parse_acl_entry(entry: &str, digests: DigestIds) -> Result<Acl, Failure> {
     Ok(Acl::new(perms, Id::new(scheme, id)))
 }
 
-/// Node data on one line: UTF-8 with control characters escaped (bytes that are not UTF-8
-/// as `\u{fffd}`); `get` prints the bytes exactly.
+/// Node data on one line: UTF-8 with control characters escaped, and each byte that is not
+/// UTF-8 as `\xNN`; `get` to a pipe prints the bytes exactly.
 pub(crate) fn data_line(data: &[u8]) -> String {
-    String::from_utf8_lossy(data).escape_debug().to_string()
+    let mut line = String::with_capacity(data.len());
+    for chunk in data.utf8_chunks() {
+        line.extend(chunk.valid().escape_debug());
+        for byte in chunk.invalid() {
+            line.push_str(&format!("\\x{byte:02x}"));
+        }
+    }
+    line
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn data_lines_escape_control_characters_and_bytes_that_are_not_utf8() {
+        assert_eq!(data_line(b"v1"), "v1");
+        assert_eq!(data_line("caf\u{e9}".as_bytes()), "caf\u{e9}");
+        assert_eq!(data_line(b"\x89PNG\r\n"), "\\x89PNG\\r\\n");
+        assert_eq!(data_line(b"a\tb\x1b"), "a\\tb\\u{1b}");
+    }
 
     #[test]
     fn utc_times() {

@@ -12,7 +12,9 @@ use zkwire::{Client, CreateMode, CreateOptions, Error, Stat};
 use crate::cli::{AclCommand, AclSetArgs, CreateArgs, GetArgs, LsArgs, PathArg, RmArgs, SetArgs};
 use crate::connect::Global;
 use crate::fail::{Failure, FAILED};
-use crate::format::{acl_entry, acl_json, data_json, parse_acl, stat_json, stat_lines, DigestIds};
+use crate::format::{
+    acl_entry, acl_json, data_json, data_line, parse_acl, stat_json, stat_lines, DigestIds,
+};
 use crate::out;
 
 /// `rm -r` asks before deleting more nodes than this (or `/`), unless `--yes`.
@@ -162,6 +164,11 @@ async fn session_read<T>(
 /// `get PATH [-s] [--raw]`: the node's data (and Stat).
 pub(crate) async fn get(g: &Global, a: &GetArgs) -> Result<(), Failure> {
     let path = checked(&a.path)?;
+    if a.raw && g.json {
+        return Err(Failure::usage(
+            "--raw and --json do not go together (--json gives binary data in base64)",
+        ));
+    }
     let read = async |client: &Client| client.get_data(&path).await;
     let (data, stat) = session_read(g, &path, read).await?;
     if g.json {
@@ -174,11 +181,24 @@ pub(crate) async fn get(g: &Global, a: &GetArgs) -> Result<(), Failure> {
     if a.raw {
         return out::raw(&data);
     }
-    out::bytes_line(&data)?;
+    if std::io::stdout().is_terminal() && !is_text(&data) {
+        // Raw bytes would garble the terminal; a pipe or a file still gets them as they are.
+        out::line(&data_line(&data))?;
+        out::note("binary data shown escaped; --raw writes the bytes");
+    } else {
+        out::bytes_line(&data)?;
+    }
     if a.stat {
         out::line(&stat_lines(&stat))?;
     }
     Ok(())
+}
+
+/// Whether `data` reads as text on a terminal: UTF-8 without control characters other than
+/// tab and newline.
+fn is_text(data: &[u8]) -> bool {
+    std::str::from_utf8(data)
+        .is_ok_and(|s| !s.chars().any(|c| c.is_control() && c != '\n' && c != '\t'))
 }
 
 /// `stat PATH`: the node's Stat.
@@ -498,4 +518,19 @@ fn data_argument(arg: &str) -> Result<Vec<u8>, Failure> {
         .read_to_end(&mut data)
         .map_err(|e| Failure::new(FAILED, format!("cannot read standard input: {e}")))?;
     Ok(data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_text;
+
+    #[test]
+    fn text_is_utf8_without_control_characters_but_tab_and_newline() {
+        assert!(is_text(b"v1"));
+        assert!(is_text("line one\n\tline two, caf\u{e9}".as_bytes()));
+        assert!(is_text(b""));
+        assert!(!is_text(b"\x89PNG\r\n\x1a\n"));
+        assert!(!is_text(b"\x1b[2J clears the screen"));
+        assert!(!is_text(&[0xff, 0xfe]));
+    }
 }

@@ -164,6 +164,11 @@ fn acl_get_and_set() {
          parent's); --auth or --sasl authenticates the session"
     );
     assert_eq!(zkw(&cs, &["get", "/p"]).ok(), "x\n");
+    let raw_json = zkw(&cs, &["--json", "get", "/p", "--raw"]);
+    assert_eq!(raw_json.code, Some(2));
+    assert!(raw_json
+        .stderr
+        .contains("--raw and --json do not go together"));
     let bad = zkw(&cs, &["acl", "set", "/p", "world:anyone:xyz"]);
     assert!(bad.fails(2).contains("bad ACL entry"), "{bad:?}");
     assert_eq!(
