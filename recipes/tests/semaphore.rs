@@ -119,6 +119,17 @@ async fn too_many_leases_refused() {
             max: 0
         })
     ));
+    // A count as large as the limit allows is not allocated up front (4 billion leases
+    // would be hundreds of GB): the acquire takes leases one by one until its timeout, then
+    // gives back what it had.
+    let huge = Semaphore::new(a.clone(), "/h", SemaphoreLimit::Fixed(u32::MAX));
+    let asked = usize::try_from(u32::MAX).unwrap();
+    let r = huge
+        .acquire_timeout(asked, Duration::from_millis(300))
+        .await;
+    assert!(matches!(r, Err(LockError::Timeout)), "{r:?}");
+    let left = a.get_children("/h/leases").await.unwrap_or_default();
+    assert!(left.is_empty(), "leases given back: {left:?}");
 }
 
 /// acquire(n) is all or nothing: on timeout the leases already obtained are given back.

@@ -152,4 +152,19 @@ mod tests {
         down.note("a", at(12));
         assert!(down.is_up("a", at(12)), "the count started again");
     }
+
+    /// A count at its largest stays there (and the instance down): an overflow would have
+    /// panicked in a debug build and, wrapped, put the instance back up.
+    #[test]
+    fn the_error_count_saturates() {
+        let down = DownInstances::new(DownInstancePolicy::new(Duration::MAX, u32::MAX));
+        let now = Instant::now();
+        down.noted
+            .lock()
+            .unwrap()
+            .insert("a".to_owned(), (now, u32::MAX - 1));
+        down.note("a", now);
+        down.note("a", now);
+        assert!(!down.is_up("a", now));
+    }
 }
