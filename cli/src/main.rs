@@ -68,7 +68,7 @@ fn report(failure: &Failure, json: bool) -> ExitCode {
 
 /// Parses the command line and runs it; returns the exit code.
 fn execute() -> Result<u8, Failure> {
-    let cli = cli::parse(std::env::args_os()).map_err(clap_failure)?;
+    let cli = cli::parse(std::env::args_os()).map_err(|e| clap_failure(e, command_line_help))?;
     init_logging(cli.global.verbose);
     let Some(command) = cli.command else {
         return bare(&cli.global);
@@ -132,8 +132,9 @@ fn install(filter: EnvFilter) {
 }
 
 /// `--help` and `--version` on standard output (exit 0); any other clap error as one line
-/// (exit 2), its first line and its tip (a typo's correction, say).
-fn clap_failure(error: clap::Error) -> Failure {
+/// (exit 2), its first line and its tip (a typo's correction, say), then where to read more:
+/// `help` of the verb the usage line names (`None`: no verb), in the caller's words.
+fn clap_failure(error: clap::Error, help: fn(Option<&str>) -> String) -> Failure {
     use clap::error::ErrorKind;
     if matches!(
         error.kind(),
@@ -144,24 +145,31 @@ fn clap_failure(error: clap::Error) -> Failure {
             Err(f) => f,
         };
     }
-    Failure::usage(one_line(&error.render().to_string()))
+    let rendered = error.render().to_string();
+    let (message, verb) = one_line(&rendered);
+    Failure::usage(format!("{message} (see {})", help(verb)))
+}
+
+/// Where the command line's usage errors send the reader.
+fn command_line_help(verb: Option<&str>) -> String {
+    verb.map_or_else(|| "zkw --help".to_owned(), |v| format!("zkw {v} --help"))
 }
 
 /// A clap error on one line: its message without `error: ` (with the indented lines that
-/// complete it, such as the missing arguments), its tips appended, and the help to read:
-/// the verb's when the usage line names one.
-fn one_line(rendered: &str) -> String {
+/// complete it, such as the missing arguments), its tips appended; and the verb its usage
+/// line names, if any.
+fn one_line(rendered: &str) -> (String, Option<&str>) {
     let mut message = String::new();
     let mut tips = String::new();
+    let mut verb = None;
     for line in rendered.lines() {
         let trimmed = line.trim();
         if let Some(usage) = line.strip_prefix("Usage: zkw ") {
-            let verb = usage
+            verb = usage
                 .split_whitespace()
                 .next()
                 .filter(|word| !word.starts_with(['[', '<']));
-            let help = verb.map_or_else(|| "zkw --help".to_owned(), |v| format!("zkw {v} --help"));
-            return format!("{message}{tips} (see {help})");
+            break;
         }
         if line.starts_with("For more information") {
             break;
@@ -173,7 +181,7 @@ fn one_line(rendered: &str) -> String {
             message.push_str(trimmed.trim_start_matches("error: "));
         }
     }
-    format!("{message}{tips} (see zkw --help)")
+    (format!("{message}{tips}"), verb)
 }
 
 /// `zkw completions SHELL`: the script on standard output.
