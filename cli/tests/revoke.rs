@@ -77,11 +77,16 @@ fn without_revocable_a_request_is_only_noted() {
 #[test]
 fn revoke_without_a_holder_fails() {
     let cs = chroot("cli-revoke-none");
+    // A mistyped path is not taken for a free lock.
     assert_eq!(
         zkw(&cs, &["revoke", "/nothing"]).fails(1),
-        "zkw: /nothing: no one holds the lock"
+        "zkw: /nothing: node does not exist (no lock there)"
     );
     zkw(&cs, &["create", "/empty"]).ok();
+    assert_eq!(
+        zkw(&cs, &["revoke", "/empty"]).fails(1),
+        "zkw: /empty: no one holds the lock"
+    );
     assert_eq!(
         zkw(&cs, &["revoke", "/empty", "gone-lock-0000000001"]).fails(1),
         "zkw: /empty/gone-lock-0000000001: no such lock node"

@@ -29,6 +29,7 @@ mod tests;
 
 use std::time::Duration;
 
+use zkwire::{Client, Error};
 use zkwire_recipes::{LockError, Mutex};
 
 #[cfg(test)]
@@ -158,13 +159,11 @@ pub(crate) async fn revoke(g: &Global, a: &RevokeArgs) -> Result<(), Failure> {
             let node = match named {
                 Some(node) if node.starts_with('/') => node,
                 Some(child) => zkwire::path::join(&path, &child),
-                None => Mutex::new(client.clone(), path.clone())
-                    .holder()
-                    .await
-                    .map_err(|e| Failure::lock(&path, &e))?
-                    .ok_or_else(|| {
-                        Failure::new(FAILED, format!("{path}: no one holds the lock"))
-                    })?,
+                None => match Mutex::new(client.clone(), path.clone()).holder().await {
+                    Ok(Some(holder)) => holder,
+                    Ok(None) => return Err(no_holder(&client, &path).await),
+                    Err(e) => return Err(Failure::lock(&path, &e)),
+                },
             };
             match zkwire_recipes::revoke(&client, &node).await {
                 Ok(true) => Ok(node),
@@ -177,6 +176,16 @@ pub(crate) async fn revoke(g: &Global, a: &RevokeArgs) -> Result<(), Failure> {
         return out::json(&serde_json::json!({"revoked": node}));
     }
     out::line(&format!("asked the holder of {node} to release"))
+}
+
+/// Why `revoke PATH` found no holder: a mistyped PATH must not read as a free lock.
+async fn no_holder(client: &Client, path: &str) -> Failure {
+    match client.exists(path).await {
+        Ok(None) => Failure::zk(path, &Error::NoNode)
+            .with_message(format!("{path}: node does not exist (no lock there)")),
+        Ok(Some(_)) => Failure::new(FAILED, format!("{path}: no one holds the lock")),
+        Err(e) => Failure::zk(path, &e),
+    }
 }
 
 fn acquire_failure(args: &LockArgs, kind: Kind, error: &LockError) -> Failure {
