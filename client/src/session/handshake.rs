@@ -96,8 +96,9 @@ impl Session {
         ))));
         let read_only = response.read_only == Some(true);
         self.seen_rw |= !read_only;
+        // Any server's handshake paces the pings; only a read/write one's touches the lease.
+        let sent = self.timers.on_handshake();
         if !read_only {
-            let sent = self.timers.on_handshake();
             let timeout = self.periods.timeout;
             self.lease.touched(sent, now, timeout);
             if created {

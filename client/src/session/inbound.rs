@@ -221,15 +221,20 @@ impl Session {
         }
     }
 
-    /// What an answer tells about the session's lease. Answers come in order, so the server
-    /// read this request, and recorded the session as alive, no sooner than we sent it; SASL
-    /// steps (like auth packets) are handled outside that path, and a read-only server's
-    /// record is not the quorum's.
+    /// What an answer tells about the session's pings and lease. Answers come in order, so
+    /// the server read this request, and recorded the session as alive, no sooner than we
+    /// sent it; SASL steps (like auth packets) are handled outside that path. The pings are
+    /// paced from any server's answers (a read-only one too, or the first answered ping would
+    /// leave the next one due at once, and every later one); the lease only from a read/write
+    /// server's, as a read-only server's record is not the quorum's.
     pub(super) fn note_answer(&mut self, now: Instant, pending: &Pending, err: ErrorCode) {
-        if self.state == SessionState::ConnectedReadOnly || matches!(pending.target, Target::Sasl) {
+        if matches!(pending.target, Target::Sasl) {
             return;
         }
         self.timers.acknowledge(pending.sent);
+        if self.state == SessionState::ConnectedReadOnly {
+            return;
+        }
         self.lease.touched(pending.sent, now, self.periods.timeout);
         if err == ErrorCode::Ok && vouches(pending.op) {
             self.lease.vouched_by(pending.sent);

@@ -676,6 +676,26 @@ fn ping_after_send_idleness_one_at_a_time() {
     assert_eq!(headers(&h.sent_frames()), [(PING_XID, OpCode::Ping)]);
 }
 
+/// On a read-only server the pings keep their pace: an answered ping puts the next one a
+/// ping interval after it. (A read-only server's answers do not touch the lease, and they
+/// once did not pace the pings either: the first answered ping left the next one due at
+/// once, and so on, a ping per round trip for as long as the client stayed read-only.)
+#[test]
+fn pings_keep_their_pace_on_a_read_only_server() {
+    let mut h = read_only_accepted();
+    assert_eq!(h.drain_events(), [Event::State(SessionState::ConnectedReadOnly)]);
+    h.advance(secs(9));
+    assert_eq!(headers(&h.sent_frames()), [(PING_XID, OpCode::Ping)]);
+    h.advance(ms(2));
+    h.reply(PING_XID, 7, ErrorCode::Ok, &[]);
+    assert_eq!(h.session.poll_timeout(), Some(h.at(secs(18))));
+    h.advance(ms(8_997));
+    assert!(h.sent_frames().is_empty(), "a ping before its interval");
+    h.advance(ms(1));
+    assert_eq!(headers(&h.sent_frames()), [(PING_XID, OpCode::Ping)]);
+    assert_eq!(h.session.lease_deadline(), None, "a read-only server gives no lease");
+}
+
 /// Any request written postpones the ping to 9 s after it.
 #[test]
 fn any_request_postpones_the_ping() {

@@ -1,9 +1,10 @@
 //! The session's timers and its lease (docs/lease.md explains both).
 //!
 //! With T the negotiated session timeout (the requested one before the first handshake):
-//! - **acknowledged instant**: the send instant of the newest request a read/write server
-//!   answered. The lease (`lease.rs`) counts such an answer only once the quorum's leader
-//!   has vouched for it; the pings below are paced from it;
+//! - **acknowledged instant**: the send instant of the newest request a server answered (or
+//!   of the ConnectRequest of the newest handshake); the pings below are paced from it. The
+//!   lease (`lease.rs`) keeps its own record: a read/write server's answers only, counted
+//!   once the quorum's leader has vouched for them;
 //! - **ping interval** = half the read timeout, less 1 s when that leaves over 1 s, at most
 //!   10 s (the Java client's ratio, always ≤ T/3), measured from the acknowledged instant:
 //!   a busy session whose requests are answered sends no pings, and one whose traffic is only
@@ -36,7 +37,7 @@ const MAX_PING_INTERVAL: Duration = Duration::from_secs(10);
 pub(crate) struct Timers {
     last_recv: Instant,
     connect_started: Instant,
-    /// The send instant of the newest request the quorum has answered; `None` before the
+    /// The send instant of the newest request a server has answered; `None` before the
     /// first handshake.
     acknowledged: Option<Instant>,
     ping_outstanding: bool,
@@ -62,14 +63,14 @@ impl Timers {
         self.last_recv = now;
     }
 
-    /// The ConnectResponse of a read/write server: the server touched the session when it
-    /// read our ConnectRequest. Returns when that was sent.
+    /// A ConnectResponse: the server touched the session when it read our ConnectRequest.
+    /// Returns when that was sent.
     pub(crate) fn on_handshake(&mut self) -> Instant {
         self.acknowledge(self.connect_started);
         self.connect_started
     }
 
-    /// A read/write server answered a request we sent at `sent`.
+    /// A server answered a request we sent at `sent`.
     pub(crate) fn acknowledge(&mut self, sent: Instant) {
         self.acknowledged = Some(self.acknowledged.map_or(sent, |a| a.max(sent)));
     }
