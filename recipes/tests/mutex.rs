@@ -337,6 +337,48 @@ async fn lost_on_external_delete_and_change_and_fenced_multi() {
     assert!(sorted_children(&a, "/l").await.is_empty());
 }
 
+/// A guard first asked about from a plain thread (outside any tokio runtime) still gets its
+/// watchdog once asked inside one: `lost()` waits, then reports the deletion of our node, and
+/// `is_held()` turns false. (The watchdog was once made there without its task, for the
+/// guard's life: `lost()` resolved `Released` at once and a deleted node went unnoticed.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_first_asked_about_outside_a_runtime_still_sees_its_node_go() {
+    let (_, [a, admin]) = fresh_clients("recipes_lost_thread", T).await;
+    let guard = Mutex::new(a.clone(), "/l").lock().await.unwrap();
+    let (guard, early) = std::thread::spawn(move || {
+        assert!(guard.is_held(), "held, by the lease");
+        let early = guard.lost();
+        (guard, early)
+    })
+    .join()
+    .unwrap();
+    let lost = guard.lost();
+    let early = tokio::spawn(early);
+    // Both wait: the node is there and the lease renewed.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!early.is_finished(), "lost() resolved with nothing lost");
+    assert!(guard.is_held());
+    admin.delete(guard.path(), None).await.unwrap();
+    let reason = tokio::time::timeout(T, lost)
+        .await
+        .expect("the deletion seen");
+    assert_eq!(reason, LostReason::NodeDeleted);
+    let early = tokio::time::timeout(T, early)
+        .await
+        .expect("bounded")
+        .unwrap();
+    assert_eq!(
+        early,
+        LostReason::NodeDeleted,
+        "the future made outside, too"
+    );
+    assert!(!guard.is_held());
+    assert_eq!(
+        guard.release().await,
+        Err(LockError::Lost(LostReason::NodeDeleted))
+    );
+}
+
 /// ZooKeeper's CheckVersionRequest with version -1 matches any version (the fence relies on
 /// it), and fails with NoNode on a missing node.
 #[tokio::test]

@@ -5,7 +5,7 @@
 //! and runs an [`Attempt`]. The semaphore of Curator's `InterProcessSemaphoreV2` layout reuses
 //! the same pieces: its internal mutex is a mutex [`Contest`] on `P/locks`, its lease node a
 //! protected create ([`Attempt::create`]) under `P/leases` with marker `lease-`, and its lease
-//! a `Hold` (`hold.rs`).
+//! a `Hold` (`hold/`).
 //!
 //! The contest, the directory and the [`Attempt`] with what it owns are here; the protected
 //! create and its guid recovery in `create.rs`; the wait for the grant in `wait.rs`.

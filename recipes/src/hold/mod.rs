@@ -8,31 +8,28 @@
 //! someone asks about the hold (`is_held`, `lost`, `revoked`, `trusted_until`...): a lock
 //! taken and released without a look at the guard sends create, getChildren and delete,
 //! nothing else, and runs no task. The first answer does not wait for the watchdog: the
-//! lease and the session state are read on the spot.
+//! lease and the session state are read on the spot. Asked outside a tokio runtime, the
+//! watchdog waits for the next question asked inside one (`watchdog.rs`).
 //!
 //! The lease rule (docs/lease.md): a hold is trusted until the session's lease deadline (the
 //! send instant of the newest request that the quorum's leader is known to have heard of,
 //! plus the session timeout) less [`lease_margin`], whatever the connection state says:
 //! received bytes prove nothing about what the leader heard from us.
 
+mod watchdog;
+
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
-use std::time::Duration;
 
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
-use tokio::time::Instant;
-use zkwire::{Client, Error, EventType, KeeperState, Op, OpResult, SessionState, Stat};
+use zkwire::{Backoff, Client, Error, Op, OpResult, SessionState};
 
 use crate::cleanup;
 use crate::error::{LockError, LostReason};
-use zkwire::Backoff;
-
 use crate::internals::Node;
 use crate::options::LockOptions;
-use crate::revoke::REVOKE_MESSAGE;
-use crate::trust::{margin_for, trust_end};
+use crate::trust::trust_end;
+use watchdog::{Limits, Watchdog};
 
 /// A held lock node.
 #[derive(Debug)]
@@ -54,17 +51,6 @@ pub(crate) struct Hold {
     armed: AtomicBool,
 }
 
-/// The background task watching a hold, and what it publishes.
-#[derive(Debug)]
-struct Watchdog {
-    lost: watch::Receiver<Option<LostReason>>,
-    /// Becomes true when someone writes [`REVOKE_MESSAGE`] into our node.
-    revoked: watch::Receiver<bool>,
-    /// `None` outside a tokio runtime: then only the lease and the session state are
-    /// consulted, when asked.
-    task: Option<JoinHandle<()>>,
-}
-
 impl Hold {
     /// A node we were just granted. Nothing runs until someone asks about the hold.
     pub(crate) fn new(client: Client, node: Node, options: &LockOptions) -> Self {
@@ -83,26 +69,14 @@ impl Hold {
         }
     }
 
-    /// The watchdog, started on first use: someone cares about the hold.
+    /// The watchdog, started on first use inside a tokio runtime: someone cares about the
+    /// hold.
     fn watchdog(&self) -> &Watchdog {
-        self.watchdog.get_or_init(|| {
-            let (lost, lost_rx) = watch::channel(None);
-            let (revoked, revoked_rx) = watch::channel(false);
-            let task = tokio::runtime::Handle::try_current().ok().map(|runtime| {
-                runtime.spawn(monitor(
-                    self.client.clone(),
-                    self.node.path.clone(),
-                    self.node.stat,
-                    self.limits,
-                    Signals { lost, revoked },
-                ))
-            });
-            Watchdog {
-                lost: lost_rx,
-                revoked: revoked_rx,
-                task,
-            }
-        })
+        let dog = self.watchdog.get_or_init(Watchdog::new);
+        if !self.ended.load(Ordering::Relaxed) {
+            dog.start(&self.client, &self.node, self.limits);
+        }
+        dog
     }
 
     /// Why the hold cannot be trusted now, judged on the spot from the session's state and
@@ -135,7 +109,7 @@ impl Hold {
     /// The first reason the hold was lost; [`LostReason::Released`] once it ended without
     /// one.
     pub(crate) fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
-        let mut rx = self.watchdog().lost.clone();
+        let mut rx = self.watchdog().lost().clone();
         let ended = self.ended.load(Ordering::Relaxed);
         async move {
             loop {
@@ -151,12 +125,15 @@ impl Hold {
 
     /// Why the hold ended, `None` while it is held.
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
-        let dog = self.watchdog();
-        if let Some(reason) = *dog.lost.borrow() {
+        self.judge(self.watchdog())
+    }
+
+    /// [`lost_reason`](Self::lost_reason) by what `dog` published and the lease.
+    fn judge(&self, dog: &Watchdog) -> Option<LostReason> {
+        if let Some(reason) = *dog.lost().borrow() {
             return Some(reason);
         }
-        let stopped = dog.task.as_ref().is_some_and(JoinHandle::is_finished);
-        if self.ended.load(Ordering::Relaxed) || stopped {
+        if self.ended.load(Ordering::Relaxed) || dog.finished() {
             return Some(LostReason::Released);
         }
         self.lapsed()
@@ -166,8 +143,8 @@ impl Hold {
     /// watched is judged by the lease and the session alone (a nested acquire asks this, and
     /// must send nothing).
     pub(crate) fn known_lost(&self) -> Option<LostReason> {
-        if self.watchdog.get().is_some() {
-            return self.lost_reason();
+        if let Some(dog) = self.watchdog.get() {
+            return self.judge(dog);
         }
         if self.ended.load(Ordering::Relaxed) {
             return Some(LostReason::Released);
@@ -176,12 +153,12 @@ impl Hold {
     }
 
     pub(crate) fn revocation_requested(&self) -> bool {
-        *self.watchdog().revoked.borrow()
+        *self.watchdog().revoked().borrow()
     }
 
     /// Resolves once a revocation is requested; never if the hold ends first.
     pub(crate) fn revoked(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut rx = self.watchdog().revoked.clone();
+        let mut rx = self.watchdog().revoked().clone();
         async move {
             if rx.wait_for(|requested| *requested).await.is_err() {
                 std::future::pending::<()>().await;
@@ -269,10 +246,8 @@ impl Hold {
     pub(crate) async fn end(&self) -> Result<(), LockError> {
         // What the watchdog saw, if anyone asked; a hold nobody watched was never lost.
         let lost_before = self.watchdog.get().and_then(|dog| {
-            if let Some(task) = &dog.task {
-                task.abort();
-            }
-            *dog.lost.borrow()
+            dog.stop();
+            *dog.lost().borrow()
         });
         self.ended.store(true, Ordering::Relaxed);
         let (mut backoff, mut retried) = (Backoff::new(), false);
@@ -307,163 +282,13 @@ impl Hold {
 
 impl Drop for Hold {
     fn drop(&mut self) {
-        if let Some(task) = self.watchdog.get().and_then(|dog| dog.task.as_ref()) {
-            task.abort();
+        if let Some(dog) = self.watchdog.get() {
+            dog.stop();
         }
         if *self.armed.get_mut() {
             // The hold is going: its path goes with the delete, uncopied.
             cleanup::delete_now_or_later(&self.client, std::mem::take(&mut self.node.path));
         }
-    }
-}
-
-/// What, besides the default lease rule, may end a hold early.
-#[derive(Debug, Clone, Copy)]
-struct Limits {
-    /// Lost after this long disconnected.
-    grace: Option<Duration>,
-    /// A larger margin before the lease deadline.
-    margin: Option<Duration>,
-}
-
-/// What the monitor publishes.
-#[derive(Debug)]
-struct Signals {
-    /// The first reason the hold cannot be trusted any more.
-    lost: watch::Sender<Option<LostReason>>,
-    /// Whether a revocation was requested.
-    revoked: watch::Sender<bool>,
-}
-
-/// Publishes the first reason the hold cannot be trusted any more, and revocation requests
-/// until then.
-async fn monitor(client: Client, path: String, stat: Stat, limits: Limits, signals: Signals) {
-    let reason = watch_hold(&client, &path, stat, limits, &signals).await;
-    tracing::debug!(node = path, %reason, "lock hold lost");
-    let _ = signals.lost.send(Some(reason));
-}
-
-async fn watch_hold(
-    client: &Client,
-    path: &str,
-    stat: Stat,
-    limits: Limits,
-    signals: &Signals,
-) -> LostReason {
-    // Subscribe first, then read the state: no change can slip between the two.
-    let mut states = client.state_stream();
-    let ours = || stat.is_owned_by(client.session_id());
-    let mut disconnected_at = match client.state() {
-        s if s.is_terminal() => return LostReason::SessionEnded(s),
-        _ if !ours() => return LostReason::SessionEnded(SessionState::Expired),
-        SessionState::Connected => None,
-        _ => Some(Instant::now()),
-    };
-    let node = node_changed(client, path, stat, &signals.revoked);
-    tokio::pin!(node);
-    let lease = client.lease_expiring(margin_for(client, limits.margin));
-    tokio::pin!(lease);
-    loop {
-        let grace_end = limits
-            .grace
-            .zip(disconnected_at)
-            .and_then(|(grace, at)| at.checked_add(grace));
-        tokio::select! {
-            reason = &mut node => return reason,
-            unacknowledged = &mut lease => {
-                return match (unacknowledged, client.state()) {
-                    (_, s) if s.is_terminal() => LostReason::SessionEnded(s),
-                    _ if !ours() => LostReason::SessionEnded(SessionState::Expired),
-                    (since, _) => LostReason::Unacknowledged(since.unwrap_or_default()),
-                };
-            }
-            state = states.next() => match state {
-                None => return LostReason::SessionEnded(SessionState::Closed),
-                Some(s) if s.is_terminal() => return LostReason::SessionEnded(s),
-                Some(_) if !ours() => return LostReason::SessionEnded(SessionState::Expired),
-                Some(SessionState::Connected) => {
-                    disconnected_at = None;
-                    // The handshake may have negotiated another T, and the margin follows
-                    // it: judge by the same margin as `trusted_until` does.
-                    lease.set(client.lease_expiring(margin_for(client, limits.margin)));
-                }
-                // Disconnected, Connecting, or a read-only server (not the quorum).
-                Some(_) => {
-                    disconnected_at.get_or_insert_with(Instant::now);
-                }
-            },
-            () = sleep_until(grace_end) => {
-                let since = disconnected_at.map_or(Duration::ZERO, |at| at.elapsed());
-                return LostReason::Disconnected(since);
-            }
-        }
-    }
-}
-
-/// Resolves when our node is deleted or its data changes (or the session ends), keeping a
-/// getData watch on it. A write of [`REVOKE_MESSAGE`] is a revocation request, published on
-/// `revoked`, not a loss (docs/recipes.md, "Revocation").
-async fn node_changed(
-    client: &Client,
-    path: &str,
-    mut known: Stat,
-    revoked: &watch::Sender<bool>,
-) -> LostReason {
-    let mut backoff = Backoff::new();
-    loop {
-        match client.get_data_and_watch(path).await {
-            Ok((data, stat, watcher)) => {
-                if stat.mzxid != known.mzxid {
-                    // The data now asks for revocation: however many writes led there (two
-                    // revokers may race), it is a request, as Curator judges it by the data
-                    // alone. Any other content is someone else's write: lost.
-                    if data != REVOKE_MESSAGE {
-                        return LostReason::NodeChanged;
-                    }
-                    if !revoked.send_replace(true) {
-                        tracing::info!(node = path, "revocation requested");
-                    }
-                    known = stat;
-                }
-                let event = watcher.await;
-                match event.event_type {
-                    EventType::NodeDeleted => return LostReason::NodeDeleted,
-                    // Re-read: a revocation, or a loss.
-                    EventType::NodeDataChanged => {}
-                    EventType::None => match event.state {
-                        KeeperState::Expired => {
-                            return LostReason::SessionEnded(SessionState::Expired)
-                        }
-                        KeeperState::AuthFailed => {
-                            return LostReason::SessionEnded(SessionState::AuthFailed)
-                        }
-                        KeeperState::Closed => {
-                            return LostReason::SessionEnded(SessionState::Closed)
-                        }
-                        _ => {}
-                    },
-                    // Nothing else fires a data watch; re-arm.
-                    _ => {}
-                }
-            }
-            Err(Error::NoNode) => return LostReason::NodeDeleted,
-            Err(e) if e.is_terminal() => return LostReason::SessionEnded(ended(&e)),
-            Err(e) if e.is_retryable() => {
-                backoff.pause().await;
-            }
-            Err(e) => {
-                // E.g. NoAuth on our own node: the session state still tells about the hold.
-                tracing::warn!(node = path, error = %e, "cannot watch our lock node");
-                return std::future::pending().await;
-            }
-        }
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 
