@@ -22,6 +22,14 @@ use common::{
 /// How long any one test's `zkw` runs may take.
 const LIMIT: Duration = Duration::from_secs(30);
 
+/// A one-worker runtime and a client of the chroot `cs` (10 s session) in it: the test's own
+/// view of the server, its session kept alive while the test waits on `zkw`.
+fn connected(cs: &str) -> (tokio::runtime::Runtime, Client) {
+    let rt = runtime();
+    let client = rt.block_on(connect_with_timeout(cs, Duration::from_secs(10)));
+    (rt, client)
+}
+
 /// The ephemeral owner of `path`, or `None` while it does not exist.
 fn owner(rt: &tokio::runtime::Runtime, client: &Client, path: &str) -> Option<i64> {
     rt.block_on(client.exists(path))
@@ -53,13 +61,12 @@ fn wait_owner(
 #[test]
 fn register_comes_back_after_an_expiry_and_unregisters_on_ctrl_c() {
     let cs = chroot("cli-register-expiry");
-    let rt = runtime();
+    let (rt, observer) = connected(&cs);
     let proxy = rt
         .block_on(FaultProxy::start(shared_server().addr()))
         .unwrap();
     let chroot_path = cs.split_once('/').map(|(_, c)| c).unwrap();
     let via = format!("{}/{chroot_path}", proxy.connect_string());
-    let observer = rt.block_on(connect_with_timeout(&cs, Duration::from_secs(10)));
     let dir = scratch("register-expiry");
     let script = "trap 'echo int > \"$0/trapped\"; exit 7' INT; echo up > \"$0/running\"; \
                   while true; do sleep 0.05; done";
@@ -101,8 +108,7 @@ fn register_comes_back_after_an_expiry_and_unregisters_on_ctrl_c() {
 #[test]
 fn ctrl_c_while_waiting_at_a_barrier_leaves_no_member() {
     let cs = chroot("cli-barrier-ctrl-c");
-    let rt = runtime();
-    let observer = rt.block_on(connect_with_timeout(&cs, Duration::from_secs(10)));
+    let (rt, observer) = connected(&cs);
     let mut waiting = spawn_zkw(&cs, &["barrier", "/b", "--members", "2", "--", "true"]);
     let deadline = Instant::now() + LIMIT;
     let members = || {
@@ -131,8 +137,7 @@ fn ctrl_c_while_waiting_at_a_barrier_leaves_no_member() {
 #[test]
 fn services_watch_prints_each_change_until_ctrl_c() {
     let cs = chroot("cli-services-watch");
-    let rt = runtime();
-    let client = rt.block_on(connect_with_timeout(&cs, Duration::from_secs(10)));
+    let (rt, client) = connected(&cs);
     let discovery = ServiceDiscovery::new(client.clone(), "/services");
     let mut watching = spawn_zkw(&cs, &["services", "api", "--watch", "--json"]);
     let stdout = lines_of(watching.stdout.take().unwrap());

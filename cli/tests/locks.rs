@@ -8,8 +8,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{
-    chroot, command, finish, lines_of, running, scratch, signal, spawn_holder, spawn_script,
-    spawn_zkw, wait_file, wait_file_exists, wait_line, zkw,
+    chroot, command, finish, lines_of, running, scratch, signal, spawn_holder, spawn_recording,
+    spawn_script, spawn_zkw, wait_file_exists, wait_line, zkw,
 };
 
 #[test]
@@ -126,15 +126,14 @@ fn hold_running(
     dir: &std::path::Path,
 ) -> (std::process::Child, String, u32) {
     let script = "echo $$ > \"$0/pid\"; echo \"$ZKW_LOCK_NODE\" > \"$0/node\"; exec sleep 60";
-    let mut args = vec!["--server", cs];
-    args.extend_from_slice(verb);
-    args.extend(["--", "sh", "-c", script, dir.to_str().unwrap()]);
-    let child = command(&args).spawn().unwrap();
-    let node = wait_file(&dir.join("node"), Duration::from_secs(30));
-    let pid: u32 = wait_file(&dir.join("pid"), Duration::from_secs(5))
-        .parse()
-        .unwrap();
-    (child, node, pid)
+    spawn_recording(cs, verb, script, dir)
+}
+
+/// Deletes `node`, the lock node of the running `holder`, and waits (at most 30 s) for the
+/// holder's `zkw` to exit: what it did.
+fn delete_lock_node(cs: &str, node: &str, holder: std::process::Child) -> common::Out {
+    zkw(cs, &["rm", node]).ok();
+    finish(holder, Duration::from_secs(30))
 }
 
 /// Deleting the lock node under a running command: SIGTERM, exit 75, one clear line.
@@ -145,8 +144,7 @@ fn lost_lock_terminates_the_command() {
     let (holder, node, pid) = hold_running(&cs, &["lock", "/lost"], &dir);
     assert!(running(pid));
     let deleted = Instant::now();
-    zkw(&cs, &["rm", &node]).ok();
-    let out = finish(holder, Duration::from_secs(30));
+    let out = delete_lock_node(&cs, &node, holder);
     assert_eq!(
         out.fails(75),
         "zkw: lock lost (lock node deleted); terminated the command"
@@ -165,19 +163,14 @@ fn lost_lock_kills_a_command_that_ignores_sigterm() {
     let cs = chroot("cli-lock-stubborn");
     let dir = scratch("stubborn");
     let script = "trap '' TERM; sleep 60 & echo $! > \"$0/pid\"; echo \"$ZKW_LOCK_NODE\" > \"$0/node\"; wait";
-    let holder = spawn_script(
+    let (holder, node, grandchild) = spawn_recording(
         &cs,
         &["lock", "/stubborn", "--kill-after", "1s"],
         script,
         &dir,
     );
-    let node = wait_file(&dir.join("node"), Duration::from_secs(30));
-    let grandchild: u32 = wait_file(&dir.join("pid"), Duration::from_secs(5))
-        .parse()
-        .unwrap();
     let deleted = Instant::now();
-    zkw(&cs, &["rm", &node]).ok();
-    let out = finish(holder, Duration::from_secs(30));
+    let out = delete_lock_node(&cs, &node, holder);
     assert_eq!(
         out.fails(75),
         "zkw: lock lost (lock node deleted); killed the command (it outlived SIGTERM)"
@@ -417,8 +410,7 @@ fn signals_are_sent_without_a_shell() {
     };
     // Let `sleep` start, so that it is the one signalled.
     thread::sleep(Duration::from_millis(300));
-    zkw(&cs, &["rm", &node]).ok();
-    let out = finish(holder, Duration::from_secs(30));
+    let out = delete_lock_node(&cs, &node, holder);
     assert_eq!(
         out.fails(75),
         "zkw: lock lost (lock node deleted); terminated the command"
@@ -570,8 +562,7 @@ fn leader_timeout_and_lost_leadership() {
         "zkw: leadership on /lost not acquired within 300ms"
     );
     assert_eq!(zkw(&cs, &["ls", "/lost"]).ok().lines().count(), 1);
-    zkw(&cs, &["rm", &node]).ok();
-    let out = finish(leader, Duration::from_secs(30));
+    let out = delete_lock_node(&cs, &node, leader);
     assert_eq!(
         out.fails(75),
         "zkw: leadership lost (lock node deleted); terminated the command"

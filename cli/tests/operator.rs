@@ -6,11 +6,14 @@
 mod common;
 
 use std::io::Write;
-use std::process::Stdio;
+use std::process::{Child, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{chroot, command, finish, run, scratch, spawn_holder, spawn_zkw, zkw, ZKW};
+use common::{
+    assert_lock_free, chroot, command, finish, run, scratch, spawn_holder, spawn_shell_pty,
+    spawn_zkw, zkw,
+};
 use zkwire::{Client, CreateOptions};
 
 /// Runs `f` with a client on the chroot `cs`.
@@ -181,8 +184,7 @@ fn timeout_zero_tries_once_and_locks_shows_holder_and_queue() {
             format!("zkw: {noun} on {path} not free (--timeout 0 tried once)")
         );
         assert!(busy.elapsed < Duration::from_secs(3), "{busy:?}");
-        common::signal(holder.id(), "TERM");
-        assert!(finish(holder, Duration::from_secs(30)).code.is_some());
+        assert!(stop(holder).code.is_some());
         let left = zkw(&cs, &["ls", "-R", path]).ok().to_owned();
         assert!(
             !left.contains("lock-") && !left.contains("latch-") && !left.contains("lease-"),
@@ -203,10 +205,7 @@ fn timeout_zero_tries_once_and_locks_shows_holder_and_queue() {
     assert_eq!(busy.stdout, "");
     // A second contender queues behind the holder (the try above used sequence 1).
     let waiter = spawn_zkw(&cs, &["lock", "/l", "--", "true"]);
-    let shown = wait_for(|| {
-        let out = zkw(&cs, &["locks", "/l"]);
-        (out.ok().lines().count() == 3).then(|| out.stdout.clone())
-    });
+    let shown = locks_listing(&cs, "/l", 3);
     let lines: Vec<&str> = shown.lines().collect();
     assert_eq!(lines[0], "/l: mutex");
     assert!(lines[1].starts_with("holder    seq 0 "), "{shown}");
@@ -220,13 +219,9 @@ fn timeout_zero_tries_once_and_locks_shows_holder_and_queue() {
     );
     assert!(doc.contains("\"sequence\":2,\"session\":\"0x"), "{doc}");
     assert!(doc.contains("\"data\":\"\",\"data_base64\":\"\""), "{doc}");
-    common::signal(holder.id(), "TERM");
-    assert!(finish(holder, Duration::from_secs(30)).code.is_some());
+    assert!(stop(holder).code.is_some());
     finish(waiter, Duration::from_secs(30)).ok();
-    assert_eq!(
-        zkw(&cs, &["locks", "/l"]).ok(),
-        "/l: no one holds or waits\n"
-    );
+    assert_lock_free(&cs, "/l");
 }
 
 /// A parent of lock directories, one of them named `locks` (the README's `/app/locks/...`),
@@ -236,12 +231,8 @@ fn locks_on_a_parent_of_lock_directories_shows_no_contender() {
     let cs = chroot("cli-locks-parent");
     let dir = scratch("parent");
     let holder = spawn_holder(&cs, &["lock", "/app/locks/report"], &dir, 30);
-    assert_eq!(
-        zkw(&cs, &["locks", "/app"]).ok(),
-        "/app: no one holds or waits\n"
-    );
-    common::signal(holder.id(), "TERM");
-    assert!(finish(holder, Duration::from_secs(30)).code.is_some());
+    assert_lock_free(&cs, "/app");
+    assert!(stop(holder).code.is_some());
 }
 
 #[test]
@@ -250,10 +241,7 @@ fn locks_shows_a_leader_latch_with_participant_ids() {
     let dir = scratch("latch");
     let leader = spawn_holder(&cs, &["leader", "/e", "--id", "alpha"], &dir, 30);
     let follower = spawn_zkw(&cs, &["leader", "/e", "--id", "beta", "--", "true"]);
-    let shown = wait_for(|| {
-        let out = zkw(&cs, &["locks", "/e"]);
-        (out.ok().lines().count() == 3).then(|| out.stdout.clone())
-    });
+    let shown = locks_listing(&cs, "/e", 3);
     let lines: Vec<&str> = shown.lines().collect();
     assert_eq!(lines[0], "/e: leader-latch");
     assert!(
@@ -264,8 +252,7 @@ fn locks_shows_a_leader_latch_with_participant_ids() {
         lines[2].starts_with("waiting ") && lines[2].ends_with("\"beta\""),
         "{shown}"
     );
-    common::signal(leader.id(), "TERM");
-    let _ = finish(leader, Duration::from_secs(30));
+    let _ = stop(leader);
     finish(follower, Duration::from_secs(30)).ok();
 }
 
@@ -283,10 +270,7 @@ fn locks_shows_a_read_write_lock_and_a_semaphore() {
     let writer = spawn_zkw(&cs, &["wlock", "/rw", "--", "true"]);
     wait_for(|| (zkw(&cs, &["ls", "/rw"]).ok().lines().count() == 3).then_some(()));
     let late_reader = spawn_zkw(&cs, &["rlock", "/rw", "--", "true"]);
-    let shown = wait_for(|| {
-        let out = zkw(&cs, &["locks", "/rw"]);
-        (out.ok().lines().count() == 5).then(|| out.stdout.clone())
-    });
+    let shown = locks_listing(&cs, "/rw", 5);
     let lines: Vec<&str> = shown.lines().collect();
     assert_eq!(lines[0], "/rw: rwlock", "{shown}");
     let roles: Vec<(&str, bool)> = lines[1..]
@@ -304,8 +288,7 @@ fn locks_shows_a_read_write_lock_and_a_semaphore() {
         "{shown}"
     );
     for reader in readers {
-        common::signal(reader.id(), "TERM");
-        let _ = finish(reader, Duration::from_secs(30));
+        let _ = stop(reader);
     }
     finish(writer, Duration::from_secs(30)).ok();
     finish(late_reader, Duration::from_secs(30)).ok();
@@ -313,10 +296,7 @@ fn locks_shows_a_read_write_lock_and_a_semaphore() {
     let s1 = scratch("sem-1");
     let holder = spawn_holder(&cs, &["sem", "/s", "--leases", "1"], &s1, 30);
     let second = spawn_zkw(&cs, &["sem", "/s", "--leases", "1", "--", "true"]);
-    let shown = wait_for(|| {
-        let out = zkw(&cs, &["locks", "/s"]);
-        (out.ok().lines().count() == 4).then(|| out.stdout.clone())
-    });
+    let shown = locks_listing(&cs, "/s", 4);
     let lines: Vec<&str> = shown.lines().collect();
     assert_eq!(lines[0], "/s: semaphore", "{shown}");
     assert!(
@@ -343,8 +323,7 @@ fn locks_shows_a_read_write_lock_and_a_semaphore() {
     };
     assert_eq!(session(lines[2]), session(lines[3]), "{shown}");
     assert_ne!(session(lines[1]), session(lines[3]), "{shown}");
-    common::signal(holder.id(), "TERM");
-    let _ = finish(holder, Duration::from_secs(30));
+    let _ = stop(holder);
     finish(second, Duration::from_secs(30)).ok();
 }
 
@@ -443,13 +422,7 @@ fn shell_through_a_pseudo_terminal() {
     zkw(&cs, &["create", "/alpha", "one"]).ok();
     zkw(&cs, &["create", "/alpha/beta", "two"]).ok();
     let data = scratch("shell-data");
-    let mut cmd = std::process::Command::new(ZKW);
-    cmd.args(["--server", &cs, "shell"])
-        .env_remove("ZOOKEEPER")
-        .env("ZKW_SERVER_TICK", "200ms")
-        .env("XDG_DATA_HOME", &data)
-        .env("TERM", "xterm");
-    let mut p = rexpect::session::spawn_command(cmd, Some(30_000)).unwrap();
+    let mut p = spawn_shell_pty(&cs, &data);
     // What is typed, then what must appear, in order (each prompt before the next keys:
     // typed-ahead keys are not kept while a verb runs).
     let steps: [(&str, &[&str]); 9] = [
@@ -486,6 +459,22 @@ fn shell_through_a_pseudo_terminal() {
         "{history}"
     );
     let _ = std::fs::remove_dir_all(data);
+}
+
+/// Stops a holder of [`spawn_holder`]: SIGTERM to its `zkw`, which passes it on to the
+/// command; what `zkw` did (within 30 s).
+fn stop(holder: Child) -> common::Out {
+    common::signal(holder.id(), "TERM");
+    finish(holder, Duration::from_secs(30))
+}
+
+/// `zkw locks PATH`'s listing once it has `lines` lines (a heading and a line per contender),
+/// polled for up to 30 s.
+fn locks_listing(cs: &str, path: &str, lines: usize) -> String {
+    wait_for(|| {
+        let out = zkw(cs, &["locks", path]);
+        (out.ok().lines().count() == lines).then(|| out.stdout.clone())
+    })
 }
 
 /// Polls `f` every 50 ms for up to 30 s until it returns something.

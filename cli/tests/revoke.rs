@@ -7,7 +7,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{chroot, finish, running, scratch, spawn_script, spawn_zkw, wait_file, zkw};
+use common::{
+    chroot, finish, running, scratch, spawn_recording, spawn_script, spawn_zkw, wait_file, zkw,
+};
 
 /// A holder's command that notes SIGTERM, starts its sleep, then records its pid and node and
 /// waits. The sleep starts first: the group's SIGTERM, sent once the node is recorded, then
@@ -19,11 +21,7 @@ const HOLDER: &str = "trap 'echo term > \"$0/term\"; exit 3' TERM; sleep 60 & \
 fn revoke_stops_a_revocable_holder_and_hands_the_lock_on() {
     let cs = chroot("cli-revoke");
     let dir = scratch("revoke");
-    let holder = spawn_script(&cs, &["lock", "--revocable", "/r"], HOLDER, &dir);
-    let node = wait_file(&dir.join("node"), Duration::from_secs(30));
-    let pid: u32 = wait_file(&dir.join("pid"), Duration::from_secs(5))
-        .parse()
-        .unwrap();
+    let (holder, node, pid) = spawn_recording(&cs, &["lock", "--revocable", "/r"], HOLDER, &dir);
     // A waiter queues behind the holder.
     let waiter = spawn_zkw(&cs, &["lock", "/r", "--", "echo", "acquired"]);
 

@@ -353,7 +353,7 @@ async fn zkwire_and_curator_members_enter_and_leave_together_for_20_rounds() {
             let args = [cs.as_str(), "/b/mixed", "4", "/b/gate"];
             mixed
                 .theirs
-                .push(Jvm::start(&program, "CuratorBarriers", &args).await);
+                .push(CURATOR_BARRIERS.start(&program, &args).await);
         }
         let mut early_leaves = 0;
         for round in 0..20 {
@@ -383,7 +383,7 @@ async fn zkwire_and_curator_hold_each_other_at_one_barrier() {
         let (cs, [client]) = fresh_clients("barrier_single_curator", T).await;
         let ours = DistributedBarrier::new(client.clone(), "/b/gate");
         let args = [cs.as_str(), "/b/mixed", "2", "/b/gate"];
-        let mut curator = Jvm::start(&program, "CuratorBarriers", &args).await;
+        let mut curator = CURATOR_BARRIERS.start(&program, &args).await;
         assert_eq!(
             curator.ask("WAIT", STEP).await,
             "WAITED true",

@@ -389,58 +389,46 @@ fn discovery_classpath() -> OsString {
     std::env::join_paths(paths).unwrap()
 }
 
-/// A running Curator discovery (`CuratorDiscovery`).
-struct CuratorDiscovery(Jvm);
+/// What Curator (`curator`, running [`CURATOR_DISCOVERY`]) reads at `name/id`: its own JSON
+/// of it, and the payload's class.
+async fn curator_get(curator: &mut Jvm, name: &str, id: &str) -> Option<(String, String)> {
+    curator_read(curator, &format!("GET {name} {id}")).await
+}
 
-impl CuratorDiscovery {
-    async fn start(program: &java::JavaProgram, args: &[&str]) -> Self {
-        Self(Jvm::start(program, "CuratorDiscovery", args).await)
-    }
-
-    /// Sends `command` and returns the answer line.
-    async fn ask(&mut self, command: &str) -> String {
-        self.0.ask(command, STEP).await
-    }
-
-    /// What Curator reads at `name/id`: its own JSON of it, and the payload's class.
-    async fn get(&mut self, name: &str, id: &str) -> Option<(String, String)> {
-        self.read(&format!("GET {name} {id}")).await
-    }
-
-    /// Polls until Curator's `ServiceCache` for `name` holds exactly `want` (sorted ids).
-    async fn wait_for_cache(&mut self, name: &str, want: &[&str]) {
-        let want = std::iter::once("CACHE")
-            .chain(want.iter().copied())
-            .collect::<Vec<_>>()
-            .join(" ");
-        let deadline = Instant::now() + STEP;
-        loop {
-            let seen = self.ask(&format!("CACHE {name}")).await;
-            if seen == want {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "Curator's cache: {seen}, not {want}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
+/// Polls until Curator's `ServiceCache` for `name` holds exactly `want` (sorted ids).
+async fn wait_for_curator_cache(curator: &mut Jvm, name: &str, want: &[&str]) {
+    let want = std::iter::once("CACHE")
+        .chain(want.iter().copied())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let deadline = Instant::now() + STEP;
+    loop {
+        let seen = curator.ask(&format!("CACHE {name}"), STEP).await;
+        if seen == want {
+            return;
         }
+        assert!(
+            Instant::now() < deadline,
+            "Curator's cache: {seen}, not {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
 
-    /// The answer to a `GET` or `RAW`.
-    async fn read(&mut self, command: &str) -> Option<(String, String)> {
-        let line = self.ask(command).await;
-        if line == "NONE" {
-            return None;
-        }
-        let json = line.strip_prefix("JSON ").expect(&line).to_owned();
-        let class_line = self.0.io.next_line(STEP).await;
-        let class = class_line
-            .strip_prefix("CLASS ")
-            .expect(&class_line)
-            .to_owned();
-        Some((json, class))
+/// Curator's answer to a `GET` or `RAW`: its JSON of what it read and the payload's class,
+/// or `None` when it found nothing.
+async fn curator_read(curator: &mut Jvm, command: &str) -> Option<(String, String)> {
+    let line = curator.ask(command, STEP).await;
+    if line == "NONE" {
+        return None;
     }
+    let json = line.strip_prefix("JSON ").expect(&line).to_owned();
+    let class_line = curator.io.next_line(STEP).await;
+    let class = class_line
+        .strip_prefix("CLASS ")
+        .expect(&class_line)
+        .to_owned();
+    Some((json, class))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -450,13 +438,12 @@ async fn zkwire_and_curator_discovery_read_each_others_instances() {
     tokio::time::timeout(6 * STEP, async {
         let (cs, [client]) = fresh_clients("discovery_curator", T).await;
         let discovery = ServiceDiscovery::new(client.clone(), "/services");
-        let mut curator = CuratorDiscovery::start(&program, &[&cs, "/services"]).await;
+        let mut curator = CURATOR_DISCOVERY.start(&program, &[&cs, "/services"]).await;
 
         // Ours, read by Curator: every field equal, the payload parsed as a Map.
         let ours = full_instance("api", "zk-1");
         let ours_reg = discovery.register(ours.clone()).await.unwrap();
-        let (json, class) = curator
-            .get("api", "zk-1")
+        let (json, class) = curator_get(&mut curator, "api", "zk-1")
             .await
             .expect("Curator finds ours");
         assert_eq!(class, "java.util.LinkedHashMap");
@@ -470,13 +457,18 @@ async fn zkwire_and_curator_discovery_read_each_others_instances() {
         );
         let uri = ours.build_uri().unwrap();
         assert_eq!(uri, "https://10.0.0.7:8080/v1");
-        assert_eq!(curator.ask("URI api zk-1").await, format!("URI {uri}"));
+        assert_eq!(
+            curator.ask("URI api zk-1", STEP).await,
+            format!("URI {uri}")
+        );
         // A payload that is not an object, and none.
         let mut scalar = full_instance("api", "zk-2");
         scalar.payload = Some(json!(["one", 2]));
         let scalar_reg = discovery.register(scalar.clone()).await.unwrap();
         // (A reader with payload class Map refuses a list, as Curator's own would.)
-        let (json, class) = curator.read("RAW /services/api/zk-2").await.unwrap();
+        let (json, class) = curator_read(&mut curator, "RAW /services/api/zk-2")
+            .await
+            .unwrap();
         assert_eq!(class, "java.util.ArrayList", "{json}");
         assert_eq!(ServiceInstance::from_json(json.as_bytes()).unwrap(), scalar);
         let mut none = full_instance("api", "zk-3");
@@ -484,12 +476,12 @@ async fn zkwire_and_curator_discovery_read_each_others_instances() {
         none.uri_spec = None;
         none.port = None;
         let none_reg = discovery.register(none.clone()).await.unwrap();
-        let (json, class) = curator.get("api", "zk-3").await.unwrap();
+        let (json, class) = curator_get(&mut curator, "api", "zk-3").await.unwrap();
         assert_eq!(class, "null");
         assert_eq!(ServiceInstance::from_json(json.as_bytes()).unwrap(), none);
 
         // Curator's, read by us.
-        assert_eq!(curator.ask("REGISTER web java-1").await, "OK");
+        assert_eq!(curator.ask("REGISTER web java-1", STEP).await, "OK");
         let theirs = discovery
             .query_for_instance("web", "java-1")
             .await
@@ -497,7 +489,7 @@ async fn zkwire_and_curator_discovery_read_each_others_instances() {
             .expect("we find Curator's");
         let uri = format!("URI {}", theirs.build_uri().unwrap());
         assert_eq!(
-            curator.ask("URI web java-1").await,
+            curator.ask("URI web java-1", STEP).await,
             uri,
             "one URI from one spec"
         );
@@ -517,15 +509,15 @@ async fn zkwire_and_curator_discovery_read_each_others_instances() {
             "DYNAMIC is ephemeral in Curator too"
         );
         assert_eq!(discovery.query_for_names().await.unwrap(), ["api", "web"]);
-        assert_eq!(curator.ask("NAMES").await, "NAMES api web");
+        assert_eq!(curator.ask("NAMES", STEP).await, "NAMES api web");
 
         // Leaving, both ways.
-        assert_eq!(curator.ask("UNREGISTER").await, "OK");
+        assert_eq!(curator.ask("UNREGISTER", STEP).await, "OK");
         assert_eq!(discovery.query_for_instances("web").await.unwrap(), []);
         ours_reg.unregister().await.unwrap();
         scalar_reg.unregister().await.unwrap();
         none_reg.unregister().await.unwrap();
-        assert_eq!(curator.get("api", "zk-1").await, None);
+        assert_eq!(curator_get(&mut curator, "api", "zk-1").await, None);
         client.close().await.unwrap();
     })
     .await
@@ -642,20 +634,20 @@ async fn curator_picks_among_mixed_instances_and_both_caches_follow_kills_and_re
             .register(full_instance("api", "zk-phoenix"))
             .await
             .unwrap();
-        let mut curator = CuratorDiscovery::start(&program, &[&cs, "/services"]).await;
-        assert_eq!(curator.ask("REGISTER api java-1").await, "OK");
+        let mut curator = CURATOR_DISCOVERY.start(&program, &[&cs, "/services"]).await;
+        assert_eq!(curator.ask("REGISTER api java-1", STEP).await, "OK");
         let (ours, _changes) =
             ServiceCache::start(&ServiceDiscovery::new(watcher.clone(), "/services"), "api")
                 .await
                 .unwrap();
         let all = ["java-1", "zk-doomed", "zk-phoenix"];
         wait_for_cached(&ours, &all).await;
-        curator.wait_for_cache("api", &all).await;
+        wait_for_curator_cache(&mut curator, "api", &all).await;
 
         // Curator's provider picks each of the three, ours and theirs, in turn.
         let deadline = Instant::now() + STEP;
         loop {
-            let line = curator.ask("PICK api 6").await;
+            let line = curator.ask("PICK api 6", STEP).await;
             let mut picked: Vec<&str> = line.split(' ').skip(1).collect();
             picked.sort();
             picked.dedup();
@@ -677,14 +669,14 @@ async fn curator_picks_among_mixed_instances_and_both_caches_follow_kills_and_re
         }
         let after = ["java-1", "zk-phoenix"];
         wait_for_cached(&ours, &after).await;
-        curator.wait_for_cache("api", &after).await;
+        wait_for_curator_cache(&mut curator, "api", &after).await;
         let (_, stat) = watcher.get_data("/services/api/zk-phoenix").await.unwrap();
         assert_eq!(stat.ephemeral_owner, renewing.session_id(), "re-registered");
 
-        assert_eq!(curator.ask("UNREGISTER").await, "OK");
+        assert_eq!(curator.ask("UNREGISTER", STEP).await, "OK");
         phoenix.unregister().await.unwrap();
         wait_for_cached(&ours, &[]).await;
-        curator.wait_for_cache("api", &[]).await;
+        wait_for_curator_cache(&mut curator, "api", &[]).await;
         for c in [watcher, renewing] {
             c.close().await.unwrap();
         }

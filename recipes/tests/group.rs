@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use zkwire::{Client, Error};
 use zkwire_recipes::{GroupMember, LockError, NodeEvent};
-use zkwire_testing::java;
 use zkwire_testing::support::{
     connect_renewing, connect_with_timeout, fresh_chroot, kill_client_session,
 };
@@ -236,36 +235,22 @@ import org.apache.curator.framework.recipes.nodes.GroupMember;"#,
     teardown: "",
 };
 
-/// A running Curator member (`CuratorGroup`).
-struct CuratorMember(Jvm);
-
-impl CuratorMember {
-    async fn start(program: &java::JavaProgram, args: &[&str]) -> Self {
-        Self(Jvm::start(program, "CuratorGroup", args).await)
-    }
-
-    /// Sends `command` and returns the answer line.
-    async fn ask(&mut self, command: &str) -> String {
-        self.0.ask(command, STEP).await
-    }
-
-    /// Polls until Curator's view is exactly `want`.
-    async fn wait_for_view(&mut self, want: &BTreeMap<String, String>) {
-        poll_until!(STEP, Duration::from_millis(20), {
-            let line = self.ask("MEMBERS").await;
-            let seen: BTreeMap<String, String> = line
-                .split(' ')
-                .skip(1)
-                .filter_map(|pair| pair.split_once('='))
-                .map(|(id, data)| (id.to_owned(), data.to_owned()))
-                .collect();
-            if &seen == want {
-                Ok(())
-            } else {
-                Err(format!("Curator sees {seen:?}, not {want:?}"))
-            }
-        });
-    }
+/// Polls until Curator's view (`curator`, running [`CURATOR_GROUP`]) is exactly `want`.
+async fn wait_for_curator_view(curator: &mut Jvm, want: &BTreeMap<String, String>) {
+    poll_until!(STEP, Duration::from_millis(20), {
+        let line = curator.ask("MEMBERS", STEP).await;
+        let seen: BTreeMap<String, String> = line
+            .split(' ')
+            .skip(1)
+            .filter_map(|pair| pair.split_once('='))
+            .map(|(id, data)| (id.to_owned(), data.to_owned()))
+            .collect();
+        if &seen == want {
+            Ok(())
+        } else {
+            Err(format!("Curator sees {seen:?}, not {want:?}"))
+        }
+    });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -273,13 +258,15 @@ async fn zkwire_and_curator_members_see_each_other() {
     let program = tokio::task::block_in_place(|| CURATOR_GROUP.compile());
     let (cs, [a_client, b_client]) = fresh_clients("group_curator", T).await;
     let a = join(&a_client, "a", "a1").await;
-    let mut curator = CuratorMember::start(&program, &[&cs, "/group", "java", "j1"]).await;
+    let mut curator = CURATOR_GROUP
+        .start(&program, &[&cs, "/group", "java", "j1"])
+        .await;
     let b = join(&b_client, "b", "b1").await;
 
     let all = members(&[("a", "a1"), ("b", "b1"), ("java", "j1")]);
     wait_for_view(&a, &all).await;
     wait_for_view(&b, &all).await;
-    curator.wait_for_view(&all).await;
+    wait_for_curator_view(&mut curator, &all).await;
     let (data, stat) = a_client.get_data("/group/java").await.unwrap();
     assert_eq!(&data[..], b"j1");
     assert_ne!(
@@ -289,17 +276,15 @@ async fn zkwire_and_curator_members_see_each_other() {
 
     // Data changes, both ways.
     b.set_this_data("b2").await.unwrap();
-    assert_eq!(curator.ask("SET j2").await, "OK");
+    assert_eq!(curator.ask("SET j2", STEP).await, "OK");
     let changed = members(&[("a", "a1"), ("b", "b2"), ("java", "j2")]);
     wait_for_view(&a, &changed).await;
-    curator.wait_for_view(&changed).await;
+    wait_for_curator_view(&mut curator, &changed).await;
 
     // Leaving, both ways.
     a.close().await.unwrap();
-    curator
-        .wait_for_view(&members(&[("b", "b2"), ("java", "j2")]))
-        .await;
-    assert_eq!(curator.ask("CLOSE").await, "CLOSED");
+    wait_for_curator_view(&mut curator, &members(&[("b", "b2"), ("java", "j2")])).await;
+    assert_eq!(curator.ask("CLOSE", STEP).await, "CLOSED");
     wait_for_view(&b, &members(&[("b", "b2")])).await;
     assert!(a_client.exists("/group/java").await.unwrap().is_none());
     b.close().await.unwrap();

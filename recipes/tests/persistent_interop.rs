@@ -11,7 +11,7 @@ use std::time::Duration;
 use zkwire::{Client, CreateMode};
 use zkwire_recipes::PersistentNode;
 
-use support::jvm::{CuratorServer, Jvm};
+use support::jvm::CuratorServer;
 use support::{fresh_clients, poll_until};
 
 const T: Duration = Duration::from_secs(4);
@@ -109,7 +109,7 @@ async fn zkwire_and_curator_protected_nodes_share_one_naming_and_keep_apart() {
             "true",
             "java",
         ];
-        let mut theirs = Jvm::start(&program, "CuratorPersistent", &args).await;
+        let mut theirs = CURATOR_PERSISTENT.start(&program, &args).await;
 
         // One naming: both names have the same shape.
         wait_for_members(&observer, 2).await;

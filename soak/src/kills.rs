@@ -6,9 +6,8 @@ use std::time::{Duration, Instant};
 
 use zkwire_testing::rng::SplitMix64;
 
-use crate::partition::{wait_failure, Servers};
+use crate::partition::{wait_whole, Servers};
 use crate::shared::{lock, Shared};
-use crate::HEAL_LIMIT;
 
 /// Leader kills at most.
 const MAX_KILLS: usize = 100_000;
@@ -118,11 +117,7 @@ async fn restart(
         let mut e = srv.ensemble();
         e.restart(node).map_err(|e| e.to_string())?;
         let restarted_at = Instant::now();
-        let whole = e
-            .wait_healed(HEAL_LIMIT)
-            .map(|_| restarted_at.elapsed())
-            .map_err(|e| wait_failure(&e));
-        Ok((restarted_at, whole))
+        Ok((restarted_at, wait_whole(&e)))
     })
     .await
     .map_err(|e| e.to_string())

@@ -162,6 +162,16 @@ pub(crate) fn wait_failure(e: &zkwire_testing::partition::WaitError) -> String {
     )
 }
 
+/// Waits (at most [`HEAL_LIMIT`]) until the servers report `ensemble` whole: how long that
+/// took from now, or why it did not happen in time.
+pub(crate) fn wait_whole(ensemble: &PartitionedEnsemble) -> Result<Duration, String> {
+    let from = Instant::now();
+    ensemble
+        .wait_healed(HEAL_LIMIT)
+        .map(|_| from.elapsed())
+        .map_err(|e| wait_failure(&e))
+}
+
 /// Draws a partition, aims it and switches it on when the turn is free and the servers
 /// report the ensemble whole; returns the task that heals it after 0.5–2 T, waits until the
 /// ensemble is whole again and starts the cool-down. `Err`: why no partition was injected.
@@ -270,11 +280,7 @@ async fn heal_later(
         let ensemble = servers.ensemble();
         ensemble.heal();
         let healed_at = Instant::now();
-        let whole = ensemble
-            .wait_healed(HEAL_LIMIT)
-            .map(|_| healed_at.elapsed())
-            .map_err(|e| wait_failure(&e));
-        (healed_at, whole)
+        (healed_at, wait_whole(&ensemble))
     })
     .await;
     let (healed_at, whole) = match healed {

@@ -53,8 +53,20 @@ impl Out {
 pub(crate) const REGISTER_API: [&str; 6] =
     ["register", "api", "--address", "10.0.0.7", "--port", "8080"];
 
-/// A `zkw` command with a clean environment (no `ZOOKEEPER`).
+/// A `zkw` command with a clean environment (no `ZOOKEEPER`), standard input empty and the
+/// output piped.
 pub(crate) fn command(args: &[&str]) -> Command {
+    let mut command = clean_command(args);
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// A `zkw` command with a clean environment (no `ZOOKEEPER`), its standard streams not set:
+/// inherited, or the caller's to set (a pseudo-terminal must find them untouched).
+fn clean_command(args: &[&str]) -> Command {
     let mut command = Command::new(ZKW);
     command
         .args(args)
@@ -62,11 +74,24 @@ pub(crate) fn command(args: &[&str]) -> Command {
         // The library's log would mix into stderr, which the tests read.
         .env_remove("RUST_LOG")
         // The harness's servers tick every 200 ms.
-        .env("ZKW_SERVER_TICK", "200ms")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .env("ZKW_SERVER_TICK", "200ms");
     command
+}
+
+/// `zkw --server CS shell` with a clean environment, keeping its history under `data_home`
+/// (`XDG_DATA_HOME`); its standard streams are the caller's to set.
+pub(crate) fn shell_command(cs: &str, data_home: &Path) -> Command {
+    let mut command = clean_command(&["--server", cs, "shell"]);
+    command.env("XDG_DATA_HOME", data_home);
+    command
+}
+
+/// [`shell_command`] started on a pseudo-terminal (`TERM=xterm`), as someone typing at it;
+/// each expectation waits at most 30 s.
+pub(crate) fn spawn_shell_pty(cs: &str, data_home: &Path) -> rexpect::session::PtySession {
+    let mut command = shell_command(cs, data_home);
+    command.env("TERM", "xterm");
+    rexpect::session::spawn_command(command, Some(30_000)).unwrap()
 }
 
 /// Runs `zkw ARGS`, failing the test if it outlives [`RUN_LIMIT`].
@@ -273,6 +298,23 @@ pub(crate) fn spawn_script(cs: &str, args: &[&str], script: &str, dir: &Path) ->
     command(&all).spawn().unwrap()
 }
 
+/// [`spawn_script`] with a SCRIPT that writes its lock node (`$ZKW_LOCK_NODE`) to `DIR/node`
+/// and a pid (its own, or a child's) to `DIR/pid`, then keeps running; returns once both are
+/// written: the child, the node and the pid.
+pub(crate) fn spawn_recording(
+    cs: &str,
+    args: &[&str],
+    script: &str,
+    dir: &Path,
+) -> (Child, String, u32) {
+    let child = spawn_script(cs, args, script, dir);
+    let node = wait_file(&dir.join("node"), Duration::from_secs(30));
+    let pid = wait_file(&dir.join("pid"), Duration::from_secs(5))
+        .parse()
+        .unwrap();
+    (child, node, pid)
+}
+
 /// Starts `zkw --server SERVER --session-timeout TIMEOUT lock PATH --kill-after KILL_AFTER --
 /// sh -c SCRIPT ARGS…` (stdout and stderr piped): SCRIPT sees ARGS as `$0`, `$1`, ….
 pub(crate) fn spawn_lock_script(
@@ -302,6 +344,15 @@ pub(crate) fn spawn_holder(cs: &str, args: &[&str], dir: &Path, seconds: u32) ->
     let child = spawn_script(cs, args, &script, dir);
     wait_file_exists(&dir.join("held"));
     child
+}
+
+/// Asserts that `zkw locks PATH` shows a free lock at `path`: no one holds it or waits.
+#[track_caller]
+pub(crate) fn assert_lock_free(cs: &str, path: &str) {
+    assert_eq!(
+        zkw(cs, &["locks", path]).ok(),
+        format!("{path}: no one holds or waits\n")
+    );
 }
 
 /// Waits (at most 30 s) until `path` exists.

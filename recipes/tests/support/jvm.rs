@@ -128,6 +128,12 @@ public final class {class} {{
         )
     }
 
+    /// Starts `program`, this server compiled ([`Self::compile`], [`Self::compile_against`]),
+    /// with `args`, and waits for `READY`.
+    pub(crate) async fn start(&self, program: &JavaProgram, args: &[&str]) -> Jvm {
+        Jvm::start(program, self.class, args).await
+    }
+
     /// [`compile_curator`] of the program.
     pub(crate) fn compile(&self) -> JavaProgram {
         compile_curator(self.class, &self.source())
