@@ -147,6 +147,10 @@ impl LeaderElection {
         };
         let hold = Arc::new(Hold::new(self.dir.client.clone(), node, &self.dir.options));
         let leadership = Leadership::new(Arc::clone(&hold));
+        // Cancelled, this future must still end the term: clones of the leadership (kept by
+        // work the closure spawned) would otherwise keep the node, and us leader, for the
+        // session's life.
+        let _term = AbandonOnDrop(Arc::clone(&hold));
         let outcome = {
             let work = lead(leadership);
             tokio::select! {
@@ -192,5 +196,15 @@ impl LeaderElection {
                 tracing::info!(path = self.dir.path, %reason, "leadership lost; queueing again");
             }
         }
+    }
+}
+
+/// Abandons a leadership's hold when dropped: a no-op once the term ended by
+/// [`Hold::end`], the delete in the background when the term was cancelled.
+struct AbandonOnDrop(Arc<Hold>);
+
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        self.0.abandon();
     }
 }

@@ -51,19 +51,33 @@ use crate::task::Task;
 /// # Ok(()) }
 /// ```
 ///
-/// Clones share the participant: one node, one leadership.
+/// Clones share the participant: one node, one leadership. Dropping the last clone closes
+/// the latch in the background, as [`close`](Self::close) does: the leadership is withdrawn
+/// and the node deleted.
 #[derive(Debug, Clone)]
 pub struct LeaderLatch {
     shared: Arc<Shared>,
+    /// The participant task while started.
+    task: Arc<ClosedOnDrop>,
 }
 
+/// What the participant task shares with the handles.
 #[derive(Debug)]
 struct Shared {
     dir: Dir,
     id: String,
     status: watch::Sender<Status>,
-    /// The participant task while started.
-    task: Task,
+}
+
+/// The task slot, held by the handles and not by the task (which holds [`Shared`]): the last
+/// handle to go closes the latch.
+#[derive(Debug, Default)]
+struct ClosedOnDrop(Task);
+
+impl Drop for ClosedOnDrop {
+    fn drop(&mut self) {
+        self.0.signal_close();
+    }
 }
 
 /// Where the participant stands.
@@ -141,8 +155,8 @@ impl LeaderLatch {
                 dir: Dir::new(client, path.into(), options),
                 id,
                 status,
-                task: Task::default(),
             }),
+            task: Arc::default(),
         }
     }
 
@@ -181,7 +195,7 @@ impl LeaderLatch {
     /// # Ok(()) }
     /// ```
     pub fn start(&self) {
-        self.shared.task.start(|closed| {
+        self.task.0.start(|closed| {
             self.shared.status.send_replace(Status::Waiting);
             tokio::spawn(participate(Arc::clone(&self.shared), closed, None))
         });
@@ -216,7 +230,7 @@ impl LeaderLatch {
             Outcome::Held(node) => node,
             Outcome::Busy => return Ok(None),
         };
-        let leadership = self.shared.task.replace(|closed| {
+        let leadership = self.task.0.replace(|closed| {
             let (hold, leadership) = self.shared.lead(node);
             let shared = Arc::clone(&self.shared);
             (
@@ -229,7 +243,7 @@ impl LeaderLatch {
 
     /// Whether the participant task runs (started and not stopped).
     fn is_started(&self) -> bool {
-        self.shared.task.is_running()
+        self.task.0.is_running()
     }
 
     /// Whether this participant leads now: granted, and the leadership still trusted.
@@ -369,11 +383,21 @@ impl LeaderLatch {
     /// Dropping the future still closes the latch; the node is then removed in the
     /// background.
     pub async fn close(&self) -> Result<(), LockError> {
-        self.shared.task.close().await;
-        match self.shared.status.send_replace(Status::Idle) {
-            Status::Failed(e) => Err(e),
-            _ => Ok(()),
-        }
+        self.task.0.close().await;
+        // The task, closed, has made itself `Idle` (even if this future was dropped while
+        // waiting for it). One stopped earlier by an error left that error: reported here,
+        // once. Any other status is that of a participant started again meanwhile.
+        let mut failed = None;
+        self.shared.status.send_if_modified(|status| {
+            if !matches!(status, Status::Failed(_)) {
+                return false;
+            }
+            if let Status::Failed(e) = std::mem::replace(status, Status::Idle) {
+                failed = Some(e);
+            }
+            true
+        });
+        failed.map_or(Ok(()), Err)
     }
 }
 
@@ -417,7 +441,7 @@ async fn participate(
                     Ok(Outcome::Held(node)) => node,
                     // Only a non-blocking acquire is ever busy.
                     Ok(Outcome::Busy) => continue,
-                    Err(LockError::Closed) => return,
+                    Err(LockError::Closed) => break,
                     Err(e) => {
                         tracing::warn!(path = shared.dir.path, error = %e, "leader latch stopped");
                         shared.status.send_replace(Status::Failed(e));
@@ -440,9 +464,11 @@ async fn participate(
         // Until the node is gone, or the session is: the next participant's turn.
         let _ = hold.end().await;
         if stop {
-            return;
+            break;
         }
     }
+    // Closed: no longer a participant, whether or not `close` waited to say so.
+    shared.status.send_replace(Status::Idle);
 }
 
 /// This participant's leadership, from [`LeaderLatch::await_leadership`]. Clones share it.

@@ -545,3 +545,94 @@ async fn try_lead_joins_only_to_lead() {
     first.close().await.unwrap();
     assert!(a.get_children(PATH).await.unwrap().is_empty());
 }
+
+/// Waits until `path` has no children, as seen by `client`.
+async fn until_empty(client: &Client, what: &str) {
+    within(what, async {
+        while !client.get_children(PATH).await.unwrap().is_empty() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+}
+
+/// A term cancelled (its `run_once` future dropped) while work it spawned keeps a clone of
+/// the leadership still ends: that clone's `lost()` resolves and the node goes, so the next
+/// participant leads. (The clone once kept the node, and us leader, for the session's life.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_term_ends_though_spawned_work_keeps_the_leadership() {
+    let cs = fresh_chroot("election_cancel").await;
+    let (a, b) = (support::connect(&cs).await, support::connect(&cs).await);
+    let election = LeaderElection::new(a.clone(), PATH, "a");
+    let (spawned_tx, spawned_rx) = tokio::sync::oneshot::channel();
+    let term = election.run_once(|leadership| async move {
+        let watcher = tokio::spawn(async move { leadership.lost().await });
+        let _ = spawned_tx.send(watcher);
+        std::future::pending::<()>().await;
+    });
+    // The term is cancelled once its work has started.
+    let watcher = {
+        tokio::pin!(term);
+        tokio::select! {
+            _ = &mut term => unreachable!("the term never ends by itself"),
+            watcher = spawned_rx => watcher.unwrap(),
+        }
+    };
+    let seen = within("the clone sees the end", watcher).await.unwrap();
+    assert_eq!(seen, LostReason::Released);
+    let next = LeaderElection::new(b.clone(), PATH, "b");
+    let led = within("b leads", next.run_once(|_| async {}))
+        .await
+        .unwrap();
+    assert!(led.is_ok(), "{led:?}");
+    until_empty(&a, "nothing left").await;
+}
+
+/// Dropping every handle of a started latch closes it: its node goes and the next
+/// participant leads. (The task once kept the participant, and its leadership, for the
+/// session's life.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_latch_closes_it() {
+    let cs = fresh_chroot("latch_drop").await;
+    let (a, b) = (support::connect(&cs).await, support::connect(&cs).await);
+    let first = LeaderLatch::new(a.clone(), PATH, "first");
+    first.start();
+    let leadership = within("first leads", first.await_leadership())
+        .await
+        .unwrap();
+    let second = LeaderLatch::new(b.clone(), PATH, "second");
+    second.start();
+    let clone = first.clone();
+    drop(first);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(leadership.is_held(), "a clone keeps the latch");
+    drop(clone);
+    assert_eq!(
+        within("withdrawn", leadership.lost()).await,
+        LostReason::Released
+    );
+    within("second leads", second.await_leadership())
+        .await
+        .unwrap();
+    second.close().await.unwrap();
+    until_empty(&a, "nothing left").await;
+}
+
+/// A `close` dropped before the participant task has ended still closes the latch:
+/// `await_leadership` then says `Closed` (it once waited for ever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_cancelled_midway_still_ends_the_wait_for_leadership() {
+    let cs = fresh_chroot("latch_close_cancel").await;
+    let a = support::connect(&cs).await;
+    let latch = LeaderLatch::new(a.clone(), PATH, "only");
+    latch.start();
+    within("leads", latch.await_leadership()).await.unwrap();
+    // Polled once: the close is signalled, then the wait for the task is dropped.
+    let close = tokio::time::timeout(Duration::ZERO, latch.close()).await;
+    assert!(close.is_err(), "the task needs a round trip to end");
+    assert!(matches!(
+        within("closed", latch.await_leadership()).await,
+        Err(LockError::Closed)
+    ));
+    until_empty(&a, "nothing left").await;
+}

@@ -240,6 +240,19 @@ impl Hold {
         self.end().await
     }
 
+    /// [`end`](Self::end) without waiting, for a term cancelled while observers may still
+    /// hold the `Hold` (a leadership's clones): the watchdog stops, so their `lost()`
+    /// resolves, and the node goes in the background. Nothing happens once `end` has.
+    pub(crate) fn abandon(&self) {
+        self.ended.store(true, Ordering::Relaxed);
+        if let Some(dog) = self.watchdog.get() {
+            dog.stop();
+        }
+        if self.armed.swap(false, Ordering::Relaxed) {
+            cleanup::delete_now_or_later(&self.client, self.node.path.clone());
+        }
+    }
+
     /// [`release`](Self::release) for a hold shared with handles that only observe it (a
     /// leader latch's leadership): the node goes now, whoever still holds the `Hold`, and
     /// dropping it later deletes nothing.
