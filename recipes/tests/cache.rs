@@ -159,6 +159,27 @@ async fn initial_tree_then_events_with_old_and_new_data() {
 /// A node the cache's session may not read is announced as `Unreadable` in the initial load
 /// (not silently left out); nothing below it is held, even a readable child that changes;
 /// once an event finds the node readable, it and its subtree are cached (parents first).
+/// A `start` dropped before the cache is ready stops its worker: nothing keeps the client
+/// running once the caller's handles are gone. (The worker once ran on, with its watch and a
+/// client clone, for the process's life.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_dropped_midway_leaves_nothing_running() {
+    let cs = fresh_chroot("cache_start_dropped").await;
+    let client = Client::connect(&cs).await.unwrap();
+    let builder = TreeCache::builder(client.clone(), "/c");
+    // Polled once: the worker starts, then the wait for its first read is dropped.
+    let start = tokio::time::timeout(Duration::ZERO, builder.start()).await;
+    assert!(start.is_err(), "the first read needs a round trip");
+    let handle = client.stats_handle();
+    drop(client);
+    within("the driver stops", async {
+        while handle.stats().driver_running {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreadable_node_is_reported_then_cached_once_readable() {
     let cs = fresh_chroot("cache_noauth").await;

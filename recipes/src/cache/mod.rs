@@ -23,7 +23,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
+use tokio::task::{AbortHandle, JoinHandle};
 use zkwire::{Client, Error, Stat};
 
 use worker::Worker;
@@ -237,6 +237,9 @@ impl TreeCacheBuilder {
     /// # Errors
     /// The client's errors while setting the watch or reading the initial tree (a retryable
     /// error is retried until the session ends).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future stops the cache's task, and with it the watch.
     pub async fn start(self) -> Result<(TreeCache, CacheEvents), Error> {
         let nodes = Arc::new(RwLock::new(BTreeMap::new()));
         let (tx, rx) = mpsc::channel(self.capacity);
@@ -250,17 +253,34 @@ impl TreeCacheBuilder {
         };
         let (ready_tx, ready_rx) = oneshot::channel();
         let task = tokio::spawn(worker.run(ready_tx));
+        // Until the cache is handed out, dropping this future is the only way to stop the
+        // worker: it would otherwise keep its watch, and a client clone, for ever.
+        let mut starting = Starting(Some(task.abort_handle()));
         match ready_rx.await {
-            Ok(Ok(())) => Ok((
-                TreeCache {
-                    root: self.root,
-                    nodes,
-                    task,
-                },
-                CacheEvents { rx },
-            )),
+            Ok(Ok(())) => {
+                starting.0 = None;
+                Ok((
+                    TreeCache {
+                        root: self.root,
+                        nodes,
+                        task,
+                    },
+                    CacheEvents { rx },
+                ))
+            }
             Ok(Err(e)) => Err(e),
             Err(_) => Err(Error::Closed),
+        }
+    }
+}
+
+/// Aborts a cache's worker that never got to its [`TreeCache`].
+struct Starting(Option<AbortHandle>);
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        if let Some(worker) = &self.0 {
+            worker.abort();
         }
     }
 }
