@@ -412,3 +412,34 @@ async fn persistent_and_ttl_nodes_are_kept_too() {
     assert!(children(&other, "/t").await.is_empty());
     close_all([c, other]).await;
 }
+
+/// An ephemeral node whose create reply was lost, closed before the node could be created
+/// again and adopted, is still deleted: close finds it at its path, owned by our session.
+/// (It once stayed for the session's life: a group member or service instance still
+/// listed after its owner gave up.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_after_a_lost_create_reply_leaves_no_node() {
+    let (cs, proxy, via) = support::proxied("persistent_lost_create").await;
+    let observer = connect_with_timeout(&cs, T).await;
+    let client = connect_with_timeout(&via, T).await;
+    // The create reaches the server, its reply does not, and no new connection is taken.
+    proxy.cut_after_request(zkwire::proto::OpCode::Create2, 1);
+    proxy.refuse(true);
+    let node = PersistentNode::ephemeral(client.clone(), "/member", "x");
+    node.start();
+    let deadline = Instant::now() + STEP;
+    while proxy.triggered() == 0 || observer.exists("/member").await.unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the create was not cut");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let close = tokio::spawn(async move { node.close().await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    proxy.refuse(false);
+    tokio::time::timeout(STEP, close)
+        .await
+        .expect("closed")
+        .unwrap()
+        .unwrap();
+    assert!(observer.exists("/member").await.unwrap().is_none());
+    client.close().await.unwrap();
+}

@@ -362,6 +362,7 @@ impl PersistentNode {
                 shared: Arc::clone(&self.shared),
                 closed,
                 unsure: false,
+                unsure_at_path: false,
                 claim: true,
                 sessions: Vec::new(),
             };

@@ -15,6 +15,7 @@ fn worker(node: &PersistentNode, close: &watch::Sender<bool>) -> Worker {
         shared: Arc::clone(&node.shared),
         closed: close.subscribe(),
         unsure: false,
+        unsure_at_path: false,
         claim: true,
         sessions: Vec::new(),
     }

@@ -53,6 +53,9 @@ pub(super) struct Worker {
     /// A protected create failed in a way that leaves unknown whether it applied: look for
     /// our guid before creating again, and for duplicates once created.
     pub(super) unsure: bool,
+    /// The same for a create of our fixed (non-sequential) path, until the node is created
+    /// or adopted: a close then looks at that path for a node of our session.
+    pub(super) unsure_at_path: bool,
     /// An ephemeral node of an unknown session found at our path may still be replaced:
     /// true from start until the node is first created or adopted, or one such node was
     /// replaced. Afterwards such a node is adopted, never deleted: two live nodes on one
@@ -107,7 +110,10 @@ impl Worker {
                 return Err(Stop::Closed);
             }
             let e = match self.attempt().await {
-                Ok(Some(node)) => return Ok(node),
+                Ok(Some(node)) => {
+                    self.unsure_at_path = false;
+                    return Ok(node);
+                }
                 // The node at our path changed while we looked at it, or a stale one went:
                 // again at once, but not for ever at full speed.
                 Ok(None) => {
@@ -123,8 +129,10 @@ impl Worker {
                 return Err(Stop::Failed(e));
             }
             if e.is_retryable() {
-                // A protected create may have applied: find it by guid next time.
+                // A protected create may have applied: find it by guid next time. One at a
+                // fixed path is adopted by the next try, or deleted on close.
                 self.unsure |= self.spec.protected;
+                self.unsure_at_path |= !self.spec.mode.is_sequential();
                 tracing::debug!(path = self.spec.path, error = %e, "persistent node create retried");
             } else {
                 tracing::warn!(path = self.spec.path, error = %e, "persistent node create failed; retrying");
@@ -359,6 +367,9 @@ impl Worker {
             // Best effort: a create that applied unseen is found by its guid.
             doomed.extend(self.ours_by_guid().await.unwrap_or_default());
         }
+        if self.unsure_at_path && doomed.is_empty() {
+            doomed.extend(self.ours_at_path().await);
+        }
         let mut refused = None;
         for node in doomed {
             if let Err(e) = self.delete(&node).await {
@@ -366,6 +377,17 @@ impl Worker {
             }
         }
         refused
+    }
+
+    /// The node at our fixed path if our session created it (best effort): after a create
+    /// of unknown outcome, only the owner tells ours from someone else's. A persistent node
+    /// has none, and stays.
+    async fn ours_at_path(&self) -> Option<String> {
+        let target = self.spec.target();
+        let stat = self.client.exists(&target).await.ok()??;
+        let ours = session_owned(stat.ephemeral_owner)
+            && stat.ephemeral_owner == self.client.session_id();
+        ours.then_some(target)
     }
 
     /// Deletes `node`, retrying across connection losses.
