@@ -385,8 +385,8 @@ impl Worker {
     async fn ours_at_path(&self) -> Option<String> {
         let target = self.spec.target();
         let stat = self.client.exists(&target).await.ok()??;
-        let ours = session_owned(stat.ephemeral_owner)
-            && stat.ephemeral_owner == self.client.session_id();
+        let ours =
+            session_owned(stat.ephemeral_owner) && stat.ephemeral_owner == self.client.session_id();
         ours.then_some(target)
     }
 
