@@ -173,6 +173,18 @@ pub enum Error {
     /// plaintext port or the reverse, SASL refused before the session started).
     #[error(transparent)]
     Connect(ConnectError),
+    /// The reply to this request is larger than the client accepts
+    /// ([`ClientBuilder::with_max_frame_len`](crate::ClientBuilder::with_max_frame_len)),
+    /// and the connection was dropped unread. Asking again gets the same reply: raise the
+    /// limit (up to the servers' `jute.maxbuffer`), or ask for less (a node with fewer
+    /// children, less data).
+    #[error("reply of {len} bytes exceeds the {max}-byte frame limit")]
+    ReplyTooLarge {
+        /// The length the reply announced.
+        len: usize,
+        /// The limit in force.
+        max: usize,
+    },
 }
 
 impl Error {

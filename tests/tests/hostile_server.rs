@@ -199,24 +199,38 @@ fn rss_kib() -> u64 {
 
 // ===== frame-level violations: drop, ConnectionLoss, reconnect =====
 
-/// A reply frame announcing `len` bytes (plus a few), then silence.
+/// A reply frame announcing `len` bytes (plus a few), then silence. A length over the cap
+/// fails the request for good (`ReplyTooLarge`: asking again would get the same), any other
+/// bad one with `ConnectionLoss`.
 async fn frame_length(len: i32, cap: Option<usize>) -> Result<Outcome, String> {
     let hostile = move |_: &RequestHeader| {
         let mut bytes = len.to_be_bytes().to_vec();
         bytes.extend_from_slice(&[0; 16]);
         bytes
     };
-    dropped_fast(hostile, cap).await
+    let max = cap.unwrap_or(DEFAULT_MAX_FRAME_LEN);
+    let expected = match usize::try_from(len) {
+        Ok(len) if len > max => Error::ReplyTooLarge { len, max },
+        _ => Error::ConnectionLoss,
+    };
+    let late = "the timer, not the bytes";
+    dropped_within(hostile, cap, expected, READ_TIMEOUT, late).await
 }
 
 fn cap_plus_one() -> i32 {
     i32::try_from(DEFAULT_MAX_FRAME_LEN + 1).unwrap()
 }
 
+/// Read as a frame, "HTTP" announces 1.2 GB: over the cap, so the request fails for good.
 async fn http_response() -> Result<Outcome, String> {
     let hostile =
         |_: &RequestHeader| b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n".to_vec();
-    dropped_fast(hostile, None).await
+    let expected = Error::ReplyTooLarge {
+        len: 0x4854_5450,
+        max: DEFAULT_MAX_FRAME_LEN,
+    };
+    let late = "the timer, not the bytes";
+    dropped_within(hostile, None, expected, READ_TIMEOUT, late).await
 }
 
 /// The reply's first bytes, then the connection closes (FIN), at every cut point.
@@ -315,6 +329,7 @@ async fn stalled_big_frame() -> Result<Outcome, String> {
     dropped_within(
         hostile,
         None,
+        Error::ConnectionLoss,
         SESSION_TIMEOUT,
         "only after the session timeout",
     )
@@ -558,14 +573,16 @@ async fn dropped_fast<H>(hostile: H, cap: Option<usize>) -> Result<Outcome, Stri
 where
     H: Fn(&RequestHeader) -> Vec<u8> + Send + Sync + 'static,
 {
-    dropped_within(hostile, cap, READ_TIMEOUT, "the timer, not the bytes").await
+    let late = "the timer, not the bytes";
+    dropped_within(hostile, cap, Error::ConnectionLoss, READ_TIMEOUT, late).await
 }
 
-/// As [`dropped_fast`], with the request failing within `limit` (`late` says what failing
-/// later means).
+/// As [`dropped_fast`], with the request failing with `expected` within `limit` (`late` says
+/// what failing later means).
 async fn dropped_within<H>(
     hostile: H,
     cap: Option<usize>,
+    expected: Error,
     limit: Duration,
     late: &str,
 ) -> Result<Outcome, String>
@@ -591,10 +608,10 @@ where
     let result = client.get_data("/victim").await;
     let elapsed = started.elapsed();
     ensure!(
-        result == Err(Error::ConnectionLoss),
-        "the request in flight got {result:?}"
+        result.as_ref() == Err(&expected),
+        "the request in flight got {result:?}, not {expected:?}"
     );
-    ensure!(elapsed < limit, "ConnectionLoss after {elapsed:?}: {late}");
+    ensure!(elapsed < limit, "{expected:?} after {elapsed:?}: {late}");
     healthy_after(&client, &server, 2).await
 }
 

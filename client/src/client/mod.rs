@@ -164,7 +164,9 @@ impl StatsHandle {
 ///   or may not have been applied);
 /// - [`Error::Timeout`] when the request deadline passes ([`with_timeout`](Self::with_timeout));
 /// - [`Error::SessionExpired`], [`Error::AuthFailed`], [`Error::Closed`] once the session is over;
-/// - [`Error::RequestTooLarge`] for a request over the server's limit;
+/// - [`Error::RequestTooLarge`] for a request over the server's limit, and
+///   [`Error::ReplyTooLarge`] for a reply over the client's
+///   ([`ClientBuilder::with_max_frame_len`](crate::ClientBuilder::with_max_frame_len));
 /// - [`Error::NoAuth`] when an ACL denies the operation.
 #[derive(Debug, Clone)]
 pub struct Client {

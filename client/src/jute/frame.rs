@@ -26,14 +26,14 @@ pub struct FrameDecoder {
     max_frame_len: usize,
 }
 
-/// A frame length that cannot be accepted.
+/// A frame length that cannot be accepted: the connection is dropped. A request whose reply
+/// was announced over the cap fails with [`Error::ReplyTooLarge`](crate::Error::ReplyTooLarge).
 ///
 /// ```
 /// # fn report(error: &zkwire::Error) {
-/// use zkwire::error::{FrameError, ProtocolError};
 /// use zkwire::Error;
 ///
-/// if let Error::Protocol(ProtocolError::Frame(FrameError::TooLong { len, max })) = error {
+/// if let Error::ReplyTooLarge { len, max } = error {
 ///     eprintln!("a {len}-byte reply exceeds {max}: raise `ClientBuilder::with_max_frame_len`");
 /// }
 /// # }

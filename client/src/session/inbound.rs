@@ -10,7 +10,7 @@ use super::{
     reply, Conn, DropReason, Effect, Event, Reply, Session, SessionState, WatchKind, WatchedEvent,
 };
 use crate::error::{Error, ProtocolError};
-use crate::jute::{Decode, Reader};
+use crate::jute::{Decode, FrameError, Reader};
 use crate::proto::{
     ConnectResponse, ErrorCode, KeeperState, OpCode, ReplyHeader, WatcherEvent, AUTH_XID,
     NOTIFICATION_XID,
@@ -35,7 +35,12 @@ impl Session {
             let frame = match self.decoder.next_frame() {
                 Ok(Some(frame)) => frame,
                 Ok(None) => return,
-                Err(e) => return self.drop_connection(DropReason::Protocol(e.into())),
+                Err(e) => {
+                    if let FrameError::TooLong { len, max } = e {
+                        self.refuse_oversized_reply(len, max);
+                    }
+                    return self.drop_connection(DropReason::Protocol(e.into()));
+                }
             };
             if let Err(e) = self.handle_frame(now, frame) {
                 return self.drop_connection(DropReason::Protocol(e));
@@ -43,6 +48,21 @@ impl Session {
             if self.conn == Conn::Idle {
                 return;
             }
+        }
+    }
+
+    /// A frame announced over the limit, while open, is the reply to the oldest request:
+    /// replies come in order, and nothing else a server sends comes near the limit. That
+    /// request would get the same reply again, so it is told so (`ReplyTooLarge`, not the
+    /// `ConnectionLoss` the others get, which a caller would retry for ever).
+    fn refuse_oversized_reply(&mut self, len: usize, max: usize) {
+        let oldest = self.pending.front();
+        let user = oldest.is_some_and(|p| p.op != OpCode::CloseSession && p.waiting_id().is_some());
+        if self.conn != Conn::Open || !user {
+            return;
+        }
+        if let Some(id) = self.pending.pop_front().and_then(|p| p.waiting_id()) {
+            self.answer(id, Err(Error::ReplyTooLarge { len, max }));
         }
     }
 

@@ -1515,6 +1515,48 @@ fn truncated_reply_header_or_bad_length_drops_the_connection() {
     assert_eq!(drops(&h.drain_events()), [expected]);
 }
 
+/// A reply announced over the frame limit is the oldest request's: it is told
+/// `ReplyTooLarge` (asking again would get the same), the others in flight `ConnectionLoss`,
+/// and the connection drops. A ping at the head takes no blame: everyone gets
+/// `ConnectionLoss`.
+#[test]
+fn a_reply_over_the_frame_limit_fails_the_oldest_request_for_good() {
+    let mut h = Harness::with_session_of(SessionConfig {
+        max_frame_len: 1_000,
+        ..SessionConfig::default()
+    });
+    let big = h.submit(get_children("/big", None));
+    let next = h.submit(get_data("/a", None));
+    assert_eq!(h.sent_frames().len(), 2);
+    h.deliver(&1_001_i32.to_be_bytes());
+    let events = h.drain_events();
+    let too_large = Error::ReplyTooLarge {
+        len: 1_001,
+        max: 1_000,
+    };
+    assert!(!too_large.is_retryable());
+    assert_eq!(
+        replies(&events),
+        [(big, Err(too_large)), (next, Err(Error::ConnectionLoss))]
+    );
+    let frame = FrameError::TooLong {
+        len: 1_001,
+        max: 1_000,
+    };
+    assert_eq!(
+        drops(&events),
+        [DropReason::Protocol(ProtocolError::Frame(frame))]
+    );
+
+    h.connect();
+    h.advance(secs(9));
+    assert_eq!(headers(&h.sent_frames()), [(PING_XID, OpCode::Ping)]);
+    let after_ping = h.submit(get_data("/a", None));
+    h.deliver(&1_001_i32.to_be_bytes());
+    let events = h.drain_events();
+    assert_eq!(replies(&events), [(after_ping, Err(Error::ConnectionLoss))]);
+}
+
 /// A ConnectResponse that cannot be decoded drops the attempt without ending the session.
 #[test]
 fn undecodable_connect_response_drops_the_attempt() {
