@@ -8,6 +8,7 @@
 mod command;
 mod connection;
 mod diagnosis;
+mod dial;
 mod hosts;
 mod registry;
 mod shared;
@@ -29,7 +30,7 @@ pub(crate) use command::{Command, Detached, DetachedSubmission, ReplyTo, Submiss
 pub(crate) use registry::WatcherSink;
 pub(crate) use shared::Shared;
 #[cfg(feature = "tls")]
-pub(crate) use transport::tcp_connect;
+pub(crate) use dial::tcp_connect;
 pub use transport::{Connect, TcpConnector};
 
 use self::diagnosis::Diagnosis;

@@ -9,12 +9,14 @@ use tokio::net::TcpStream;
 use crate::connect_string::HostPort;
 use crate::error::ConnectError;
 
-use super::diagnosis::NameNotResolved;
+use super::dial::tcp_connect;
 
 /// Opens byte streams to servers.
 ///
 /// The default, [`TcpConnector`], resolves the host name again at every attempt (so a
-/// server that moved to a new address is found, ZOOKEEPER-2184) and disables Nagle's
+/// server that moved to a new address is found, ZOOKEEPER-2184), dials a name's addresses
+/// from one drawn at random, each with a 250 ms head start over the next (so one address
+/// that is down or refuses our session does not take every attempt), and disables Nagle's
 /// algorithm. Tests substitute in-memory streams or a fault-injecting proxy.
 ///
 /// ```no_run
@@ -221,20 +223,3 @@ const TLS_CLIENT_HELLO: [u8; 56] = [
     1,
     0, // compression: null
 ];
-
-/// A TCP connection to `host` (resolved now; each address in turn) with Nagle's algorithm
-/// off. A name that does not resolve is reported as such (`NameNotResolved`), so that the
-/// error after a failed connect can say so.
-pub(crate) async fn tcp_connect(host: &HostPort) -> io::Result<TcpStream> {
-    let addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host((host.host(), host.port()))
-        .await
-        .map_err(|e| io::Error::new(io::ErrorKind::NotFound, NameNotResolved(e.to_string())))?
-        .collect();
-    if addrs.is_empty() {
-        let none = NameNotResolved(format!("{} has no address", host.host()));
-        return Err(io::Error::new(io::ErrorKind::NotFound, none));
-    }
-    let stream = TcpStream::connect(&addrs[..]).await?;
-    stream.set_nodelay(true)?;
-    Ok(stream)
-}
