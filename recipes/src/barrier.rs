@@ -298,7 +298,8 @@ impl DistributedDoubleBarrier {
 
     /// Enters: creates our member node and waits until `member_qty` members have entered
     /// (the `ready` node exists), at most `timeout`. `true` once entered; `false` at the
-    /// deadline, with our node deleted again.
+    /// deadline, with our node deleted again, unless the barrier is found filled with our
+    /// node in it then (our own `ready` create may have been in flight): that is `true`.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when entered already (leave first); the client's errors
@@ -333,12 +334,27 @@ impl DistributedDoubleBarrier {
                 Ok(true)
             }
             Ok(Err(e)) => Err(e.into()),
+            Err(_) if self.filled_with(&node).await? => {
+                self.node = pending.node.take();
+                Ok(true)
+            }
             Err(_) => {
                 delete(&self.client, &node).await?;
                 pending.node = None;
                 Ok(false)
             }
         }
+    }
+
+    /// At the deadline: whether the barrier filled with our `node` in it all the same (the
+    /// `ready` create that completed the count may be our own, still unanswered). Then we
+    /// are in: leaving now would let the others through one member short.
+    async fn filled_with(&self, node: &str) -> Result<bool, Error> {
+        let ready = path::join(&self.path, READY);
+        if retrying(|| self.client.exists(&ready)).await?.is_none() {
+            return Ok(false);
+        }
+        Ok(retrying(|| self.client.exists(node)).await?.is_some())
     }
 
     /// Creates `node` and waits for the `ready` node, creating it when we are the one that

@@ -9,7 +9,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use zkwire::Client;
+use zkwire::proto::OpCode;
+use zkwire::{Client, CreateOptions};
 use zkwire_recipes::{DistributedBarrier, DistributedDoubleBarrier};
 use zkwire_testing::support::{connect_with_timeout, fresh_chroot};
 
@@ -208,6 +209,45 @@ async fn an_enter_that_times_out_or_is_dropped_leaves_no_member() {
     })
     .await
     .expect("bounded");
+}
+
+/// An enter whose deadline comes while its own `ready` create is unanswered (the barrier
+/// filled by its count) is in: `true`, and its node stays. (It once deleted its node and
+/// said `false`, and the other members went through one short.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enter_whose_deadline_meets_its_own_ready_create_is_in() {
+    let (cs, proxy, via) = support::proxied("barrier_ready_in_flight").await;
+    let observer = connect_with_timeout(&cs, T).await;
+    observer
+        .create_all("/b/round", b"", &CreateOptions::persistent())
+        .await
+        .unwrap();
+    let client = connect_with_timeout(&via, T).await;
+    // The member node's create is the first `create2`, the `ready` node's the second: its
+    // reply is lost, and no connection is taken again until the deadline has passed.
+    proxy.cut_after_request(OpCode::Create2, 2);
+    proxy.refuse(true);
+    let mut member = DistributedDoubleBarrier::new(client.clone(), "/b/round", 1);
+    let entering = tokio::spawn(async move {
+        let entered = member.enter(Duration::from_millis(800)).await;
+        (member, entered)
+    });
+    let deadline = Instant::now() + STEP;
+    while proxy.triggered() == 0 {
+        assert!(Instant::now() < deadline, "the ready create was not cut");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    proxy.refuse(false);
+    let (member, entered) = tokio::time::timeout(STEP, entering)
+        .await
+        .expect("bounded")
+        .unwrap();
+    assert!(entered.unwrap(), "the barrier filled with us in it");
+    let node = member.member_path().expect("entered").to_owned();
+    assert!(observer.exists(&node).await.unwrap().is_some());
+    assert!(observer.exists("/b/round/ready").await.unwrap().is_some());
+    close_all([observer, client]).await;
 }
 
 /// Curator's barriers in a JVM: `CuratorBarriers <connect> <double-path> <qty> <path>`, then
