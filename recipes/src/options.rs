@@ -186,7 +186,9 @@ impl LockOptions {
     /// is passed on, contenders of other processes wait, and the tasks that share it share
     /// its fencing token (they are one contender to ZooKeeper). A hand-off happens on
     /// [`release`](crate::MutexGuard::release) with a local waiter present and the hold still
-    /// trusted; a dropped guard always gives the node back.
+    /// trusted; a dropped guard always gives the node back. The tasks also share the hold's
+    /// loss signal: a [`lost`](crate::MutexGuard::lost) future taken before a hand-off
+    /// resolves when the node's last holder loses or releases it, not at the hand-off.
     ///
     /// ```
     /// use zkwire_recipes::LockOptions;

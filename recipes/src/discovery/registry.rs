@@ -109,7 +109,11 @@ impl ServiceDiscovery {
     /// [`tokio::time::timeout`]: https://docs.rs/tokio/1/tokio/time/fn.timeout.html
     ///
     /// # Cancel safety
-    /// Cancel safe: dropped before it returns, the node is deleted in the background.
+    /// Cancel safe for a [`Dynamic`](ServiceType::Dynamic) or [`Static`](ServiceType::Static)
+    /// instance: dropped before it returns, the node is deleted in the background. A
+    /// [`Permanent`](ServiceType::Permanent) instance's write may have applied once sent,
+    /// and is not undone (the node may be an earlier registration it overwrote): delete the
+    /// node at [`path_for_instance`](Self::path_for_instance) if it must go.
     ///
     /// ```no_run
     /// # async fn run(client: zkwire::Client) -> Result<(), zkwire_recipes::LockError> {
