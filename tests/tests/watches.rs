@@ -171,6 +171,25 @@ async fn remove_and_check_watches() {
     c.close().await.unwrap();
 }
 
+/// Removing a persistent watch ends its stream: `PersistentWatchRemoved`, then `None`, and
+/// the client counts no watch. (The stream once stayed open after its removal event, pending
+/// for ever, and its sink kept the client's task running.)
+#[tokio::test]
+async fn removing_a_persistent_watch_ends_its_stream() {
+    let c = client_in_chroot("w_remove_persistent").await;
+    create_persistent(&c, "/n", b"").await;
+    let mut w = c.add_watch("/n", AddWatchMode::Persistent).await.unwrap();
+    c.remove_watches("/n", WatcherType::Any).await.unwrap();
+    let removed = ready(w.next()).await.expect("the removal event");
+    assert_eq!(
+        (removed.event_type, removed.path.as_str()),
+        (EventType::PersistentWatchRemoved, "/n")
+    );
+    assert!(ready(w.next()).await.is_none(), "the stream ends");
+    assert_eq!(c.stats().watches, 0, "{:?}", c.stats());
+    c.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn one_shot_watcher_ends_when_the_session_closes() {
     let c = client_in_chroot("w_close").await;

@@ -39,6 +39,7 @@ use self::registry::{Registry, Route};
 use self::shared::RunningGuard;
 use crate::connect_string::HostPort;
 use crate::error::{ConnectError, Error};
+use crate::proto::{EventType, KeeperState};
 use self::command::LocalWatcher;
 use crate::session::{
     DropReason, Event, Reply, Request, Session, SessionState, WatchedEvent, WatcherId,
@@ -404,8 +405,18 @@ impl<C: Connect> Driver<C> {
     /// Takes what a watch event is to be sent through, updating the registry first so that
     /// the counters published before sending are exact.
     fn take_sink(&mut self, watcher: WatcherId, event: WatchedEvent) -> Option<Outgoing> {
-        let ends = event.state != crate::proto::KeeperState::SyncConnected
-            && !self.session.is_watching(watcher);
+        // A stream's last event: its removal (`remove_watches`), or the session's end (not a
+        // renewal, which keeps persistent watches). Whether the session still holds the
+        // watcher cannot say which: it is asked after the whole batch of input was handled.
+        let removed = matches!(
+            event.event_type,
+            EventType::DataWatchRemoved
+                | EventType::ChildWatchRemoved
+                | EventType::PersistentWatchRemoved
+        );
+        let ends = removed
+            || (event.state != KeeperState::SyncConnected
+                && !self.session.is_watching(watcher));
         match self.registry.route_event(watcher, ends) {
             Route::Oneshot(tx) => Some(Outgoing::Oneshot(tx, event)),
             Route::Stream { tx, last } => {

@@ -195,8 +195,14 @@ impl Session {
                 ..
             } => {
                 let result = reply_result(header, body);
-                if !abandoned {
+                // A removal the server applied stands, whoever still waits for its answer:
+                // the local watchers must go with the server's watches. A read's watch is
+                // registered only for a caller still there to take it.
+                let removal = matches!(effect, Effect::RemoveWatches { .. });
+                if !abandoned || removal {
                     self.apply_effect(pending.op, &effect, &result);
+                }
+                if !abandoned {
                     self.answer(id, result);
                 }
                 if pending.op == OpCode::CloseSession {

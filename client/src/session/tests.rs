@@ -20,8 +20,8 @@ use crate::proto::frames::{frame, notification_frame, reply_frame};
 use crate::proto::{
     AddWatchMode, AddWatchRequest, AuthPacket, ConnectRequest, ConnectResponse, ErrorCode,
     ErrorResponse, EventType, ExistsRequest, GetChildrenRequest, GetChildrenResponse,
-    GetDataRequest, GetDataResponse, KeeperState, OpCode, RequestHeader, SetWatches, SetWatches2,
-    Stat, WatcherEvent, AUTH_XID, NOTIFICATION_XID, PING_XID,
+    GetDataRequest, GetDataResponse, KeeperState, OpCode, RemoveWatchesRequest, RequestHeader,
+    SetWatches, SetWatches2, Stat, WatcherEvent, WatcherType, AUTH_XID, NOTIFICATION_XID, PING_XID,
 };
 
 // ===== fixtures =====
@@ -1301,6 +1301,38 @@ fn written_request_times_out_and_late_reply_is_swallowed() {
         [(next, ok_reply(5, &data_body(b"n")))]
     );
     assert_eq!(h.session.in_flight(), 0);
+}
+
+/// A `removeWatches` that timed out locally but was applied by the server still removes the
+/// local watchers: their event fires and the session holds them no more (nor restores them
+/// after a reconnect). They once stayed, waiting for a watch the server no longer had.
+#[test]
+fn a_removal_applied_after_its_timeout_still_removes_the_local_watchers() {
+    let w = WatcherId(7);
+    let mut h = connected_with_data_watch("/n", w, 3);
+    let body = RemoveWatchesRequest {
+        path: "/n".to_owned(),
+        watcher_type: WatcherType::Data,
+    }
+    .to_bytes();
+    let removal = Request {
+        effect: Effect::RemoveWatches {
+            path: "/n".to_owned(),
+            watcher_type: WatcherType::Data,
+        },
+        ..Request::new(OpCode::RemoveWatches, body)
+    };
+    let id = h.submit(with_deadline(removal, h.at(secs(2))));
+    let [(header, _)] = h.sent_frames().try_into().expect("one removeWatches");
+    h.advance(secs(2));
+    h.assert_answered(id, Err(Error::Timeout));
+    h.reply(header.xid, 4, ErrorCode::Ok, &[]);
+    assert_eq!(
+        watch_events(&h.drain_events()),
+        [fired(w, EventType::DataWatchRemoved, "/n")]
+    );
+    assert!(!h.session.is_watching(w));
+    assert_eq!(h.session.watch_count(), 0);
 }
 
 /// A written auth with a deadline gives up at the deadline like any other request.
