@@ -60,15 +60,26 @@ impl Running {
         let (program, args) = argv
             .split_first()
             .ok_or_else(|| Failure::usage("missing command to run"))?;
-        let mut command = Command::new(program);
-        command
-            .args(args)
-            .envs(env.iter().map(|(k, v)| (*k, v)))
-            .stdin(Stdio::inherit());
-        if !foreground {
-            command.process_group(0);
-        }
-        let child = command.spawn().map_err(|e| spawn_failure(program, &e))?;
+        let command = |program: &str, args: &[String]| {
+            let mut command = Command::new(program);
+            command
+                .args(args)
+                .envs(env.iter().map(|(k, v)| (*k, v)))
+                .stdin(Stdio::inherit());
+            if !foreground {
+                command.process_group(0);
+            }
+            command
+        };
+        let child = match command(program, args).spawn() {
+            // A script without a `#!` line: the shell runs it, as a shell's own command
+            // search and `execvp` do (glibc's `posix_spawnp`, under Rust's `Command`, not).
+            Err(e) if e.raw_os_error() == Some(Errno::NOEXEC.raw_os_error()) => {
+                command("/bin/sh", argv).spawn()
+            }
+            spawned => spawned,
+        };
+        let child = child.map_err(|e| spawn_failure(program, &e))?;
         let pid = child
             .id()
             .and_then(|id| i32::try_from(id).ok())

@@ -4,12 +4,13 @@
 
 mod common;
 
+use std::os::unix::fs::PermissionsExt;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{
-    chroot, command, finish, lines_of, running, scratch, signal, spawn_holder, spawn_recording,
-    spawn_script, spawn_zkw, wait_file_exists, wait_line, zkw,
+    chroot, command, command_under, finish, lines_of, running, scratch, signal, spawn_holder,
+    spawn_recording, spawn_script, spawn_zkw, wait_file_exists, wait_line, zkw,
 };
 
 #[test]
@@ -59,6 +60,15 @@ fn exit_codes_and_environment_pass_through() {
         zkw(&cs, &["lock", "/l", "--", "/etc/passwd"]).code,
         Some(126)
     );
+    // A script with no `#!` line is run by the shell, as a shell would (it was refused, 126).
+    let dir = scratch("no-shebang");
+    let script = dir.join("script");
+    std::fs::write(&script, "echo \"from $0: $1\"; exit 5\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = script.to_str().unwrap();
+    let out = zkw(&cs, &["lock", "/l", "--", script, "arg"]);
+    assert_eq!(out.code, Some(5), "{out:?}");
+    assert_eq!(out.stdout, format!("from {script}: arg\n"));
     assert_eq!(zkw(&cs, &["ls", "/l"]).ok(), "");
 }
 
@@ -237,24 +247,54 @@ fn ctrl_c_while_waiting_leaves_no_node() {
 }
 
 #[test]
-fn sigterm_is_passed_to_the_command() {
+fn sigterm_and_sigquit_are_passed_to_the_command() {
     let cs = chroot("cli-lock-forward");
-    let dir = scratch("forward");
-    // The sleep starts before the marker: a TERM sent once the marker exists reaches it
-    // through the process group (started after the TERM, it would outlive the command, and
-    // zkw waits for the whole group).
-    let script = "trap 'echo got-term; exit 3' TERM; sleep 30 & touch \"$0/ready\"; wait";
-    let mut holder = spawn_script(&cs, &["lock", "/fwd"], script, &dir);
-    let stdout = lines_of(holder.stdout.take().unwrap());
+    for name in ["TERM", "QUIT"] {
+        let dir = scratch(&format!("forward-{name}"));
+        // The sleep starts before the marker: a signal sent once the marker exists reaches
+        // it through the process group (started after the signal, it would outlive the
+        // command, and zkw waits for the whole group); a background job ignores SIGQUIT, so
+        // the trap ends it. SIGQUIT left to its default killed zkw alone, and the command
+        // ran on.
+        let script = format!(
+            "trap 'echo got-{name}; kill $!; exit 3' {name}; sleep 30 & touch \"$0/ready\"; wait"
+        );
+        let mut holder = spawn_script(&cs, &["lock", "/fwd"], &script, &dir);
+        let stdout = lines_of(holder.stdout.take().unwrap());
+        wait_file_exists(&dir.join("ready"));
+        signal(holder.id(), name);
+        assert_eq!(
+            wait_line(&stdout, "got", Duration::from_secs(10)),
+            format!("got-{name}")
+        );
+        let out = finish(holder, Duration::from_secs(15));
+        assert_eq!(out.code, Some(3), "{out:?}");
+        assert_eq!(zkw(&cs, &["ls", "/fwd"]).ok(), "");
+    }
+}
+
+/// Started with SIGHUP ignored (`nohup`), zkw leaves it so: the command inherits the ignored
+/// SIGHUP, and a hangup stops neither. (zkw once handled it: the command started with SIGHUP
+/// at its default, and died of the hangup zkw passed on.)
+#[test]
+fn under_nohup_a_hangup_stops_nothing() {
+    let cs = chroot("cli-lock-nohup");
+    let dir = scratch("nohup");
+    let script = "grep SigIgn /proc/$$/status > \"$0/ignored\"; touch \"$0/ready\"; \
+                  while [ ! -e \"$0/go\" ]; do sleep 0.05; done; exit 4";
+    let args = ["--server", &cs, "lock", "/nohup", "--", "sh", "-c", script];
+    let mut all = args.to_vec();
+    all.push(dir.to_str().unwrap());
+    let holder = command_under("nohup", &all).spawn().unwrap();
     wait_file_exists(&dir.join("ready"));
-    signal(holder.id(), "TERM");
-    assert_eq!(
-        wait_line(&stdout, "got", Duration::from_secs(10)),
-        "got-term"
-    );
+    let ignored = std::fs::read_to_string(dir.join("ignored")).unwrap();
+    let mask = u64::from_str_radix(ignored.trim_start_matches("SigIgn:").trim(), 16).unwrap();
+    assert_eq!(mask & 1, 1, "SIGHUP ignored in the command: {ignored}");
+    signal(holder.id(), "HUP");
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(dir.join("go"), "").unwrap();
     let out = finish(holder, Duration::from_secs(15));
-    assert_eq!(out.code, Some(3), "{out:?}");
-    assert_eq!(zkw(&cs, &["ls", "/fwd"]).ok(), "");
+    assert_eq!(out.code, Some(4), "the command's own exit: {out:?}");
 }
 
 #[test]

@@ -97,7 +97,9 @@ SIGKILL at it. If the lock is lost otherwise (lock node deleted,
 session ended), CMD gets SIGTERM at once and SIGKILL after --kill-after (or when the lease
 ends, if sooner). Either way zkw exits with 75 (also when the loss is seen just as CMD exits:
 its run may not have been exclusive). This holds while zkw itself runs: if zkw is paused
-(stopped, swapped out, frozen VM), only ZKW_FENCING_TOKEN protects the resource.
+(stopped, swapped out, frozen VM) or killed (SIGKILL), only ZKW_FENCING_TOKEN protects the
+resource. It covers CMD's process group: a process that leaves the group (setsid, a daemon)
+is neither waited for nor stopped, and with --foreground only CMD itself is.
 
 --timeout 0 tries once: a free lock is taken, a held one fails at once (exit 73).
 --kill-after must fit in the session timeout together with how far the lease may lag on a
@@ -106,8 +108,11 @@ timeout), the margin (a 15th of the session timeout, at least 100ms) and room fo
 renewal (the margin again, at least 500ms), else exit 2; without it, 5s or the longest that
 fits. --revocable: a revocation request (zkw revoke,
 Curator's Revoker) stops CMD as a loss does, releases the lock, exit 76; without it a request
-is noted on stderr and CMD keeps the lock. Ctrl-C, SIGTERM and SIGHUP are passed on to CMD;
-before CMD starts they stop the wait (exit 130, 143, 129) without leaving a lock node behind.";
+is noted on stderr and CMD keeps the lock. Ctrl-C, Ctrl-\\, SIGTERM and SIGHUP are passed on
+to CMD (a SIGHUP ignored when zkw started, as under nohup, stays ignored, for CMD too); before
+CMD starts they stop the wait (exit 130, 131, 143, 129) without leaving a lock node behind.
+CMD's own exit code may equal one of zkw's: --json tells them apart (an error document on
+stderr is zkw's).";
 
 pub(super) const LEADER_HELP: &str = "\
 Joins the leader election at PATH in Apache Curator's LeaderLatch layout (zkw and Curator

@@ -109,7 +109,8 @@ ServiceDiscovery layout, DYNAMIC (an ephemeral node, --id or a random UUID its n
 JSON its data), runs CMD with ZKW_SERVICE_ID (the instance's id) in its environment, and
 unregisters once CMD and every process of its group have exited; exits with CMD's code.
 Curator's ServiceDiscovery, ServiceCache and `zkw services NAME` see the instance meanwhile.
-Ctrl-C, SIGTERM and SIGHUP are passed on to CMD; before CMD starts they stop zkw (exit 130,
+Ctrl-C, Ctrl-\\, SIGTERM and SIGHUP are passed on to CMD (a SIGHUP ignored when zkw started,
+as under nohup, stays ignored, for CMD too); before CMD starts they stop zkw (exit 130, 131,
 143, 129) without leaving the instance behind.";
 
 pub(super) const BARRIER_HELP: &str = "\
@@ -117,5 +118,6 @@ Enters the double barrier at PATH (Apache Curator's DistributedDoubleBarrier lay
 Curator members of one barrier wait for each other) and waits until N members have entered,
 runs CMD with ZKW_BARRIER_NODE (this member's node) in its environment, then leaves: waits
 until every member has left, and exits with CMD's code. --timeout bounds the wait to enter:
-exit 73 when fewer than N members came in time (the member node is deleted). Ctrl-C, SIGTERM
-and SIGHUP are passed on to CMD; while waiting they stop zkw (exit 130, 143, 129).";
+exit 73 when fewer than N members came in time (the member node is deleted). Ctrl-C,
+Ctrl-\\, SIGTERM and SIGHUP are passed on to CMD (a SIGHUP ignored when zkw started stays
+ignored); while waiting they stop zkw (exit 130, 131, 143, 129).";

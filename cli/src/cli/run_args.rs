@@ -7,7 +7,8 @@ use clap::Args;
 /// operand after the verb's own.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct RunArgs {
-    /// Run CMD in zkw's process group (for commands that read the terminal)
+    /// Run CMD in zkw's process group, as commands that read the terminal need (in a group of
+    /// their own they stop at the first read); only CMD itself is then signalled and waited for
     #[arg(long)]
     pub(crate) foreground: bool,
     /// The command and its arguments

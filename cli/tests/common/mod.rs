@@ -64,10 +64,25 @@ pub(crate) fn command(args: &[&str]) -> Command {
     command
 }
 
+/// `WRAPPER zkw ARGS` (`nohup`, …), as [`command`] otherwise.
+pub(crate) fn command_under(wrapper: &str, args: &[&str]) -> Command {
+    let mut command = with_clean_env(Command::new(wrapper), &[ZKW]);
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
 /// A `zkw` command with a clean environment (no `ZOOKEEPER`), its standard streams not set:
 /// inherited, or the caller's to set (a pseudo-terminal must find them untouched).
 fn clean_command(args: &[&str]) -> Command {
-    let mut command = Command::new(ZKW);
+    with_clean_env(Command::new(ZKW), args)
+}
+
+/// `command` with `args` and the environment every `zkw` of the tests runs in.
+fn with_clean_env(mut command: Command, args: &[&str]) -> Command {
     command
         .args(args)
         .env_remove("ZOOKEEPER")
