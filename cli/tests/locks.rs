@@ -291,7 +291,7 @@ fn under_nohup_a_hangup_stops_nothing() {
     let mask = u64::from_str_radix(ignored.trim_start_matches("SigIgn:").trim(), 16).unwrap();
     assert_eq!(mask & 1, 1, "SIGHUP ignored in the command: {ignored}");
     signal(holder.id(), "HUP");
-    std::thread::sleep(Duration::from_millis(300));
+    thread::sleep(Duration::from_millis(300));
     std::fs::write(dir.join("go"), "").unwrap();
     let out = finish(holder, Duration::from_secs(15));
     assert_eq!(out.code, Some(4), "the command's own exit: {out:?}");
