@@ -79,11 +79,16 @@ impl Future for OneshotWatcher {
 
 /// A persistent (or persistent recursive) watch: a stream of events.
 ///
-/// Yields every matching event until the watch is removed or the session ends (the last
-/// event then has type [`EventType::None`]). The stream holds at most the configured number
-/// of undelivered events; a consumer that falls that far behind loses the watch and
-/// [`next`](Self::next) returns `None` after the buffered events. Dropping it unregisters the
-/// local watcher.
+/// Yields every matching event until the watch is removed (the last event is then
+/// [`EventType::PersistentWatchRemoved`]) or the session ends (the last event then has type
+/// [`EventType::None`]). The stream holds at most the configured number of undelivered
+/// events; a consumer that falls that far behind loses the watch and [`next`](Self::next)
+/// returns `None` after the buffered events. Dropping it unregisters the local watcher.
+///
+/// Neither of those two removes the server's watch: the server goes on sending its events,
+/// which the client reads and drops, until the connection ends (the watch is not restored on
+/// the next one). [`Client::remove_watches`](crate::Client::remove_watches) removes it, and
+/// every local watcher of its kind on that path.
 ///
 /// ```no_run
 /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
