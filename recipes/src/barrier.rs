@@ -362,17 +362,27 @@ impl DistributedDoubleBarrier {
     async fn enter_as(&self, node: &str) -> Result<(), Error> {
         let ready = path::join(&self.path, READY);
         let options = CreateOptions::ephemeral().with_container_parents();
-        // Our name is a fresh uuid: a create that applied unseen is ours.
-        match retrying(|| self.client.create_all(node, b"", &options)).await {
-            Ok(_) | Err(Error::NodeExists) => {}
-            Err(e) => return Err(e),
-        }
+        let name = node.rsplit('/').next().unwrap_or(node);
+        let mut create = true;
         loop {
+            if create {
+                // Our name is a fresh uuid: a create that applied unseen is ours.
+                match retrying(|| self.client.create_all(node, b"", &options)).await {
+                    Ok(_) | Err(Error::NodeExists) => {}
+                    Err(e) => return Err(e),
+                }
+            }
             let (stat, watcher) = retrying(|| self.client.exists_and_watch(&ready)).await?;
             if stat.is_some() {
                 return Ok(());
             }
             let members = retrying(|| self.client.get_children(&self.path)).await?;
+            // Our node went with an expired session (the client renewed it): come in again,
+            // or the barrier would wait for a member that is not counted.
+            create = !members.iter().any(|member| member == name);
+            if create {
+                continue;
+            }
             if members.len() >= self.member_qty {
                 let persistent = CreateOptions::persistent();
                 return match retrying(|| self.client.create(&ready, b"", &persistent)).await {

@@ -366,6 +366,11 @@ pub struct MutexGuard {
 }
 
 impl MutexGuard {
+    /// The session the lock node belongs to.
+    pub(crate) fn session(&self) -> i64 {
+        self.granted.hold.session()
+    }
+
     /// Deletes the node if this is the last guard of the hold; a nested guard only reports
     /// whether the hold is still trusted.
     async fn release_hold(self) -> Result<(), LockError> {

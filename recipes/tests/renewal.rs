@@ -3,10 +3,15 @@
 //! acquire in progress starts over and completes on the new session.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure report
 
+mod support;
+
 use std::time::Duration;
 
+use zkwire::Client;
 use zkwire::SessionState;
-use zkwire_recipes::{LostReason, Mutex};
+use zkwire_recipes::{
+    DistributedDoubleBarrier, LockError, LostReason, Mutex, Semaphore, SemaphoreLimit,
+};
 use zkwire_testing::support::{
     connect_renewing, connect_with_timeout, fresh_chroot, kill_client_session,
 };
@@ -71,7 +76,7 @@ async fn a_renewing_client_loses_its_hold_and_acquires_again_on_the_new_session(
 }
 
 /// Kills the client's session and waits until it is connected on a new one.
-async fn renew_from_outside(client: &zkwire::Client) {
+async fn renew_from_outside(client: &Client) {
     let old = client.session_id();
     kill_client_session(client).await.unwrap();
     tokio::time::timeout(STEP, async {
@@ -227,10 +232,7 @@ async fn one_queue_per_lock_across_handles_spellings_and_a_renewal() {
 }
 
 /// The number of nodes each session owns in `dir` now (none if it does not exist).
-async fn nodes_per_session(
-    observer: &zkwire::Client,
-    dir: &str,
-) -> std::collections::HashMap<i64, usize> {
+async fn nodes_per_session(observer: &Client, dir: &str) -> std::collections::HashMap<i64, usize> {
     let mut per_session = std::collections::HashMap::new();
     let children = observer.get_children(dir).await.unwrap_or_default();
     for child in children {
@@ -280,4 +282,113 @@ async fn the_local_handoff_never_passes_a_node_of_an_old_session() {
     assert!(next.is_held());
     next.release().await.unwrap();
     c.close().await.unwrap();
+}
+
+/// A release whose delete is cut off as the session ends, then retried on the renewed
+/// session, reports the hold lost with its session: the node went with it, and someone else
+/// may have held the lock in between. (The retried delete's `NoNode` once read as our own
+/// first delete having applied: `Ok`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_retried_across_a_renewal_reports_the_expiry() {
+    let (_, proxy, via) = support::proxied("recipes_renewal_release").await;
+    let c = connect_renewing(&via, T).await;
+    let guard = Mutex::new(c.clone(), "/l").lock().await.unwrap();
+    let old = c.session_id();
+    // The delete goes into a silent connection, and the server ends the session meanwhile.
+    proxy.blackhole(true);
+    let release = tokio::spawn(async move { guard.release().await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    kill_client_session(&c).await.unwrap();
+    proxy.blackhole(false);
+    let released = tokio::time::timeout(STEP, release)
+        .await
+        .expect("bounded")
+        .unwrap();
+    let expired = LostReason::SessionEnded(SessionState::Expired);
+    assert_eq!(released, Err(LockError::Lost(expired)));
+    assert_ne!(c.session_id(), old, "renewed");
+    c.close().await.unwrap();
+}
+
+/// Waits until `dir` has `n` children, as `client` sees them.
+async fn until_children(client: &Client, dir: &str, n: usize) {
+    tokio::time::timeout(STEP, async {
+        while client.get_children(dir).await.map_or(0, |c| c.len()) != n {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{dir} never had {n} children"));
+}
+
+/// A semaphore acquire whose session is renewed while it waits for a lease (holding the
+/// `locks` mutex) queues for the mutex again: the client that took the mutex meanwhile gets
+/// the lease once it is free, and ours comes after. (It once went on without the mutex, and
+/// the two waited for ever, each counting the other's lease.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_acquire_starts_over_after_a_renewal() {
+    let cs = fresh_chroot("recipes_renewal_semaphore").await;
+    let renewing = connect_renewing(&cs, T).await;
+    let holder = connect_with_timeout(&cs, T).await;
+    let other = connect_with_timeout(&cs, T).await;
+    let semaphore =
+        |client: &Client| Semaphore::new(client.clone(), "/s", SemaphoreLimit::Fixed(1));
+    let held = semaphore(&holder).acquire_one().await.unwrap();
+    let ours = {
+        let ours = semaphore(&renewing);
+        tokio::spawn(async move { ours.acquire_one_timeout(3 * STEP).await })
+    };
+    until_children(&holder, "/s/leases", 2).await;
+    let theirs = {
+        let theirs = semaphore(&other);
+        tokio::spawn(async move { theirs.acquire_one_timeout(STEP).await })
+    };
+    until_children(&holder, "/s/locks", 2).await;
+    renew_from_outside(&renewing).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    held.release().await.unwrap();
+    let theirs = tokio::time::timeout(STEP, theirs)
+        .await
+        .expect("bounded")
+        .unwrap()
+        .expect("the other client's lease, once the holder's went");
+    theirs.release().await.unwrap();
+    let ours = tokio::time::timeout(STEP, ours)
+        .await
+        .expect("bounded")
+        .unwrap()
+        .expect("our lease, on the new session");
+    let owner = renewing.exists(ours.path()).await.unwrap().unwrap();
+    assert_eq!(owner.ephemeral_owner, renewing.session_id());
+    ours.release().await.unwrap();
+    until_children(&holder, "/s/leases", 0).await;
+}
+
+/// A double barrier member whose session is renewed while it waits to enter comes in
+/// again, and the barrier fills when the last member arrives. (Its node went with the old
+/// session and was not created again: every member waited until its timeout.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_barrier_member_renewed_while_entering_comes_in_again() {
+    let cs = fresh_chroot("recipes_renewal_barrier").await;
+    let renewing = connect_renewing(&cs, T).await;
+    let other = connect_with_timeout(&cs, T).await;
+    let mut first = DistributedDoubleBarrier::new(renewing.clone(), "/b", 2);
+    let entering = tokio::spawn(async move {
+        let entered = first.enter(3 * STEP).await;
+        (first, entered)
+    });
+    until_children(&other, "/b", 1).await;
+    renew_from_outside(&renewing).await;
+    let mut second = DistributedDoubleBarrier::new(other.clone(), "/b", 2);
+    assert!(
+        second.enter(STEP).await.unwrap(),
+        "the renewed member counted"
+    );
+    let (mut first, entered) = tokio::time::timeout(STEP, entering)
+        .await
+        .expect("bounded")
+        .unwrap();
+    assert!(entered.unwrap());
+    let (left_first, left_second) = tokio::join!(first.leave(STEP), second.leave(STEP));
+    assert!(left_first.unwrap() && left_second.unwrap());
 }

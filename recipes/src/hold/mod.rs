@@ -187,6 +187,11 @@ impl Hold {
         self.trust_end()
     }
 
+    /// The session our node belongs to (its ephemeral owner).
+    pub(crate) fn session(&self) -> i64 {
+        self.session
+    }
+
     /// Whether the client now runs another session than the one our node belongs to.
     fn session_changed(&self) -> bool {
         self.client.session_id() != self.session
@@ -286,6 +291,17 @@ impl Hold {
             }
         };
         self.armed.store(false, Ordering::Relaxed);
+        let deleted = match deleted {
+            // Our session is over (the client renewed it, or is renewing it): the node went
+            // with it, and someone else may have held the lock since, whatever a delete sent
+            // on the new session found.
+            Ok(()) | Err(LockError::Lost(LostReason::NodeDeleted)) if self.session_changed() => {
+                Err(LockError::Lost(LostReason::SessionEnded(
+                    SessionState::Expired,
+                )))
+            }
+            other => other,
+        };
         match (deleted, lost_before) {
             (Ok(()), Some(reason)) => Err(LockError::Lost(reason)),
             (result, _) => result,

@@ -198,3 +198,24 @@ async fn missing_parents_are_created() {
     let (data, _) = a.get_data("/x/y/z").await.unwrap();
     assert!(data.is_empty());
 }
+
+/// A node of another session (as one of a session the client has since renewed, which the
+/// server has not expired yet) is never granted to us, though it sorts first: the wait
+/// deletes it and starts over with a node of our own session. (It was granted by its name
+/// alone, and the acquire returned a guard that was lost from the start.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_of_another_session_is_never_granted() {
+    let (dir, b) = setup("old_session_node").await;
+    let mut attempt = Attempt::new(&dir);
+    let planted = plant(&b, &attempt.prefix).await;
+    let stat = b.exists(&planted).await.unwrap().unwrap();
+    let name = planted.rsplit('/').next().unwrap();
+    attempt.node = Some(Node::new("/lock", name, stat));
+    let contest = mutex_contest();
+    let waited = tokio::time::timeout(Duration::from_secs(10), attempt.wait(&contest, true, None));
+    assert!(waited.await.expect("bounded").unwrap(), "granted");
+    let node = attempt.node.clone().unwrap();
+    assert_ne!(node.path, planted);
+    assert_eq!(node.stat.ephemeral_owner, dir.client.session_id());
+    attempt.abandon().await;
+}

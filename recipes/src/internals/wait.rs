@@ -4,6 +4,7 @@
 use zkwire::{path, Backoff, Children, Error, EventType};
 
 use super::{Attempt, Contest};
+use crate::cleanup::{self, Job};
 use crate::error::LockError;
 use crate::poll::ready_now;
 use crate::sequence::{sort_children, Contender, Decision, ForeignChildPolicy};
@@ -36,10 +37,23 @@ impl Attempt {
     ) -> Result<bool, LockError> {
         let mut backoff = Backoff::new();
         loop {
-            let Some(ours) = self.node.as_ref().map(super::Node::name) else {
+            let Some(node) = self.node.as_ref() else {
                 self.create(contest).await?;
                 continue;
             };
+            if !node.stat.is_owned_by(self.dir.client.session_id()) {
+                // A node of a session the client has renewed (the server may not have
+                // expired it yet, docs/renewal.md): never ours to hold. Start over on the
+                // current session, as for a node deleted under us; the old node is deleted
+                // in the background rather than keep everyone waiting until the server
+                // expires its session.
+                tracing::debug!(node = node.path, "our lock node is an old session's");
+                let stale = node.path.clone();
+                self.renew_guid();
+                cleanup::enqueue(&self.dir.client, Job::Delete(stale));
+                continue;
+            }
+            let ours = node.name();
             let children = match listing.take() {
                 Some(children) => children,
                 None => match self.dir.client.get_children_compact(&self.dir.path).await {

@@ -403,33 +403,52 @@ impl Semaphore {
         // Fail fast, before queueing on the mutex.
         let (max, _) = within(deadline, self.limit_and_watch()).await?;
         check_quantity(n, max)?;
-        let locks = match deadline {
-            Some(at) if at <= Instant::now() => return Err(LockError::Timeout),
-            Some(at) => {
-                self.locks
-                    .lock_timeout(at.saturating_duration_since(Instant::now()))
-                    .await?
+        loop {
+            let locks = match deadline {
+                Some(at) if at <= Instant::now() => return Err(LockError::Timeout),
+                Some(at) => {
+                    self.locks
+                        .lock_timeout(at.saturating_duration_since(Instant::now()))
+                        .await?
+                }
+                None => self.locks.lock().await?,
+            };
+            // `n` is the caller's and may be huge: the leases are counted as they come.
+            let mut leases = Vec::new();
+            let result = self.fill(&mut leases, n, deadline, locks.session()).await;
+            if !matches!(result, Ok(true)) {
+                return_all(std::mem::take(&mut leases)).await;
             }
-            None => self.locks.lock().await?,
-        };
-        // `n` is the caller's and may be huge: the leases are counted as they come.
-        let mut leases = Vec::new();
-        let result = self.fill(&mut leases, n, deadline).await;
-        if result.is_err() {
-            return_all(std::mem::take(&mut leases)).await;
+            release_quietly(locks).await;
+            match result {
+                Ok(true) => return Ok(leases),
+                // The session ended under us (the client renewed it), and with it the mutex
+                // and any lease taken: all or nothing, so queue for the mutex again, as
+                // Curator does when its node goes missing.
+                Ok(false) => tracing::debug!(
+                    path = self.leases.path,
+                    "session renewed while acquiring leases; starting over"
+                ),
+                Err(e) => return Err(e),
+            }
         }
-        release_quietly(locks).await;
-        result.map(|()| leases)
     }
 
-    /// Obtains leases until there are `n`, while we hold the `locks` mutex.
+    /// Obtains leases until there are `n`, while we hold the `locks` mutex of `session`:
+    /// `Ok(false)` when the client runs another session meanwhile (the mutex went with the
+    /// old one, and the leases it took).
     async fn fill(
         &self,
         leases: &mut Vec<Lease>,
         n: usize,
         deadline: Option<Instant>,
-    ) -> Result<(), LockError> {
+        session: i64,
+    ) -> Result<bool, LockError> {
+        let current = || self.leases.client.session_id() == session;
         while leases.len() < n {
+            if !current() {
+                return Ok(false);
+            }
             let mut attempt = Attempt::new(&self.leases);
             match within(deadline, self.one_lease(&mut attempt, n, true)).await {
                 Ok(Turn::Granted) => {
@@ -449,7 +468,7 @@ impl Semaphore {
                 }
             }
         }
-        Ok(())
+        Ok(current())
     }
 
     /// Creates a lease node and waits until it is granted or found missing (or, without
