@@ -127,9 +127,11 @@ impl Session {
             return Ok(());
         }
         let result = reply_result(header, Bytes::new());
-        if result.is_ok() && auth.replay {
-            // Replayed on every reconnect, before anything else.
-            self.auths.push(auth.body);
+        if result.is_ok() && auth.replay && !self.auths.contains(&auth.body) {
+            // Replayed on every reconnect, before anything else; once each, however often
+            // the same credential was added. Copied: the encoded body is a slice of a
+            // larger buffer, which it would otherwise keep for the session's life.
+            self.auths.push(Bytes::copy_from_slice(&auth.body));
         }
         if let Some(id) = auth.id {
             self.answer(id, result);

@@ -1191,6 +1191,26 @@ fn accepted_auth_is_replayed_after_reconnect() {
     assert_eq!(h.session.in_flight(), 0);
 }
 
+/// A credential added again and again is replayed once: the replay list does not grow with
+/// every `add_auth` (it did, and every reconnect sent each copy before anything else).
+#[test]
+fn a_credential_added_again_is_replayed_once() {
+    let mut h = Harness::with_session();
+    for credential in ["u:p", "u:p", "v:q", "u:p"] {
+        h.submit(auth(credential));
+        h.reply(AUTH_XID, 3, ErrorCode::Ok, &[]);
+    }
+    h.drain_events();
+    h.sent_frames();
+    h.disconnect();
+    h.drain_events();
+    h.open();
+    let sent = h.sent_frames();
+    assert_eq!(headers(&sent), [(AUTH_XID, OpCode::Auth); 2]);
+    assert_eq!(sent[0].1, auth_packet("u:p"));
+    assert_eq!(sent[1].1, auth_packet("v:q"));
+}
+
 /// AuthFailed (-115) on an auth reply is terminal: the auth and everything in flight fail
 /// with AuthFailed, watchers get None/AuthFailed, later submits fail at once.
 #[test]
