@@ -190,6 +190,28 @@ async fn removing_a_persistent_watch_ends_its_stream() {
     c.close().await.unwrap();
 }
 
+/// A watcher dropped while the client's command queue is full is still removed, once the
+/// queue has room. (The removal was dropped with the full queue; a watcher whose read had
+/// failed, which the server never set, then stayed for the client's life.)
+#[tokio::test]
+async fn a_watcher_dropped_with_the_queue_full_is_still_removed() {
+    let c = client_in_chroot("w_drop_full").await;
+    create_persistent(&c, "/n", b"").await;
+    let (_, _, watcher) = c.get_data_and_watch("/n").await.unwrap();
+    assert_eq!(c.stats().watches, 1);
+    // Nothing yields in between: the driver cannot take from the queue meanwhile.
+    for _ in 0..2_000 {
+        c.delete_detached("/missing", None, |_, _| {});
+    }
+    drop(watcher);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while c.stats().watches > 0 {
+        assert!(tokio::time::Instant::now() < deadline, "{:?}", c.stats());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    c.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn one_shot_watcher_ends_when_the_session_closes() {
     let c = client_in_chroot("w_close").await;

@@ -5,6 +5,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::ReusableBoxFuture;
 
@@ -264,13 +265,20 @@ impl WatcherGuard {
 
 impl Drop for WatcherGuard {
     fn drop(&mut self) {
-        if !self.done {
-            // Best effort: if the command queue is full the entry is dropped when the watch
-            // fires or the session ends.
-            let _ = self
-                .inner
-                .commands
-                .try_send(Command::RemoveWatcher(self.id));
+        if self.done {
+            return;
+        }
+        let removal = Command::RemoveWatcher(self.id);
+        if let Err(TrySendError::Full(removal)) = self.inner.commands.try_send(removal) {
+            // A full queue must not lose the removal: the entry of a watcher the server never
+            // set (its read failed) would stay for the client's life. Outside a runtime it is
+            // lost all the same, with nothing to wait in.
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let commands = self.inner.commands.clone();
+                runtime.spawn(async move {
+                    let _ = commands.send(removal).await;
+                });
+            }
         }
     }
 }
