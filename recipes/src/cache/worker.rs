@@ -4,9 +4,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, PoisonError, RwLock};
 
+use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 use zkwire::{
-    path, AddWatchMode, Backoff, Client, Error, EventType, PersistentWatcher, SessionState,
+    path, AddWatchMode, Backoff, Client, Error, EventType, PersistentWatcher, SessionState, Stat,
 };
 
 use super::diff::{differences, newer};
@@ -187,8 +188,7 @@ impl Worker {
                 Err(e) => return Err(e),
             };
             if self.selects(&node_path) {
-                read.tree
-                    .insert(node_path.clone(), CachedNode { data, stat });
+                read.tree.insert(node_path.clone(), kept(&data, stat));
             }
             if stat.num_children == 0 || self.selection.max_depth.is_some_and(|max| depth >= max) {
                 continue;
@@ -223,7 +223,7 @@ impl Worker {
             return Ok(());
         }
         let (read, denied) = match self.client.get_data(node_path).await {
-            Ok((data, stat)) => (Some(CachedNode { data, stat }), false),
+            Ok((data, stat)) => (Some(kept(&data, stat)), false),
             Err(Error::NoNode) => (None, false),
             // Held no longer: what we cannot read, we cannot vouch for.
             Err(Error::NoAuth) => (None, true),
@@ -325,5 +325,15 @@ impl Worker {
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, CachedNode>> {
         self.nodes.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A node as the cache keeps it: its data copied out of the reply, which is a slice of the
+/// connection's receive buffer and would keep all of it (up to 64 KiB, and a frame's worth
+/// for a large reply) for as long as the node is cached.
+fn kept(data: &Bytes, stat: Stat) -> CachedNode {
+    CachedNode {
+        data: Bytes::copy_from_slice(data),
+        stat,
     }
 }
