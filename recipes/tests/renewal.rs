@@ -57,11 +57,7 @@ async fn a_renewing_client_loses_its_hold_and_acquires_again_on_the_new_session(
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!waiting.is_finished(), "still behind the other holder");
     blocker.release().await.unwrap();
-    let guard = tokio::time::timeout(STEP, waiting)
-        .await
-        .expect("acquired in time")
-        .unwrap()
-        .expect("acquired on the new session");
+    let guard = joined(waiting).await.expect("acquired on the new session");
     let new = renewing.session_id();
     assert_ne!(new, old);
     let (_, stat) = renewing.get_data(guard.path()).await.unwrap();
@@ -300,14 +296,19 @@ async fn a_release_retried_across_a_renewal_reports_the_expiry() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     kill_client_session(&c).await.unwrap();
     proxy.blackhole(false);
-    let released = tokio::time::timeout(STEP, release)
-        .await
-        .expect("bounded")
-        .unwrap();
+    let released = joined(release).await;
     let expired = LostReason::SessionEnded(SessionState::Expired);
     assert_eq!(released, Err(LockError::Lost(expired)));
     assert_ne!(c.session_id(), old, "renewed");
     c.close().await.unwrap();
+}
+
+/// What `task` returned, within [`STEP`].
+async fn joined<T>(task: tokio::task::JoinHandle<T>) -> T {
+    tokio::time::timeout(STEP, task)
+        .await
+        .expect("bounded")
+        .unwrap()
 }
 
 /// Waits until `dir` has `n` children, as `client` sees them.
@@ -347,17 +348,11 @@ async fn a_semaphore_acquire_starts_over_after_a_renewal() {
     renew_from_outside(&renewing).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     held.release().await.unwrap();
-    let theirs = tokio::time::timeout(STEP, theirs)
+    let theirs = joined(theirs)
         .await
-        .expect("bounded")
-        .unwrap()
         .expect("the other client's lease, once the holder's went");
     theirs.release().await.unwrap();
-    let ours = tokio::time::timeout(STEP, ours)
-        .await
-        .expect("bounded")
-        .unwrap()
-        .expect("our lease, on the new session");
+    let ours = joined(ours).await.expect("our lease, on the new session");
     let owner = renewing.exists(ours.path()).await.unwrap().unwrap();
     assert_eq!(owner.ephemeral_owner, renewing.session_id());
     ours.release().await.unwrap();
@@ -384,10 +379,7 @@ async fn a_barrier_member_renewed_while_entering_comes_in_again() {
         second.enter(STEP).await.unwrap(),
         "the renewed member counted"
     );
-    let (mut first, entered) = tokio::time::timeout(STEP, entering)
-        .await
-        .expect("bounded")
-        .unwrap();
+    let (mut first, entered) = joined(entering).await;
     assert!(entered.unwrap());
     let (left_first, left_second) = tokio::join!(first.leave(STEP), second.leave(STEP));
     assert!(left_first.unwrap() && left_second.unwrap());

@@ -364,6 +364,17 @@ impl Driver<Wire> {
         self.disconnected();
     }
 
+    /// Forgets what was sent and happened on the current transport, drops it and opens a
+    /// new one; the frames written on the new one (its ConnectRequest aside).
+    fn reconnect_and_read(&mut self) -> Vec<(RequestHeader, Bytes)> {
+        self.drain_events();
+        self.sent_frames();
+        self.disconnect();
+        self.drain_events();
+        self.open();
+        self.sent_frames()
+    }
+
     /// Bytes from the server, in one read.
     fn deliver(&mut self, bytes: &[u8]) {
         self.input(bytes, false);
@@ -1172,13 +1183,7 @@ fn accepted_auth_is_replayed_after_reconnect() {
     let mut h = connected_with_data_watch("/w", WatcherId(1), 3);
     h.submit(auth("u:p"));
     h.reply(AUTH_XID, 3, ErrorCode::Ok, &[]);
-    h.drain_events();
-    h.sent_frames();
-    h.disconnect();
-    h.drain_events();
-
-    h.open();
-    let sent = h.sent_frames();
+    let sent = h.reconnect_and_read();
     assert_eq!(
         headers(&sent),
         [(AUTH_XID, OpCode::Auth), (2, OpCode::SetWatches)]
@@ -1200,12 +1205,7 @@ fn a_credential_added_again_is_replayed_once() {
         h.submit(auth(credential));
         h.reply(AUTH_XID, 3, ErrorCode::Ok, &[]);
     }
-    h.drain_events();
-    h.sent_frames();
-    h.disconnect();
-    h.drain_events();
-    h.open();
-    let sent = h.sent_frames();
+    let sent = h.reconnect_and_read();
     assert_eq!(headers(&sent), [(AUTH_XID, OpCode::Auth); 2]);
     assert_eq!(sent[0].1, auth_packet("u:p"));
     assert_eq!(sent[1].1, auth_packet("v:q"));
