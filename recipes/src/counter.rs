@@ -98,12 +98,12 @@ impl SharedCount {
     /// ```
     ///
     /// # Errors
-    /// [`Error::NoNode`]; [`Error::BadArguments`] when the node does not hold 4 bytes.
+    /// [`Error::NoNode`]; [`Error::BadArguments`] when the node holds fewer than 4 bytes (more
+    /// are ignored, as Curator does).
     pub async fn get(&self) -> Result<Versioned<i32>, Error> {
         let (data, stat) = self.client.get_data(&self.path).await?;
-        let bytes: [u8; 4] = data[..].try_into().map_err(|_| Error::BadArguments)?;
         Ok(Versioned {
-            value: i32::from_be_bytes(bytes),
+            value: count_of(&data)?,
             version: stat.version,
         })
     }
@@ -217,18 +217,18 @@ impl CountChanges {
     /// ```
     ///
     /// # Errors
-    /// [`Error::NoNode`] when the node is deleted; [`Error::BadArguments`] when it does not
-    /// hold 4 bytes; [`Error::SessionExpired`] (without session renewal) or `Closed` when the
+    /// [`Error::NoNode`] when the node is deleted; [`Error::BadArguments`] when it holds
+    /// fewer than 4 bytes; [`Error::SessionExpired`] (without session renewal) or `Closed` when the
     /// session ends.
     pub async fn next(&mut self) -> Result<Versioned<i32>, Error> {
         loop {
             let client = &self.count.client;
             let (data, stat, watcher) = client.get_data_and_watch(&self.count.path).await?;
             if self.last_version != Some(stat.version) {
-                let bytes: [u8; 4] = data[..].try_into().map_err(|_| Error::BadArguments)?;
+                let value = count_of(&data)?;
                 self.last_version = Some(stat.version);
                 return Ok(Versioned {
-                    value: i32::from_be_bytes(bytes),
+                    value,
                     version: stat.version,
                 });
             }
@@ -345,7 +345,8 @@ impl AtomicCounter {
     /// ```
     ///
     /// # Errors
-    /// [`Error::BadArguments`] when the node does not hold 8 bytes; client errors.
+    /// [`Error::BadArguments`] when the node holds 1 to 7 bytes (empty reads as 0, and bytes
+    /// past the eighth are ignored, as Curator reads them); client errors.
     pub async fn get(&self) -> Result<i64, Error> {
         Ok(self.read().await?.map_or(0, |v| v.value))
     }
@@ -366,8 +367,7 @@ impl AtomicCounter {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`] with [`Error::BadArguments`] when the node does not hold 8
-    /// bytes, or with the client's error (after a `ConnectionLoss` the change may or may not
+    /// [`LockError::Client`] with [`Error::BadArguments`] when the node holds 1 to 7 bytes, or with the client's error (after a `ConnectionLoss` the change may or may not
     /// have applied, as for any write). With [`with_promotion`](Self::with_promotion), the
     /// mutex's errors other than its timeout: the lock directory holds a child that is not a
     /// contender ([`LockError::ForeignChild`]) or its sequence counter wrapped
@@ -429,13 +429,10 @@ impl AtomicCounter {
 
     async fn read(&self) -> Result<Option<Versioned<i64>>, Error> {
         match self.client.get_data(&self.path).await {
-            Ok((data, stat)) => {
-                let bytes: [u8; 8] = data[..].try_into().map_err(|_| Error::BadArguments)?;
-                Ok(Some(Versioned {
-                    value: i64::from_be_bytes(bytes),
-                    version: stat.version,
-                }))
-            }
+            Ok((data, stat)) => Ok(Some(Versioned {
+                value: long_of(&data)?,
+                version: stat.version,
+            })),
             Err(Error::NoNode) => Ok(None),
             Err(e) => Err(e),
         }
@@ -455,7 +452,8 @@ impl AtomicCounter {
                 .await
                 .map(drop),
             None => {
-                let options = CreateOptions::persistent();
+                // Parents as containers, as Curator creates them.
+                let options = CreateOptions::persistent().with_container_parents();
                 self.client
                     .create_all(&self.path, bytes, &options)
                     .await
@@ -468,4 +466,26 @@ impl AtomicCounter {
             Err(e) => Err(e),
         }
     }
+}
+
+/// A `SharedCount` node's value as Curator reads it: its first 4 bytes, big-endian.
+fn count_of(data: &[u8]) -> Result<i32, Error> {
+    let first: [u8; 4] = data
+        .get(..4)
+        .and_then(|b| b.try_into().ok())
+        .ok_or(Error::BadArguments)?;
+    Ok(i32::from_be_bytes(first))
+}
+
+/// A `DistributedAtomicLong` node's value as Curator reads it: 0 when empty (a node created
+/// by another tool), else its first 8 bytes, big-endian.
+fn long_of(data: &[u8]) -> Result<i64, Error> {
+    if data.is_empty() {
+        return Ok(0);
+    }
+    let first: [u8; 8] = data
+        .get(..8)
+        .and_then(|b| b.try_into().ok())
+        .ok_or(Error::BadArguments)?;
+    Ok(i64::from_be_bytes(first))
 }

@@ -184,3 +184,37 @@ async fn shared_count_changes_follow_the_node() {
     client.delete("/limit", None).await.unwrap();
     assert_eq!(changes.next().await.err(), Some(zkwire::Error::NoNode));
 }
+
+/// Nodes of other sizes read as Curator reads them: a `DistributedAtomicLong` node that is
+/// empty (made by another tool) is 0 and can be added to, and only the first 8 bytes of a
+/// longer one count; a `SharedCount` node's first 4 bytes; fewer bytes than that are an
+/// error. (Anything but exactly 8 or 4 bytes was refused, where Curator read and wrote on.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counter_nodes_of_other_sizes_read_as_curator_reads_them() {
+    let cs = fresh_chroot("counter_sizes").await;
+    let client = connect(&cs).await;
+    let persistent = zkwire::CreateOptions::persistent();
+    client.create("/empty", b"", &persistent).await.unwrap();
+    let empty = AtomicCounter::new(client.clone(), "/empty");
+    assert_eq!(empty.get().await.unwrap(), 0);
+    assert_eq!(empty.add(5).await.unwrap(), Some(5));
+    let (data, _) = client.get_data("/empty").await.unwrap();
+    assert_eq!(&data[..], &5_i64.to_be_bytes());
+
+    let mut long = 42_i64.to_be_bytes().to_vec();
+    long.extend_from_slice(b"tail");
+    client.create("/long", &long, &persistent).await.unwrap();
+    assert_eq!(AtomicCounter::new(client.clone(), "/long").get().await.unwrap(), 42);
+    let mut count = 7_i32.to_be_bytes().to_vec();
+    count.extend_from_slice(b"xy");
+    client.create("/count", &count, &persistent).await.unwrap();
+    let shared = SharedCount::new(client.clone(), "/count");
+    assert_eq!(shared.get().await.unwrap().value, 7);
+
+    client.create("/short", b"abc", &persistent).await.unwrap();
+    let short = AtomicCounter::new(client.clone(), "/short").get().await;
+    assert_eq!(short, Err(zkwire::Error::BadArguments));
+    let short = SharedCount::new(client.clone(), "/short").get().await;
+    assert_eq!(short.map(|v| v.value), Err(zkwire::Error::BadArguments));
+    client.close().await.unwrap();
+}
