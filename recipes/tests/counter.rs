@@ -204,7 +204,13 @@ async fn counter_nodes_of_other_sizes_read_as_curator_reads_them() {
     let mut long = 42_i64.to_be_bytes().to_vec();
     long.extend_from_slice(b"tail");
     client.create("/long", &long, &persistent).await.unwrap();
-    assert_eq!(AtomicCounter::new(client.clone(), "/long").get().await.unwrap(), 42);
+    assert_eq!(
+        AtomicCounter::new(client.clone(), "/long")
+            .get()
+            .await
+            .unwrap(),
+        42
+    );
     let mut count = 7_i32.to_be_bytes().to_vec();
     count.extend_from_slice(b"xy");
     client.create("/count", &count, &persistent).await.unwrap();

@@ -25,13 +25,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes};
+use zkwire::error::ProtocolError;
 use zkwire::jute::{Encode, DEFAULT_MAX_FRAME_LEN, JUTE_MAX_BUFFER};
 use zkwire::proto::frames::{frame, reply_frame};
 use zkwire::proto::{
-    ErrorCode, EventType, GetDataResponse, KeeperState, ReplyHeader, RequestHeader, Stat, AUTH_XID,
-    NOTIFICATION_XID,
+    ErrorCode, EventType, GetChildrenResponse, GetDataResponse, KeeperState, MultiResponse,
+    MultiResult, ReplyHeader, RequestHeader, Stat, AUTH_XID, NOTIFICATION_XID,
 };
-use zkwire::{AddWatchMode, Client, ClientBuilder, Error, SessionState, WatchedEvent};
+use zkwire::{AddWatchMode, Client, ClientBuilder, Error, Op, ReadOp, SessionState, WatchedEvent};
 use zkwire_testing::evil::{
     connect_response_frame, healthy_reply, EvilConn, EvilServer, HEALTHY_DATA,
 };
@@ -118,6 +119,10 @@ fn hostile_server_cases() {
             huge_vector_count()
         ),
         case!("an unknown error code", unknown_error_code()),
+        case!(
+            "multi results of kinds their ops cannot produce",
+            mismatched_multi_results()
+        ),
         case!("a truncated ConnectResponse", bad_connect_response(true)),
         case!(
             "an undecodable ConnectResponse",
@@ -547,6 +552,54 @@ async fn unknown_error_code() -> Result<Outcome, String> {
     ensure!(
         result == Err(Error::Server(-999)),
         "an unknown error code gave {result:?}"
+    );
+    same_connection(&client, &server).await
+}
+
+/// A multi's check answered with a delete's result, and a multiRead's getData with a
+/// getChildren's: each call fails with a protocol error (they were passed on as results), and
+/// the connection is kept (the replies were framed and matched).
+async fn mismatched_multi_results() -> Result<Outcome, String> {
+    let server = start(|mut conn| async move {
+        conn.handshake().await?;
+        let (multi, _) = conn.next_request().await?;
+        let delete = MultiResponse {
+            results: vec![MultiResult::Delete],
+        };
+        conn.send_hostile(&reply_frame(
+            multi.xid,
+            1,
+            ErrorCode::Ok,
+            &delete.to_bytes(),
+        ))
+        .await?;
+        let (read, _) = conn.next_request().await?;
+        let children = MultiResponse {
+            results: vec![MultiResult::GetChildren(GetChildrenResponse {
+                children: vec!["x".into()],
+            })],
+        };
+        conn.send_hostile(&reply_frame(
+            read.xid,
+            1,
+            ErrorCode::Ok,
+            &children.to_bytes(),
+        ))
+        .await?;
+        conn.serve().await
+    })
+    .await?;
+    let client = connect(&server, None).await?;
+    let unexpected = Err(Error::Protocol(ProtocolError::UnexpectedMultiResult));
+    let multi = client.multi(&[Op::check("/a", None)]).await;
+    ensure!(
+        multi == unexpected,
+        "a check answered as a delete gave {multi:?}"
+    );
+    let read = client.multi_read(&[ReadOp::GetData("/a".into())]).await;
+    ensure!(
+        read.as_ref().err() == unexpected.as_ref().err(),
+        "a getData answered as a listing gave {read:?}"
     );
     same_connection(&client, &server).await
 }

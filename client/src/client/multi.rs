@@ -190,7 +190,10 @@ impl Client {
                 error: Box::new(error),
             });
         }
-        results.into_iter().map(|r| self.op_result(r)).collect()
+        ops.iter()
+            .zip(results)
+            .map(|(op, result)| self.op_result(op, result))
+            .collect()
     }
 
     /// Runs several reads in one round trip (servers 3.6+). Each read succeeds or fails on
@@ -217,7 +220,7 @@ impl Client {
         let results = self
             .send_multi::<op::MultiRead, _>(ops, |op| self.read_op(op))
             .await?;
-        Ok(results.into_iter().map(read_result).collect())
+        ops.iter().zip(results).map(read_result).collect()
     }
 
     /// Sends `ops`, each made a [`MultiOp`] by `multi_op`, as one `O` (multi or multiRead):
@@ -285,19 +288,22 @@ impl Client {
         })
     }
 
-    fn op_result(&self, result: MultiResult) -> Result<OpResult, Error> {
-        Ok(match result {
-            MultiResult::Create(r) => OpResult::Create {
+    /// `op`'s result; one of a kind `op` cannot produce is the server's protocol error.
+    fn op_result(&self, op: &Op, result: MultiResult) -> Result<OpResult, Error> {
+        Ok(match (op, result) {
+            // A plain create answers with a CreateResponse; container and TTL creates with
+            // a Create2Response.
+            (Op::Create { .. }, MultiResult::Create(r)) => OpResult::Create {
                 path: self.client_path(r.path),
                 stat: None,
             },
-            MultiResult::Create2(r) => OpResult::Create {
+            (Op::Create { .. }, MultiResult::Create2(r)) => OpResult::Create {
                 path: self.client_path(r.path),
                 stat: Some(r.stat),
             },
-            MultiResult::Delete => OpResult::Delete,
-            MultiResult::SetData(r) => OpResult::SetData { stat: r.stat },
-            MultiResult::Check => OpResult::Check,
+            (Op::Delete { .. }, MultiResult::Delete) => OpResult::Delete,
+            (Op::SetData { .. }, MultiResult::SetData(r)) => OpResult::SetData { stat: r.stat },
+            (Op::Check { .. }, MultiResult::Check) => OpResult::Check,
             _ => return Err(Error::Protocol(ProtocolError::UnexpectedMultiResult)),
         })
     }
@@ -318,16 +324,18 @@ fn is_failure(result: &MultiResult) -> bool {
         if *code != ErrorCode::Ok && *code != ErrorCode::RuntimeInconsistency)
 }
 
-fn read_result(result: MultiResult) -> Result<ReadResult, Error> {
-    match result {
-        MultiResult::GetData(r) => Ok(ReadResult::Data {
+/// A read's own outcome; a result of a kind the read cannot produce fails the whole call
+/// (the outer error: the server broke the protocol).
+fn read_result((op, result): (&ReadOp, MultiResult)) -> Result<Result<ReadResult, Error>, Error> {
+    Ok(match (op, result) {
+        (ReadOp::GetData(_), MultiResult::GetData(r)) => Ok(ReadResult::Data {
             data: r.data.unwrap_or_default(),
             stat: r.stat,
         }),
-        MultiResult::GetChildren(r) => Ok(ReadResult::Children {
+        (ReadOp::GetChildren(_), MultiResult::GetChildren(r)) => Ok(ReadResult::Children {
             children: r.children,
         }),
-        MultiResult::Error(code) => Err(Error::from_code(code)),
-        _ => Err(Error::Protocol(ProtocolError::UnexpectedMultiResult)),
-    }
+        (_, MultiResult::Error(code)) => Err(Error::from_code(code)),
+        _ => return Err(Error::Protocol(ProtocolError::UnexpectedMultiResult)),
+    })
 }
