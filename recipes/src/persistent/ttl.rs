@@ -21,8 +21,9 @@ pub(crate) const TOUCH_CHILD: &str = "touch";
 /// [`PersistentNode`]: it comes back after an outside delete. Once nothing touches the child
 /// for the TTL (the process stopped, or lost its session for good), the server deletes the
 /// child and then the empty container. The server must allow TTL nodes
-/// (`zookeeper.extendedTypesEnabled=true`); without it every touch fails and the container
-/// is reaped as soon as the server sees it empty.
+/// (`zookeeper.extendedTypesEnabled=true`); without it the touch fails with
+/// [`Error::Unimplemented`], logged as a warning, and touching stops: the container then
+/// stays until closed, since the server reaps only a container that has had a child.
 ///
 /// [`close`](Self::close) stops touching and deletes the child and the container. Dropping
 /// the handle stops touching: the nodes then go at the end of the TTL.
@@ -206,6 +207,10 @@ async fn touch_loop(client: Client, touch: String, ttl: Duration) {
         match touch_once(&client, &touch, ttl).await {
             // Closed, or expired without renewal: no session will touch again.
             Err(_) if client.state().is_terminal() => return,
+            Err(Error::Unimplemented) => {
+                tracing::warn!(path = %touch, "the server does not allow TTL nodes (zookeeper.extendedTypesEnabled): the node is not kept by a TTL, and stays until closed");
+                return;
+            }
             Err(e) => tracing::debug!(path = %touch, error = %e, "touch failed; trying again"),
             Ok(()) => {}
         }
