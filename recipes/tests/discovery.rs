@@ -634,21 +634,38 @@ async fn curator_picks_among_mixed_instances_and_both_caches_follow_kills_and_re
             .register(full_instance("api", "zk-phoenix"))
             .await
             .unwrap();
+        // Disabled (Curator 5's `enabled`): registered, and left out by every provider.
+        let mut draining = full_instance("api", "zk-draining");
+        draining.enabled = false;
+        let draining = ServiceDiscovery::new(watcher.clone(), "/services")
+            .register(draining)
+            .await
+            .unwrap();
         let mut curator = CURATOR_DISCOVERY.start(&program, &[&cs, "/services"]).await;
         assert_eq!(curator.ask("REGISTER api java-1", STEP).await, "OK");
-        let (ours, _changes) =
-            ServiceCache::start(&ServiceDiscovery::new(watcher.clone(), "/services"), "api")
-                .await
-                .unwrap();
+        let discovery = ServiceDiscovery::new(watcher.clone(), "/services");
+        let (ours, _changes) = ServiceCache::start(&discovery, "api").await.unwrap();
+        let registered = ["java-1", "zk-doomed", "zk-draining", "zk-phoenix"];
+        wait_for_cached(&ours, &registered).await;
+        wait_for_curator_cache(&mut curator, "api", &registered).await;
         let all = ["java-1", "zk-doomed", "zk-phoenix"];
-        wait_for_cached(&ours, &all).await;
-        wait_for_curator_cache(&mut curator, "api", &all).await;
+        let provider = ServiceProvider::start(&discovery, "api", ProviderStrategy::RoundRobin)
+            .await
+            .unwrap();
+        let mut offered: Vec<String> = provider.all_instances().into_iter().map(|i| i.id).collect();
+        offered.sort();
+        assert_eq!(offered, all, "ours leaves the disabled instance out");
 
-        // Curator's provider picks each of the three, ours and theirs, in turn.
+        // Curator's provider picks each of the three enabled ones, ours and theirs, in turn,
+        // and never the disabled one.
         let deadline = Instant::now() + STEP;
         loop {
             let line = curator.ask("PICK api 6", STEP).await;
             let mut picked: Vec<&str> = line.split(' ').skip(1).collect();
+            assert!(
+                !picked.contains(&"zk-draining"),
+                "Curator picked it: {line}"
+            );
             picked.sort();
             picked.dedup();
             if picked == all {
@@ -667,7 +684,7 @@ async fn curator_picks_among_mixed_instances_and_both_caches_follow_kills_and_re
             assert!(Instant::now() < deadline, "not renewed");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        let after = ["java-1", "zk-phoenix"];
+        let after = ["java-1", "zk-draining", "zk-phoenix"];
         wait_for_cached(&ours, &after).await;
         wait_for_curator_cache(&mut curator, "api", &after).await;
         let (_, stat) = watcher.get_data("/services/api/zk-phoenix").await.unwrap();
@@ -675,6 +692,7 @@ async fn curator_picks_among_mixed_instances_and_both_caches_follow_kills_and_re
 
         assert_eq!(curator.ask("UNREGISTER", STEP).await, "OK");
         phoenix.unregister().await.unwrap();
+        draining.unregister().await.unwrap();
         wait_for_cached(&ours, &[]).await;
         wait_for_curator_cache(&mut curator, "api", &[]).await;
         for c in [watcher, renewing] {

@@ -100,8 +100,9 @@ impl ServiceType {
 /// `java.util.ArrayList`), strings, numbers and booleans go bare. So a Curator reader with
 /// payload class `Map` (or `Object`) parses ours, and a class named here must exist on the
 /// reader's classpath. Reading strips that information into `payload_class` (`None` when
-/// it is the default), so an instance reads back equal; unknown members (Curator 5's
-/// `enabled`...) are ignored.
+/// it is the default), so an instance reads back equal; unknown members are ignored.
+/// `enabled` (Curator 5) is read, absent meaning true, and written only when false: an
+/// enabled instance's JSON is what Curator's default serializer writes.
 ///
 /// ```
 /// use serde_json::json;
@@ -143,6 +144,10 @@ pub struct ServiceInstance {
     pub service_type: ServiceType,
     /// Its URI template.
     pub uri_spec: Option<UriSpec>,
+    /// Whether providers hand it out (Curator 5's `enabled`, default true): a disabled
+    /// instance stays registered, and [`ServiceProvider`](crate::ServiceProvider)s, zkwire's
+    /// and Curator's, leave it out.
+    pub enabled: bool,
 }
 
 /// Builds a [`ServiceInstance`]: a random (v4 uuid) id, the registration time now, type
@@ -191,6 +196,7 @@ impl ServiceInstance {
                 registration_time_utc: i64::try_from(now.as_millis()).unwrap_or(i64::MAX),
                 service_type: ServiceType::Dynamic,
                 uri_spec: None,
+                enabled: true,
             },
         }
     }
@@ -351,6 +357,22 @@ impl ServiceInstanceBuilder {
     #[must_use]
     pub fn uri_spec(mut self, spec: UriSpec) -> Self {
         self.instance.uri_spec = Some(spec);
+        self
+    }
+
+    /// Whether providers hand the instance out (default true): a disabled one stays
+    /// registered, left out by zkwire's and Curator's providers, e.g. while it drains.
+    ///
+    /// ```
+    /// use zkwire_recipes::ServiceInstance;
+    ///
+    /// let draining = ServiceInstance::builder("api").enabled(false).build();
+    /// let json = String::from_utf8(draining.to_json()).unwrap();
+    /// assert!(json.ends_with(r#","enabled":false}"#));
+    /// ```
+    #[must_use]
+    pub fn enabled(mut self, enabled: bool) -> Self {
+        self.instance.enabled = enabled;
         self
     }
 

@@ -67,6 +67,9 @@ impl ServiceInstance {
             serde_json::json!({ "parts": parts })
         });
         json.insert("uriSpec".into(), uri_spec);
+        if !self.enabled {
+            json.insert("enabled".into(), false.into());
+        }
         Value::Object(json).to_string().into_bytes()
     }
 
@@ -140,6 +143,12 @@ impl ServiceInstance {
                 .as_i64()
                 .ok_or_else(|| format_error("registrationTimeUTC is not a long"))?,
         };
+        let enabled = match json.get("enabled") {
+            None | Some(Value::Null) => true,
+            Some(v) => v
+                .as_bool()
+                .ok_or_else(|| format_error("enabled is not a boolean"))?,
+        };
         let (payload, payload_class) = untyped_payload(json.get("payload").cloned());
         Ok(Self {
             name: text("name")?.ok_or_else(|| format_error("no name"))?,
@@ -152,6 +161,7 @@ impl ServiceInstance {
             registration_time_utc,
             service_type,
             uri_spec: uri_spec(json.get("uriSpec"))?,
+            enabled,
         })
     }
 }

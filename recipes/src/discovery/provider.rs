@@ -137,7 +137,7 @@ impl ServiceProvider {
         self.down.note(&instance.id, Instant::now());
     }
 
-    /// Every instance known now.
+    /// Every enabled instance known now (Curator's provider leaves disabled ones out too).
     ///
     /// ```no_run
     /// # async fn run(client: zkwire::Client) -> Result<(), zkwire_recipes::LockError> {
@@ -150,11 +150,13 @@ impl ServiceProvider {
     /// # Ok(()) }
     /// ```
     pub fn all_instances(&self) -> Vec<ServiceInstance> {
-        self.cache.instances()
+        let mut instances = self.cache.instances();
+        instances.retain(|instance| instance.enabled);
+        instances
     }
 
-    /// One instance by the strategy, among those not left out by the down-instance policy;
-    /// `None` when there is none.
+    /// One instance by the strategy, among the enabled ones not left out by the
+    /// down-instance policy; `None` when there is none.
     ///
     /// ```no_run
     /// # async fn run(client: zkwire::Client) -> Result<(), zkwire_recipes::LockError> {
@@ -170,7 +172,7 @@ impl ServiceProvider {
     /// # Ok(()) }
     /// ```
     pub fn instance(&self) -> Option<ServiceInstance> {
-        let mut instances = self.cache.instances();
+        let mut instances = self.all_instances();
         let now = Instant::now();
         self.down.retain_up(&mut instances, now);
         if instances.is_empty() {
