@@ -367,8 +367,9 @@ impl AtomicCounter {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::Client`] with [`Error::BadArguments`] when the node holds 1 to 7 bytes, or with the client's error (after a `ConnectionLoss` the change may or may not
-    /// have applied, as for any write). With [`with_promotion`](Self::with_promotion), the
+    /// [`LockError::Client`] with [`Error::BadArguments`] when the node holds 1 to 7 bytes,
+    /// or with the client's error (after a `ConnectionLoss` the change may or may not have
+    /// applied, as for any write). With [`with_promotion`](Self::with_promotion), the
     /// mutex's errors other than its timeout: the lock directory holds a child that is not a
     /// contender ([`LockError::ForeignChild`]) or its sequence counter wrapped
     /// ([`LockError::SequenceWrapped`]).
