@@ -333,8 +333,11 @@ impl Client {
         Ok(self.call_op::<op::WhoAmI>(&()).await?.client_info)
     }
 
-    /// Closes the session: its ephemeral nodes are deleted and every clone of this client
-    /// fails with [`Error::Closed`] from now on. Closing twice is not an error.
+    /// Closes the session: every clone of this client fails with [`Error::Closed`] from now
+    /// on. Connected, it sends closeSession behind the requests in flight and returns once
+    /// answered: the server has deleted the session's ephemeral nodes. Not connected, it
+    /// sends nothing and returns at once: the server deletes them when it expires the
+    /// session, up to the session timeout later. Closing twice is not an error.
     ///
     /// ```no_run
     /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {

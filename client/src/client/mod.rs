@@ -116,7 +116,11 @@ impl StatsHandle {
 /// A ZooKeeper client: one session, shared by every clone.
 ///
 /// Cloning is cheap (an `Arc`). A background task owns the connection; it ends the session
-/// (closeSession) when the last clone is dropped, or at [`close`](Self::close).
+/// (closeSession) at [`close`](Self::close), or once the last clone is dropped, and with it
+/// the last watcher and watch stream, which hold the client too (recipe objects hold clones).
+/// After a drop the task must still run to send closeSession: a runtime that stops right
+/// after (the end of `main`) may not let it, and the session then lives until the server
+/// expires it. `close().await` is the sure way.
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), zkwire::Error> {
