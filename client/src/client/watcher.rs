@@ -208,8 +208,9 @@ impl StateStream {
         }
     }
 
-    /// The next state change, or `None` once the client's driver has stopped. The stream is
-    /// also a [`Stream`] of the same states.
+    /// The next state change, or `None` once the client's driver has stopped and no
+    /// [`StatsHandle`](crate::StatsHandle) is left (the terminal state comes first either
+    /// way). The stream is also a [`Stream`] of the same states.
     ///
     /// [`Stream`]: https://docs.rs/futures-core/0.3/futures_core/stream/trait.Stream.html
     ///
