@@ -148,6 +148,21 @@ pub(crate) const KINDS: [&str; 18] = [
 /// A failure as the JSON document `--json` writes on standard error:
 /// `{"error":MESSAGE,"exit_code":N,"kind":KIND}`, the kinds listed in `zkw --help`; a failed
 /// version check adds `"expected":V` and `"actual":V` (`null` when it could not be read).
+/// Prints `failure` on stderr: its message, or with `json` its JSON document; nothing when it
+/// has no message (said already: a broken pipe, a command's own exit status).
+pub(crate) fn print(failure: &Failure, json: bool) {
+    if failure.message.is_empty() {
+        return;
+    }
+    if json {
+        let mut stderr = std::io::stderr().lock();
+        let document = format!("{}\n", failure_json(failure));
+        let _ = std::io::Write::write_all(&mut stderr, document.as_bytes());
+    } else {
+        crate::out::note(&failure.message);
+    }
+}
+
 pub(crate) fn failure_json(failure: &Failure) -> serde_json::Value {
     let mut doc = serde_json::json!({
         "error": failure.message,

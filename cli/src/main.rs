@@ -52,17 +52,7 @@ fn main() -> ExitCode {
 
 /// Prints the failure (if it has a message) and returns its code.
 fn report(failure: &Failure, json: bool) -> ExitCode {
-    if failure.message.is_empty() {
-        // Said already (a broken pipe, a command's own exit status).
-    } else if json {
-        let mut stderr = std::io::stderr().lock();
-        let _ = std::io::Write::write_all(
-            &mut stderr,
-            format!("{}\n", fail::failure_json(failure)).as_bytes(),
-        );
-    } else {
-        out::note(&failure.message);
-    }
+    fail::print(failure, json);
     ExitCode::from(failure.code)
 }
 

@@ -143,12 +143,16 @@ fn run_line(g: &mut Global, runtime: &Runtime, cwd: &Mutex<String>, line: &str) 
     Step::Ran(match words.first().map(String::as_str) {
         None => return Step::Continue,
         Some("exit" | "quit") => return Step::Exit,
-        Some("pwd") => report(out::line(&current(cwd))),
+        Some("pwd") => report(out::line(&current(cwd)), g.json),
         Some("cd") => change_directory(g, runtime, cwd, words.get(1).map(String::as_str)),
         Some("help") => match words.get(1) {
+            // The shell's own words are in its help.
+            Some(word) if SHELL_WORDS.contains(&word.as_str()) => {
+                report(out::raw(help_text().as_bytes()), g.json)
+            }
             // `help ls`: what `ls --help` prints.
             Some(verb) => run_verb(g, runtime, cwd, vec![verb.clone(), "--help".to_owned()]),
-            None => report(out::raw(help_text().as_bytes())),
+            None => report(out::raw(help_text().as_bytes()), g.json),
         },
         Some(_) => run_verb(g, runtime, cwd, words),
     })
@@ -159,15 +163,27 @@ fn run_verb(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, mut words: Vec<S
     if acts_on_the_working_node(&words) {
         words.push(".".to_owned());
     }
-    let verb = words.first().cloned().unwrap_or_default();
-    let argv = std::iter::once("zkw".to_owned()).chain(words);
-    let cli = match cli::parse(argv) {
+    let argv: Vec<String> = std::iter::once("zkw".to_owned()).chain(words).collect();
+    let cli = match cli::parse(argv.clone()) {
         Ok(cli) => cli,
-        Err(e) => return shown(crate::clap_failure(e, shell_help)),
+        Err(e) => return shown(crate::clap_failure(e, shell_help), g.json),
     };
     let Some(mut command) = cli.command else {
         return 0;
     };
+    // The verb as clap read it (options may come first: `--json ls /`).
+    let matches = cli::command().try_get_matches_from(&argv).ok();
+    let (verb, options) = matches
+        .as_ref()
+        .and_then(clap::ArgMatches::subcommand)
+        .map_or(("", None), |(verb, options)| (verb, Some(options)));
+    let verb = verb.to_owned();
+    if let Some(option) = options.and_then(connection_option) {
+        out::note(&format!(
+            "--{option}: the shell's session is made already; give it to `zkw shell`"
+        ));
+        return USAGE;
+    }
     if !runs_in_shell(&verb) {
         out::note(&format!(
             "{verb}: not available in the shell (run it from the command line)"
@@ -175,8 +191,16 @@ fn run_verb(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, mut words: Vec<S
         return USAGE;
     }
     let base = current(cwd);
+    // In the shell a node's trailing `/` (a tab-completed directory, a habit of `cd`) is
+    // the node; only `create` keeps it, for a sequential name (create -s /jobs/).
+    let keep_slash = verb == "create";
     for path in command.paths_mut() {
-        *path = resolve(&base, path);
+        let resolved = resolve(&base, path);
+        *path = if keep_slash {
+            resolved
+        } else {
+            as_node(resolved)
+        };
     }
     let verb_global = Global {
         json: g.json || cli.global.json,
@@ -184,8 +208,17 @@ fn run_verb(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, mut words: Vec<S
     };
     match runtime.block_on(crate::dispatch(&verb_global, &command)) {
         Ok(code) => code,
-        Err(failure) => shown(failure),
+        Err(failure) => shown(failure, verb_global.json),
     }
+}
+
+/// A connection option given on a shell line (its long name), which the shell's session,
+/// made already, cannot take.
+fn connection_option(options: &clap::ArgMatches) -> Option<String> {
+    cli::CONNECTION_ARGS
+        .iter()
+        .find(|id| options.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
+        .map(|id| id.replace('_', "-"))
 }
 
 /// Whether the verb `name` runs on the shell's session ([`in_shell`]).
@@ -234,7 +267,7 @@ fn help_text() -> String {
 /// `cd [PATH]`: to PATH (relative to the working node) if it exists, else `/`.
 /// `cd`; its exit code.
 fn change_directory(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, to: Option<&str>) -> u8 {
-    let target = resolve(&current(cwd), to.unwrap_or("/"));
+    let target = as_node(resolve(&current(cwd), to.unwrap_or("/")));
     let Some(client) = &g.shared else {
         return 0;
     };
@@ -247,7 +280,7 @@ fn change_directory(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, to: Opti
         Ok(None) => Failure::zk(&format!("cd: {target}"), &zkwire::Error::NoNode),
         Err(e) => Failure::zk(&format!("cd: {target}"), &e),
     };
-    shown(failure)
+    shown(failure, g.json)
 }
 
 /// Whether `words` is `ls`, `stat` or `sync` with options only: it then acts on the working
@@ -265,15 +298,13 @@ fn shell_help(verb: Option<&str>) -> String {
 }
 
 /// The exit code of a verb's result, its failure printed (the shell goes on).
-fn report<T>(result: Result<T, Failure>) -> u8 {
-    result.map_or_else(shown, |_| 0)
+fn report<T>(result: Result<T, Failure>, json: bool) -> u8 {
+    result.map_or_else(|failure| shown(failure, json), |_| 0)
 }
 
-/// Prints a failure; the exit code it stands for.
-fn shown(failure: Failure) -> u8 {
-    if !failure.message.is_empty() {
-        out::note(&failure.message);
-    }
+/// Prints a failure, as a JSON document with `json`; the exit code it stands for.
+fn shown(failure: Failure, json: bool) -> u8 {
+    crate::fail::print(&failure, json);
     failure.code
 }
 
@@ -307,6 +338,15 @@ pub(crate) fn resolve(base: &str, path: &str) -> String {
     format!("/{}{tail}", parts.join("/"))
 }
 
+/// A resolved path as a node: without its trailing `/`.
+fn as_node(resolved: String) -> String {
+    match resolved.trim_end_matches('/') {
+        "" => "/".to_owned(),
+        node if node.len() == resolved.len() => resolved,
+        node => node.to_owned(),
+    }
+}
+
 /// Line editing support: completion of verbs and of paths read from the server.
 struct ShellHelper {
     client: Client,
@@ -336,7 +376,11 @@ impl ShellHelper {
             Some(i) => word.split_at(i + 1),
             None => ("", word),
         };
-        let absolute = resolve(&current(&self.cwd), if dir.is_empty() { "." } else { dir });
+        // The directory part ends with its `/`: what is listed is that node.
+        let absolute = as_node(resolve(
+            &current(&self.cwd),
+            if dir.is_empty() { "." } else { dir },
+        ));
         let listed = self.handle.block_on(async {
             tokio::time::timeout(COMPLETION_LIMIT, self.client.get_children(&absolute)).await
         });

@@ -376,3 +376,39 @@ fn type_line(p: &mut rexpect::session::PtySession, line: &str) {
     p.send(&format!("{line}\r")).unwrap();
     p.flush().unwrap();
 }
+
+/// What a shell line may look like: a directory with a trailing `/` (as `cd` habits and
+/// completed names give), the options before the verb, `--json` errors as documents, and
+/// a connection option refused (the session is made already) rather than ignored; `help cd`
+/// is the shell's own help. (A trailing `/` was an invalid path, `--json ls` was not a verb,
+/// errors were plain text under --json, and `--auth` on a line was silently ignored.)
+#[test]
+fn shell_lines_take_trailing_slashes_options_first_and_json_errors() {
+    use std::io::Write as _;
+    let cs = chroot("cli-shell-lines");
+    zkw(&cs, &["create", "-p", "/jobs/a/b"]).ok();
+    let data = scratch("shell-lines");
+    let script = "cd jobs/\npwd\nls a/\n--json ls .\n--json get /nosuch\nhelp cd\n\
+                  get a --auth digest:u:p\n";
+    let mut child = common::shell_command(&cs, &data)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(script.as_bytes()).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[..3], ["/jobs", "b", r#"{"path":"/jobs","children":["a"]}"#], "{stdout}");
+    assert!(stdout.contains("cd [PATH]"), "help cd shows the shell's help: {stdout}");
+    assert!(
+        stderr.lines().any(|l| l.starts_with('{') && l.contains(r#""kind":"no_node""#)),
+        "a JSON error document: {stderr}"
+    );
+    assert!(stderr.contains("--auth: the shell's session is made already"), "{stderr}");
+    assert_eq!(out.status.code(), Some(2), "the refused --auth: {stderr}");
+}

@@ -425,12 +425,15 @@ fn shell_through_a_pseudo_terminal() {
     let mut p = spawn_shell_pty(&cs, &data);
     // What is typed, then what must appear, in order (each prompt before the next keys:
     // typed-ahead keys are not kept while a verb runs).
-    let steps: [(&str, &[&str]); 9] = [
+    let steps: [(&str, &[&str]); 11] = [
         ("", &["zkw /> "]),
         ("ls\r", &["alpha", "zkw /> "]),
         // Completion of a path read from the server: "get /al" + Tab becomes "get /alpha".
         ("get /al\t", &["get /alpha"]),
         ("\r", &["one", "zkw /> "]),
+        // Below the top level too (the directory part, "/alpha/", was listed as given).
+        ("get /alpha/be\t", &["get /alpha/beta"]),
+        ("\r", &["two", "zkw /> "]),
         ("cd alpha\r", &["zkw /alpha> "]),
         ("pwd\r", &["/alpha\r\n", "zkw /alpha> "]),
         ("get beta\r", &["two", "zkw /alpha> "]),

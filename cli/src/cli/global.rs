@@ -65,7 +65,7 @@ pub(crate) struct GlobalArgs {
 }
 
 /// The ids of the global options that say how to connect.
-pub(super) const CONNECTION_ARGS: [&str; 8] = [
+pub(crate) const CONNECTION_ARGS: [&str; 8] = [
     "server",
     "session_timeout",
     "server_tick",

@@ -31,7 +31,7 @@ pub(crate) use node_verbs::{
 };
 pub(crate) use tool_verbs::{CompletionsArgs, DemoArgs, DemoWorkerArgs, SandboxArgs};
 
-use global::CONNECTION_ARGS;
+pub(crate) use global::CONNECTION_ARGS;
 
 /// The hidden verb `zkw demo` runs under each lock.
 pub(crate) const DEMO_WORKER: &str = "__demo-worker";
