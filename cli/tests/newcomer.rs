@@ -403,12 +403,24 @@ fn shell_lines_take_trailing_slashes_options_first_and_json_errors() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines[..3], ["/jobs", "b", r#"{"path":"/jobs","children":["a"]}"#], "{stdout}");
-    assert!(stdout.contains("cd [PATH]"), "help cd shows the shell's help: {stdout}");
+    assert_eq!(
+        lines[..3],
+        ["/jobs", "b", r#"{"path":"/jobs","children":["a"]}"#],
+        "{stdout}"
+    );
     assert!(
-        stderr.lines().any(|l| l.starts_with('{') && l.contains(r#""kind":"no_node""#)),
+        stdout.contains("cd [PATH]"),
+        "help cd shows the shell's help: {stdout}"
+    );
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with('{') && l.contains(r#""kind":"no_node""#)),
         "a JSON error document: {stderr}"
     );
-    assert!(stderr.contains("--auth: the shell's session is made already"), "{stderr}");
+    assert!(
+        stderr.contains("--auth: the shell's session is made already"),
+        "{stderr}"
+    );
     assert_eq!(out.status.code(), Some(2), "the refused --auth: {stderr}");
 }
