@@ -358,10 +358,15 @@ pub(crate) async fn rm(g: &Global, a: &RmArgs) -> Result<(), Failure> {
 /// `/zookeeper`. Returns how many nodes went.
 async fn delete_subtree(client: &Client, path: &str) -> Result<usize, Failure> {
     if path != "/" {
-        return client
-            .delete_all(path)
-            .await
-            .map_err(|e| Failure::zk(path, &e));
+        // A mistyped path is an error, as for `rm` alone (delete_all counts it 0 nodes).
+        return match client.delete_all(path).await {
+            Ok(0) => Err(Failure::zk(path, &Error::NoNode)),
+            Ok(deleted) => Ok(deleted),
+            Err(e @ Error::NoAuth) => Err(Failure::zk(path, &e)),
+            Err(e) => Err(Failure::zk(path, &e).with_hint(
+                "nodes below it deleted before the failure stay deleted; zkw ls -R shows what is left",
+            )),
+        };
     }
     let children = client
         .get_children(path)

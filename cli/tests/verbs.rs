@@ -56,6 +56,11 @@ fn create_get_set_stat_ls_rm() {
         zkw(&cs, &["get", "/a"]).fails(1),
         "zkw: /a: node does not exist"
     );
+    // A missing node is an error with --yes too, as without it (it was 0 nodes deleted).
+    for yes in [&[][..], &["--yes"][..]] {
+        let args = [&["rm", "-r", "/a"][..], yes].concat();
+        assert_eq!(zkw(&cs, &args).fails(1), "zkw: /a: node does not exist");
+    }
     assert_eq!(zkw(&cs, &["ls", "/"]).ok(), "");
 }
 
