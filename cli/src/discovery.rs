@@ -168,15 +168,18 @@ async fn show_services(g: &Global, client: Client, a: &ServicesArgs) -> Result<(
 /// `ID  ADDRESS:PORT  ssl PORT  TYPE  registered TIME  PAYLOAD` (`-` for what is missing).
 fn instance_line(i: &ServiceInstance) -> String {
     let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
+    // Whoever registered the instance wrote these strings: no control character reaches the
+    // terminal.
+    let shown = |s: &str| data_line(s.as_bytes());
     format!(
         "{}  {}:{}  ssl {}  {}  registered {}  {}",
-        i.id,
-        or_dash(i.address.clone()),
+        shown(&i.id),
+        or_dash(i.address.as_deref().map(shown)),
         or_dash(i.port.map(|p| p.to_string())),
         or_dash(i.ssl_port.map(|p| p.to_string())),
         i.service_type.as_str(),
         utc_time(i.registration_time_utc),
-        or_dash(i.payload.as_ref().map(Value::to_string)),
+        or_dash(i.payload.as_ref().map(|p| shown(&p.to_string()))),
     )
 }
 

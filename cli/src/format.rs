@@ -91,12 +91,13 @@ const PERM_LETTERS: [(char, Perms); 5] = [
     ('a', Perms::ADMIN),
 ];
 
-/// An ACL entry as `scheme:id:perms` (the form `acl set` takes).
+/// An ACL entry as `scheme:id:perms` (the form `acl set` takes), control characters in the
+/// server's strings escaped: they must not reach the terminal.
 pub(crate) fn acl_entry(acl: &Acl) -> String {
     format!(
         "{}:{}:{}",
-        acl.id.scheme,
-        acl.id.id,
+        data_line(acl.id.scheme.as_bytes()),
+        data_line(acl.id.id.as_bytes()),
         perms_letters(acl.perms)
     )
 }
@@ -133,12 +134,26 @@ pub(crate) fn parse_acl(
     let acl = spec
         .split(',')
         .map(|entry| {
-            let acl = parse_acl_entry(entry, digests)?;
+            // `a:b:r, c:d:w` reads as two entries, not a scheme " c".
+            let acl = parse_acl_entry(entry.trim(), digests)?;
             if acl.id.scheme == "digest" && !looks_hashed(&acl.id.id) {
+                // Only the user: what follows is most likely a password.
+                let user = acl.id.id.split(':').next().unwrap_or_default();
                 warnings.push(format!(
-                    "warning: the digest id {:?} does not look hashed (USER:BASE64-SHA1); no \
-                     one can authenticate as it (use --plain-password to give USER:PASSWORD)",
-                    acl.id.id
+                    "warning: the digest id of user {user:?} does not look hashed \
+                     (USER:BASE64-SHA1); no one can authenticate as it (use --plain-password \
+                     to give USER:PASSWORD)"
+                ));
+            }
+            if acl.perms == Perms(0) {
+                warnings.push(format!(
+                    "warning: {}:{} is given no permission",
+                    acl.id.scheme,
+                    if acl.id.scheme == "digest" {
+                        "…"
+                    } else {
+                        &acl.id.id
+                    }
                 ));
             }
             Ok(acl)
@@ -203,7 +218,14 @@ fn parse_acl_entry(entry: &str, digests: DigestIds) -> Result<Acl, Failure> {
 pub(crate) fn data_line(data: &[u8]) -> String {
     let mut line = String::with_capacity(data.len());
     for chunk in data.utf8_chunks() {
-        line.extend(chunk.valid().escape_debug());
+        // Only control characters: quotes and backslashes are text (JSON data reads as is).
+        for c in chunk.valid().chars() {
+            if c.is_control() {
+                line.extend(c.escape_debug());
+            } else {
+                line.push(c);
+            }
+        }
         for byte in chunk.invalid() {
             line.push_str(&format!("\\x{byte:02x}"));
         }
@@ -221,6 +243,7 @@ mod tests {
         assert_eq!(data_line("caf\u{e9}".as_bytes()), "caf\u{e9}");
         assert_eq!(data_line(b"\x89PNG\r\n"), "\\x89PNG\\r\\n");
         assert_eq!(data_line(b"a\tb\x1b"), "a\\tb\\u{1b}");
+        assert_eq!(data_line(br#"{"zone":"eu-1"}"#), r#"{"zone":"eu-1"}"#);
     }
 
     #[test]
@@ -258,6 +281,33 @@ mod tests {
         for bad in ["world", "world:anyone:x", ":x:r", ""] {
             assert!(parse_acl(bad, DigestIds::Hashed).is_err(), "{bad}");
         }
+    }
+
+    /// Spaces after commas are not part of a scheme; an entry that grants nothing, and a
+    /// digest id given unhashed, are warned about without echoing what is most likely a
+    /// password; ids from the server print with their control characters escaped.
+    #[test]
+    fn acl_entries_are_trimmed_warned_about_and_shown_safely() {
+        let (acl, warnings) = parse_acl(
+            "world:anyone:r, ip:10.0.0.1:,digest:bob:hunter2:r",
+            DigestIds::Hashed,
+        )
+        .unwrap_or_default();
+        let schemes: Vec<&str> = acl.iter().map(|a| a.id.scheme.as_str()).collect();
+        assert_eq!(schemes, ["world", "ip", "digest"]);
+        assert_eq!(acl[1].perms, Perms(0));
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(
+            warnings.iter().all(|w| !w.contains("hunter2")),
+            "{warnings:?}"
+        );
+        assert!(warnings[1].contains("\"bob\""), "{warnings:?}");
+        assert!(
+            warnings[0].contains("ip:10.0.0.1 is given no permission"),
+            "{warnings:?}"
+        );
+        let sneaky = Acl::new(Perms::READ, Id::new("digest", "x\u{1b}]0;owned\u{7}:y"));
+        assert_eq!(acl_entry(&sneaky), "digest:x\\u{1b}]0;owned\\u{7}:y:r");
     }
 
     #[test]

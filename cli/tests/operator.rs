@@ -85,7 +85,7 @@ fn acl_digest_ids_that_are_not_hashed_are_warned_about() {
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(
         out.stderr.starts_with(
-            "zkw: warning: the digest id \"bob:plain\" does not look hashed (USER:BASE64-SHA1)"
+            "zkw: warning: the digest id of user \"bob\" does not look hashed (USER:BASE64-SHA1)"
         ),
         "{out:?}"
     );
