@@ -14,7 +14,7 @@ use rustyline::history::FileHistory;
 use rustyline::validate::Validator;
 use rustyline::{Context, Editor, Helper};
 use tokio::runtime::{Handle, Runtime};
-use zkwire::Client;
+use zkwire::{Client, SessionState};
 
 use crate::cli;
 use crate::connect::Global;
@@ -48,7 +48,9 @@ const COMPLETION_LIMIT: Duration = Duration::from_secs(2);
 /// [`UNAVAILABLE`](crate::fail::UNAVAILABLE) when no server can be reached at the start; a
 /// failure when the terminal cannot be used.
 pub(crate) fn run(global: &Global, runtime: &Runtime) -> Result<u8, Failure> {
-    let client = runtime.block_on(global.connect())?;
+    // An expired session is replaced (docs/renewal.md): a shell left open through a laptop's
+    // sleep or an outage works again once a server answers, rather than failing every line.
+    let client = runtime.block_on(global.connect_renewing())?;
     let mut g = global.clone();
     g.shared = Some(client.clone());
     let cwd = Arc::new(Mutex::new("/".to_owned()));
@@ -105,10 +107,20 @@ pub(crate) fn run(global: &Global, runtime: &Runtime) -> Result<u8, Failure> {
 /// the editor stopped reading keys after the first one.
 fn report_states(runtime: &Runtime, client: &Client) {
     let mut states = client.state_stream();
+    let client = client.clone();
     runtime.spawn(async move {
         while let Some(state) = states.next().await {
+            let text = match state {
+                SessionState::Expired => "session Expired: a new one is made when a server \
+                    answers (the old one's ephemeral nodes and watches are gone)"
+                    .to_owned(),
+                SessionState::Connected => {
+                    format!("session Connected ({})", session_id(client.session_id()))
+                }
+                other => format!("session {other:?}"),
+            };
             let mut stderr = std::io::stderr().lock();
-            let _ = write!(stderr, "\r\nzkw: session {state:?}\r\n");
+            let _ = write!(stderr, "\r\nzkw: {text}\r\n");
             let _ = stderr.flush();
         }
     });
