@@ -342,21 +342,9 @@ fn the_shell_help_lists_the_shell_commands() {
 /// piped lines stay out of the history (which is for what was typed).
 #[test]
 fn a_piped_shell_exits_with_the_last_verbs_code_and_keeps_no_history() {
-    use std::io::Write as _;
     let cs = chroot("cli-shell-piped");
     let data = scratch("shell-piped");
-    let run_script = |script: &str| {
-        let mut child = common::shell_command(&cs, &data)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(script.as_bytes()).unwrap();
-        drop(stdin);
-        child.wait_with_output().unwrap().status.code()
-    };
+    let run_script = |script: &str| piped_shell(&cs, &data, script).status.code();
     assert_eq!(run_script("get /nosuch\nexit\n"), Some(1));
     assert_eq!(run_script("get /nosuch\nls /\n"), Some(0));
     assert_eq!(run_script("cd /nowhere\n"), Some(1));
@@ -384,22 +372,12 @@ fn type_line(p: &mut rexpect::session::PtySession, line: &str) {
 /// errors were plain text under --json, and `--auth` on a line was silently ignored.)
 #[test]
 fn shell_lines_take_trailing_slashes_options_first_and_json_errors() {
-    use std::io::Write as _;
     let cs = chroot("cli-shell-lines");
     zkw(&cs, &["create", "-p", "/jobs/a/b"]).ok();
     let data = scratch("shell-lines");
     let script = "cd jobs/\npwd\nls a/\n--json ls .\n--json get /nosuch\nhelp cd\n\
                   get a --auth digest:u:p\n";
-    let mut child = common::shell_command(&cs, &data)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(script.as_bytes()).unwrap();
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
+    let out = piped_shell(&cs, &data, script);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let lines: Vec<&str> = stdout.lines().collect();
@@ -423,4 +401,20 @@ fn shell_lines_take_trailing_slashes_options_first_and_json_errors() {
         "{stderr}"
     );
     assert_eq!(out.status.code(), Some(2), "the refused --auth: {stderr}");
+}
+
+/// `zkw shell` on `cs` with `script` piped into it (history under `data`): what it printed
+/// and how it ended.
+fn piped_shell(cs: &str, data: &std::path::Path, script: &str) -> std::process::Output {
+    use std::io::Write as _;
+    let mut child = common::shell_command(cs, data)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(script.as_bytes()).unwrap();
+    drop(stdin);
+    child.wait_with_output().unwrap()
 }
