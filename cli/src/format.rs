@@ -32,7 +32,9 @@ pub(crate) fn session_id(id: i64) -> String {
     format!("{id:#018x}")
 }
 
-/// A Stat as a JSON object (times in ms since the epoch).
+/// A Stat as a JSON object (times in ms since the epoch). The ephemeral owner is a session id
+/// in the form `locks` and `members` print it, a hex string: as a JSON number it would lose
+/// digits in JavaScript and older jq (a session id is over 2^53 for any server id but 0).
 pub(crate) fn stat_json(stat: &Stat) -> Value {
     json!({
         "czxid": stat.czxid,
@@ -43,7 +45,7 @@ pub(crate) fn stat_json(stat: &Stat) -> Value {
         "version": stat.version,
         "cversion": stat.cversion,
         "aversion": stat.aversion,
-        "ephemeral_owner": stat.ephemeral_owner,
+        "ephemeral_owner": session_id(stat.ephemeral_owner),
         "data_length": stat.data_length,
         "num_children": stat.num_children,
     })

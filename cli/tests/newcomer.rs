@@ -40,7 +40,10 @@ fn create_names_a_missing_parent_and_p_creates_it() {
     for parent in ["/jobs", "/jobs/daily"] {
         let stat: Value = serde_json::from_str(zkw(&cs, &["stat", parent, "--json"]).ok()).unwrap();
         assert_eq!(stat["stat"]["data_length"], 0, "{parent}: {stat}");
-        assert_eq!(stat["stat"]["ephemeral_owner"], 0, "{parent}: {stat}");
+        assert_eq!(
+            stat["stat"]["ephemeral_owner"], "0x0000000000000000",
+            "{parent}: {stat}"
+        );
     }
     // With other modes: the parents persist, the node is as asked.
     assert_eq!(
@@ -188,6 +191,9 @@ fn session_ids_have_one_form_everywhere() {
             .contains(&format!("ephemeralOwner = {from_locks}\n")),
         "{stat:?}"
     );
+    // In `stat --json` too, a string (as a number it lost digits in JavaScript).
+    let doc: Value = serde_json::from_str(zkw(&cs, &["stat", &node, "--json"]).ok()).unwrap();
+    assert_eq!(doc["stat"]["ephemeral_owner"], from_locks, "{doc}");
     // Not ephemeral: the same width.
     assert!(zkw(&cs, &["stat", "/l"])
         .ok()

@@ -91,7 +91,7 @@ fn create_modes() {
     // that it accepted createContainer and createTTL is what can be seen.
     assert!(zkw(&cs, &["stat", "/d/box", "--json"])
         .ok()
-        .contains("\"ephemeral_owner\":0"));
+        .contains("\"ephemeral_owner\":\"0x0000000000000000\""));
     assert_eq!(
         zkw(&cs, &["create", "/d/x", "-c", "-e"]).fails(2),
         "zkw: the argument '--container' cannot be used with '--ephemeral' (see zkw create \
