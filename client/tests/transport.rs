@@ -514,3 +514,52 @@ async fn unanswered_requests_time_out_through_the_driver_timer() {
         assert!(started.elapsed() >= Duration::from_millis(100 * (i + 1)));
     }
 }
+
+/// Hands out a pipe whose server accepts the session and hangs up at `hang_up`; every later
+/// connect waits for `gate` before it succeeds.
+#[derive(Clone, Default)]
+struct GatedAfterFirst {
+    dialled: Arc<AtomicUsize>,
+    hang_up: Arc<tokio::sync::Notify>,
+    gate: Arc<tokio::sync::Notify>,
+}
+
+impl Connect for GatedAfterFirst {
+    type Stream = DuplexStream;
+
+    async fn connect(&self, _host: &HostPort) -> io::Result<DuplexStream> {
+        if self.dialled.fetch_add(1, Ordering::SeqCst) > 0 {
+            self.gate.notified().await;
+        }
+        let (client, mut server) = tokio::io::duplex(64 * 1024);
+        let hang_up = Arc::clone(&self.hang_up);
+        tokio::spawn(async move {
+            let mut frames = FrameDecoder::default();
+            accept_session(&mut server, &mut frames, Duration::ZERO).await;
+            hang_up.notified().await;
+        });
+        Ok(client)
+    }
+}
+
+/// A connect attempt that completes after `close()` is dropped, not taken up: the closed
+/// client opens no connection. (It was counted and kept, an idle socket after close.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connect_that_completes_after_close_is_dropped() {
+    let connector = GatedAfterFirst::default();
+    let client = Client::builder()
+        .connect_with("fake-host:1", connector.clone())
+        .await
+        .unwrap();
+    // The server hangs up: the client dials again, and is held at the gate.
+    connector.hang_up.notify_one();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while connector.dialled.load(Ordering::SeqCst) < 2 {
+        assert!(tokio::time::Instant::now() < deadline, "no second connect");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    client.close().await.unwrap();
+    connector.gate.notify_one();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(client.stats().connections, 1, "{:?}", client.stats());
+}

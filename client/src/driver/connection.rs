@@ -38,6 +38,11 @@ impl<C: Connect> Driver<C> {
 
     pub(super) fn on_connect_result(&mut self, stream: io::Result<C::Stream>) {
         self.connecting = None;
+        if !self.session.wants_connection() {
+            // Closed (or over) while connecting: the connection, or its failure, is of no
+            // use; a stream is dropped, which closes it.
+            return;
+        }
         match stream {
             Ok(stream) => {
                 self.prune_cancelled();
