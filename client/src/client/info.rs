@@ -337,7 +337,9 @@ impl Client {
     /// on. Connected, it sends closeSession behind the requests in flight and returns once
     /// answered: the server has deleted the session's ephemeral nodes. Not connected, it
     /// sends nothing and returns at once: the server deletes them when it expires the
-    /// session, up to the session timeout later. Closing twice is not an error.
+    /// session, up to the session timeout later. Closing twice is not an error; a close
+    /// asked for while another runs (from a clone) returns once that one has ended the
+    /// session.
     ///
     /// ```no_run
     /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {

@@ -151,6 +151,13 @@ impl Session {
         // never be answered on this session, and callers must not retry them as if the
         // connection had merely dropped (Java's conLossPacket reports AUTHFAILED too).
         self.fail_in_flight(&err);
+        for id in std::mem::take(&mut self.closers) {
+            let reply = Reply {
+                zxid: self.last_zxid,
+                body: Bytes::new(),
+            };
+            self.answer(id, Ok(reply));
+        }
         let reason = if self.conn == Conn::Idle {
             None
         } else {

@@ -106,6 +106,8 @@ pub struct Session {
     deadlines: Deadlines,
     /// A close the caller asked for, until the session has ended.
     closing: Option<Closing>,
+    /// Later closes asked for while that one runs: answered when the session has ended.
+    closers: Vec<RequestId>,
     /// Whether a read/write server has accepted the session (or it was given to resume).
     seen_rw: bool,
     /// The SASL exchange of the current connection, while it runs.
@@ -194,6 +196,7 @@ impl Session {
             lease: Lease::new(relay),
             deadlines: Deadlines::default(),
             closing: None,
+            closers: Vec::new(),
             seen_rw,
             sasl: None,
             server_host: String::new(),
@@ -367,6 +370,10 @@ impl Session {
             self.queued.remove(at);
             return true;
         }
+        if let Some(at) = self.closers.iter().position(|c| *c == id) {
+            self.closers.remove(at);
+            return true;
+        }
         self.pending.iter_mut().any(|p| p.abandon(id))
             || self.pending_auth.iter_mut().any(|p| p.abandon(id))
     }
@@ -387,7 +394,10 @@ impl Session {
     /// server then expires the session after its timeout).
     pub fn close(&mut self, now: Instant) -> RequestId {
         let id = self.next_request_id();
-        if let Some(err) = self.refusal() {
+        if self.closing.is_some() && !self.state.is_terminal() {
+            // A close is under way: this one returns when it has ended the session too.
+            self.closers.push(id);
+        } else if let Some(err) = self.refusal() {
             self.answer(id, Err(err));
         } else if self.conn == Conn::Open {
             self.closing = Some(Closing::Requested(id));

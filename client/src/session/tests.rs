@@ -1422,6 +1422,23 @@ fn oversized_request_is_refused_locally() {
 
 /// close() sends closeSession (-11); its reply ends the session as Closed; submits made
 /// while closing and after fail with Closed.
+/// A second close, asked for while the first runs (another clone's), returns when the
+/// session has ended, not at once: its caller's ephemeral nodes are gone by then too.
+#[test]
+fn a_second_close_returns_once_the_first_has_ended_the_session() {
+    let mut h = Harness::with_session();
+    let first = h.close();
+    assert_eq!(headers(&h.sent_frames()), [(1, OpCode::CloseSession)]);
+    let second = h.close();
+    assert!(replies(&h.drain_events()).is_empty(), "answered before the end");
+    h.reply(1, 4, ErrorCode::Ok, &[]);
+    let events = h.drain_events();
+    let mut answered = replies(&events);
+    answered.sort_by_key(|(id, _)| *id);
+    assert_eq!(answered, [(first, ok_reply(4, &[])), (second, ok_reply(4, &[]))]);
+    assert_eq!(states(&events), [SessionState::Closed]);
+}
+
 #[test]
 fn close_sends_close_session_and_ends_on_its_reply() {
     let mut h = Harness::with_session();
