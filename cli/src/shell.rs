@@ -20,6 +20,7 @@ use crate::cli;
 use crate::connect::Global;
 use crate::fail::{Failure, FAILED, USAGE};
 use crate::format::session_id;
+use crate::interrupt::{interrupted, until_stopped};
 use crate::out;
 
 /// The words the shell knows besides the command line's verbs.
@@ -67,7 +68,7 @@ pub(crate) fn run(global: &Global, runtime: &Runtime) -> Result<u8, Failure> {
         let _ = editor.load_history(file);
     }
     report_states(runtime, &client);
-    // Ctrl-C while a verb runs stops that verb (watch, cache, lock), not the shell.
+    // Ctrl-C while a verb runs stops that verb, not the shell (`stopped_by_ctrl_c`).
     let _interrupts = runtime.block_on(async {
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
     });
@@ -218,9 +219,41 @@ fn run_verb(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, mut words: Vec<S
         json: g.json || cli.global.json,
         ..g.clone()
     };
-    match runtime.block_on(crate::dispatch(&verb_global, &command)) {
+    let work = crate::dispatch(&verb_global, &command);
+    let result = if stopped_by_ctrl_c(&command) {
+        runtime.block_on(async {
+            let ctrl_c = crate::interrupt::ctrl_c()?;
+            let doing = format!("running {verb}");
+            until_stopped(work, interrupted(ctrl_c, &doing)).await
+        })
+    } else {
+        runtime.block_on(work)
+    };
+    match result {
         Ok(code) => code,
         Err(failure) => shown(failure, verb_global.json),
+    }
+}
+
+/// Whether Ctrl-C stops `command` by dropping it, back to the prompt: the verbs that ask
+/// once and print (a read waiting out a disconnection, a long `ls -R`, `rm -r` of a large
+/// tree). The verbs that run until Ctrl-C take it themselves and end as on the command line:
+/// `watch`, `cache` and the `--watch` listings print nothing more; a lock, a leadership, a
+/// registration or a barrier undoes what it made on the shell's session, which goes on.
+fn stopped_by_ctrl_c(command: &cli::Command) -> bool {
+    use cli::Command as C;
+    match command {
+        C::Ls(_) | C::Get(_) | C::Stat(_) | C::Set(_) | C::Create(_) | C::Rm(_) | C::Sync(_) => {
+            true
+        }
+        C::Whoami | C::Acl(_) | C::Revoke(_) => true,
+        C::Locks(a) => !a.watch,
+        C::Members(a) => !a.watch,
+        C::Services(a) => !a.watch,
+        C::Watch(_) | C::Cache(_) | C::Lock(_) | C::Rlock(_) | C::Wlock(_) | C::Sem(_) => false,
+        C::Leader(_) | C::Register(_) | C::Barrier(_) => false,
+        // Not run in the shell.
+        C::Sandbox(_) | C::Demo(_) | C::Shell | C::Completions(_) | C::DemoWorker(_) => false,
     }
 }
 
@@ -408,10 +441,12 @@ impl ShellHelper {
     }
 }
 
+/// A candidate shown as it is and put on the line quoted as the line's splitting reads it
+/// back (`'/jobs/nightly run'`), so that a name with a space, a quote or a `$` stays one word.
 fn pair(text: String) -> Pair {
     Pair {
-        display: text.clone(),
-        replacement: text,
+        replacement: shell_words::quote(&text).into_owned(),
+        display: text,
     }
 }
 
@@ -425,27 +460,52 @@ impl Completer for ShellHelper {
         _ctx: &Context<'_>,
     ) -> rustyline::Result<(usize, Vec<Pair>)> {
         let before = line.get(..pos).unwrap_or(line);
-        let start = word_start(before);
-        let word = before.get(start..).unwrap_or_default();
+        let (start, word) = current_word(before);
         let candidates = if before.get(..start).unwrap_or_default().trim().is_empty() {
-            Self::verbs(word)
+            Self::verbs(&word)
         } else if word.starts_with('-') {
             Vec::new()
         } else {
-            self.paths(word)
+            self.paths(&word)
         };
         Ok((start, candidates))
     }
 }
 
-/// Where the word being typed at the end of `before` starts: after the last whitespace,
-/// which may be more than one byte (a no-break space pasted in), so the offset stays on a
-/// character boundary for the line editor to replace from.
-fn word_start(before: &str) -> usize {
-    before
-        .char_indices()
-        .rfind(|(_, c)| c.is_whitespace())
-        .map_or(0, |(i, c)| i + c.len_utf8())
+/// The word being typed at the end of `before`: where it starts, and its text as the line's
+/// splitting will read it (quotes and backslashes as `sh` reads them). It starts after the
+/// last whitespace outside quotes, which may be more than one byte (a no-break space pasted
+/// in), so the offset stays on a character boundary for the line editor to replace from.
+fn current_word(before: &str) -> (usize, String) {
+    #[derive(PartialEq)]
+    enum Quote {
+        Outside,
+        Single,
+        Double,
+    }
+    let (mut start, mut word, mut quote) = (0, String::new(), Quote::Outside);
+    let mut chars = before.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match (&quote, c) {
+            (Quote::Outside, c) if c.is_whitespace() => {
+                start = i + c.len_utf8();
+                word.clear();
+            }
+            (Quote::Outside, '\'') => quote = Quote::Single,
+            (Quote::Outside, '"') => quote = Quote::Double,
+            (Quote::Single, '\'') | (Quote::Double, '"') => quote = Quote::Outside,
+            (Quote::Outside | Quote::Double, '\\') => {
+                // Within double quotes a backslash escapes only what is special there.
+                let escapes = |n: char| quote == Quote::Outside || "$`\"\\\n".contains(n);
+                match chars.next_if(|&(_, n)| escapes(n)) {
+                    Some((_, n)) => word.push(n),
+                    None => word.push('\\'),
+                }
+            }
+            (_, c) => word.push(c),
+        }
+    }
+    (start, word)
 }
 
 impl Hinter for ShellHelper {
@@ -475,12 +535,56 @@ mod tests {
 
     #[test]
     fn words_start_after_any_whitespace() {
-        assert_eq!(word_start("lo"), 0);
-        assert_eq!(word_start("ls /a"), 3);
+        assert_eq!(current_word("lo"), (0, "lo".to_owned()));
+        assert_eq!(current_word("ls /a"), (3, "/a".to_owned()));
         for line in ["ls\u{a0}/a", "ls\u{3000}/a", "get\t/a"] {
-            let start = word_start(line);
+            let (start, word) = current_word(line);
             assert!(line.is_char_boundary(start), "{line:?}");
-            assert_eq!(&line[start..], "/a", "{line:?}");
+            assert_eq!((&line[start..], word.as_str()), ("/a", "/a"), "{line:?}");
+        }
+    }
+
+    /// The word being completed is read as the line will be split: a quoted or escaped space
+    /// does not start a new word, and the candidate goes back quoted.
+    #[test]
+    fn quoted_words_complete_and_candidates_are_quoted() {
+        let cases = [
+            ("get '/my n", 4, "/my n"),
+            ("get \"/my n", 4, "/my n"),
+            ("get /my\\ n", 4, "/my n"),
+            ("get '/my dir'/ch", 4, "/my dir/ch"),
+            ("get \"/a\\$b\\c", 4, "/a$b\\c"),
+            ("set '/x' 'one two' th", 19, "th"),
+        ];
+        for (line, start, word) in cases {
+            assert_eq!(current_word(line), (start, word.to_owned()), "{line:?}");
+            // Split as a finished line, the word reads the same.
+            let last = shell_words::split(&format!("{line}{}", closing(line))).unwrap();
+            assert_eq!(last.last().map(String::as_str), Some(word), "{line:?}");
+        }
+        assert_eq!(
+            pair("/jobs/nightly run".to_owned()).replacement,
+            "'/jobs/nightly run'"
+        );
+        assert_eq!(pair("/it's".to_owned()).replacement, "'/it'\\''s'");
+        assert_eq!(
+            pair("/plain-name_0".to_owned()).replacement,
+            "/plain-name_0"
+        );
+        for name in ["/a b", "/it's", "/$HOME", "/tab\there", "/back\\slash"] {
+            let quoted = pair(name.to_owned()).replacement;
+            assert_eq!(shell_words::split(&quoted).unwrap(), [name], "{quoted}");
+        }
+    }
+
+    /// The quote that `line` leaves open, if any.
+    fn closing(line: &str) -> &'static str {
+        let single = line.matches('\'').count() % 2 == 1;
+        let double = line.matches('"').count() % 2 == 1;
+        match (single, double) {
+            (true, _) => "'",
+            (_, true) => "\"",
+            _ => "",
         }
     }
 

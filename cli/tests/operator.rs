@@ -421,11 +421,12 @@ fn shell_through_a_pseudo_terminal() {
     let cs = chroot("cli-shell");
     zkw(&cs, &["create", "/alpha", "one"]).ok();
     zkw(&cs, &["create", "/alpha/beta", "two"]).ok();
+    zkw(&cs, &["create", "/alpha/two words", "spaced"]).ok();
     let data = scratch("shell-data");
     let mut p = spawn_shell_pty(&cs, &data);
     // What is typed, then what must appear, in order (each prompt before the next keys:
     // typed-ahead keys are not kept while a verb runs).
-    let steps: [(&str, &[&str]); 11] = [
+    let steps: [(&str, &[&str]); 13] = [
         ("", &["zkw /> "]),
         ("ls\r", &["alpha", "zkw /> "]),
         // Completion of a path read from the server: "get /al" + Tab becomes "get /alpha".
@@ -434,6 +435,9 @@ fn shell_through_a_pseudo_terminal() {
         // Below the top level too (the directory part, "/alpha/", was listed as given).
         ("get /alpha/be\t", &["get /alpha/beta"]),
         ("\r", &["two", "zkw /> "]),
+        // A name with a space goes on the line quoted, so that it stays one word.
+        ("get /alpha/tw\t", &["get '/alpha/two words'"]),
+        ("\r", &["spaced", "zkw /> "]),
         ("cd alpha\r", &["zkw /alpha> "]),
         ("pwd\r", &["/alpha\r\n", "zkw /alpha> "]),
         ("get beta\r", &["two", "zkw /alpha> "]),
@@ -462,6 +466,41 @@ fn shell_through_a_pseudo_terminal() {
         "{history}"
     );
     let _ = std::fs::remove_dir_all(data);
+}
+
+/// Ctrl-C while a verb waits (here a read on a connection that went silent) stops that verb
+/// and brings the prompt back; the shell goes on, on its session.
+#[test]
+fn ctrl_c_in_the_shell_stops_the_verb_not_the_shell() {
+    let cs = chroot("cli-shell-ctrl-c");
+    zkw(&cs, &["create", "/n", "here"]).ok();
+    let runtime = common::runtime();
+    let server = zkwire_testing::server::shared_server().addr();
+    let proxy = runtime
+        .block_on(zkwire_testing::proxy::FaultProxy::start(server))
+        .unwrap();
+    let (_, root) = cs.split_once('/').unwrap();
+    let via = format!("{}/{root}", proxy.connect_string());
+    let data = scratch("shell-ctrl-c");
+    let mut p = spawn_shell_pty(&via, &data);
+    p.exp_string("zkw /> ").unwrap();
+    proxy.blackhole(true);
+    p.send("get /n\r").unwrap();
+    p.flush().unwrap();
+    // Long enough for the line to be read and the verb to wait on the silent connection.
+    thread::sleep(Duration::from_millis(500));
+    p.send_control('c').unwrap();
+    p.exp_string("zkw: interrupted while running get").unwrap();
+    p.exp_string("zkw /> ").unwrap();
+    proxy.blackhole(false);
+    p.send("get /n\r").unwrap();
+    p.flush().unwrap();
+    p.exp_string("here").unwrap();
+    p.exp_string("zkw /> ").unwrap();
+    p.send("exit\r").unwrap();
+    p.flush().unwrap();
+    p.exp_eof().unwrap();
+    drop(proxy);
 }
 
 /// Stops a holder of [`spawn_holder`]: SIGTERM to its `zkw`, which passes it on to the
