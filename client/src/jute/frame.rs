@@ -19,7 +19,8 @@ pub const DEFAULT_MAX_FRAME_LEN: usize = JUTE_MAX_BUFFER + 1024;
 ///
 /// The decoder owns its receive buffer, so a driver can read from its socket straight into
 /// [`buffer_mut`](Self::buffer_mut) and reuse the same allocation for the life of the
-/// connection.
+/// connection; a frame over 64 KiB takes the allocation it was read into with it, so one
+/// large reply does not pin its size in the buffer.
 #[derive(Debug)]
 pub struct FrameDecoder {
     buf: BytesMut,
@@ -114,9 +115,21 @@ impl FrameDecoder {
             return Ok(None);
         }
         self.buf.advance(4);
-        Ok(Some(self.buf.split_to(len).freeze()))
+        let frame = self.buf.split_to(len).freeze();
+        if len > LARGE_FRAME {
+            // What follows the frame goes to a buffer of its own, so that the large
+            // allocation is freed with the frame rather than reclaimed for every later read:
+            // one large reply would otherwise pin up to the frame cap for the connection's
+            // life.
+            self.buf = BytesMut::from(&self.buf[..]);
+        }
+        Ok(Some(frame))
     }
 }
+
+/// A frame above this size is read into an allocation the decoder lets go of with the frame
+/// ([`FrameDecoder::next_frame`]); the driver's reads themselves never ask for more room.
+const LARGE_FRAME: usize = 64 * 1024;
 
 impl Default for FrameDecoder {
     fn default() -> Self {
@@ -160,6 +173,26 @@ mod tests {
         d.push(b"c");
         assert_eq!(d.next_frame(), Ok(Some(Bytes::from_static(b"abc"))));
         assert_eq!(d.buffered_len(), 0);
+    }
+
+    /// The allocation a large frame was read into goes with the frame: the buffer cannot
+    /// take it back once the frame is dropped, while after a small frame it can.
+    #[test]
+    fn a_large_frame_leaves_no_large_buffer_behind() {
+        for (len, kept) in [(100, true), (LARGE_FRAME + 1, false), (JUTE_MAX_BUFFER, false)] {
+            let mut d = FrameDecoder::default();
+            let wire = i32::try_from(len).unwrap().to_be_bytes();
+            d.push(&wire);
+            assert_eq!(d.next_frame(), Ok(None));
+            d.push(&vec![7; len]);
+            d.push(&[0, 0]);
+            let frame = d.next_frame().unwrap().unwrap();
+            assert_eq!(frame.len(), len);
+            drop(frame);
+            assert_eq!(d.buffered_len(), 2, "the next frame's start is kept");
+            assert_eq!(d.buffer_mut().try_reclaim(len), kept, "{len}");
+            assert_eq!(&d.buffer_mut()[..], [0, 0]);
+        }
     }
 
     #[test]
