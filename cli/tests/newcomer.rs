@@ -318,7 +318,7 @@ fn each_verb_help_groups_the_connection_options_apart() {
 fn the_shell_help_lists_the_shell_commands() {
     let cs = chroot("cli-shell-help");
     let data = scratch("shell-help");
-    let mut p = common::spawn_shell_pty(&cs, &data);
+    let mut p = common::spawn_shell_pty(&cs, &data, &[]);
     let (_, id) = p.exp_regex(r"\(session 0x[0-9a-f]{16}\)").unwrap();
     assert!(is_session_id(&id[9..27]), "{id}");
     p.exp_string("zkw /> ").unwrap();

@@ -423,7 +423,7 @@ fn shell_through_a_pseudo_terminal() {
     zkw(&cs, &["create", "/alpha/beta", "two"]).ok();
     zkw(&cs, &["create", "/alpha/two words", "spaced"]).ok();
     let data = scratch("shell-data");
-    let mut p = spawn_shell_pty(&cs, &data);
+    let mut p = spawn_shell_pty(&cs, &data, &[]);
     // What is typed, then what must appear, in order (each prompt before the next keys:
     // typed-ahead keys are not kept while a verb runs).
     let steps: [(&str, &[&str]); 13] = [
@@ -482,7 +482,7 @@ fn ctrl_c_in_the_shell_stops_the_verb_not_the_shell() {
     let (_, root) = cs.split_once('/').unwrap();
     let via = format!("{}/{root}", proxy.connect_string());
     let data = scratch("shell-ctrl-c");
-    let mut p = spawn_shell_pty(&via, &data);
+    let mut p = spawn_shell_pty(&via, &data, &[]);
     p.exp_string("zkw /> ").unwrap();
     proxy.blackhole(true);
     p.send("get /n\r").unwrap();
@@ -493,6 +493,39 @@ fn ctrl_c_in_the_shell_stops_the_verb_not_the_shell() {
     p.exp_string("zkw: interrupted while running get").unwrap();
     p.exp_string("zkw /> ").unwrap();
     proxy.blackhole(false);
+    p.send("get /n\r").unwrap();
+    p.flush().unwrap();
+    p.exp_string("here").unwrap();
+    p.exp_string("zkw /> ").unwrap();
+    p.send("exit\r").unwrap();
+    p.flush().unwrap();
+    p.exp_eof().unwrap();
+    drop(proxy);
+}
+
+/// A shell whose session expires (its server did not hear from it for longer than the
+/// session timeout) says so, makes a new session once a server answers, and its next line
+/// works, rather than every line failing with "session expired".
+#[test]
+fn the_shell_renews_an_expired_session() {
+    let cs = chroot("cli-shell-renew");
+    zkw(&cs, &["create", "/n", "here"]).ok();
+    let runtime = common::runtime();
+    let server = zkwire_testing::server::shared_server().addr();
+    let proxy = runtime
+        .block_on(zkwire_testing::proxy::FaultProxy::start(server))
+        .unwrap();
+    let (_, root) = cs.split_once('/').unwrap();
+    let via = format!("{}/{root}", proxy.connect_string());
+    let data = scratch("shell-renew");
+    let mut p = spawn_shell_pty(&via, &data, &["--session-timeout", "2s"]);
+    p.exp_string("zkw /> ").unwrap();
+    // Twice the session timeout without a byte through: the server expires the session.
+    proxy.blackhole(true);
+    thread::sleep(Duration::from_secs(4));
+    proxy.blackhole(false);
+    p.exp_string("zkw: session Expired").unwrap();
+    p.exp_string("zkw: session Connected").unwrap();
     p.send("get /n\r").unwrap();
     p.flush().unwrap();
     p.exp_string("here").unwrap();

@@ -101,11 +101,15 @@ pub(crate) fn shell_command(cs: &str, data_home: &Path) -> Command {
     command
 }
 
-/// [`shell_command`] started on a pseudo-terminal (`TERM=xterm`), as someone typing at it;
-/// each expectation waits at most 30 s.
-pub(crate) fn spawn_shell_pty(cs: &str, data_home: &Path) -> rexpect::session::PtySession {
+/// [`shell_command`] with `options` after `shell`, started on a pseudo-terminal
+/// (`TERM=xterm`), as someone typing at it; each expectation waits at most 30 s.
+pub(crate) fn spawn_shell_pty(
+    cs: &str,
+    data_home: &Path,
+    options: &[&str],
+) -> rexpect::session::PtySession {
     let mut command = shell_command(cs, data_home);
-    command.env("TERM", "xterm");
+    command.args(options).env("TERM", "xterm");
     rexpect::session::spawn_command(command, Some(30_000)).unwrap()
 }
 
