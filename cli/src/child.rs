@@ -18,7 +18,8 @@ use rustix::process::{kill_process, kill_process_group, test_kill_process_group,
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
-use crate::fail::{Failure, CANNOT_EXEC, NOT_FOUND};
+use crate::fail::{Failure, CANNOT_EXEC};
+use crate::tied;
 
 /// How often a stopping command's process group is probed for members still running.
 const GROUP_PROBE_INTERVAL: Duration = Duration::from_millis(100);
@@ -48,38 +49,37 @@ pub(crate) enum Stopped {
 
 impl Running {
     /// Starts `argv` with extra environment variables, standard streams inherited; in its
-    /// own process group unless `foreground`.
+    /// own process group unless `foreground`; tied to this process's life (`crate::tied`),
+    /// which reports, as JSON documents with `json`, why it could not start the command.
     ///
     /// # Errors
-    /// Exit code 127 when the program is not found, 126 when it cannot be run.
+    /// Exit code 126 when `zkw` cannot start itself to run the command. The command's own
+    /// start fails later, as its exit code: 127 when the program is not found, 126 when it
+    /// cannot be run.
     pub(crate) fn spawn(
         argv: &[String],
         env: &[(&str, String)],
         foreground: bool,
+        json: bool,
     ) -> Result<Self, Failure> {
-        let (program, args) = argv
-            .split_first()
+        let program = argv
+            .first()
             .ok_or_else(|| Failure::usage("missing command to run"))?;
-        let command = |program: &str, args: &[String]| {
-            let mut command = Command::new(program);
-            command
-                .args(args)
-                .envs(env.iter().map(|(k, v)| (*k, v)))
-                .stdin(Stdio::inherit());
-            if !foreground {
-                command.process_group(0);
-            }
-            command
-        };
-        let child = match command(program, args).spawn() {
-            // A script without a `#!` line: the shell runs it, as a shell's own command
-            // search and `execvp` do (glibc's `posix_spawnp`, under Rust's `Command`, not).
-            Err(e) if e.raw_os_error() == Some(Errno::NOEXEC.raw_os_error()) => {
-                command("/bin/sh", argv).spawn()
-            }
-            spawned => spawned,
-        };
-        let child = child.map_err(|e| spawn_failure(program, &e))?;
+        let mut command = Command::new(tied::SELF_EXE);
+        command
+            .args(tied::arguments(argv, json))
+            .envs(env.iter().map(|(k, v)| (*k, v)))
+            .stdin(Stdio::inherit());
+        if !foreground {
+            command.process_group(0);
+        }
+        let child = command.spawn().map_err(|e| {
+            let failure = tied::spawn_failure(program, &e);
+            Failure::new(
+                CANNOT_EXEC,
+                format!("{} (starting {})", failure.message, tied::SELF_EXE),
+            )
+        })?;
         let pid = child
             .id()
             .and_then(|id| i32::try_from(id).ok())
@@ -202,13 +202,4 @@ pub(crate) fn exit_code(status: ExitStatus) -> u8 {
         (None, Some(signal)) => u8::try_from(128 + (signal & 0x7f)).unwrap_or(255),
         (None, None) => 1,
     }
-}
-
-fn spawn_failure(program: &str, error: &io::Error) -> Failure {
-    let code = if error.kind() == io::ErrorKind::NotFound {
-        NOT_FOUND
-    } else {
-        CANNOT_EXEC
-    };
-    Failure::new(code, format!("cannot run {program:?}: {error}"))
 }

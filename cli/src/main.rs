@@ -24,6 +24,7 @@ mod register;
 mod sandbox;
 mod secure;
 mod shell;
+mod tied;
 mod watch;
 
 use std::io::IsTerminal;
@@ -39,6 +40,10 @@ use fail::{Failure, FAILED, USAGE};
 use lock::Kind;
 
 fn main() -> ExitCode {
+    // The step between `zkw` and a command it runs under a lock: it becomes the command.
+    if let Some(code) = tied::run_if_asked() {
+        return code;
+    }
     // Known before parsing, so that a bad command line is reported as JSON too (a command's
     // own `--json`, after `--`, is not ours).
     let json = std::env::args_os()

@@ -84,7 +84,7 @@ async fn register_and_run(
     };
     let env = [(SERVICE_ID_ENV, registration.instance().id.clone())];
     let events = registration.node().map(|node| node.events());
-    let running = Running::spawn(&a.run.command, &env, a.run.foreground);
+    let running = Running::spawn(&a.run.command, &env, a.run.foreground, g.json);
     let code = match running {
         Ok(mut running) => {
             let watch = report_registration(events);
@@ -110,15 +110,17 @@ pub(crate) async fn barrier(g: &Global, a: &BarrierArgs) -> Result<u8, Failure> 
     let mut signals = Signals::new()?;
     let connecting = signals.interrupted("connecting");
     let client = until_stopped(g.connect(), connecting).await?;
-    let result = barrier_and_run(&client, a, &mut signals).await;
+    let result = barrier_and_run(&client, a, &mut signals, g.json).await;
     g.close(&client).await;
     result
 }
 
+/// Enters, runs CMD (its start failures reported as JSON with `json`), leaves.
 async fn barrier_and_run(
     client: &Client,
     a: &BarrierArgs,
     signals: &mut Signals,
+    json: bool,
 ) -> Result<u8, Failure> {
     let members = usize::try_from(a.members).unwrap_or(usize::MAX);
     let mut barrier = DistributedDoubleBarrier::new(client.clone(), a.path.clone(), members);
@@ -138,7 +140,7 @@ async fn barrier_and_run(
     }
     let node = barrier.member_path().unwrap_or_default().to_owned();
     let env = [(BARRIER_NODE_ENV, node.clone())];
-    let code = match Running::spawn(&a.run.command, &env, a.run.foreground) {
+    let code = match Running::spawn(&a.run.command, &env, a.run.foreground, json) {
         Ok(mut running) => {
             let watch = report_expiry(client, &node);
             run_to_end(&mut running, signals, a.run.foreground, watch).await?

@@ -246,6 +246,33 @@ fn ctrl_c_while_waiting_leaves_no_node() {
     finish(holder, Duration::from_secs(30)).ok();
 }
 
+/// `zkw` killed with SIGKILL takes the command with it (the kernel kills it), rather than
+/// leaving it to run on without the lock once the session expires. Here the command is in
+/// its own process group and in `--foreground`; it was the process `zkw` started.
+#[test]
+fn a_command_dies_with_zkw_killed_by_sigkill() {
+    let cs = chroot("cli-lock-sigkill");
+    for (n, foreground) in [(0, false), (1, true)] {
+        let dir = scratch(&format!("sigkill-{n}"));
+        let mut args = vec!["lock", "/k"];
+        args.extend(foreground.then_some("--foreground"));
+        // `exec`: the pid written is the one `zkw` started.
+        let script = "echo \"$ZKW_LOCK_NODE\" > \"$0/node\"; echo $$ > \"$0/pid\"; exec sleep 30";
+        let (mut holder, _, pid) = spawn_recording(&cs, &args, script, &dir);
+        assert!(running(pid));
+        holder.kill().unwrap();
+        holder.wait().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while running(pid) {
+            assert!(
+                Instant::now() < deadline,
+                "the command ran on after zkw died"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
 #[test]
 fn sigterm_and_sigquit_are_passed_to_the_command() {
     let cs = chroot("cli-lock-forward");

@@ -96,9 +96,10 @@ not renewed in time, CMD's process group gets SIGTERM --kill-after before that i
 SIGKILL at it. If the lock is lost otherwise (lock node deleted,
 session ended), CMD gets SIGTERM at once and SIGKILL after --kill-after (or when the lease
 ends, if sooner). Either way zkw exits with 75 (also when the loss is seen just as CMD exits:
-its run may not have been exclusive). This holds while zkw itself runs: if zkw is paused
-(stopped, swapped out, frozen VM) or killed (SIGKILL), only ZKW_FENCING_TOKEN protects the
-resource. It covers CMD's process group: a process that leaves the group (setsid, a daemon)
+its run may not have been exclusive). If zkw is killed, even by SIGKILL, the kernel kills
+CMD at once (not the processes CMD started, nor a set-user-ID CMD). This holds while zkw
+itself runs: if zkw is paused (stopped, swapped out, frozen VM), only ZKW_FENCING_TOKEN
+protects the resource. It covers CMD's process group: a process that leaves the group (setsid, a daemon)
 is neither waited for nor stopped, and with --foreground only CMD itself is.
 
 --timeout 0 tries once: a free lock is taken, a held one fails at once (exit 73).

@@ -43,7 +43,7 @@ pub(super) async fn hold_and_run(
         (FENCING_TOKEN_ENV, held.fencing_token().to_string()),
         (LOCK_NODE_ENV, held.path().to_owned()),
     ];
-    let mut running = match Running::spawn(&args.command, &env, args.foreground) {
+    let mut running = match Running::spawn(&args.command, &env, args.foreground, g.json) {
         Ok(running) => running,
         Err(failure) => {
             let _ = tokio::time::timeout(g.session_timeout, held.release()).await;
