@@ -226,19 +226,27 @@ impl Error {
     /// Whether sending the same request again may succeed.
     ///
     /// True for connection loss (and `SessionMoved`, after which the client reconnects),
-    /// throttling and timeouts. A retried write after
+    /// throttling, timeouts, and a connect that reached no server
+    /// ([`ConnectError::Unreachable`]: servers down or restarting); not for the other
+    /// [`ConnectError`]s, which are configuration. A retried write after
     /// [`ConnectionLoss`](Self::ConnectionLoss) may find its own earlier effect (a create
     /// then fails with `NodeExists`); only idempotent requests should be retried blindly.
     ///
     /// ```
     /// use zkwire::Error;
+    /// use zkwire::error::ConnectError;
     /// assert!(Error::ConnectionLoss.is_retryable());
     /// assert!(!Error::NoNode.is_retryable()); // the same request gets the same answer
+    /// // No server answered: they may be restarting. A missing chroot stays missing.
+    /// assert!(Error::Connect(ConnectError::Unreachable { failures: vec![] }).is_retryable());
+    /// let chroot = "/app".to_owned();
+    /// assert!(!Error::Connect(ConnectError::NoChroot { chroot }).is_retryable());
     /// ```
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            Self::ConnectionLoss
+            Self::Connect(ConnectError::Unreachable { .. })
+                | Self::ConnectionLoss
                 | Self::Timeout
                 | Self::Throttled
                 | Self::OperationTimeout
@@ -268,8 +276,9 @@ impl Error {
     }
 }
 
-/// Why connecting failed in a way that retrying will not fix: the client's or the server's
-/// configuration is wrong.
+/// Why connecting failed: the client's or the server's configuration is wrong, which
+/// retrying will not fix, or ([`Unreachable`](Self::Unreachable)) no server answered, which a
+/// later try may ([`Error::is_retryable`]).
 ///
 /// [`ClientBuilder::connect`](crate::ClientBuilder::connect) returns it (as
 /// [`Error::Connect`]) once every host of the connect string has failed with one; a running
