@@ -267,10 +267,31 @@ impl Global {
         } else {
             String::new()
         };
-        Failure::new(
-            UNAVAILABLE,
+        let failure = Failure::new(
+            connect_code(error),
             format!("cannot connect to {server}: {cause}{after}{hint}"),
-        )
+        );
+        match error {
+            // The server refused who we are.
+            Error::Connect(ConnectError::Sasl { .. } | ConnectError::TlsRefused { .. }) => {
+                failure.with_kind("no_auth")
+            }
+            _ => failure,
+        }
+    }
+}
+
+/// The exit code of a failed connect: [`UNAVAILABLE`] when no server answered (a later try
+/// may), 1 when one answered and the settings are wrong (TLS on one side only, a certificate
+/// refused, SASL failed): a script that retries on 69 would retry those for ever.
+fn connect_code(error: &Error) -> u8 {
+    match error {
+        Error::Connect(ConnectError::Unreachable { .. })
+        | Error::Timeout
+        | Error::ConnectionLoss
+        | Error::Io(_)
+        | Error::Protocol(_) => UNAVAILABLE,
+        _ => FAILED,
     }
 }
 
@@ -308,5 +329,43 @@ fn parse_auth(text: &str) -> Result<(String, Vec<u8>), Failure> {
         _ => Err(Failure::usage(
             "--auth takes scheme:credentials (e.g. digest:user:password)",
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server that answered and refused our settings is not "unavailable" (69), which
+    /// scripts retry: retrying cannot help.
+    #[test]
+    fn settings_a_server_refused_are_not_unavailable() {
+        let unreachable = ConnectError::Unreachable {
+            failures: Vec::new(),
+        };
+        assert_eq!(connect_code(&Error::Connect(unreachable)), UNAVAILABLE);
+        assert_eq!(connect_code(&Error::Timeout), UNAVAILABLE);
+        let host = || "zk1:2281".to_owned();
+        let reason = || "refused".to_owned();
+        let refused = [
+            ConnectError::Sasl {
+                host: host(),
+                reason: reason(),
+            },
+            ConnectError::TlsCertificate {
+                host: host(),
+                reason: reason(),
+            },
+            ConnectError::TlsRefused {
+                host: host(),
+                reason: reason(),
+            },
+            ConnectError::NotTls { host: host() },
+            ConnectError::NotPlaintext { host: host() },
+        ];
+        for error in refused {
+            let error = Error::Connect(error);
+            assert_eq!(connect_code(&error), FAILED, "{error}");
+        }
     }
 }

@@ -199,7 +199,8 @@ fn zk_kind(error: &Error, code: u8) -> &'static str {
         Error::NodeExists => "node_exists",
         Error::BadVersion => "bad_version",
         Error::NotEmpty => "not_empty",
-        Error::NoAuth => "no_auth",
+        // The session ended because the server refused the credentials.
+        Error::NoAuth | Error::AuthFailed | Error::SessionClosedRequireSaslAuth => "no_auth",
         Error::InvalidAcl => "invalid_acl",
         Error::InvalidPath(_) => "invalid_path",
         Error::BadArguments | Error::InvalidArgument(_) => "bad_arguments",
@@ -219,6 +220,12 @@ fn zk_code(error: &Error) -> u8 {
         | Error::Closed
         | Error::Io(_)
         | Error::Protocol(_) => UNAVAILABLE,
+        // The server is there but cannot serve now: the same request later may succeed.
+        Error::Throttled
+        | Error::OperationTimeout
+        | Error::RequestTimeout
+        | Error::ReconfigInProgress
+        | Error::SessionMoved => UNAVAILABLE,
         _ => FAILED,
     }
 }
@@ -261,6 +268,23 @@ mod tests {
         assert_eq!(kind(Error::NoAuth), "no_auth");
         assert_eq!(kind(Error::ConnectionLoss), "unavailable");
         assert_eq!(kind(Error::MarshallingError), "failed");
+        // Refused credentials: not a server that is down, whichever way the session ended.
+        for refused in [Error::AuthFailed, Error::SessionClosedRequireSaslAuth] {
+            let failure = Failure::zk("/a", &refused);
+            assert_eq!(
+                (failure.code, failure.kind),
+                (FAILED, "no_auth"),
+                "{refused:?}"
+            );
+        }
+        // The server cannot serve now: the same request later may succeed.
+        for busy in [
+            Error::Throttled,
+            Error::OperationTimeout,
+            Error::RequestTimeout,
+        ] {
+            assert_eq!(Failure::zk("/a", &busy).code, UNAVAILABLE, "{busy:?}");
+        }
         assert_eq!(Failure::new(NOT_FOUND, "x").kind, "command_not_found");
         let every = [
             FAILED,

@@ -46,7 +46,8 @@ const AFTER_HELP: &str = "\
 Durations: 500ms, 5s, 1.5s, 2m, 1h 30m (humantime; a bare number is seconds).
 
 Exit codes: 0 ok · 1 the operation failed (no node, bad version, …) · 2 bad command line ·
-69 ZooKeeper unreachable or session lost · 73 lock not acquired before --timeout ·
+69 ZooKeeper unreachable, too busy (throttled, timed out) or session lost: a retry may help ·
+73 lock not acquired before --timeout ·
 75 lock lost while CMD ran (CMD terminated) · 76 lock revoked (--revocable) ·
 126/127 CMD cannot run / not found · 128+N CMD (or zkw) ended by signal N ·
 otherwise CMD's own exit code.

@@ -207,6 +207,10 @@ fn acquire_failure(args: &LockArgs, kind: Kind, error: &LockError) -> Failure {
                 show_duration(t)
             ),
         ),
+        // Refused credentials end the session too, but a retry cannot help: as any verb.
+        (LockError::Client(Error::AuthFailed | Error::SessionClosedRequireSaslAuth), _) => {
+            Failure::lock(&args.path, error)
+        }
         (LockError::Client(e), _) if e.is_terminal() => Failure::new(
             UNAVAILABLE,
             format!(
