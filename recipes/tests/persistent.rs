@@ -443,3 +443,43 @@ async fn closed_after_a_lost_create_reply_leaves_no_node() {
     assert!(observer.exists("/member").await.unwrap().is_none());
     client.close().await.unwrap();
 }
+
+/// A close whose delete waits out an outage during which the session expired, and someone
+/// else took the node's path, leaves their node alone: the delete was for the old session's
+/// node, which the server removed with it. (It ran on the renewed session and deleted
+/// theirs: another process's group membership or service registration gone.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_across_a_renewal_leaves_a_node_someone_else_made_at_the_path() {
+    let (cs, proxy, via) = support::proxied("persistent_close_renewal").await;
+    let client = connect_renewing(&via, T).await;
+    let other = connect_with_timeout(&cs, T).await;
+    let node = PersistentNode::ephemeral(client.clone(), "/m", "ours");
+    start_created(&node).await;
+    // Cut off: the close's requests wait for a connection.
+    proxy.refuse(true);
+    proxy.cut_all();
+    let close = tokio::spawn(async move { node.close().await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The session ends on the server meanwhile, and the path is taken.
+    kill_client_session(&client).await.unwrap();
+    wait_for_absence(&other, "/m").await;
+    let theirs = CreateOptions::new(CreateMode::Ephemeral);
+    other.create("/m", b"theirs", &theirs).await.unwrap();
+    proxy.refuse(false);
+    tokio::time::timeout(STEP, close)
+        .await
+        .expect("closed")
+        .unwrap()
+        .unwrap();
+    // The close is over: the renewed session has had its chance to send anything.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (data, stat) = other
+        .get_data("/m")
+        .await
+        .expect("their node is still there");
+    assert_eq!(
+        (&data[..], stat.ephemeral_owner),
+        (&b"theirs"[..], other.session_id())
+    );
+    close_all([client, other]).await;
+}

@@ -507,6 +507,7 @@ impl ClientBuilder {
         Ok(Client {
             inner: Arc::new(inner),
             timeout: self.request_timeout,
+            session: None,
         })
     }
 }

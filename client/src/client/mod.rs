@@ -176,6 +176,8 @@ impl StatsHandle {
 pub struct Client {
     inner: Arc<Inner>,
     timeout: Option<Duration>,
+    /// [`bound_to_session`](Self::bound_to_session).
+    session: Option<i64>,
 }
 
 #[derive(Debug)]
@@ -246,8 +248,38 @@ impl Client {
     /// ```
     pub fn with_timeout(&self, timeout: Duration) -> Self {
         Self {
-            inner: self.inner.clone(),
             timeout: Some(timeout),
+            ..self.clone()
+        }
+    }
+
+    /// A handle whose requests run on session `session_id` only: a request made, or still
+    /// unwritten, when another session is current (with
+    /// [`with_session_renewal`](crate::ClientBuilder::with_session_renewal), a renewal took
+    /// its place) fails with [`Error::SessionExpired`] instead of running there. For what
+    /// only the old session may do: deleting the ephemeral node it made, whose path
+    /// someone else may have taken since. A request written before the renewal is answered
+    /// as any other (it fails with [`Error::ConnectionLoss`] when the connection drops).
+    ///
+    /// ```no_run
+    /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
+    /// use zkwire::Error;
+    ///
+    /// let (_, stat) = client.get_data("/workers/w1").await?;
+    /// if stat.ephemeral_owner == client.session_id() {
+    ///     let ours = client.bound_to_session(stat.ephemeral_owner);
+    ///     match ours.delete("/workers/w1", None).await {
+    ///         // Our session ended: the server deleted the node with it.
+    ///         Ok(()) | Err(Error::NoNode | Error::SessionExpired) => {}
+    ///         Err(e) => return Err(e),
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn bound_to_session(&self, session_id: i64) -> Self {
+        Self {
+            session: Some(session_id),
+            ..self.clone()
         }
     }
 
@@ -277,7 +309,7 @@ impl Client {
         };
         Ok(Self {
             inner: Arc::new(inner),
-            timeout: self.timeout,
+            ..self.clone()
         })
     }
 
@@ -351,6 +383,7 @@ impl Client {
             body: bodies::encode(request),
             effect,
             deadline: self.deadline(),
+            session: self.session,
         };
         let reply = self.submit(request, watcher).await?;
         session::decode_checked::<T>(&reply.body).map_err(|e| Error::Protocol(e.into()))

@@ -98,14 +98,17 @@ pub(crate) struct Submission {
     body: Bytes,
     deadline: Option<std::time::Instant>,
     reply: Answer,
-    /// `None` for a request with no watch effect and no watcher (most of them).
-    watching: Option<Box<Watching>>,
+    /// `None` for a request with no watch effect, no watcher and no session of its own
+    /// (most of them).
+    extras: Option<Box<Extras>>,
 }
 
+/// What few requests carry, boxed to keep a command small.
 #[derive(Debug)]
-struct Watching {
+struct Extras {
     effect: Effect,
     watcher: Option<LocalWatcher>,
+    session: Option<i64>,
 }
 
 impl Submission {
@@ -115,31 +118,37 @@ impl Submission {
             body,
             effect,
             deadline,
+            session,
         } = request;
-        let watching = match (effect, watcher) {
-            (Effect::None, None) => None,
-            (effect, watcher) => Some(Box::new(Watching { effect, watcher })),
+        let extras = match (effect, watcher, session) {
+            (Effect::None, None, None) => None,
+            (effect, watcher, session) => Some(Box::new(Extras {
+                effect,
+                watcher,
+                session,
+            })),
         };
         Self {
             op,
             body,
             deadline,
             reply,
-            watching,
+            extras,
         }
     }
 
     /// The request as submitted, where its answer goes, and its watcher.
     pub(crate) fn into_parts(self) -> (Request, ReplyTo, Option<LocalWatcher>) {
-        let (effect, watcher) = match self.watching {
-            Some(watching) => (watching.effect, watching.watcher),
-            None => (Effect::None, None),
+        let (effect, watcher, session) = match self.extras {
+            Some(extras) => (extras.effect, extras.watcher, extras.session),
+            None => (Effect::None, None, None),
         };
         let request = Request {
             op: self.op,
             body: self.body,
             effect,
             deadline: self.deadline,
+            session,
         };
         (request, ReplyTo::Waiting(self.reply), watcher)
     }
@@ -172,6 +181,7 @@ impl DetachedSubmission {
             body: self.body,
             effect: Effect::None,
             deadline: None,
+            session: None,
         };
         (request, ReplyTo::Detached(self.done))
     }

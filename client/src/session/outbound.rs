@@ -22,6 +22,11 @@ impl Session {
                 self.answer(id, Err(Error::Timeout));
                 continue;
             }
+            // Meant for a session that another has replaced (docs/renewal.md).
+            if request.session.is_some_and(|s| s != self.session_id) {
+                self.answer(id, Err(Error::SessionExpired));
+                continue;
+            }
             if request.op == OpCode::Auth {
                 let auth = PendingAuth {
                     id: Some(id),

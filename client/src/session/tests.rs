@@ -2394,6 +2394,57 @@ fn renewal_replaces_an_expired_session() {
     );
 }
 
+/// A request bound to a session runs on it, even across a reconnect; one still unwritten
+/// when a renewal replaced its session fails with `SessionExpired` and is never written,
+/// while an unbound one waits for the new session and runs there.
+#[test]
+fn a_request_bound_to_a_session_never_runs_on_its_successor() {
+    let mut h = Harness::with_session_of(SessionConfig {
+        renew_on_expiry: true,
+        ..config(secs(30))
+    });
+    let bound = |path: &str, session| Request {
+        session: Some(session),
+        ..get_data(path, None)
+    };
+    // Its own session: written, through a reconnect of that session too.
+    h.submit(bound("/now", SID));
+    assert_eq!(h.sent_frames().len(), 1);
+    h.disconnect();
+    h.drain_events();
+    let across_reconnect = h.submit(bound("/across", SID));
+    h.open();
+    h.accept(&welcome(30_000));
+    let written: Vec<String> = h.sent_frames().iter().map(|(_, b)| get_data_path(b)).collect();
+    assert_eq!(written, ["/across"], "{across_reconnect:?}");
+    h.drain_events();
+
+    h.disconnect();
+    h.drain_events();
+    let stale = h.submit(bound("/stale", SID));
+    let unbound = h.submit(get_data("/unbound", None));
+    h.open();
+    h.accept(&expired_response());
+    h.open();
+    h.accept(&ConnectResponse {
+        session_id: SID + 1,
+        ..welcome(30_000)
+    });
+    let events = h.drain_events();
+    assert_eq!(replies(&events), [(stale, Err(Error::SessionExpired))]);
+    let written: Vec<String> = h.sent_frames().iter().map(|(_, b)| get_data_path(b)).collect();
+    assert_eq!(written, ["/unbound"], "{unbound:?} runs on the new session");
+    // Bound to the new session, it runs; to the old one, it fails at once.
+    h.submit(bound("/renewed", SID + 1));
+    let old = h.submit(bound("/old", SID));
+    assert_eq!(
+        replies(&h.drain_events()),
+        [(old, Err(Error::SessionExpired))]
+    );
+    let written: Vec<String> = h.sent_frames().iter().map(|(_, b)| get_data_path(b)).collect();
+    assert_eq!(written, ["/renewed"]);
+}
+
 /// Without renewal an expiry still ends the session (the default).
 #[test]
 fn without_renewal_expiry_is_terminal() {

@@ -104,16 +104,21 @@ pub struct Request {
     pub effect: Effect,
     /// When to give up waiting; `None` waits as long as the session lives.
     pub deadline: Option<Instant>,
+    /// The session it is for, `None` for any: a request still unwritten when another
+    /// session is current (a renewal took its session's place) fails with
+    /// [`Error::SessionExpired`](crate::Error::SessionExpired) rather than run there.
+    pub session: Option<i64>,
 }
 
 impl Request {
-    /// A request with no watch effect and no deadline.
+    /// A request with no watch effect, no deadline, for any session.
     pub fn new(op: OpCode, body: Bytes) -> Self {
         Self {
             op,
             body,
             effect: Effect::None,
             deadline: None,
+            session: None,
         }
     }
 }

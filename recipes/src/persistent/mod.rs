@@ -33,7 +33,7 @@ use crate::error::LockError;
 use crate::guid::Uuid;
 use crate::task::Task;
 use events::EVENT_CAPACITY;
-use worker::Worker;
+use worker::{Held, Worker};
 
 /// A node that stays, as Curator's `PersistentNode` (and `PersistentEphemeralNode`): once
 /// [started](Self::start), a background task creates it and creates it again whenever it
@@ -365,6 +365,7 @@ impl PersistentNode {
                 unsure_at_path: false,
                 claim: true,
                 sessions: Vec::new(),
+                held: Held::default(),
             };
             tokio::spawn(worker.run())
         });

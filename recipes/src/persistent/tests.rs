@@ -18,6 +18,7 @@ fn worker(node: &PersistentNode, close: &watch::Sender<bool>) -> Worker {
         unsure_at_path: false,
         claim: true,
         sessions: Vec::new(),
+        held: Held::default(),
     }
 }
 

@@ -64,6 +64,29 @@ pub(super) struct Worker {
     /// The sessions that created our node in this run: a node left by one of them is ours
     /// to replace.
     pub(super) sessions: Vec<i64>,
+    /// The node we hold: whose it is, and in which session we last saw it as ours.
+    pub(super) held: Held,
+}
+
+/// The node a [`Worker`] holds (created or adopted).
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Held {
+    /// Its `ephemeralOwner`: a node at our path with another is not the one we hold (after
+    /// a renewal, ours went with the old session and the path may be someone else's).
+    pub(super) owner: i64,
+    /// The session in which we created, adopted or last watched it: a close deletes it in
+    /// that session only.
+    pub(super) session: i64,
+}
+
+impl Held {
+    /// A node owned by `owner`, seen in `client`'s current session.
+    fn seen(owner: i64, client: &Client) -> Self {
+        Self {
+            owner,
+            session: client.session_id(),
+        }
+    }
 }
 
 impl Worker {
@@ -180,6 +203,7 @@ impl Worker {
             other => other,
         };
         let (node, stat) = created?;
+        self.held = Held::seen(stat.ephemeral_owner, &self.client);
         self.shared.publish(Some(node.clone()));
         let owner = stat.ephemeral_owner;
         if session_owned(owner) && !self.sessions.contains(&owner) {
@@ -253,6 +277,7 @@ impl Worker {
                 Err(e) => return Err(e),
             }
         };
+        self.held = Held::seen(owner, &self.client);
         self.shared.publish(Some(target.clone()));
         tracing::debug!(path = target, owner, "persistent node adopted");
         let path = target.clone();
@@ -329,7 +354,17 @@ impl Worker {
                 return Err(Stop::Closed);
             }
             let watcher = match self.client.exists_and_watch(node).await {
-                Ok((Some(_), watcher)) => watcher,
+                // Another session's node now stands at the path (ours went with the session
+                // a renewal replaced): ours is gone, and the rules of `taken` apply.
+                Ok((Some(stat), _))
+                    if self.spec.mode.is_ephemeral() && stat.ephemeral_owner != self.held.owner =>
+                {
+                    return Ok(());
+                }
+                Ok((Some(_), watcher)) => {
+                    self.held.session = self.client.session_id();
+                    watcher
+                }
                 Ok((None, _)) => return Ok(()),
                 Err(e) if is_fatal(&e) => return Err(Stop::Failed(e)),
                 Err(e) => {
@@ -362,17 +397,21 @@ impl Worker {
     /// is reported.
     async fn remove(&mut self) -> Option<Error> {
         let node = self.shared.status.borrow().path.clone();
-        let mut doomed: Vec<String> = node.into_iter().collect();
+        let mut doomed: Vec<(String, i64)> =
+            node.into_iter().map(|n| (n, self.held.session)).collect();
+        // What the look-ups below find is our current session's.
+        let session = self.client.session_id();
         if self.unsure {
             // Best effort: a create that applied unseen is found by its guid.
-            doomed.extend(self.ours_by_guid().await.unwrap_or_default());
+            let found = self.ours_by_guid().await.unwrap_or_default();
+            doomed.extend(found.into_iter().map(|n| (n, session)));
         }
         if self.unsure_at_path && doomed.is_empty() {
-            doomed.extend(self.ours_at_path().await);
+            doomed.extend(self.ours_at_path().await.map(|n| (n, session)));
         }
         let mut refused = None;
-        for node in doomed {
-            if let Err(e) = self.delete(&node).await {
+        for (node, session) in doomed {
+            if let Err(e) = self.delete(&node, session).await {
                 refused = Some(e);
             }
         }
@@ -390,11 +429,20 @@ impl Worker {
         ours.then_some(target)
     }
 
-    /// Deletes `node`, retrying across connection losses.
-    async fn delete(&self, node: &str) -> Result<(), Error> {
+    /// Deletes `node`, retrying across connection losses; an ephemeral one in `session`
+    /// alone (`Client::bound_to_session`), the session in which it was seen as ours: once a
+    /// renewal has replaced that session, the server has deleted the node with it, and the
+    /// path may be someone else's (a delete queued before the renewal would otherwise run
+    /// on the new session and take their node).
+    async fn delete(&self, node: &str, session: i64) -> Result<(), Error> {
+        let client = if self.spec.mode.is_ephemeral() {
+            self.client.bound_to_session(session)
+        } else {
+            self.client.clone()
+        };
         let mut backoff = Backoff::new();
         loop {
-            match self.client.delete(node, None).await {
+            match client.delete(node, None).await {
                 Ok(()) | Err(Error::NoNode) => return Ok(()),
                 Err(e) if e.is_retryable() => {
                     backoff.pause().await;
