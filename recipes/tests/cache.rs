@@ -162,6 +162,52 @@ async fn initial_tree_then_events_with_old_and_new_data() {
 /// A `start` dropped before the cache is ready stops its worker: nothing keeps the client
 /// running once the caller's handles are gone. (The worker once ran on, with its watch and a
 /// client clone, for the process's life.)
+/// A change whose read failed with the connection up (here the cache's request timeout,
+/// the proxy holding every frame back a second) is read again by itself. It was dropped:
+/// the cache kept the old data, and said nothing, until the node changed again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_whose_read_timed_out_is_read_again() {
+    let cs = fresh_chroot("cache_read_timeout").await;
+    let writer = Client::connect(&cs).await.unwrap();
+    for (path, data) in [("/r", ""), ("/r/a", "v1")] {
+        let persistent = CreateOptions::persistent();
+        writer.create(path, data, &persistent).await.unwrap();
+    }
+    let proxy = FaultProxy::start(shared_server().addr()).await.unwrap();
+    let (_, root) = cs.split_once('/').unwrap();
+    let via = format!("{}/{root}", proxy.connect_string());
+    let reader = connect_with_timeout(&via, Duration::from_secs(10)).await;
+    let impatient = reader.with_timeout(Duration::from_millis(300));
+    let (cache, mut events) = TreeCache::builder(impatient, "/r").start().await.unwrap();
+    while !matches!(next(&mut events).await, CacheEvent::Initialized) {}
+    // Two seconds a round trip: the event comes, its read times out; pings keep the
+    // connection (a read timeout of 2/3 of 10 s).
+    proxy.delay(Duration::from_secs(1));
+    writer.set_data("/r/a", "v2", None).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    proxy.delay(Duration::ZERO);
+    loop {
+        match next(&mut events).await {
+            CacheEvent::Changed { path, new, .. } if path == "/r/a" => {
+                assert_eq!(new.data, "v2");
+                break;
+            }
+            CacheEvent::Stopped(e) => panic!("the cache stopped: {e}"),
+            _ => {}
+        }
+    }
+    assert_eq!(cache.get("/r/a").unwrap().data, "v2");
+    let stats = reader.stats();
+    assert_eq!(
+        (stats.connections, stats.sessions),
+        (1, 1),
+        "no reconnect covered it"
+    );
+    drop(cache);
+    reader.close().await.unwrap();
+    writer.close().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_start_dropped_midway_leaves_nothing_running() {
     let cs = fresh_chroot("cache_start_dropped").await;

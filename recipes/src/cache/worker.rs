@@ -2,16 +2,30 @@
 //! with every node event, and resyncs after what may have been missed.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::pin::Pin;
 use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Sleep;
 use zkwire::{
     path, AddWatchMode, Backoff, Client, Error, EventType, PersistentWatcher, SessionState, Stat,
 };
 
 use super::diff::{differences, newer};
 use super::{CacheEvent, CachedNode, Selection};
+
+/// Waits for `timer`, for ever when there is none.
+async fn until_due(timer: &mut Option<Pin<Box<Sleep>>>) {
+    match timer {
+        Some(timer) => timer.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// How long after an event's read failed the whole tree is read again.
+const RESYNC_AFTER_FAILED_READ: Duration = Duration::from_millis(500);
 
 /// The task behind a [`TreeCache`](super::TreeCache).
 pub(super) struct Worker {
@@ -66,6 +80,8 @@ impl Worker {
         states: &mut zkwire::StateStream,
     ) -> Error {
         let mut connected = self.client.state() == SessionState::Connected;
+        // A resync due because an event's read failed (see below).
+        let mut resync_due: Option<Pin<Box<Sleep>>> = None;
         loop {
             tokio::select! {
                 event = watcher.next() => match event {
@@ -73,9 +89,14 @@ impl Worker {
                     Some(event) if event.event_type == EventType::None => {}
                     Some(event) => {
                         if let Err(e) = self.reconcile(&event.path).await {
-                            // The connection or the session went: the resync that follows
-                            // the next connection covers this node.
+                            // The resync after the next connection covers this node when
+                            // the connection went; not when it stayed up (a request timeout,
+                            // a busy server): then the change would be missed until the
+                            // node changes again. So the tree is read again shortly.
                             tracing::debug!(path = event.path, error = %e, "cache read failed");
+                            resync_due.get_or_insert_with(|| {
+                                Box::pin(tokio::time::sleep(RESYNC_AFTER_FAILED_READ))
+                            });
                         }
                     }
                     // The watch is gone: its queue overflowed, or the session ended. Setting
@@ -91,10 +112,17 @@ impl Worker {
                         }
                     }
                 },
+                () = until_due(&mut resync_due) => {
+                    resync_due = None;
+                    if let Err(e) = self.resync().await {
+                        return e;
+                    }
+                }
                 state = states.next() => match state {
                     None => return Error::Closed,
                     Some(SessionState::Connected) if !connected => {
                         connected = true;
+                        resync_due = None;
                         if let Err(e) = self.resync().await {
                             return e;
                         }
