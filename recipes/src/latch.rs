@@ -185,6 +185,8 @@ impl LeaderLatch {
     }
 
     /// Joins the election in the background (a no-op while started). Needs a tokio runtime.
+    /// After a [`close`](Self::close), even one dropped before it returned, the new
+    /// participant waits until the old one has left.
     ///
     /// ```no_run
     /// # use zkwire_recipes::{LeaderLatch, LockError};
@@ -197,7 +199,7 @@ impl LeaderLatch {
     pub fn start(&self) {
         self.task.0.start(|closed| {
             self.shared.status.send_replace(Status::Waiting);
-            tokio::spawn(participate(Arc::clone(&self.shared), closed, None))
+            participate(Arc::clone(&self.shared), closed, None)
         });
     }
 
@@ -233,10 +235,7 @@ impl LeaderLatch {
         let leadership = self.task.0.replace(|closed| {
             let (hold, leadership) = self.shared.lead(node);
             let shared = Arc::clone(&self.shared);
-            (
-                tokio::spawn(participate(shared, closed, Some(hold))),
-                leadership,
-            )
+            (participate(shared, closed, Some(hold)), leadership)
         });
         Ok(Some(leadership))
     }
@@ -303,6 +302,8 @@ impl LeaderLatch {
                     return Ok(leadership.clone());
                 }
                 Status::Leading(_) | Status::Waiting => {}
+                // A participant closing while a new one waits to start says Idle last.
+                Status::Idle if self.is_started() => {}
                 Status::Idle => return Err(LockError::Closed),
                 Status::Failed(e) => return Err(e.clone()),
             }

@@ -483,3 +483,38 @@ async fn a_close_across_a_renewal_leaves_a_node_someone_else_made_at_the_path() 
     );
     close_all([client, other]).await;
 }
+
+/// A start while the last run still closes (a `close()` dropped after its first poll, which
+/// it promises to survive) waits for that run to end: one run at a time, and the new one
+/// keeps the node. The old run's end used to overwrite the new one's status (the wait for
+/// the create said `Closed`) and could delete the node the new run had adopted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_while_the_last_run_closes_keeps_the_node() {
+    let (_, [c, other]) = fresh_clients("persistent_restart", T).await;
+    let node = PersistentNode::ephemeral(c.clone(), "/restart", "x");
+    start_created(&node).await;
+    // Polled once: the close signal is sent, and the close is dropped.
+    let polled_once = tokio::select! {
+        biased;
+        closed = node.close() => Some(closed),
+        () = std::future::ready(()) => None,
+    };
+    assert!(
+        polled_once.is_none(),
+        "the close had to wait for the delete: {polled_once:?}"
+    );
+    node.start();
+    assert!(node.wait_for_initial_create(STEP).await.unwrap());
+    let stat = wait_for_node(&other, "/restart", b"x").await;
+    // Settled: the old run's delete is over, and the node stays.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let later = wait_for_node(&other, "/restart", b"x").await;
+    assert_eq!(
+        (later.czxid, later.ephemeral_owner),
+        (stat.czxid, c.session_id())
+    );
+    assert_eq!(node.actual_path().as_deref(), Some("/restart"));
+    node.close().await.unwrap();
+    wait_for_absence(&other, "/restart").await;
+    close_all([c, other]).await;
+}

@@ -110,6 +110,9 @@ struct Shared {
 
 #[derive(Debug, Clone, Default)]
 struct Status {
+    /// Which run (start) this is of: a task still closing after a new start leaves the new
+    /// run's status alone.
+    run: u64,
     /// The task runs.
     running: bool,
     /// Our node, while it is known to exist.
@@ -339,7 +342,9 @@ impl PersistentNode {
         }
     }
 
-    /// Starts the background task (a no-op while it runs). Needs a tokio runtime.
+    /// Starts the background task (a no-op while it runs). Needs a tokio runtime. After a
+    /// [`close`](Self::close), even one dropped before it returned, the new task waits
+    /// until the old one has deleted its node.
     ///
     /// ```no_run
     /// # async fn run(client: zkwire::Client) -> Result<(), zkwire_recipes::LockError> {
@@ -352,11 +357,15 @@ impl PersistentNode {
     /// ```
     pub fn start(&self) {
         self.task.start(|closed| {
+            let run = self.shared.status.borrow().run + 1;
             self.shared.status.send_replace(Status {
+                run,
                 running: true,
                 ..Status::default()
             });
             let worker = Worker {
+                run,
+                published: None,
                 client: self.client.clone(),
                 spec: self.spec.clone(),
                 shared: Arc::clone(&self.shared),
@@ -367,7 +376,7 @@ impl PersistentNode {
                 sessions: Vec::new(),
                 held: Held::default(),
             };
-            tokio::spawn(worker.run())
+            worker.run()
         });
     }
 
@@ -461,9 +470,18 @@ impl PersistentNode {
     /// # Ok(()) }
     /// ```
     pub async fn close(&self) -> Result<(), LockError> {
+        let run = self.shared.status.borrow().run;
         self.task.close().await;
-        let failed = self.shared.status.borrow().failed.clone();
-        self.shared.status.send_modify(|s| s.running = false);
+        // Unless started again meanwhile: that run's status is its own.
+        let mut failed = None;
+        self.shared.status.send_if_modified(|s| {
+            if s.run != run {
+                return false;
+            }
+            failed.clone_from(&s.failed);
+            s.running = false;
+            true
+        });
         failed.map_or(Ok(()), |e| Err(e.into()))
     }
 }
@@ -517,11 +535,16 @@ impl Shared {
         let _ = self.events.send(event);
     }
 
-    /// Publishes our node's path (`None`: gone); the first one initializes the run.
-    fn publish(&self, node: Option<String>) {
-        self.status.send_modify(|s| {
+    /// Publishes our node's path (`None`: gone) in run `run`'s status; the first one
+    /// initializes the run.
+    fn publish(&self, run: u64, node: Option<String>) {
+        self.status.send_if_modified(|s| {
+            if s.run != run {
+                return false;
+            }
             s.initialized |= node.is_some();
             s.path = node;
+            true
         });
     }
 

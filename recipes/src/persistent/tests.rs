@@ -10,6 +10,8 @@ use super::*;
 /// A worker for `node`, as `start` makes it, without running it.
 fn worker(node: &PersistentNode, close: &watch::Sender<bool>) -> Worker {
     Worker {
+        run: 0,
+        published: None,
         client: node.client.clone(),
         spec: node.spec.clone(),
         shared: Arc::clone(&node.shared),

@@ -46,6 +46,11 @@ pub(super) fn session_owned(owner: i64) -> bool {
 
 /// The task behind a started [`PersistentNode`](super::PersistentNode).
 pub(super) struct Worker {
+    /// Which run (start) of the handle this task is.
+    pub(super) run: u64,
+    /// Our node as we last published it: what a close deletes (the shared status may be a
+    /// newer run's by then).
+    pub(super) published: Option<String>,
     pub(super) client: Client,
     pub(super) spec: Spec,
     pub(super) shared: Arc<Shared>,
@@ -98,10 +103,15 @@ impl Worker {
                 Some(e)
             }
         };
-        self.shared.status.send_modify(|s| {
+        let run = self.run;
+        self.shared.status.send_if_modified(|s| {
+            if s.run != run {
+                return false;
+            }
             s.running = false;
             s.path = None;
             s.failed.clone_from(&failed);
+            true
         });
         self.shared.emit(NodeEvent::Stopped(failed));
     }
@@ -119,7 +129,8 @@ impl Worker {
                 return stop;
             }
             tracing::debug!(path = node, "persistent node gone; creating it again");
-            self.shared.publish(None);
+            self.published = None;
+            self.shared.publish(self.run, None);
             self.shared.emit(NodeEvent::Deleted { path: node });
         }
     }
@@ -204,7 +215,8 @@ impl Worker {
         };
         let (node, stat) = created?;
         self.held = Held::seen(stat.ephemeral_owner, &self.client);
-        self.shared.publish(Some(node.clone()));
+        self.published = Some(node.clone());
+        self.shared.publish(self.run, Some(node.clone()));
         let owner = stat.ephemeral_owner;
         if session_owned(owner) && !self.sessions.contains(&owner) {
             self.sessions.push(owner);
@@ -278,7 +290,8 @@ impl Worker {
             }
         };
         self.held = Held::seen(owner, &self.client);
-        self.shared.publish(Some(target.clone()));
+        self.published = Some(target.clone());
+        self.shared.publish(self.run, Some(target.clone()));
         tracing::debug!(path = target, owner, "persistent node adopted");
         let path = target.clone();
         self.shared.emit(NodeEvent::Adopted { path, owner });
@@ -396,7 +409,7 @@ impl Worker {
     /// our guid). Retried while retryable; a refused delete goes to the cleanup worker and
     /// is reported.
     async fn remove(&mut self) -> Option<Error> {
-        let node = self.shared.status.borrow().path.clone();
+        let node = self.published.clone();
         let mut doomed: Vec<(String, i64)> =
             node.into_iter().map(|n| (n, self.held.session)).collect();
         // What the look-ups below find is our current session's.
@@ -451,9 +464,11 @@ impl Worker {
                 // deleted by this client any more.
                 Err(e) if e.is_terminal() && self.spec.mode.is_ephemeral() => return Ok(()),
                 Err(e) if e.is_terminal() => return Err(e),
+                // The cleanup worker retries it in the same session only (`client` is
+                // bound): a later run's node at this path is not its to delete.
                 Err(e) => {
                     tracing::warn!(path = node, error = %e, "persistent node delete refused; left to the cleanup worker");
-                    cleanup::enqueue(&self.client, Job::Delete(node.to_owned()));
+                    cleanup::enqueue(&client, Job::Delete(node.to_owned()));
                     return Err(e);
                 }
             }
