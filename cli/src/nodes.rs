@@ -86,7 +86,11 @@ fn print_listing(
             let unreadable: Vec<Value> = listing
                 .unreadable
                 .iter()
-                .map(|(path, e)| json!({"path": path, "error": e.to_string()}))
+                .map(|(path, e)| {
+                    // The cause as a kind, as errors give it: scripts need not read the text.
+                    let kind = Failure::zk(path, e).kind;
+                    json!({"path": path, "error": e.to_string(), "kind": kind})
+                })
                 .collect();
             doc.insert("unreadable".into(), Value::Array(unreadable));
         }

@@ -62,7 +62,7 @@ fn ls_recursive_prints_what_it_can_and_names_unreadable_nodes() {
         json.stdout,
         "{\"path\":\"/t\",\"paths\":[\"/t\",\"/t/a\",\"/t/secret\",\"/t/z\"],\"unreadable\":\
          [{\"path\":\"/t/secret\",\"error\":\"not authorized by the ACL (a create or delete \
-         is checked against the parent's)\"}]}\n"
+         is checked against the parent's)\",\"kind\":\"no_auth\"}]}\n"
     );
     // With the credentials the whole tree is there: the hash was the right one.
     let authed = zkw(&cs, &["--auth", "digest:someone:pw", "ls", "-R", "/t"]);
@@ -468,11 +468,18 @@ fn shell_through_a_pseudo_terminal() {
     let _ = std::fs::remove_dir_all(data);
 }
 
-/// Ctrl-C while a verb waits (here a read on a connection that went silent) stops that verb
-/// and brings the prompt back; the shell goes on, on its session.
-#[test]
-fn ctrl_c_in_the_shell_stops_the_verb_not_the_shell() {
-    let cs = chroot("cli-shell-ctrl-c");
+/// A shell on a pseudo-terminal whose connection goes through a fault proxy, at its first
+/// prompt, on a chroot where `/n` holds "here"; with what must outlive it (the runtime the
+/// proxy runs on, the history directory).
+struct ProxiedShell {
+    p: rexpect::session::PtySession,
+    proxy: zkwire_testing::proxy::FaultProxy,
+    _data: common::Scratch,
+    _runtime: tokio::runtime::Runtime,
+}
+
+fn proxied_shell(name: &str, options: &[&str]) -> ProxiedShell {
+    let cs = chroot(name);
     zkw(&cs, &["create", "/n", "here"]).ok();
     let runtime = common::runtime();
     let server = zkwire_testing::server::shared_server().addr();
@@ -481,26 +488,49 @@ fn ctrl_c_in_the_shell_stops_the_verb_not_the_shell() {
         .unwrap();
     let (_, root) = cs.split_once('/').unwrap();
     let via = format!("{}/{root}", proxy.connect_string());
-    let data = scratch("shell-ctrl-c");
-    let mut p = spawn_shell_pty(&via, &data, &[]);
+    let data = scratch(name);
+    let mut p = spawn_shell_pty(&via, &data, options);
     p.exp_string("zkw /> ").unwrap();
-    proxy.blackhole(true);
-    p.send("get /n\r").unwrap();
-    p.flush().unwrap();
+    ProxiedShell {
+        p,
+        proxy,
+        _data: data,
+        _runtime: runtime,
+    }
+}
+
+impl ProxiedShell {
+    /// `get /n` prints "here" and the prompt comes back; then `exit` ends the shell.
+    fn reads_then_exits(mut self) {
+        for (keys, expected) in [("get /n\r", "here"), ("", "zkw /> ")] {
+            self.p.send(keys).unwrap();
+            self.p.flush().unwrap();
+            self.p.exp_string(expected).unwrap();
+        }
+        self.p.send("exit\r").unwrap();
+        self.p.flush().unwrap();
+        self.p.exp_eof().unwrap();
+    }
+}
+
+/// Ctrl-C while a verb waits (here a read on a connection that went silent) stops that verb
+/// and brings the prompt back; the shell goes on, on its session.
+#[test]
+fn ctrl_c_in_the_shell_stops_the_verb_not_the_shell() {
+    let mut shell = proxied_shell("cli-shell-ctrl-c", &[]);
+    shell.proxy.blackhole(true);
+    shell.p.send("get /n\r").unwrap();
+    shell.p.flush().unwrap();
     // Long enough for the line to be read and the verb to wait on the silent connection.
     thread::sleep(Duration::from_millis(500));
-    p.send_control('c').unwrap();
-    p.exp_string("zkw: interrupted while running get").unwrap();
-    p.exp_string("zkw /> ").unwrap();
-    proxy.blackhole(false);
-    p.send("get /n\r").unwrap();
-    p.flush().unwrap();
-    p.exp_string("here").unwrap();
-    p.exp_string("zkw /> ").unwrap();
-    p.send("exit\r").unwrap();
-    p.flush().unwrap();
-    p.exp_eof().unwrap();
-    drop(proxy);
+    shell.p.send_control('c').unwrap();
+    shell
+        .p
+        .exp_string("zkw: interrupted while running get")
+        .unwrap();
+    shell.p.exp_string("zkw /> ").unwrap();
+    shell.proxy.blackhole(false);
+    shell.reads_then_exits();
 }
 
 /// A shell whose session expires (its server did not hear from it for longer than the
@@ -508,32 +538,14 @@ fn ctrl_c_in_the_shell_stops_the_verb_not_the_shell() {
 /// works, rather than every line failing with "session expired".
 #[test]
 fn the_shell_renews_an_expired_session() {
-    let cs = chroot("cli-shell-renew");
-    zkw(&cs, &["create", "/n", "here"]).ok();
-    let runtime = common::runtime();
-    let server = zkwire_testing::server::shared_server().addr();
-    let proxy = runtime
-        .block_on(zkwire_testing::proxy::FaultProxy::start(server))
-        .unwrap();
-    let (_, root) = cs.split_once('/').unwrap();
-    let via = format!("{}/{root}", proxy.connect_string());
-    let data = scratch("shell-renew");
-    let mut p = spawn_shell_pty(&via, &data, &["--session-timeout", "2s"]);
-    p.exp_string("zkw /> ").unwrap();
+    let mut shell = proxied_shell("cli-shell-renew", &["--session-timeout", "2s"]);
     // Twice the session timeout without a byte through: the server expires the session.
-    proxy.blackhole(true);
+    shell.proxy.blackhole(true);
     thread::sleep(Duration::from_secs(4));
-    proxy.blackhole(false);
-    p.exp_string("zkw: session Expired").unwrap();
-    p.exp_string("zkw: session Connected").unwrap();
-    p.send("get /n\r").unwrap();
-    p.flush().unwrap();
-    p.exp_string("here").unwrap();
-    p.exp_string("zkw /> ").unwrap();
-    p.send("exit\r").unwrap();
-    p.flush().unwrap();
-    p.exp_eof().unwrap();
-    drop(proxy);
+    shell.proxy.blackhole(false);
+    shell.p.exp_string("zkw: session Expired").unwrap();
+    shell.p.exp_string("zkw: session Connected").unwrap();
+    shell.reads_then_exits();
 }
 
 /// Stops a holder of [`spawn_holder`]: SIGTERM to its `zkw`, which passes it on to the

@@ -75,6 +75,17 @@ async fn start_created_watched(node: &PersistentNode) -> NodeEvents {
     events
 }
 
+/// Lets `proxy` take connections again, and waits (at most [`STEP`]) for `close`, a
+/// node's `close()` spawned while it refused them, to succeed.
+async fn closed_once_reachable(
+    proxy: &zkwire_testing::proxy::FaultProxy,
+    close: tokio::task::JoinHandle<Result<(), LockError>>,
+) {
+    proxy.refuse(false);
+    let closed = tokio::time::timeout(STEP, close).await.expect("closed");
+    closed.unwrap().unwrap();
+}
+
 /// Closes the clients in order, each close succeeding.
 async fn close_all<const N: usize>(clients: [Client; N]) {
     for client in clients {
@@ -434,12 +445,7 @@ async fn closed_after_a_lost_create_reply_leaves_no_node() {
     }
     let close = tokio::spawn(async move { node.close().await });
     tokio::time::sleep(Duration::from_millis(100)).await;
-    proxy.refuse(false);
-    tokio::time::timeout(STEP, close)
-        .await
-        .expect("closed")
-        .unwrap()
-        .unwrap();
+    closed_once_reachable(&proxy, close).await;
     assert!(observer.exists("/member").await.unwrap().is_none());
     client.close().await.unwrap();
 }
@@ -465,12 +471,7 @@ async fn a_close_across_a_renewal_leaves_a_node_someone_else_made_at_the_path() 
     wait_for_absence(&other, "/m").await;
     let theirs = CreateOptions::new(CreateMode::Ephemeral);
     other.create("/m", b"theirs", &theirs).await.unwrap();
-    proxy.refuse(false);
-    tokio::time::timeout(STEP, close)
-        .await
-        .expect("closed")
-        .unwrap()
-        .unwrap();
+    closed_once_reachable(&proxy, close).await;
     // The close is over: the renewed session has had its chance to send anything.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let (data, stat) = other

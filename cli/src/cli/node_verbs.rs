@@ -143,7 +143,8 @@ pub(super) const LS_HELP: &str = "\
 Lists the children of PATH, sorted, one per line. -R lists every path of the subtree (PATH
 first, depth first); nodes that cannot be listed (no READ permission, say) are reported on
 standard error, the rest is printed, and zkw exits 1. -s prints the Stat of PATH after the
-list.";
+list. With --json -R: {\"path\":…,\"paths\":[…],\"unreadable\":[{\"path\":…,\"error\":…,
+\"kind\":K}]}, K an error kind of zkw --help (no_auth, …).";
 
 pub(super) const GET_HELP: &str = "\
 Prints the data of PATH and a newline; --raw writes the bytes exactly, nothing added. With
