@@ -478,14 +478,20 @@ struct ProxiedShell {
     _runtime: tokio::runtime::Runtime,
 }
 
+/// A fault proxy to the shared server, running on `runtime`.
+fn proxy_to_the_shared_server(
+    runtime: &tokio::runtime::Runtime,
+) -> zkwire_testing::proxy::FaultProxy {
+    let server = zkwire_testing::server::shared_server().addr();
+    let proxy = zkwire_testing::proxy::FaultProxy::start(server);
+    runtime.block_on(proxy).unwrap()
+}
+
 fn proxied_shell(name: &str, options: &[&str]) -> ProxiedShell {
     let cs = chroot(name);
     zkw(&cs, &["create", "/n", "here"]).ok();
     let runtime = common::runtime();
-    let server = zkwire_testing::server::shared_server().addr();
-    let proxy = runtime
-        .block_on(zkwire_testing::proxy::FaultProxy::start(server))
-        .unwrap();
+    let proxy = proxy_to_the_shared_server(&runtime);
     let (_, root) = cs.split_once('/').unwrap();
     let via = format!("{}/{root}", proxy.connect_string());
     let data = scratch(name);
@@ -583,10 +589,7 @@ fn a_read_cut_after_the_handshake_is_retried_on_the_next_host() {
     let cs = chroot("cli-read-retry");
     zkw(&cs, &["create", "/here", "yes"]).ok();
     let runtime = common::runtime();
-    let server = zkwire_testing::server::shared_server().addr();
-    let proxy = runtime
-        .block_on(zkwire_testing::proxy::FaultProxy::start(server))
-        .unwrap();
+    let proxy = proxy_to_the_shared_server(&runtime);
     proxy.cut_after_request(zkwire::proto::OpCode::GetData, 1);
     let (hosts, root) = cs.split_once('/').unwrap();
     // zkw shuffles its hosts: read until a run went through the proxy first (its first
