@@ -175,7 +175,8 @@ pub enum Error {
     Connect(ConnectError),
     /// The reply to this request is larger than the client accepts
     /// ([`ClientBuilder::with_max_frame_len`](crate::ClientBuilder::with_max_frame_len)),
-    /// and the connection was dropped unread. Asking again gets the same reply: raise the
+    /// and was thrown away unread (the connection goes on, unless the frame was not a
+    /// well-formed reply to this request). Asking again gets the same reply: raise the
     /// limit (up to the servers' `jute.maxbuffer`), or ask for less (a node with fewer
     /// children, less data).
     #[error("reply of {len} bytes exceeds the {max}-byte frame limit")]

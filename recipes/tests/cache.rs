@@ -208,6 +208,63 @@ async fn a_change_whose_read_timed_out_is_read_again() {
     writer.close().await.unwrap();
 }
 
+/// A node whose data is over the reader's frame limit is reported unreadable, and the cache
+/// goes on with the rest, on the same connection; once the data fits, it is cached. (The
+/// cache stopped for good at the first such reply.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_over_the_frame_limit_is_unreadable_and_the_rest_is_cached() {
+    let cs = fresh_chroot("cache_too_large").await;
+    let writer = Client::connect(&cs).await.unwrap();
+    let big = vec![b'x'; 16 * 1024];
+    for (path, data) in [("/r", &b""[..]), ("/r/small", b"a"), ("/r/big", &big)] {
+        let persistent = CreateOptions::persistent();
+        writer.create(path, data, &persistent).await.unwrap();
+    }
+    let reader = Client::builder()
+        .with_max_frame_len(8 * 1024)
+        .connect(&cs)
+        .await
+        .unwrap();
+    let (cache, mut events) = TreeCache::builder(reader.clone(), "/r")
+        .start()
+        .await
+        .unwrap();
+    let mut initial = Vec::new();
+    loop {
+        match next(&mut events).await {
+            CacheEvent::Initialized => break,
+            CacheEvent::Created { path, .. } | CacheEvent::Unreadable { path } => {
+                initial.push(path);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(initial, ["/r", "/r/small", "/r/big"]);
+    assert!(cache.get("/r/big").is_none());
+    writer.set_data("/r/small", "b", None).await.unwrap();
+    writer.set_data("/r/big", "fits", None).await.unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        match next(&mut events).await {
+            CacheEvent::Changed { path, new, .. } | CacheEvent::Created { path, node: new } => {
+                seen.push((path, new.data));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            ("/r/small".into(), "b".into()),
+            ("/r/big".into(), "fits".into())
+        ]
+    );
+    assert_eq!(reader.stats().connections, 1, "the connection went on");
+    drop(cache);
+    reader.close().await.unwrap();
+    writer.close().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_start_dropped_midway_leaves_nothing_running() {
     let cs = fresh_chroot("cache_start_dropped").await;

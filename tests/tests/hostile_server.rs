@@ -88,6 +88,10 @@ fn hostile_server_cases() {
             "frame length 1 MiB+1 under the default cap, then a stall",
             stalled_big_frame()
         ),
+        case!(
+            "a reply over the cap to the request it answers",
+            oversized_reply()
+        ),
         case!("an HTTP response (length 0x48545450)", http_response()),
         case!("a reply truncated at every byte", truncated_everywhere()),
         case!(
@@ -224,6 +228,31 @@ async fn frame_length(len: i32, cap: Option<usize>) -> Result<Outcome, String> {
 
 fn cap_plus_one() -> i32 {
     i32::try_from(DEFAULT_MAX_FRAME_LEN + 1).unwrap()
+}
+
+/// A well-formed reply over the cap, to the request it answers: that request fails for good
+/// (`ReplyTooLarge`), the frame is thrown away as it comes, and the connection goes on.
+async fn oversized_reply() -> Result<Outcome, String> {
+    const CAP: usize = 1024;
+    let server = start(|mut conn| async move {
+        conn.handshake().await?;
+        let (header, _) = conn.next_request().await?;
+        let body = GetDataResponse {
+            data: Some(Bytes::from(vec![b'x'; 4 * CAP])),
+            stat: Stat::default(),
+        };
+        let reply = reply_frame(header.xid, 1, ErrorCode::Ok, &body.to_bytes());
+        conn.send_hostile(&reply).await?;
+        conn.serve().await
+    })
+    .await?;
+    let client = connect(&server, Some(CAP)).await?;
+    let result = client.get_data("/big").await;
+    ensure!(
+        matches!(result, Err(Error::ReplyTooLarge { max: CAP, .. })),
+        "the oversized reply's request got {result:?}"
+    );
+    same_connection(&client, &server).await
 }
 
 /// Read as a frame, "HTTP" announces 1.2 GB: over the cap, so the request fails for good.

@@ -120,7 +120,7 @@ impl ClientBuilder {
     }
 
     /// The largest reply accepted (default: the server's default `jute.maxbuffer`, 1 MiB − 1,
-    /// plus 1 KiB of headers). A larger reply is a protocol error that drops the connection.
+    /// plus 1 KiB of headers). A larger reply fails its request with [`Error::ReplyTooLarge`].
     ///
     /// ```no_run
     /// # async fn run() -> Result<(), zkwire::Error> {

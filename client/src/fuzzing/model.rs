@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
-use crate::jute::{Decode, FrameDecoder, Reader};
+use crate::jute::{Decode, FrameDecoder, FrameError, Reader};
 use crate::proto::{
     visit_reply, ConnectResponse, ErrorCode, OpCode, ReplyHeader, ReplyRecord, ReplyVisitor,
     WatcherEvent, AUTH_XID, NOTIFICATION_XID,
@@ -26,7 +26,8 @@ pub(super) enum Phase {
 ///
 /// It splits what the session writes into requests (the pipeline FIFO and the auth count),
 /// and predicts from the protocol rules alone whether bytes delivered to the session keep the
-/// connection or end it: a frame length over the cap, an undecodable ConnectResponse or reply
+/// connection or end it: a frame length over the cap (unless its header answers the head of
+/// the FIFO: that frame is skipped), an undecodable ConnectResponse or reply
 /// header or notification, a reply whose xid is not the head of the FIFO, a successful reply
 /// whose record is malformed for its op, an auth reply with
 /// no auth in flight, an expired ConnectResponse, an AuthFailed auth reply and the reply to
@@ -118,11 +119,38 @@ impl Server {
             match self.inbound.next_frame() {
                 Ok(Some(frame)) if self.keeps_connection(&frame) => {}
                 Ok(None) => return false,
+                Err(FrameError::TooLong { .. }) => match self.oversized() {
+                    Some(true) => {}
+                    // Its header has not come yet.
+                    None => return false,
+                    Some(false) => break,
+                },
                 Ok(Some(_)) | Err(_) => break,
             }
         }
         self.end();
         true
+    }
+
+    /// A frame over the cap: skipped (`Some(true)`) when its header answers the head of the
+    /// FIFO, a request other than a ping or closeSession, without an error; the connection
+    /// ends otherwise (`Some(false)`); `None` until the header is there.
+    fn oversized(&mut self) -> Option<bool> {
+        let head = self.pipe.front().copied();
+        let Some((xid, op)) = head.filter(|_| self.phase == Phase::Open) else {
+            return Some(false);
+        };
+        if matches!(op, OpCode::Ping | OpCode::CloseSession) {
+            return Some(false);
+        }
+        let start = Bytes::copy_from_slice(self.inbound.payload_start(16)?);
+        let header = Reader::new(&start).read::<ReplyHeader>();
+        let answers = header.is_ok_and(|h| h.xid == xid && h.err == ErrorCode::Ok);
+        if answers {
+            self.inbound.skip_frame();
+            self.pipe.pop_front();
+        }
+        Some(answers)
     }
 
     fn keeps_connection(&mut self, frame: &Bytes) -> bool {

@@ -14,8 +14,9 @@ pub const DEFAULT_MAX_FRAME_LEN: usize = JUTE_MAX_BUFFER + 1024;
 ///
 /// Bytes may be pushed in any chunking; [`next_frame`](Self::next_frame) hands out each whole
 /// payload (without its 4-byte length) as a zero-copy [`Bytes`]. A length that is negative or
-/// above the cap is rejected before anything is allocated for it: the stream is then corrupt
-/// and the connection must be dropped ([`clear`](Self::clear) before reusing the decoder).
+/// above the cap is rejected before anything is allocated for it: the caller either skips
+/// that frame ([`skip_frame`](Self::skip_frame), when it can tell whose it is) or drops the
+/// connection ([`clear`](Self::clear) before reusing the decoder).
 ///
 /// The decoder owns its receive buffer, so a driver can read from its socket straight into
 /// [`buffer_mut`](Self::buffer_mut) and reuse the same allocation for the life of the
@@ -25,10 +26,13 @@ pub const DEFAULT_MAX_FRAME_LEN: usize = JUTE_MAX_BUFFER + 1024;
 pub struct FrameDecoder {
     buf: BytesMut,
     max_frame_len: usize,
+    /// Bytes of a refused frame still to be thrown away ([`skip_frame`](Self::skip_frame)).
+    skipping: usize,
 }
 
-/// A frame length that cannot be accepted: the connection is dropped. A request whose reply
-/// was announced over the cap fails with [`Error::ReplyTooLarge`](crate::Error::ReplyTooLarge).
+/// A frame length that cannot be accepted: the frame is skipped or the connection dropped
+/// (see [`FrameDecoder`]). A request whose reply was announced over the cap fails with
+/// [`Error::ReplyTooLarge`](crate::Error::ReplyTooLarge).
 ///
 /// ```
 /// # fn report(error: &zkwire::Error) {
@@ -61,6 +65,7 @@ impl FrameDecoder {
         Self {
             buf: BytesMut::new(),
             max_frame_len,
+            skipping: 0,
         }
     }
 
@@ -90,6 +95,34 @@ impl FrameDecoder {
     /// Drops any partial frame, as when a connection ends.
     pub fn clear(&mut self) {
         self.buf.clear();
+        self.skipping = 0;
+    }
+
+    /// The first `n` bytes of the next frame's payload, once they are here: what a refused
+    /// frame ([`FrameError::TooLong`]) begins with, to tell whose it is.
+    pub fn payload_start(&self, n: usize) -> Option<&[u8]> {
+        self.buf.get(4..4 + n)
+    }
+
+    /// Throws away the next frame, whose length was refused ([`FrameError::TooLong`]), as
+    /// its bytes come, without holding them: the stream stays framed, and
+    /// [`next_frame`](Self::next_frame) hands out the frame after it. Nothing without a
+    /// length prefix buffered.
+    pub fn skip_frame(&mut self) {
+        let Some(&[a, b, c, d]) = self.buf.get(..4) else {
+            return;
+        };
+        self.buf.advance(4);
+        self.skipping = usize::try_from(u32::from_be_bytes([a, b, c, d])).unwrap_or(usize::MAX);
+        self.discard_skipped();
+    }
+
+    /// Throws away what is buffered of a frame being skipped; whether any of it is left.
+    fn discard_skipped(&mut self) -> bool {
+        let n = self.skipping.min(self.buf.len());
+        self.buf.advance(n);
+        self.skipping -= n;
+        self.skipping > 0
     }
 
     /// The next whole frame's payload, `Ok(None)` if more bytes are needed.
@@ -98,6 +131,9 @@ impl FrameDecoder {
     /// [`FrameError`] when the next length prefix is negative or above the cap. The error
     /// repeats until [`clear`](Self::clear) is called.
     pub fn next_frame(&mut self) -> Result<Option<Bytes>, FrameError> {
+        if self.skipping > 0 && self.discard_skipped() {
+            return Ok(None);
+        }
         let Some(len) = self.buf.get(..4) else {
             return Ok(None);
         };
@@ -173,6 +209,32 @@ mod tests {
         d.push(b"c");
         assert_eq!(d.next_frame(), Ok(Some(Bytes::from_static(b"abc"))));
         assert_eq!(d.buffered_len(), 0);
+    }
+
+    /// A refused frame is skipped as its bytes come, in any chunking, and the frame after
+    /// it comes out whole; nothing of the skipped one is kept.
+    #[test]
+    fn a_refused_frame_is_skipped_and_the_next_one_read() {
+        let mut d = FrameDecoder::new(8);
+        let mut wire = 20_i32.to_be_bytes().to_vec();
+        wire.extend_from_slice(&[7; 20]);
+        wire.extend_from_slice(&[0, 0, 0, 2, b'o', b'k']);
+        d.push(&wire[..6]);
+        assert_eq!(d.next_frame(), Err(FrameError::TooLong { len: 20, max: 8 }));
+        assert_eq!(d.payload_start(2), Some(&[7, 7][..]));
+        assert_eq!(d.payload_start(3), None, "two bytes of it are here");
+        d.skip_frame();
+        assert_eq!(d.buffered_len(), 0);
+        for chunk in wire[6..].chunks(5) {
+            d.push(chunk);
+            if let Some(frame) = d.next_frame().unwrap() {
+                assert_eq!(frame, Bytes::from_static(b"ok"));
+                assert_eq!(d.buffered_len(), 0);
+                return;
+            }
+            assert!(d.buffered_len() <= 4, "skipped bytes are not kept");
+        }
+        panic!("the frame after the skipped one never came");
     }
 
     /// The allocation a large frame was read into goes with the frame: the buffer cannot

@@ -16,6 +16,25 @@ use crate::proto::{
     NOTIFICATION_XID,
 };
 
+/// A reply header's length: xid (4), zxid (8), err (4).
+const REPLY_HEADER_LEN: usize = 16;
+
+/// Whether a reply header's bytes name `xid`, without an error.
+fn reply_header_names(header: &[u8], xid: i32) -> bool {
+    let int = |at: usize| header.get(at..at + 4).and_then(|b| b.try_into().ok());
+    int(0).map(i32::from_be_bytes) == Some(xid) && int(12).map(i32::from_be_bytes) == Some(0)
+}
+
+/// What becomes of a frame announced over the limit ([`Session::oversized_reply`]).
+enum Oversized {
+    /// The oldest request's reply: it failed, and the frame is being thrown away.
+    Skipped,
+    /// Its header has not come yet.
+    Unknown,
+    /// Not a reply we can place: the connection goes.
+    Refused,
+}
+
 impl Session {
     /// Bytes received from the transport (the driver reads into the decoder's buffer instead).
     #[cfg(any(test, feature = "unstable"))]
@@ -35,12 +54,15 @@ impl Session {
             let frame = match self.decoder.next_frame() {
                 Ok(Some(frame)) => frame,
                 Ok(None) => return,
-                Err(e) => {
-                    if let FrameError::TooLong { len, max } = e {
-                        self.refuse_oversized_reply(len, max);
+                Err(FrameError::TooLong { len, max }) => match self.oversized_reply(len, max) {
+                    Oversized::Skipped => continue,
+                    Oversized::Unknown => return,
+                    Oversized::Refused => {
+                        let e = FrameError::TooLong { len, max };
+                        return self.drop_connection(DropReason::Protocol(e.into()));
                     }
-                    return self.drop_connection(DropReason::Protocol(e.into()));
-                }
+                },
+                Err(e) => return self.drop_connection(DropReason::Protocol(e.into())),
             };
             if let Err(e) = self.handle_frame(now, frame) {
                 return self.drop_connection(DropReason::Protocol(e));
@@ -53,16 +75,33 @@ impl Session {
 
     /// A frame announced over the limit, while open, is the reply to the oldest request:
     /// replies come in order, and nothing else a server sends comes near the limit. That
-    /// request would get the same reply again, so it is told so (`ReplyTooLarge`, not the
-    /// `ConnectionLoss` the others get, which a caller would retry for ever).
-    fn refuse_oversized_reply(&mut self, len: usize, max: usize) {
-        let oldest = self.pending.front();
-        let user = oldest.is_some_and(|p| p.op != OpCode::CloseSession && p.waiting_id().is_some());
-        if self.conn != Conn::Open || !user {
-            return;
+    /// request would get the same reply again, so it is told so (`ReplyTooLarge`, not a
+    /// `ConnectionLoss`, which a caller would retry for ever). When the frame's header names
+    /// that request (and no error), the frame is thrown away as it comes and the connection
+    /// goes on: the other requests in flight lose nothing. Otherwise the stream is not what
+    /// it claims, and the connection is dropped. The rule reads only the protocol (the
+    /// stateful fuzz target's model applies it on its own).
+    fn oversized_reply(&mut self, len: usize, max: usize) -> Oversized {
+        let head = self.pending.front().filter(|p| {
+            self.conn == Conn::Open && !matches!(p.op, OpCode::CloseSession | OpCode::Ping)
+        });
+        let Some(head_xid) = head.map(|p| p.xid) else {
+            return Oversized::Refused;
+        };
+        let Some(start) = self.decoder.payload_start(REPLY_HEADER_LEN) else {
+            return Oversized::Unknown;
+        };
+        let answers_head = reply_header_names(start, head_xid);
+        if answers_head {
+            self.decoder.skip_frame();
         }
         if let Some(id) = self.pending.pop_front().and_then(|p| p.waiting_id()) {
             self.answer(id, Err(Error::ReplyTooLarge { len, max }));
+        }
+        if answers_head {
+            Oversized::Skipped
+        } else {
+            Oversized::Refused
         }
     }
 

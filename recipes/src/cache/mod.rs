@@ -95,7 +95,9 @@ pub enum CacheEvent {
         /// What the cache held.
         old: CachedNode,
     },
-    /// The cache's session may not read this node (`NoAuth`): the cache holds neither it nor
+    /// The cache's session may not read this node (`NoAuth`), or its data or its list of
+    /// children is larger than the client accepts (`ReplyTooLarge`, see
+    /// `ClientBuilder::with_max_frame_len`): the cache holds neither it nor
     /// anything below it, and says so once, when it first finds it so (in the initial load,
     /// on an event, or in a resync), again only after the node was readable or gone in
     /// between. Changing an ACL fires no watch: a node that becomes readable (once the

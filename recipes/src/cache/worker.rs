@@ -16,6 +16,13 @@ use zkwire::{
 use super::diff::{differences, newer};
 use super::{CacheEvent, CachedNode, Selection};
 
+/// Whether a read's error means the cache cannot hold the node: not allowed to read it, or
+/// its reply is over the client's frame limit (which it skips, keeping the connection).
+/// Either stays so until the node (or its ACL) changes; the rest of the tree is cached.
+fn unreadable(e: &Error) -> bool {
+    matches!(e, Error::NoAuth | Error::ReplyTooLarge { .. })
+}
+
 /// Waits for `timer`, for ever when there is none.
 async fn until_due(timer: &mut Option<Pin<Box<Sleep>>>) {
     match timer {
@@ -207,7 +214,7 @@ impl Worker {
                 Ok(found) => found,
                 // Deleted since its parent was listed (or no root yet).
                 Err(Error::NoNode) => continue,
-                Err(Error::NoAuth) => {
+                Err(e) if unreadable(&e) => {
                     if self.selects(&node_path) {
                         read.unreadable.insert(node_path);
                     }
@@ -228,8 +235,9 @@ impl Worker {
                         .map(|child| (path::join(&node_path, child), depth + 1)),
                 ),
                 Err(Error::NoNode) => {}
-                // READ covers both reads: the ACL changed in between. Unreadable now.
-                Err(Error::NoAuth) => {
+                // READ covers both reads: the ACL changed in between; or the list alone is
+                // too large. Unreadable now.
+                Err(e) if unreadable(&e) => {
                     if self.selects(&node_path) {
                         read.tree.remove(&node_path);
                         read.unreadable.insert(node_path);
@@ -254,7 +262,7 @@ impl Worker {
             Ok((data, stat)) => (Some(kept(&data, stat)), false),
             Err(Error::NoNode) => (None, false),
             // Held no longer: what we cannot read, we cannot vouch for.
-            Err(Error::NoAuth) => (None, true),
+            Err(e) if unreadable(&e) => (None, true),
             Err(e) => return Err(e),
         };
         if read.is_some() && self.unreadable.contains(node_path) {
