@@ -160,7 +160,9 @@ pub enum Error {
     InvalidArgument(&'static str),
 
     // ----- the server misbehaved, or the network -----
-    /// The server sent something that violates the protocol; the connection was dropped.
+    /// The server sent something that violates the protocol; the connection was dropped
+    /// (but for [`ProtocolError::UnexpectedMultiResult`], a reply that came whole: the multi
+    /// was applied, and the error is not retryable).
     #[error("protocol violation: {0}")]
     Protocol(ProtocolError),
     /// An I/O error on the connection.
@@ -255,8 +257,7 @@ impl Error {
                 | Self::ReconfigInProgress
                 | Self::SessionMoved
                 | Self::Io(_)
-                | Self::Protocol(_)
-        )
+        ) || matches!(self, Self::Protocol(e) if e.drops_the_connection())
     }
 
     /// Whether the session is over: no request on this client can succeed any more.
@@ -484,9 +485,20 @@ pub enum ProtocolError {
     #[error("unexpected auth reply")]
     UnexpectedAuthReply,
     /// A multi reply held a result of a kind its request cannot produce, or not one result
-    /// per op.
+    /// per op. The reply came whole, so the server applied the multi (if it wrote anything):
+    /// not retryable, and the connection stays.
     #[error("unexpected results in a multi reply")]
     UnexpectedMultiResult,
+}
+
+impl ProtocolError {
+    /// Whether the connection was dropped for it, failing the request with it: then, as for
+    /// [`Error::ConnectionLoss`], the request may or may not have been applied, and asking
+    /// again may succeed. A reply that came whole but made no sense
+    /// ([`UnexpectedMultiResult`](Self::UnexpectedMultiResult)) was applied.
+    fn drops_the_connection(&self) -> bool {
+        !matches!(self, Self::UnexpectedMultiResult)
+    }
 }
 
 /// An I/O error, shareable so that one failure can be reported to many waiters.

@@ -61,6 +61,16 @@ fn replay(copy: &mut BTreeMap<String, CachedNode>, event: CacheEvent) {
     }
 }
 
+/// A writer session on `cs`, which has created `nodes` (persistent, in order); and `cs`.
+async fn writer_of(cs: &str, nodes: &[(&str, &[u8])]) -> (String, Client) {
+    let writer = Client::connect(cs).await.unwrap();
+    for (path, data) in nodes {
+        let persistent = CreateOptions::persistent();
+        writer.create(path, data, &persistent).await.unwrap();
+    }
+    (cs.to_owned(), writer)
+}
+
 /// A reader session on `cs` and a cache of `root` on it, once loaded: every event of the
 /// initial load, up to `Initialized`, goes to `initial`. The reader is returned so that it
 /// outlives the cache as long as the test wants.
@@ -167,12 +177,11 @@ async fn initial_tree_then_events_with_old_and_new_data() {
 /// the cache kept the old data, and said nothing, until the node changed again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_whose_read_timed_out_is_read_again() {
-    let cs = fresh_chroot("cache_read_timeout").await;
-    let writer = Client::connect(&cs).await.unwrap();
-    for (path, data) in [("/r", ""), ("/r/a", "v1")] {
-        let persistent = CreateOptions::persistent();
-        writer.create(path, data, &persistent).await.unwrap();
-    }
+    let (cs, writer) = writer_of(
+        &fresh_chroot("cache_read_timeout").await,
+        &[("/r", b""), ("/r/a", b"v1")],
+    )
+    .await;
     let proxy = FaultProxy::start(shared_server().addr()).await.unwrap();
     let (_, root) = cs.split_once('/').unwrap();
     let via = format!("{}/{root}", proxy.connect_string());
@@ -213,13 +222,12 @@ async fn a_change_whose_read_timed_out_is_read_again() {
 /// cache stopped for good at the first such reply.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_over_the_frame_limit_is_unreadable_and_the_rest_is_cached() {
-    let cs = fresh_chroot("cache_too_large").await;
-    let writer = Client::connect(&cs).await.unwrap();
     let big = vec![b'x'; 16 * 1024];
-    for (path, data) in [("/r", &b""[..]), ("/r/small", b"a"), ("/r/big", &big)] {
-        let persistent = CreateOptions::persistent();
-        writer.create(path, data, &persistent).await.unwrap();
-    }
+    let (cs, writer) = writer_of(
+        &fresh_chroot("cache_too_large").await,
+        &[("/r", b""), ("/r/small", b"a"), ("/r/big", &big)],
+    )
+    .await;
     let reader = Client::builder()
         .with_max_frame_len(8 * 1024)
         .connect(&cs)

@@ -625,6 +625,11 @@ async fn mismatched_multi_results() -> Result<Outcome, String> {
         multi == unexpected,
         "a check answered as a delete gave {multi:?}"
     );
+    // The reply came whole: the server applied the multi, and a retry would apply it again.
+    ensure!(
+        multi.is_err_and(|e| !e.is_retryable()),
+        "an applied multi said retryable"
+    );
     let read = client.multi_read(&[ReadOp::GetData("/a".into())]).await;
     ensure!(
         read.as_ref().err() == unexpected.as_ref().err(),
