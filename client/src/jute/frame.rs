@@ -30,9 +30,9 @@ pub struct FrameDecoder {
     skipping: usize,
 }
 
-/// A frame length that cannot be accepted: the frame is skipped or the connection dropped
-/// (see [`FrameDecoder`]). A request whose reply was announced over the cap fails with
-/// [`Error::ReplyTooLarge`](crate::Error::ReplyTooLarge).
+/// A frame length that cannot be accepted: the frame is skipped as it comes when it is the
+/// reply to the oldest request, which fails with
+/// [`Error::ReplyTooLarge`](crate::Error::ReplyTooLarge); otherwise the connection is dropped.
 ///
 /// ```
 /// # fn report(error: &zkwire::Error) {
