@@ -433,7 +433,43 @@ async fn closed_after_a_lost_create_reply_leaves_no_node() {
     let (cs, proxy, via) = support::proxied("persistent_lost_create").await;
     let observer = connect_with_timeout(&cs, T).await;
     let client = connect_with_timeout(&via, T).await;
-    // The create reaches the server, its reply does not, and no new connection is taken.
+    let close = closing_after_a_lost_create(&client, &proxy, &observer).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    closed_once_reachable(&proxy, close).await;
+    assert!(observer.exists("/member").await.unwrap().is_none());
+    client.close().await.unwrap();
+}
+
+/// The same with requests that time out (300 ms) while the server is cut off: the close's
+/// look at the path is retried, not given up, and the node goes once the server answers.
+/// (The look timed out, nothing was deleted, and close said `Ok`: the node stayed for the
+/// session's life.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_whose_look_times_out_still_deletes_the_node() {
+    let (cs, proxy, via) = support::proxied("persistent_close_timeout").await;
+    let observer = connect_with_timeout(&cs, T).await;
+    let client = zkwire_testing::support::builder()
+        .with_session_timeout(T)
+        .with_request_timeout(Duration::from_millis(300))
+        .connect(&via)
+        .await
+        .unwrap();
+    let close = closing_after_a_lost_create(&client, &proxy, &observer).await;
+    // Several request timeouts while no connection can be made.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    closed_once_reachable(&proxy, close).await;
+    wait_for_absence(&observer, "/member").await;
+    client.close().await.unwrap();
+}
+
+/// Starts an ephemeral node `/member` on `client` whose create reaches the server while its
+/// reply does not, with no new connection taken through `proxy`; once `observer` sees the
+/// node, its `close()`, spawned.
+async fn closing_after_a_lost_create(
+    client: &Client,
+    proxy: &zkwire_testing::proxy::FaultProxy,
+    observer: &Client,
+) -> tokio::task::JoinHandle<Result<(), LockError>> {
     proxy.cut_after_request(zkwire::proto::OpCode::Create2, 1);
     proxy.refuse(true);
     let node = PersistentNode::ephemeral(client.clone(), "/member", "x");
@@ -443,11 +479,7 @@ async fn closed_after_a_lost_create_reply_leaves_no_node() {
         assert!(Instant::now() < deadline, "the create was not cut");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let close = tokio::spawn(async move { node.close().await });
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    closed_once_reachable(&proxy, close).await;
-    assert!(observer.exists("/member").await.unwrap().is_none());
-    client.close().await.unwrap();
+    tokio::spawn(async move { node.close().await })
 }
 
 /// A close whose delete waits out an outage during which the session expired, and someone

@@ -431,14 +431,27 @@ impl Worker {
         refused
     }
 
-    /// The node at our fixed path if our session created it (best effort): after a create
-    /// of unknown outcome, only the owner tells ours from someone else's. A persistent node
-    /// has none, and stays.
+    /// The node at our fixed path if our session created it: after a create of unknown
+    /// outcome, only the owner tells ours from someone else's. A persistent node has none,
+    /// and stays. Looked at in the current session only, retried while retryable.
     async fn ours_at_path(&self) -> Option<String> {
         let target = self.spec.target();
-        let stat = self.client.exists(&target).await.ok()??;
-        let ours =
-            session_owned(stat.ephemeral_owner) && stat.ephemeral_owner == self.client.session_id();
+        let session = self.client.session_id();
+        let look = self.client.bound_to_session(session);
+        let mut backoff = Backoff::new();
+        // Retried as the delete is: a look given up on a request timeout or a lost
+        // connection left the node for the session's life, while close said `Ok`.
+        let stat = loop {
+            match look.exists(&target).await {
+                Ok(stat) => break stat?,
+                Err(e) if e.is_retryable() => {
+                    backoff.pause().await;
+                }
+                // The session is over, and an ephemeral node of ours with it.
+                Err(_) => return None,
+            }
+        };
+        let ours = session_owned(stat.ephemeral_owner) && stat.ephemeral_owner == session;
         ours.then_some(target)
     }
 
