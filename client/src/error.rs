@@ -228,7 +228,8 @@ impl Error {
 
     /// Whether sending the same request again may succeed.
     ///
-    /// True for connection loss (and `SessionMoved`, after which the client reconnects),
+    /// True for connection loss (and `SessionMoved`: the server closes that connection,
+    /// and the client reconnects),
     /// throttling, timeouts, and a connect that reached no server
     /// ([`ConnectError::Unreachable`]: servers down or restarting); not for the other
     /// [`ConnectError`]s, which are configuration. A retried write after

@@ -113,7 +113,9 @@ impl Diagnosis {
             return None;
         }
         if self.failures.len() >= self.hosts.len() {
-            return self.failures.values().next().cloned();
+            // The first host's, in the connect string's order: the same every run (a map's
+            // own order changes from one process to the next).
+            return self.hosts.iter().find_map(|h| self.failures.get(h)).cloned();
         }
         let refused = |h: &HostPort| {
             self.latest.get(h).is_some_and(|f| {
@@ -187,6 +189,20 @@ mod tests {
         d.on_connect_failed(&b, &refused);
         d.on_handshake();
         assert_eq!(d.verdict(), None);
+    }
+
+    /// Hosts that fail each their own way: the verdict is the first host's, in every run.
+    #[test]
+    fn the_verdict_is_the_first_hosts() {
+        let (a, b) = (host("a:1"), host("b:1"));
+        for _ in 0..64 {
+            let mut d = Diagnosis::new(&[a.clone(), b.clone()]);
+            let plaintext = ConnectError::NotPlaintext { host: "b:1".into() };
+            d.on_connect_failed(&b, &io::Error::other(plaintext));
+            let not_tls = ConnectError::NotTls { host: "a:1".into() };
+            d.on_connect_failed(&a, &io::Error::other(not_tls));
+            assert!(matches!(d.verdict(), Some(ConnectError::NotTls { .. })));
+        }
     }
 
     #[test]
