@@ -243,9 +243,10 @@ fn run_verb(g: &Global, runtime: &Runtime, cwd: &Mutex<String>, mut words: Vec<S
 fn stopped_by_ctrl_c(command: &cli::Command) -> bool {
     use cli::Command as C;
     match command {
-        C::Ls(_) | C::Get(_) | C::Stat(_) | C::Set(_) | C::Create(_) | C::Rm(_) | C::Sync(_) => {
-            true
-        }
+        C::Ls(_) | C::Get(_) | C::Stat(_) | C::Set(_) | C::Create(_) | C::Sync(_) => true,
+        // Not while it may ask for confirmation: its read of the answer cannot be cancelled,
+        // and would go on taking the keys typed at the prompt.
+        C::Rm(a) => !a.recursive || a.yes,
         C::Whoami | C::Acl(_) | C::Revoke(_) => true,
         C::Locks(a) => !a.watch,
         C::Members(a) => !a.watch,

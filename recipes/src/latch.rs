@@ -297,7 +297,10 @@ impl LeaderLatch {
     pub async fn await_leadership(&self) -> Result<Leadership, LockError> {
         let mut status = self.shared.status.subscribe();
         loop {
-            match &*status.borrow_and_update() {
+            // A copy: the watch's read lock must not be held while `is_started` takes the
+            // task's slot, which a start holds while it publishes a status.
+            let current = status.borrow_and_update().clone();
+            match &current {
                 Status::Leading(leadership) if leadership.is_held() => {
                     return Ok(leadership.clone());
                 }
@@ -432,6 +435,12 @@ async fn participate(
         LockError::Closed
     };
     tokio::pin!(closing);
+    // Led from the start (`try_lead`): said again now that any task closing before this one
+    // has ended, since that task's last word was its own status.
+    if let Some(hold) = &leading {
+        let leadership = Leadership::new(Arc::clone(hold));
+        shared.status.send_replace(Status::Leading(leadership));
+    }
     loop {
         let hold = match leading.take() {
             Some(hold) => hold,

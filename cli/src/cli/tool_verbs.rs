@@ -49,8 +49,8 @@ rm, stat, acl, sync, whoami, watch, cache, locks, lock…), with paths relative 
 node (cd, pwd), Tab completion of verbs and of znode paths read from the server, history in
 the user's data directory (zkw/history), and the session's state changes printed as they
 happen. help lists the shell's commands, help VERB shows a verb's help; exit, quit or Ctrl-D
-leaves. Ctrl-C stops the verb that runs (a lock or a registration undoes what it made first)
-and brings the prompt back.";
+leaves. Ctrl-C stops the verb that runs (a lock or a registration undoes what it made first;
+rm -r without --yes, which may ask a question, runs to its end) and brings the prompt back.";
 
 pub(super) const SANDBOX_HELP: &str = "\
 Starts a local ZooKeeper from the installed packages (standalone, or an N-node ensemble),

@@ -214,7 +214,17 @@ impl Worker {
             other => other,
         };
         let (node, stat) = created?;
-        self.held = Held::seen(stat.ephemeral_owner, &self.client);
+        // An ephemeral node of ours belongs to the session that made it, whatever the
+        // session is by the time we look.
+        let owner = stat.ephemeral_owner;
+        self.held = if session_owned(owner) {
+            Held {
+                owner,
+                session: owner,
+            }
+        } else {
+            Held::seen(owner, &self.client)
+        };
         self.published = Some(node.clone());
         self.shared.publish(self.run, Some(node.clone()));
         let owner = stat.ephemeral_owner;
@@ -369,9 +379,7 @@ impl Worker {
             let watcher = match self.client.exists_and_watch(node).await {
                 // Another session's node now stands at the path (ours went with the session
                 // a renewal replaced): ours is gone, and the rules of `taken` apply.
-                Ok((Some(stat), _))
-                    if self.spec.mode.is_ephemeral() && stat.ephemeral_owner != self.held.owner =>
-                {
+                Ok((Some(stat), _)) if self.spec.mode.is_ephemeral() && !self.holds(&stat) => {
                     return Ok(());
                 }
                 Ok((Some(_), watcher)) => {
@@ -394,6 +402,16 @@ impl Worker {
                 _ = self.closed.wait_for(|closed| *closed) => return Err(Stop::Closed),
             }
         }
+    }
+
+    /// Whether the ephemeral node `stat` describes is still the one we hold: owned as it was,
+    /// and, if one of our sessions made it, by the current one. A node of an earlier session
+    /// of ours (a local expiry can come before the server's) is gone for us: its session
+    /// will take it, so it is replaced, not watched and not deleted in our new session.
+    fn holds(&self, stat: &Stat) -> bool {
+        let owner = stat.ephemeral_owner;
+        owner == self.held.owner
+            && (owner == self.client.session_id() || !self.sessions.contains(&owner))
     }
 
     /// The next pause of `backoff`, cut short by the close signal.
