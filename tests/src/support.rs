@@ -251,6 +251,9 @@ pub fn socket_lines(ports: &[u16]) -> Vec<String> {
                 .ok()
         })
         .collect();
+    // procfs reads the socket table a chunk at a time: read while sockets come and go (an
+    // ensemble's own connections), it can list one socket twice. One line per inode.
+    let mut seen = std::collections::HashSet::new();
     ["/proc/self/net/tcp", "/proc/self/net/tcp6"]
         .iter()
         .filter_map(|p| std::fs::read_to_string(p).ok())
@@ -259,7 +262,7 @@ pub fn socket_lines(ports: &[u16]) -> Vec<String> {
             let cols: Vec<&str> = line.split_whitespace().collect();
             let remote_port = cols.get(2).and_then(|r| r.rsplit(':').next()).and_then(|p| u16::from_str_radix(p, 16).ok());
             let inode = cols.get(9).and_then(|i| i.parse::<u64>().ok());
-            matches!((remote_port, inode), (Some(p), Some(i)) if ports.contains(&p) && ours.contains(&i))
+            matches!((remote_port, inode), (Some(p), Some(i)) if ports.contains(&p) && ours.contains(&i) && seen.insert(i))
         })
         .map(|line| line.split_whitespace().skip(1).take(3).collect::<Vec<_>>().join(" "))
         .collect()
