@@ -321,15 +321,23 @@ macro_rules! framing {
     };
 }
 
-/// Generates, for each `name: Type = strategy, Canon [, greedy];` row, a module `name` with
-/// the codec properties of `Type` over values from `strategy`.
+/// Generates, for each family `family(cases) { name: Type, Canon [, greedy]; ... }`, a module
+/// `family` holding, for each row, a module `name` with the codec properties of `Type` over
+/// values from the strategy function `name()`, each property tried on `cases` values.
 ///
 /// The checks are grouped into two `#[test]`s per type (compiling one proptest function per
 /// check would double this file's build time); a failure names the check that failed.
 macro_rules! codec_props {
+    ($( $family:ident($cases:expr) { $($rows:tt)* } )*) => {
+        $( codec_family!($family, $cases; $($rows)*); )*
+    };
+}
+
+/// One family of [`codec_props!`].
+macro_rules! codec_family {
     (
-        $family:ident, cases = $cases:expr;
-        $( $name:ident : $ty:ty = $strategy:expr, $canon:ident $(, $greedy:ident)? ; )*
+        $family:ident, $cases:expr;
+        $( $name:ident : $ty:ty, $canon:ident $(, $greedy:ident)? ; )*
     ) => {
         mod $family {
             use super::*;
@@ -344,7 +352,7 @@ macro_rules! codec_props {
                         /// Properties 1 and 2, prefixes, trailing bytes and concatenation.
                         #[test]
                         fn round_trip(
-                            v in $strategy,
+                            v in $name(),
                             before in vec(any::<u8>(), 0..8),
                             after in vec(any::<u8>(), 0..8),
                             cut in any::<Index>(),
@@ -359,7 +367,7 @@ macro_rules! codec_props {
                         #[test]
                         fn hostile_bytes(
                             random in vec(any::<u8>(), 0..256),
-                            v in $strategy,
+                            v in $name(),
                             edits in vec(edit(), 1..4),
                             cut in option::weighted(0.25, any::<Index>()),
                         ) {
@@ -408,32 +416,23 @@ fn code() -> impl Strategy<Value = i32> {
     prop_oneof![any::<i32>(), -130..=110i32]
 }
 
-fn op_code() -> impl Strategy<Value = OpCode> {
-    code().prop_map(OpCode::from_i32)
+/// A strategy per wire enum, each over any code (named values and unknown ones alike).
+macro_rules! code_strategies {
+    ($($name:ident: $ty:ty,)*) => {$(
+        fn $name() -> impl Strategy<Value = $ty> {
+            code().prop_map(<$ty>::from_i32)
+        }
+    )*};
 }
 
-fn error_code() -> impl Strategy<Value = ErrorCode> {
-    code().prop_map(ErrorCode::from_i32)
-}
-
-fn event_type() -> impl Strategy<Value = EventType> {
-    code().prop_map(EventType::from_i32)
-}
-
-fn keeper_state() -> impl Strategy<Value = KeeperState> {
-    code().prop_map(KeeperState::from_i32)
-}
-
-fn watcher_type() -> impl Strategy<Value = WatcherType> {
-    code().prop_map(WatcherType::from_i32)
-}
-
-fn add_watch_mode() -> impl Strategy<Value = AddWatchMode> {
-    code().prop_map(AddWatchMode::from_i32)
-}
-
-fn create_mode() -> impl Strategy<Value = CreateMode> {
-    code().prop_map(CreateMode::from_i32)
+code_strategies! {
+    op_code: OpCode,
+    error_code: ErrorCode,
+    event_type: EventType,
+    keeper_state: KeeperState,
+    watcher_type: WatcherType,
+    add_watch_mode: AddWatchMode,
+    create_mode: CreateMode,
 }
 
 fn stat() -> impl Strategy<Value = Stat> {
@@ -463,90 +462,95 @@ fn stat() -> impl Strategy<Value = Stat> {
         )
 }
 
-fn id() -> impl Strategy<Value = Id> {
-    (string(), string()).prop_map(|(scheme, id)| Id { scheme, id })
+/// A strategy per record whose fields are drawn independently, each field from its own
+/// strategy.
+macro_rules! record_strategies {
+    ($($name:ident: $ty:ident { $($field:ident: $strategy:expr),* $(,)? },)*) => {$(
+        fn $name() -> impl Strategy<Value = $ty> {
+            ($($strategy,)*).prop_map(|($($field,)*)| $ty { $($field),* })
+        }
+    )*};
+}
+
+record_strategies! {
+    id: Id { scheme: string(), id: string() },
+    acl: Acl { perms: perms(), id: id() },
+    request_header: RequestHeader { xid: any::<i32>(), op: op_code() },
+    reply_header: ReplyHeader { xid: any::<i32>(), zxid: any::<i64>(), err: error_code() },
+    auth_packet: AuthPacket { auth_type: any::<i32>(), scheme: string(), auth: opt_bytes() },
+    client_info: ClientInfo { auth_scheme: string(), user: string() },
+    create_response: CreateResponse { path: string() },
+    create2_response: Create2Response { path: string(), stat: stat() },
+    delete_request: DeleteRequest { path: string(), version: any::<i32>() },
+    exists_request: ExistsRequest { path: string(), watch: any::<bool>() },
+    exists_response: ExistsResponse { stat: stat() },
+    get_data_request: GetDataRequest { path: string(), watch: any::<bool>() },
+    get_data_response: GetDataResponse { data: opt_bytes(), stat: stat() },
+    set_data_request: SetDataRequest { path: string(), data: opt_bytes(), version: any::<i32>() },
+    set_data_response: SetDataResponse { stat: stat() },
+    get_acl_request: GetAclRequest { path: string() },
+    get_acl_response: GetAclResponse { acl: acls(), stat: stat() },
+    set_acl_request: SetAclRequest { path: string(), acl: acls(), version: any::<i32>() },
+    set_acl_response: SetAclResponse { stat: stat() },
+    get_children_request: GetChildrenRequest { path: string(), watch: any::<bool>() },
+    get_children_response: GetChildrenResponse { children: strings() },
+    get_children2_request: GetChildren2Request { path: string(), watch: any::<bool>() },
+    get_children2_response: GetChildren2Response { children: strings(), stat: stat() },
+    get_all_children_number_request: GetAllChildrenNumberRequest { path: string() },
+    get_all_children_number_response: GetAllChildrenNumberResponse { total_number: any::<i32>() },
+    get_ephemerals_request: GetEphemeralsRequest { prefix_path: string() },
+    get_ephemerals_response: GetEphemeralsResponse { ephemerals: strings() },
+    sync_request: SyncRequest { path: string() },
+    sync_response: SyncResponse { path: string() },
+    check_version_request: CheckVersionRequest { path: string(), version: any::<i32>() },
+    watcher_event: WatcherEvent { event_type: event_type(), state: keeper_state(), path: string() },
+    add_watch_request: AddWatchRequest { path: string(), mode: add_watch_mode() },
+    error_response: ErrorResponse { err: error_code() },
+    multi_header: MultiHeader { op: op_code(), done: any::<bool>(), err: error_code() },
+    connect_request: ConnectRequest {
+        protocol_version: any::<i32>(),
+        last_zxid_seen: any::<i64>(),
+        timeout: any::<i32>(),
+        session_id: any::<i64>(),
+        passwd: bytes(),
+        read_only: any::<bool>(),
+    },
+    connect_response: ConnectResponse {
+        protocol_version: any::<i32>(),
+        timeout: any::<i32>(),
+        session_id: any::<i64>(),
+        passwd: bytes(),
+        read_only: option::of(any::<bool>()),
+    },
+    who_am_i_response: WhoAmIResponse { client_info: vec(client_info(), 0..4) },
+    reconfig_request: ReconfigRequest {
+        joining_servers: opt_string(),
+        leaving_servers: opt_string(),
+        new_members: opt_string(),
+        cur_config_id: any::<i64>(),
+    },
+    set_watches: SetWatches {
+        relative_zxid: any::<i64>(),
+        data_watches: strings(),
+        exist_watches: strings(),
+        child_watches: strings(),
+    },
+    set_watches2: SetWatches2 {
+        relative_zxid: any::<i64>(),
+        data_watches: strings(),
+        exist_watches: strings(),
+        child_watches: strings(),
+        persistent_watches: strings(),
+        persistent_recursive_watches: strings(),
+    },
 }
 
 fn perms() -> impl Strategy<Value = Perms> {
     prop_oneof![any::<i32>(), 0..=31i32].prop_map(Perms)
 }
 
-fn acl() -> impl Strategy<Value = Acl> {
-    (perms(), id()).prop_map(|(perms, id)| Acl { perms, id })
-}
-
 fn acls() -> impl Strategy<Value = Vec<Acl>> {
     vec(acl(), 0..4)
-}
-
-fn connect_request() -> impl Strategy<Value = ConnectRequest> {
-    (
-        any::<i32>(),
-        any::<i64>(),
-        any::<i32>(),
-        any::<i64>(),
-        bytes(),
-        any::<bool>(),
-    )
-        .prop_map(
-            |(protocol_version, last_zxid_seen, timeout, session_id, passwd, read_only)| {
-                ConnectRequest {
-                    protocol_version,
-                    last_zxid_seen,
-                    timeout,
-                    session_id,
-                    passwd,
-                    read_only,
-                }
-            },
-        )
-}
-
-fn connect_response() -> impl Strategy<Value = ConnectResponse> {
-    (
-        any::<i32>(),
-        any::<i32>(),
-        any::<i64>(),
-        bytes(),
-        option::of(any::<bool>()),
-    )
-        .prop_map(
-            |(protocol_version, timeout, session_id, passwd, read_only)| ConnectResponse {
-                protocol_version,
-                timeout,
-                session_id,
-                passwd,
-                read_only,
-            },
-        )
-}
-
-fn request_header() -> impl Strategy<Value = RequestHeader> {
-    (any::<i32>(), op_code()).prop_map(|(xid, op)| RequestHeader { xid, op })
-}
-
-fn reply_header() -> impl Strategy<Value = ReplyHeader> {
-    (any::<i32>(), any::<i64>(), error_code()).prop_map(|(xid, zxid, err)| ReplyHeader {
-        xid,
-        zxid,
-        err,
-    })
-}
-
-fn auth_packet() -> impl Strategy<Value = AuthPacket> {
-    (any::<i32>(), string(), opt_bytes()).prop_map(|(auth_type, scheme, auth)| AuthPacket {
-        auth_type,
-        scheme,
-        auth,
-    })
-}
-
-fn client_info() -> impl Strategy<Value = ClientInfo> {
-    (string(), string()).prop_map(|(auth_scheme, user)| ClientInfo { auth_scheme, user })
-}
-
-fn who_am_i_response() -> impl Strategy<Value = WhoAmIResponse> {
-    vec(client_info(), 0..4).prop_map(|client_info| WhoAmIResponse { client_info })
 }
 
 fn create_request() -> impl Strategy<Value = CreateRequest> {
@@ -572,172 +576,6 @@ fn create_ttl_request() -> impl Strategy<Value = CreateTtlRequest> {
     )
 }
 
-fn create_response() -> impl Strategy<Value = CreateResponse> {
-    string().prop_map(|path| CreateResponse { path })
-}
-
-fn create2_response() -> impl Strategy<Value = Create2Response> {
-    (string(), stat()).prop_map(|(path, stat)| Create2Response { path, stat })
-}
-
-fn delete_request() -> impl Strategy<Value = DeleteRequest> {
-    (string(), any::<i32>()).prop_map(|(path, version)| DeleteRequest { path, version })
-}
-
-fn exists_request() -> impl Strategy<Value = ExistsRequest> {
-    (string(), any::<bool>()).prop_map(|(path, watch)| ExistsRequest { path, watch })
-}
-
-fn exists_response() -> impl Strategy<Value = ExistsResponse> {
-    stat().prop_map(|stat| ExistsResponse { stat })
-}
-
-fn get_data_request() -> impl Strategy<Value = GetDataRequest> {
-    (string(), any::<bool>()).prop_map(|(path, watch)| GetDataRequest { path, watch })
-}
-
-fn get_data_response() -> impl Strategy<Value = GetDataResponse> {
-    (opt_bytes(), stat()).prop_map(|(data, stat)| GetDataResponse { data, stat })
-}
-
-fn set_data_request() -> impl Strategy<Value = SetDataRequest> {
-    (string(), opt_bytes(), any::<i32>()).prop_map(|(path, data, version)| SetDataRequest {
-        path,
-        data,
-        version,
-    })
-}
-
-fn set_data_response() -> impl Strategy<Value = SetDataResponse> {
-    stat().prop_map(|stat| SetDataResponse { stat })
-}
-
-fn get_acl_request() -> impl Strategy<Value = GetAclRequest> {
-    string().prop_map(|path| GetAclRequest { path })
-}
-
-fn get_acl_response() -> impl Strategy<Value = GetAclResponse> {
-    (acls(), stat()).prop_map(|(acl, stat)| GetAclResponse { acl, stat })
-}
-
-fn set_acl_request() -> impl Strategy<Value = SetAclRequest> {
-    (string(), acls(), any::<i32>()).prop_map(|(path, acl, version)| SetAclRequest {
-        path,
-        acl,
-        version,
-    })
-}
-
-fn set_acl_response() -> impl Strategy<Value = SetAclResponse> {
-    stat().prop_map(|stat| SetAclResponse { stat })
-}
-
-fn get_children_request() -> impl Strategy<Value = GetChildrenRequest> {
-    (string(), any::<bool>()).prop_map(|(path, watch)| GetChildrenRequest { path, watch })
-}
-
-fn get_children_response() -> impl Strategy<Value = GetChildrenResponse> {
-    strings().prop_map(|children| GetChildrenResponse { children })
-}
-
-fn get_children2_request() -> impl Strategy<Value = GetChildren2Request> {
-    (string(), any::<bool>()).prop_map(|(path, watch)| GetChildren2Request { path, watch })
-}
-
-fn get_children2_response() -> impl Strategy<Value = GetChildren2Response> {
-    (strings(), stat()).prop_map(|(children, stat)| GetChildren2Response { children, stat })
-}
-
-fn get_all_children_number_request() -> impl Strategy<Value = GetAllChildrenNumberRequest> {
-    string().prop_map(|path| GetAllChildrenNumberRequest { path })
-}
-
-fn get_all_children_number_response() -> impl Strategy<Value = GetAllChildrenNumberResponse> {
-    any::<i32>().prop_map(|total_number| GetAllChildrenNumberResponse { total_number })
-}
-
-fn get_ephemerals_request() -> impl Strategy<Value = GetEphemeralsRequest> {
-    string().prop_map(|prefix_path| GetEphemeralsRequest { prefix_path })
-}
-
-fn get_ephemerals_response() -> impl Strategy<Value = GetEphemeralsResponse> {
-    strings().prop_map(|ephemerals| GetEphemeralsResponse { ephemerals })
-}
-
-fn sync_request() -> impl Strategy<Value = SyncRequest> {
-    string().prop_map(|path| SyncRequest { path })
-}
-
-fn sync_response() -> impl Strategy<Value = SyncResponse> {
-    string().prop_map(|path| SyncResponse { path })
-}
-
-fn check_version_request() -> impl Strategy<Value = CheckVersionRequest> {
-    (string(), any::<i32>()).prop_map(|(path, version)| CheckVersionRequest { path, version })
-}
-
-fn reconfig_request() -> impl Strategy<Value = ReconfigRequest> {
-    (opt_string(), opt_string(), opt_string(), any::<i64>()).prop_map(
-        |(joining_servers, leaving_servers, new_members, cur_config_id)| ReconfigRequest {
-            joining_servers,
-            leaving_servers,
-            new_members,
-            cur_config_id,
-        },
-    )
-}
-
-fn watcher_event() -> impl Strategy<Value = WatcherEvent> {
-    (event_type(), keeper_state(), string()).prop_map(|(event_type, state, path)| WatcherEvent {
-        event_type,
-        state,
-        path,
-    })
-}
-
-fn set_watches() -> impl Strategy<Value = SetWatches> {
-    (any::<i64>(), strings(), strings(), strings()).prop_map(
-        |(relative_zxid, data_watches, exist_watches, child_watches)| SetWatches {
-            relative_zxid,
-            data_watches,
-            exist_watches,
-            child_watches,
-        },
-    )
-}
-
-fn set_watches2() -> impl Strategy<Value = SetWatches2> {
-    (
-        any::<i64>(),
-        strings(),
-        strings(),
-        strings(),
-        strings(),
-        strings(),
-    )
-        .prop_map(
-            |(
-                relative_zxid,
-                data_watches,
-                exist_watches,
-                child_watches,
-                persistent_watches,
-                persistent_recursive_watches,
-            )| SetWatches2 {
-                relative_zxid,
-                data_watches,
-                exist_watches,
-                child_watches,
-                persistent_watches,
-                persistent_recursive_watches,
-            },
-        )
-}
-
-fn add_watch_request() -> impl Strategy<Value = AddWatchRequest> {
-    (string(), add_watch_mode()).prop_map(|(path, mode)| AddWatchRequest { path, mode })
-}
-
 fn remove_watches_request() -> impl Strategy<Value = RemoveWatchesRequest> {
     (string(), watcher_type())
         .prop_map(|(path, watcher_type)| RemoveWatchesRequest { path, watcher_type })
@@ -746,18 +584,6 @@ fn remove_watches_request() -> impl Strategy<Value = RemoveWatchesRequest> {
 fn check_watches_request() -> impl Strategy<Value = CheckWatchesRequest> {
     (string(), watcher_type())
         .prop_map(|(path, watcher_type)| CheckWatchesRequest { path, watcher_type })
-}
-
-fn error_response() -> impl Strategy<Value = ErrorResponse> {
-    error_code().prop_map(|err| ErrorResponse { err })
-}
-
-fn multi_header() -> impl Strategy<Value = MultiHeader> {
-    (op_code(), any::<bool>(), error_code()).prop_map(|(op, done, err)| MultiHeader {
-        op,
-        done,
-        err,
-    })
 }
 
 /// Every `MultiOp` variant.
@@ -802,95 +628,87 @@ fn multi_response() -> impl Strategy<Value = MultiResponse> {
 // ---------------------------------------------------------------------------------------------
 
 codec_props! {
-    codes, cases = 256;
-    op_code: OpCode = op_code(), Exact;
-    error_code: ErrorCode = error_code(), Exact;
-    event_type: EventType = event_type(), Exact;
-    keeper_state: KeeperState = keeper_state(), Exact;
-    watcher_type: WatcherType = watcher_type(), Exact;
-    add_watch_mode: AddWatchMode = add_watch_mode(), Exact;
-    create_mode: CreateMode = create_mode(), Exact;
-}
+    codes(256) {
+        op_code: OpCode, Exact;
+        error_code: ErrorCode, Exact;
+        event_type: EventType, Exact;
+        keeper_state: KeeperState, Exact;
+        watcher_type: WatcherType, Exact;
+        add_watch_mode: AddWatchMode, Exact;
+        create_mode: CreateMode, Exact;
+    }
 
-codec_props! {
-    connect, cases = 256;
-    connect_request: ConnectRequest = connect_request(), SameLen;
-    connect_response: ConnectResponse = connect_response(), SameLen, greedy;
-}
+    connect(256) {
+        connect_request: ConnectRequest, SameLen;
+        connect_response: ConnectResponse, SameLen, greedy;
+    }
 
-codec_props! {
-    header, cases = 256;
-    request_header: RequestHeader = request_header(), Exact;
-    reply_header: ReplyHeader = reply_header(), Exact;
-}
+    header(256) {
+        request_header: RequestHeader, Exact;
+        reply_header: ReplyHeader, Exact;
+    }
 
-codec_props! {
-    acl, cases = 256;
-    stat: Stat = stat(), Exact;
-    id: Id = id(), Lossy;
-    perms: Perms = perms(), Exact;
-    acl: Acl = acl(), Lossy;
-}
+    acl(256) {
+        stat: Stat, Exact;
+        id: Id, Lossy;
+        perms: Perms, Exact;
+        acl: Acl, Lossy;
+    }
 
-codec_props! {
-    auth, cases = 256;
-    auth_packet: AuthPacket = auth_packet(), Exact;
-    client_info: ClientInfo = client_info(), Lossy;
-    who_am_i_response: WhoAmIResponse = who_am_i_response(), Lossy;
-}
+    auth(256) {
+        auth_packet: AuthPacket, Exact;
+        client_info: ClientInfo, Lossy;
+        who_am_i_response: WhoAmIResponse, Lossy;
+    }
 
-codec_props! {
-    data, cases = 256;
-    create_request: CreateRequest = create_request(), Lossy;
-    create_ttl_request: CreateTtlRequest = create_ttl_request(), Lossy;
-    create_response: CreateResponse = create_response(), Exact;
-    create2_response: Create2Response = create2_response(), Exact;
-    delete_request: DeleteRequest = delete_request(), Exact;
-    exists_request: ExistsRequest = exists_request(), SameLen;
-    exists_response: ExistsResponse = exists_response(), Exact;
-    get_data_request: GetDataRequest = get_data_request(), SameLen;
-    get_data_response: GetDataResponse = get_data_response(), Exact;
-    set_data_request: SetDataRequest = set_data_request(), Exact;
-    set_data_response: SetDataResponse = set_data_response(), Exact;
-    get_acl_request: GetAclRequest = get_acl_request(), Exact;
-    get_acl_response: GetAclResponse = get_acl_response(), Lossy;
-    set_acl_request: SetAclRequest = set_acl_request(), Lossy;
-    set_acl_response: SetAclResponse = set_acl_response(), Exact;
-    get_children_request: GetChildrenRequest = get_children_request(), SameLen;
-    get_children_response: GetChildrenResponse = get_children_response(), Exact;
-    get_children2_request: GetChildren2Request = get_children2_request(), SameLen;
-    get_children2_response: GetChildren2Response = get_children2_response(), Exact;
-    get_all_children_number_request: GetAllChildrenNumberRequest =
-        get_all_children_number_request(), Exact;
-    get_all_children_number_response: GetAllChildrenNumberResponse =
-        get_all_children_number_response(), Exact;
-    get_ephemerals_request: GetEphemeralsRequest = get_ephemerals_request(), Exact;
-    get_ephemerals_response: GetEphemeralsResponse = get_ephemerals_response(), Exact;
-    sync_request: SyncRequest = sync_request(), Exact;
-    sync_response: SyncResponse = sync_response(), Exact;
-    check_version_request: CheckVersionRequest = check_version_request(), Exact;
-    reconfig_request: ReconfigRequest = reconfig_request(), Exact;
-}
+    data(256) {
+        create_request: CreateRequest, Lossy;
+        create_ttl_request: CreateTtlRequest, Lossy;
+        create_response: CreateResponse, Exact;
+        create2_response: Create2Response, Exact;
+        delete_request: DeleteRequest, Exact;
+        exists_request: ExistsRequest, SameLen;
+        exists_response: ExistsResponse, Exact;
+        get_data_request: GetDataRequest, SameLen;
+        get_data_response: GetDataResponse, Exact;
+        set_data_request: SetDataRequest, Exact;
+        set_data_response: SetDataResponse, Exact;
+        get_acl_request: GetAclRequest, Exact;
+        get_acl_response: GetAclResponse, Lossy;
+        set_acl_request: SetAclRequest, Lossy;
+        set_acl_response: SetAclResponse, Exact;
+        get_children_request: GetChildrenRequest, SameLen;
+        get_children_response: GetChildrenResponse, Exact;
+        get_children2_request: GetChildren2Request, SameLen;
+        get_children2_response: GetChildren2Response, Exact;
+        get_all_children_number_request: GetAllChildrenNumberRequest, Exact;
+        get_all_children_number_response: GetAllChildrenNumberResponse, Exact;
+        get_ephemerals_request: GetEphemeralsRequest, Exact;
+        get_ephemerals_response: GetEphemeralsResponse, Exact;
+        sync_request: SyncRequest, Exact;
+        sync_response: SyncResponse, Exact;
+        check_version_request: CheckVersionRequest, Exact;
+        reconfig_request: ReconfigRequest, Exact;
+    }
 
-codec_props! {
-    watch, cases = 256;
-    watcher_event: WatcherEvent = watcher_event(), Exact;
-    set_watches: SetWatches = set_watches(), Exact;
-    set_watches2: SetWatches2 = set_watches2(), Exact;
-    add_watch_request: AddWatchRequest = add_watch_request(), Exact;
-    remove_watches_request: RemoveWatchesRequest = remove_watches_request(), Exact;
-    check_watches_request: CheckWatchesRequest = check_watches_request(), Exact;
-    error_response: ErrorResponse = error_response(), Exact;
-}
+    watch(256) {
+        watcher_event: WatcherEvent, Exact;
+        set_watches: SetWatches, Exact;
+        set_watches2: SetWatches2, Exact;
+        add_watch_request: AddWatchRequest, Exact;
+        remove_watches_request: RemoveWatchesRequest, Exact;
+        check_watches_request: CheckWatchesRequest, Exact;
+        error_response: ErrorResponse, Exact;
+    }
 
-codec_props! {
-    multi, cases = 128;
-    multi_header: MultiHeader = multi_header(), SameLen;
-    // Ops carry ACLs, whose strings decode leniently.
-    multi_request: MultiRequest = multi_request(), Lossy;
-    // The decoder ignores the header's err (taking an error result's code from its body)
-    // and the terminator's op and err.
-    multi_response: MultiResponse = multi_response(), SameLen;
+    multi(128) {
+        multi_header: MultiHeader, SameLen;
+        // Ops carry ACLs, whose strings decode leniently.
+        multi_request: MultiRequest, Lossy;
+        // The decoder ignores the header's err (taking an error result's code from its body)
+        // and the terminator's op and err.
+        multi_response: MultiResponse, SameLen;
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -972,20 +790,21 @@ mod codes_extra {
         #[test]
         fn wire_values_survive(x in code()) {
             let wire = Bytes::copy_from_slice(&x.to_be_bytes());
-            prop_assert_eq!(OpCode::from_i32(x).as_i32(), x);
-            prop_assert_eq!(OpCode::decode_exact(&wire), Ok(OpCode::from_i32(x)));
-            prop_assert_eq!(ErrorCode::from_i32(x).as_i32(), x);
-            prop_assert_eq!(ErrorCode::decode_exact(&wire), Ok(ErrorCode::from_i32(x)));
-            prop_assert_eq!(EventType::from_i32(x).as_i32(), x);
-            prop_assert_eq!(EventType::decode_exact(&wire), Ok(EventType::from_i32(x)));
-            prop_assert_eq!(KeeperState::from_i32(x).as_i32(), x);
-            prop_assert_eq!(KeeperState::decode_exact(&wire), Ok(KeeperState::from_i32(x)));
-            prop_assert_eq!(WatcherType::from_i32(x).as_i32(), x);
-            prop_assert_eq!(WatcherType::decode_exact(&wire), Ok(WatcherType::from_i32(x)));
-            prop_assert_eq!(AddWatchMode::from_i32(x).as_i32(), x);
-            prop_assert_eq!(AddWatchMode::decode_exact(&wire), Ok(AddWatchMode::from_i32(x)));
-            prop_assert_eq!(CreateMode::from_i32(x).as_i32(), x);
-            prop_assert_eq!(CreateMode::decode_exact(&wire), Ok(CreateMode::from_i32(x)));
+            macro_rules! survives {
+                ($($ty:ident),*) => {$(
+                    prop_assert_eq!($ty::from_i32(x).as_i32(), x);
+                    prop_assert_eq!($ty::decode_exact(&wire), Ok($ty::from_i32(x)));
+                )*};
+            }
+            survives!(
+                OpCode,
+                ErrorCode,
+                EventType,
+                KeeperState,
+                WatcherType,
+                AddWatchMode,
+                CreateMode
+            );
             prop_assert_eq!(Perms::decode_exact(&wire), Ok(Perms(x)));
         }
 
@@ -1097,14 +916,16 @@ mod frames {
         }
     }
 
-    /// Appends a chunk either through `push` or straight into the receive buffer, as a
-    /// driver reading from a socket would.
-    fn feed(d: &mut FrameDecoder, chunk: &[u8], via_buffer: bool) {
-        if via_buffer {
+    /// Appends the `i`th chunk either through `push` or straight into the receive buffer, as
+    /// a driver reading from a socket would: bit `i % 8` of `via_buffer` chooses. Returns the
+    /// chunk's length.
+    fn feed(d: &mut FrameDecoder, i: usize, chunk: &[u8], via_buffer: u8) -> usize {
+        if (via_buffer >> (i % 8)) & 1 == 1 {
             d.buffer_mut().extend_from_slice(chunk);
         } else {
             d.push(chunk);
         }
+        chunk.len()
     }
 
     fn payloads(max_len: usize, max_count: usize) -> impl Strategy<Value = Vec<Vec<u8>>> {
@@ -1149,17 +970,10 @@ mod frames {
             let mut pushed = 0;
             let mut handed_out = 0;
             for (i, chunk) in chunks(&stream, &chunking).into_iter().enumerate() {
-                feed(&mut d, chunk, (via_buffer >> (i % 8)) & 1 == 1);
-                pushed += chunk.len();
-                loop {
-                    match d.next_frame() {
-                        Ok(Some(frame)) => {
-                            handed_out += 4 + frame.len();
-                            got.push(frame);
-                        }
-                        Ok(None) => break,
-                        Err(e) => prop_assert!(false, "{}", e),
-                    }
+                pushed += feed(&mut d, i, chunk, via_buffer);
+                while let Some(frame) = d.next_frame().map_err(|e| TestCaseError::fail(e.to_string()))? {
+                    handed_out += 4 + frame.len();
+                    got.push(frame);
                 }
                 prop_assert_eq!(d.buffered_len(), pushed - handed_out);
                 // Drained: what is left is never a whole frame.
@@ -1203,8 +1017,7 @@ mod frames {
             let mut error = None;
             let mut pushed = 0;
             for (i, chunk) in chunks(&stream, &chunking).into_iter().enumerate() {
-                feed(&mut d, chunk, (via_buffer >> (i % 8)) & 1 == 1);
-                pushed += chunk.len();
+                pushed += feed(&mut d, i, chunk, via_buffer);
                 loop {
                     match d.next_frame() {
                         Ok(Some(frame)) => {

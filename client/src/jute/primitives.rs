@@ -96,17 +96,28 @@ impl Encode for String {
     }
 }
 
-impl Decode for String {
-    const NAME: &'static str = "";
-    const MIN_LEN: usize = 4;
+/// `ustring` and `buffer` read as their nullable `Option` form, a null being an error that
+/// names the jute type: one rule for every non-null field.
+macro_rules! non_null {
+    ($($t:ty, $what:literal, $skip:path;)*) => {$(
+        impl Decode for $t {
+            const NAME: &'static str = "";
+            const MIN_LEN: usize = 4;
 
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Option::<Self>::decode(r)?.ok_or_else(|| null_error(r, "string"))
-    }
+            fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+                Option::<Self>::decode(r)?.ok_or_else(|| null_error(r, $what))
+            }
 
-    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
-        skip_checked_str(r)?.ok_or_else(|| null_error(r, "string"))
-    }
+            fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+                $skip(r)?.ok_or_else(|| null_error(r, $what))
+            }
+        }
+    )*};
+}
+
+non_null! {
+    String, "string", skip_checked_str;
+    Bytes, "buffer", skip_buffer;
 }
 
 impl Encode for Option<String> {
@@ -211,22 +222,6 @@ impl Encode for Bytes {
     }
 }
 
-impl Decode for Bytes {
-    const NAME: &'static str = "";
-    const MIN_LEN: usize = 4;
-
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Option::<Self>::decode(r)?.ok_or_else(|| null_error(r, "buffer"))
-    }
-
-    fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
-        match r.read_len()? {
-            Some((_, len)) => r.take(len).map(drop),
-            None => Err(null_error(r, "buffer")),
-        }
-    }
-}
-
 impl Encode for Option<Bytes> {
     fn encode(&self, buf: &mut BytesMut) {
         match self {
@@ -252,11 +247,15 @@ impl Decode for Option<Bytes> {
     }
 
     fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
-        match r.read_len()? {
-            Some((_, len)) => r.take(len).map(drop),
-            None => Ok(()),
-        }
+        skip_buffer(r).map(drop)
     }
+}
+
+/// Skips a `buffer`; `None` for a null one.
+fn skip_buffer(r: &mut Reader<'_>) -> Result<Option<()>, DecodeError> {
+    r.read_len()?
+        .map(|(_, len)| r.take(len).map(drop))
+        .transpose()
 }
 
 impl<T: Encode> Encode for Vec<T> {

@@ -69,27 +69,30 @@ impl ConnectResponse {
 
 impl fmt::Debug for ConnectRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ConnectRequest")
-            .field("protocol_version", &self.protocol_version)
-            .field("last_zxid_seen", &self.last_zxid_seen)
-            .field("timeout", &self.timeout)
-            .field("session_id", &format_args!("{:#x}", self.session_id))
-            .field("passwd", &REDACTED)
-            .field("read_only", &self.read_only)
-            .finish()
+        let mut d = f.debug_struct("ConnectRequest");
+        d.field("protocol_version", &self.protocol_version);
+        d.field("last_zxid_seen", &self.last_zxid_seen);
+        d.field("timeout", &self.timeout);
+        session_fields(&mut d, self.session_id);
+        d.field("read_only", &self.read_only).finish()
     }
 }
 
 impl fmt::Debug for ConnectResponse {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ConnectResponse")
-            .field("protocol_version", &self.protocol_version)
-            .field("timeout", &self.timeout)
-            .field("session_id", &format_args!("{:#x}", self.session_id))
-            .field("passwd", &REDACTED)
-            .field("read_only", &self.read_only)
-            .finish()
+        let mut d = f.debug_struct("ConnectResponse");
+        d.field("protocol_version", &self.protocol_version);
+        d.field("timeout", &self.timeout);
+        session_fields(&mut d, self.session_id);
+        d.field("read_only", &self.read_only).finish()
     }
+}
+
+/// A handshake record's session as `Debug` shows it: the id in hex, as logs print it, and
+/// the password never.
+fn session_fields(d: &mut fmt::DebugStruct<'_, '_>, session_id: i64) {
+    d.field("session_id", &format_args!("{session_id:#x}"));
+    d.field("passwd", &REDACTED);
 }
 
 impl Encode for ConnectResponse {
@@ -136,5 +139,35 @@ impl Decode for ConnectResponse {
             r.skip::<bool>()?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_shows_the_session_in_hex_and_never_the_password() {
+        let passwd = Bytes::from_static(b"0123456789abcdef");
+        let request = ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 7,
+            timeout: 4000,
+            session_id: 0x1f,
+            passwd: passwd.clone(),
+            read_only: false,
+        };
+        let response = ConnectResponse {
+            protocol_version: 0,
+            timeout: 4000,
+            session_id: 0x1f,
+            passwd,
+            read_only: Some(true),
+        };
+        for shown in [format!("{request:?}"), format!("{response:?}")] {
+            assert!(shown.contains("session_id: 0x1f"), "{shown}");
+            assert!(shown.contains(REDACTED) && !shown.contains("0123"), "{shown}");
+            assert!(shown.contains("timeout: 4000") && shown.contains("read_only"), "{shown}");
+        }
     }
 }

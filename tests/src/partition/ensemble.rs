@@ -26,11 +26,12 @@ pub enum LinkKind {
     Election,
 }
 
-/// The two relays that carry what server `from` sends to server `to` on its own initiative.
+/// The two relays that carry what server `ends.0` sends to server `ends.1` on its own
+/// initiative.
 #[derive(Debug)]
 pub(super) struct Link {
-    pub(super) from: usize,
-    pub(super) to: usize,
+    /// The servers it links, (from, to).
+    pub(super) ends: (usize, usize),
     pub(super) quorum: LinkRelay,
     pub(super) election: LinkRelay,
 }
@@ -50,18 +51,14 @@ impl Link {
         for from in 0..n {
             for to in (0..n).filter(|&to| to != from) {
                 links.push(Self {
-                    from,
-                    to,
+                    ends: (from, to),
                     quorum: LinkRelay::start_on(handle, unset).map_err(relay_err)?,
                     election: LinkRelay::start_on(handle, unset).map_err(relay_err)?,
                 });
             }
         }
         for link in &links {
-            if let Some(back) = links
-                .iter()
-                .find(|l| l.from == link.to && l.to == link.from)
-            {
+            if let Some(back) = links.iter().find(|l| l.ends == (link.ends.1, link.ends.0)) {
                 link.election
                     .rewrite_election_address(Some(back.election.addr()));
             }
@@ -105,7 +102,7 @@ fn quorum_lines(links: &[Link], picked: &[NodePorts]) -> Vec<String> {
             let mut lines =
                 format!("initLimit={ENSEMBLE_INIT_LIMIT}\nsyncLimit={ENSEMBLE_SYNC_LIMIT}\n");
             for (j, p) in picked.iter().enumerate() {
-                let (quorum, election) = match links.iter().find(|l| l.from == i && l.to == j) {
+                let (quorum, election) = match links.iter().find(|l| l.ends == (i, j)) {
                     Some(l) => (l.quorum.addr().port(), l.election.addr().port()),
                     None => (p.quorum, p.election),
                 };
@@ -186,8 +183,9 @@ impl PartitionedEnsemble {
         let ensemble = ZkEnsemble::start_with_layout(n, config.clone(), &mut |picked| {
             let real = |p: u16| SocketAddr::from((Ipv4Addr::LOCALHOST, p));
             for link in &links {
-                link.quorum.set_upstream(real(picked[link.to].quorum));
-                link.election.set_upstream(real(picked[link.to].election));
+                link.quorum.set_upstream(real(picked[link.ends.1].quorum));
+                link.election
+                    .set_upstream(real(picked[link.ends.1].election));
             }
             ports = picked.to_vec();
             Ok(quorum_lines(&links, picked))
@@ -221,7 +219,7 @@ impl PartitionedEnsemble {
     fn link(&self, from: usize, to: usize) -> &Link {
         self.check_node(from);
         self.check_node(to);
-        match self.links.iter().find(|l| l.from == from && l.to == to) {
+        match self.links.iter().find(|l| l.ends == (from, to)) {
             Some(link) => link,
             None => panic!("no link from node {from} to node {to}"),
         }
@@ -348,8 +346,8 @@ impl PartitionedEnsemble {
                 let faults = relay.shared.faults();
                 out.push_str(&format!(
                     "\n{kind} {}->{}: faults {:?}/{:?} {:?}",
-                    link.from,
-                    link.to,
+                    link.ends.0,
+                    link.ends.1,
                     faults[FWD],
                     faults[BWD],
                     relay.counts()
