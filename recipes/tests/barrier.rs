@@ -15,7 +15,7 @@ use zkwire_recipes::{DistributedBarrier, DistributedDoubleBarrier};
 use zkwire_testing::support::{connect_with_timeout, fresh_chroot};
 
 use support::jvm::{CuratorServer, Jvm};
-use support::{close_all, fresh_clients};
+use support::{close_all, fresh_clients, poll_until};
 
 const T: Duration = Duration::from_secs(4);
 /// The bound of every wait in these tests.
@@ -33,15 +33,14 @@ async fn clients(cs: &str, n: usize) -> Vec<Client> {
 
 /// Polls until `dir` has no children (or does not exist).
 async fn wait_until_empty(client: &Client, dir: &str) {
-    let deadline = Instant::now() + STEP;
-    loop {
+    poll_until!(STEP, Duration::from_millis(10), {
         let children = client.get_children(dir).await.unwrap_or_default();
         if children.is_empty() {
-            return;
+            Ok(())
+        } else {
+            Err(format!("{dir} still has {children:?}"))
         }
-        assert!(Instant::now() < deadline, "{dir} still has {children:?}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -42,21 +42,15 @@ fn full_instance(name: &str, id: &str) -> ServiceInstance {
 
 /// Polls `query` until it gives `want`; panics after STEP with what it gave.
 async fn wait_for_ids(discovery: &ServiceDiscovery, name: &str, want: &[&str]) {
-    let deadline = Instant::now() + STEP;
-    loop {
-        let seen: Vec<String> = discovery
-            .query_for_instances(name)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|i| i.id)
-            .collect();
+    poll_until!(STEP, Duration::from_millis(20), {
+        let instances = discovery.query_for_instances(name).await.unwrap();
+        let seen: Vec<String> = instances.into_iter().map(|i| i.id).collect();
         if seen == want {
-            return;
+            Ok(())
+        } else {
+            Err(format!("{name}: {seen:?}, not {want:?}"))
         }
-        assert!(Instant::now() < deadline, "{name}: {seen:?}, not {want:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -228,6 +228,13 @@ fn join_paths() {
     assert_eq!(join("/x/y", "路径"), "/x/y/路径");
 }
 
+/// Asserts `read(input) == expected` for each case, naming the input that fails.
+fn check_each(read: fn(&str) -> Option<i32>, cases: &[(&str, Option<i32>)]) {
+    for &(input, expected) in cases {
+        assert_eq!(read(input), expected, "{input:?}");
+    }
+}
+
 #[test]
 fn parse_sequence_accepts_exactly_java_format() {
     let cases: &[(&str, Option<i32>)] = &[
@@ -255,9 +262,7 @@ fn parse_sequence_accepts_exactly_java_format() {
         ("", None),
         ("-", None),
     ];
-    for &(suffix, expected) in cases {
-        assert_eq!(parse_sequence(suffix), expected, "{suffix:?}");
-    }
+    check_each(parse_sequence, cases);
 }
 
 #[test]
@@ -287,9 +292,7 @@ fn sequence_suffix_of_names() {
         ("node-000000000", None),
         ("node2147483648", None),
     ];
-    for &(name, expected) in cases {
-        assert_eq!(sequence_suffix(name), expected, "{name:?}");
-    }
+    check_each(sequence_suffix, cases);
 }
 
 /// Characters ZooKeeper accepts in a segment, '/' excluded.

@@ -11,6 +11,8 @@ use crate::guid::owned_by_guid;
 use crate::options::LockOptions;
 use crate::trust::check_lease_fits;
 
+use super::pause_if_retryable;
+
 impl Attempt {
     /// Creates our protected node (`dir/_c_<uuid>-<marker>[<seq>]`): see
     /// [`create_listing`](Self::create_listing).
@@ -87,10 +89,7 @@ impl Attempt {
                     {
                         Ok(()) => parent_rounds += 1,
                         // The next create tells whether the parents are there.
-                        Err(e) if e.is_retryable() => {
-                            backoff.pause().await;
-                        }
-                        Err(e) => return Err(e.into()),
+                        Err(e) => pause_if_retryable(&mut backoff, e).await?,
                     }
                 }
                 Err(Error::MultiFailed { index: 0, .. }) => {

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use zkwire::{path, Client, CreateOptions, Error, Stat};
+use zkwire::{path, Backoff, Client, CreateOptions, Error, Stat};
 
 use crate::cleanup::{self, Job, FOREGROUND_GRACE};
 use crate::error::LockError;
@@ -30,6 +30,18 @@ use crate::sequence::{exclusive, sort_children, Contender, Decision};
 use crate::trust::until_trusted;
 
 pub(crate) use create::create_containers;
+
+/// The rule of every retry loop of the recipes, after a failed request: pauses `backoff` when
+/// a retry can help ([`Error::is_retryable`]: the connection dropped, the server was busy)
+/// and gives the error back when it cannot.
+pub(crate) async fn pause_if_retryable(backoff: &mut Backoff, e: Error) -> Result<(), Error> {
+    if e.is_retryable() {
+        backoff.pause().await;
+        Ok(())
+    } else {
+        Err(e)
+    }
+}
 
 /// How a recipe's contenders are named, ordered and granted.
 #[derive(Debug, Clone)]

@@ -9,6 +9,8 @@ use crate::error::LockError;
 use crate::poll::ready_now;
 use crate::sequence::{sort_children, Contender, Decision, ForeignChildPolicy};
 
+use super::pause_if_retryable;
+
 /// What ended a wait on the predecessor.
 enum Woken {
     /// The lock is ours (the first contender went, ours still there).
@@ -59,11 +61,10 @@ impl Attempt {
                 None => match self.dir.client.get_children_compact(&self.dir.path).await {
                     Ok(children) => children,
                     Err(Error::NoNode) => Children::default(),
-                    Err(e) if e.is_retryable() => {
-                        backoff.pause().await;
+                    Err(e) => {
+                        pause_if_retryable(&mut backoff, e).await?;
                         continue;
                     }
-                    Err(e) => return Err(e.into()),
                 },
             };
             self.delete_duplicates(&children, ours).await;
@@ -86,10 +87,7 @@ impl Attempt {
                     match self.await_predecessor(&predecessor, ours, first).await {
                         Ok(Woken::Granted) => return Ok(true),
                         Ok(Woken::LookAgain) => {}
-                        Err(e) if e.is_retryable() => {
-                            backoff.pause().await;
-                        }
-                        Err(e) => return Err(e.into()),
+                        Err(e) => pause_if_retryable(&mut backoff, e).await?,
                     }
                 }
             }

@@ -31,6 +31,7 @@ pub use ttl::PersistentTtlNode;
 
 use crate::error::LockError;
 use crate::guid::Uuid;
+use crate::internals::pause_if_retryable;
 use crate::task::Task;
 use events::EVENT_CAPACITY;
 use worker::{Held, Worker};
@@ -569,10 +570,7 @@ impl Shared {
                 }
                 // Gone: the task creates it again, with this data.
                 Err(Error::NoNode) => return Ok(()),
-                Err(e) if e.is_retryable() => {
-                    backoff.pause().await;
-                }
-                Err(e) => return Err(e.into()),
+                Err(e) => pause_if_retryable(&mut backoff, e).await?,
             }
         }
     }

@@ -21,7 +21,7 @@ pub use limit::SemaphoreLimit;
 use crate::cleanup::FOREGROUND_GRACE;
 use crate::error::LockError;
 use crate::hold::Hold;
-use crate::internals::{deadline_after, dir_path, Attempt, Contest, Dir};
+use crate::internals::{deadline_after, dir_path, pause_if_retryable, Attempt, Contest, Dir};
 use crate::mutex::{Mutex, MutexGuard};
 use crate::options::LockOptions;
 use crate::sequence::{exclusive, sort_key_at, ForeignChildPolicy};
@@ -493,11 +493,10 @@ impl Semaphore {
                 match client.get_children_and_watch(&self.leases.path).await {
                     Ok(listed) => listed,
                     Err(Error::NoNode) => return Ok(Turn::Vanished),
-                    Err(e) if e.is_retryable() => {
-                        backoff.pause().await;
+                    Err(e) => {
+                        pause_if_retryable(&mut backoff, e).await?;
                         continue;
                     }
-                    Err(e) => return Err(e.into()),
                 };
             let names = children.iter().map(String::as_str);
             attempt.delete_duplicates(names, &ours).await;
