@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 use zkwire_recipes::GroupMember;
 
-use common::{chroot, finish, scratch, spawn_script, wait_file, zkw, REGISTER_API};
+use common::{chroot, finish, gated, release, scratch, spawn_script, wait_file, zkw, REGISTER_API};
 
 /// How long any one test's `zkw` runs may take.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -25,8 +25,7 @@ fn json(text: &str) -> Value {
 fn register_lists_the_instance_while_the_command_runs() {
     let cs = chroot("cli-discovery-register");
     let dir = scratch("register");
-    let script = "echo \"$ZKW_SERVICE_ID\" > \"$0/id\"; \
-                  while [ ! -e \"$0/stop\" ]; do sleep 0.05; done; exit 3";
+    let script = gated("echo \"$ZKW_SERVICE_ID\" > \"$0/id\"", 3);
     let registered = spawn_script(
         &cs,
         &[
@@ -35,7 +34,7 @@ fn register_lists_the_instance_while_the_command_runs() {
             &["--payload", r#"{"zone":"eu-1"}"#],
         ]
         .concat(),
-        script,
+        &script,
         &dir,
     );
     assert_eq!(wait_file(&dir.join("id"), LIMIT), "api-1");
@@ -62,7 +61,7 @@ fn register_lists_the_instance_while_the_command_runs() {
     );
     assert!(text.trim_end().ends_with(r#"{"zone":"eu-1"}"#), "{text}");
 
-    std::fs::write(dir.join("stop"), "").unwrap();
+    release(&dir);
     let out = finish(registered, LIMIT);
     assert_eq!(out.code, Some(3), "{out:?}");
     let after = json(zkw(&cs, &["services", "api", "--json"]).ok());

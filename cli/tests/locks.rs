@@ -9,23 +9,18 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{
-    chroot, command, command_under, finish, lines_of, running, scratch, signal, spawn_holder,
-    spawn_recording, spawn_script, spawn_zkw, wait_file_exists, wait_line, zkw,
+    assert_gives_up, chroot, command, command_under, finish, gated, lines_of, release, running,
+    scratch, signal, spawn_holder, spawn_recording, spawn_script, spawn_zkw, wait_file_exists,
+    wait_line, zkw, zkw_sh,
 };
 
 #[test]
 fn exit_codes_and_environment_pass_through() {
     let cs = chroot("cli-lock-codes");
-    let env = zkw(
+    let env = zkw_sh(
         &cs,
-        &[
-            "lock",
-            "/l",
-            "--",
-            "sh",
-            "-c",
-            "echo \"$ZKW_FENCING_TOKEN $ZKW_LOCK_NODE\"",
-        ],
+        &["lock", "/l"],
+        "echo \"$ZKW_FENCING_TOKEN $ZKW_LOCK_NODE\"",
     );
     let printed = env.ok().trim().to_owned();
     let (token, node) = printed.split_once(' ').unwrap();
@@ -200,15 +195,8 @@ fn timeout_gives_up_with_73() {
     let cs = chroot("cli-lock-timeout");
     let dir = scratch("timeout");
     let holder = spawn_holder(&cs, &["lock", "/busy"], &dir, 3);
-    let out = zkw(
-        &cs,
-        &["lock", "/busy", "--timeout", "500ms", "--", "echo", "never"],
-    );
-    assert_eq!(
-        out.fails(73),
-        "zkw: lock on /busy not acquired within 500ms"
-    );
-    assert!(out.elapsed < Duration::from_secs(3), "{out:?}");
+    let message = "zkw: lock on /busy not acquired within 500ms";
+    assert_gives_up(&cs, &["lock", "/busy"], "500ms", message);
     finish(holder, Duration::from_secs(30)).ok();
     // Only the holder's node was ever left, and it is gone too.
     assert_eq!(zkw(&cs, &["ls", "/busy"]).ok(), "");
@@ -307,9 +295,11 @@ fn sigterm_and_sigquit_are_passed_to_the_command() {
 fn under_nohup_a_hangup_stops_nothing() {
     let cs = chroot("cli-lock-nohup");
     let dir = scratch("nohup");
-    let script = "grep SigIgn /proc/$$/status > \"$0/ignored\"; touch \"$0/ready\"; \
-                  while [ ! -e \"$0/go\" ]; do sleep 0.05; done; exit 4";
-    let args = ["--server", &cs, "lock", "/nohup", "--", "sh", "-c", script];
+    let script = gated(
+        "grep SigIgn /proc/$$/status > \"$0/ignored\"; touch \"$0/ready\"",
+        4,
+    );
+    let args = ["--server", &cs, "lock", "/nohup", "--", "sh", "-c", &script];
     let mut all = args.to_vec();
     all.push(dir.to_str().unwrap());
     let holder = command_under("nohup", &all).spawn().unwrap();
@@ -319,7 +309,7 @@ fn under_nohup_a_hangup_stops_nothing() {
     assert_eq!(mask & 1, 1, "SIGHUP ignored in the command: {ignored}");
     signal(holder.id(), "HUP");
     thread::sleep(Duration::from_millis(300));
-    std::fs::write(dir.join("go"), "").unwrap();
+    release(&dir);
     let out = finish(holder, Duration::from_secs(15));
     assert_eq!(out.code, Some(4), "the command's own exit: {out:?}");
 }
@@ -494,19 +484,11 @@ fn signals_are_sent_without_a_shell() {
 #[test]
 fn kill_after_longer_than_the_session_allows_is_refused() {
     let cs = chroot("cli-lock-kill-after");
+    // `lock /k` on a 4 s session.
+    let lock = ["--session-timeout", "4s", "lock", "/k"];
     let out = zkw(
         &cs,
-        &[
-            "--session-timeout",
-            "4s",
-            "lock",
-            "/k",
-            "--kill-after",
-            "3s",
-            "--",
-            "echo",
-            "never",
-        ],
+        &[&lock[..], &["--kill-after", "3s", "--", "echo", "never"]].concat(),
     );
     assert_eq!(
         out.fails(2),
@@ -519,11 +501,7 @@ fn kill_after_longer_than_the_session_allows_is_refused() {
     assert_eq!(zkw(&cs, &["ls", "/k"]).code, Some(1), "a node was queued");
     // Without --kill-after, the default shrinks to fit.
     assert_eq!(
-        zkw(
-            &cs,
-            &["--session-timeout", "4s", "lock", "/k", "--", "echo", "ran"]
-        )
-        .ok(),
+        zkw(&cs, &[&lock[..], &["--", "echo", "ran"]].concat()).ok(),
         "ran\n"
     );
 }
@@ -535,18 +513,10 @@ fn kill_after_longer_than_the_session_allows_is_refused() {
 #[test]
 fn a_healthy_hold_on_slowly_ticking_servers_keeps_its_command() {
     let cs = chroot("cli-lock-slow-tick");
-    let out = zkw(
+    let out = zkw_sh(
         &cs,
-        &[
-            "--server-tick",
-            "2s",
-            "lock",
-            "/slow",
-            "--",
-            "sh",
-            "-c",
-            "sleep 8; echo ran",
-        ],
+        &["--server-tick", "2s", "lock", "/slow"],
+        "sleep 8; echo ran",
     );
     assert_eq!(out.ok(), "ran\n");
 }

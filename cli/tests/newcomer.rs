@@ -124,12 +124,7 @@ fn json_errors_have_a_kind_per_cause() {
 
 #[test]
 fn version_mismatches_say_expected_and_actual() {
-    let setup: [&[&str]; 3] = [
-        &["create", "/v", "0"],
-        &["set", "/v", "1"],
-        &["set", "/v", "2"],
-    ];
-    let cs = chroot_with("cli-versions", &setup);
+    let cs = chroot_with("cli-versions", &["create /v 0", "set /v 1", "set /v 2"]);
     assert_eq!(
         zkw(&cs, &["set", "/v", "3", "-v", "0"]).fails(1),
         "zkw: /v: version does not match: expected 0, the node has version 2"
@@ -205,10 +200,7 @@ fn session_ids_have_one_form_everywhere() {
 #[test]
 fn locks_on_a_missing_path_says_so() {
     let cs = chroot("cli-locks-missing");
-    assert_eq!(
-        zkw(&cs, &["locks", "/no/such"]).fails(1),
-        "zkw: /no/such: node does not exist (no lock there)"
-    );
+    common::assert_no_lock_there(&cs, "locks", "/no/such");
     let doc = json_error(&zkw(&cs, &["--json", "locks", "/no/such"]), 1);
     assert_eq!(doc["kind"], "no_node");
     // A node with no contenders is a free lock.

@@ -11,8 +11,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{
-    assert_lock_free, chroot, command, finish, run, scratch, spawn_holder, spawn_shell_pty,
-    spawn_zkw, zkw,
+    assert_gives_up, assert_lock_free, chroot, command, finish, run, scratch, spawn_holder,
+    spawn_shell_pty, spawn_zkw, zkw,
 };
 use zkwire::{Client, CreateOptions};
 
@@ -176,14 +176,8 @@ fn timeout_zero_tries_once_and_locks_shows_holder_and_queue() {
         let mut held = verb.to_vec();
         held.push(path);
         let holder = spawn_holder(&cs, &held, &dir, 30);
-        let mut args = verb.to_vec();
-        args.extend([path, "--timeout", "0", "--", "echo", "never"]);
-        let busy = zkw(&cs, &args);
-        assert_eq!(
-            busy.fails(73),
-            format!("zkw: {noun} on {path} not free (--timeout 0 tried once)")
-        );
-        assert!(busy.elapsed < Duration::from_secs(3), "{busy:?}");
+        let message = format!("zkw: {noun} on {path} not free (--timeout 0 tried once)");
+        assert_gives_up(&cs, &held, "0", &message);
         assert!(stop(holder).code.is_some());
         let left = zkw(&cs, &["ls", "-R", path]).ok().to_owned();
         assert!(
@@ -193,15 +187,8 @@ fn timeout_zero_tries_once_and_locks_shows_holder_and_queue() {
     }
     let dir = scratch("try-once");
     let holder = spawn_holder(&cs, &["lock", "/l"], &dir, 30);
-    let busy = zkw(
-        &cs,
-        &["lock", "/l", "--timeout", "0", "--", "echo", "never"],
-    );
-    assert_eq!(
-        busy.fails(73),
-        "zkw: lock on /l not free (--timeout 0 tried once)"
-    );
-    assert!(busy.elapsed < Duration::from_secs(3), "{busy:?}");
+    let message = "zkw: lock on /l not free (--timeout 0 tried once)";
+    let busy = assert_gives_up(&cs, &["lock", "/l"], "0", message);
     assert_eq!(busy.stdout, "");
     // A second contender queues behind the holder (the try above used sequence 1).
     let waiter = spawn_zkw(&cs, &["lock", "/l", "--", "true"]);
@@ -244,14 +231,11 @@ fn locks_shows_a_leader_latch_with_participant_ids() {
     let shown = locks_listing(&cs, "/e", 3);
     let lines: Vec<&str> = shown.lines().collect();
     assert_eq!(lines[0], "/e: leader-latch");
-    assert!(
-        lines[1].starts_with("leader ") && lines[1].ends_with("\"alpha\""),
-        "{shown}"
-    );
-    assert!(
-        lines[2].starts_with("waiting ") && lines[2].ends_with("\"beta\""),
-        "{shown}"
-    );
+    // Each contender's role, then its id (the latch node's data).
+    let expected = [("leader ", "\"alpha\""), ("waiting ", "\"beta\"")];
+    for (line, (role, id)) in lines[1..].iter().zip(expected) {
+        assert!(line.starts_with(role) && line.ends_with(id), "{shown}");
+    }
     let _ = stop(leader);
     finish(follower, Duration::from_secs(30)).ok();
 }
@@ -299,18 +283,15 @@ fn locks_shows_a_read_write_lock_and_a_semaphore() {
     let shown = locks_listing(&cs, "/s", 4);
     let lines: Vec<&str> = shown.lines().collect();
     assert_eq!(lines[0], "/s: semaphore", "{shown}");
-    assert!(
-        lines[1].starts_with("lease ") && lines[1].contains("/s/leases/"),
-        "{shown}"
-    );
-    assert!(
-        lines[2].starts_with("pending ") && lines[2].contains("/s/leases/"),
-        "{shown}"
-    );
-    assert!(
-        lines[3].starts_with("acquiring ") && lines[3].contains("/s/locks/"),
-        "{shown}"
-    );
+    // Each contender's role, then where its node is.
+    let expected = [
+        ("lease ", "/s/leases/"),
+        ("pending ", "/s/leases/"),
+        ("acquiring ", "/s/locks/"),
+    ];
+    for (line, (role, parent)) in lines[1..].iter().zip(expected) {
+        assert!(line.starts_with(role) && line.contains(parent), "{shown}");
+    }
     // The waiting lease and the `locks` node are the second contender's: one session.
     let session = |line: &str| {
         line.split("session ")
@@ -332,13 +313,15 @@ fn locks_shows_a_read_write_lock_and_a_semaphore() {
 /// (negative) sequence number is an error, not a rank.
 #[test]
 fn locks_ranks_a_downgrade_and_refuses_a_wrapped_counter() {
-    let setup: [&[&str]; 4] = [
-        &["create", "-p", "/rw/_c_w-__WRIT__0000000004"],
-        &["create", "/rw/_c_w-__READ__0000000004"],
-        &["create", "/rw/_c_r-__READ__0000000005"],
-        &["create", "-p", "/wrapped/_c_a-lock--000000001"],
-    ];
-    let cs = common::chroot_with("cli-locks-ranks", &setup);
+    let cs = common::chroot_with(
+        "cli-locks-ranks",
+        &[
+            "create -p /rw/_c_w-__WRIT__0000000004",
+            "create /rw/_c_w-__READ__0000000004",
+            "create /rw/_c_r-__READ__0000000005",
+            "create -p /wrapped/_c_a-lock--000000001",
+        ],
+    );
     let out = zkw(&cs, &["locks", "/rw", "--json"]);
     let doc: serde_json::Value = serde_json::from_str(out.ok()).unwrap();
     let roles: Vec<(&str, &str)> = doc["contenders"]

@@ -32,27 +32,23 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{finish, running, scratch, spawn_lock_script, spawn_zkw, Out};
+use common::{finish, running, scratch, spawn_lock_script, spawn_zkw, Out, LOCK_LOST, UNAVAILABLE};
 use zkwire_testing::partition::{partition_config, HoldScenario as Scenario, PartitionedEnsemble};
 use zkwire_testing::rng::SplitMix64;
 
 const NODES: usize = 3;
 const TRIALS: u64 = 5;
+/// How often the referee looks at the holder's processes.
+const POLL: Duration = Duration::from_millis(1);
 /// Both sides' session timeout.
 const SESSION_TIMEOUT: &str = "4s";
 /// The holder's grace between SIGTERM and SIGKILL; fits the 4 s session (1 s + 267 ms ≤ 2 s).
 const KILL_AFTER: &str = "1s";
-/// `zkw`'s exit code for a lost lock.
-const LOCK_LOST: i32 = 75;
-/// `zkw`'s exit code when no server would take the session (the contender then tries again).
-const UNAVAILABLE: i32 = 69;
 /// How long the holder's command may take to start, and the contender to be granted.
 const STEP_LIMIT: Duration = Duration::from_secs(30);
 /// How long the holder's `zkw` may run in all (its command sleeps 60 s: it must be stopped).
 const HOLDER_LIMIT: Duration = Duration::from_secs(45);
 const HEAL_LIMIT: Duration = Duration::from_secs(40);
-/// How often the referee looks at the holder's processes.
-const POLL: Duration = Duration::from_millis(1);
 
 /// The holder's command: `$0` is the trial's directory, `$1` its mode. It records its start,
 /// starts a child in its own process group, publishes both pids and waits. `stubborn` ignores

@@ -8,7 +8,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{
-    chroot, finish, running, scratch, spawn_recording, spawn_script, spawn_zkw, wait_file, zkw,
+    assert_no_lock_there, chroot, finish, gated, release, running, scratch, spawn_recording,
+    spawn_script, spawn_zkw, wait_file, zkw,
 };
 
 /// A holder's command that notes SIGTERM, starts its sleep, then records its pid and node and
@@ -53,15 +54,14 @@ fn revoke_stops_a_revocable_holder_and_hands_the_lock_on() {
 fn without_revocable_a_request_is_only_noted() {
     let cs = chroot("cli-revoke-ignored");
     let dir = scratch("revoke-ignored");
-    let script = "echo \"$ZKW_LOCK_NODE\" > \"$0/node\"; \
-                  while [ ! -e \"$0/go\" ]; do sleep 0.05; done; exit 5";
-    let holder = spawn_script(&cs, &["lock", "/r"], script, &dir);
+    let script = gated("echo \"$ZKW_LOCK_NODE\" > \"$0/node\"", 5);
+    let holder = spawn_script(&cs, &["lock", "/r"], &script, &dir);
     let node = wait_file(&dir.join("node"), Duration::from_secs(30));
     // Naming the node explicitly (a child name) works as well as the holder lookup.
     let child = node.rsplit('/').next().unwrap();
     zkw(&cs, &["revoke", "/r", child]).ok();
     std::thread::sleep(Duration::from_millis(500));
-    std::fs::write(dir.join("go"), "").unwrap();
+    release(&dir);
     let out = finish(holder, Duration::from_secs(20));
     assert_eq!(out.code, Some(5), "the command ran to its end: {out:?}");
     assert!(
@@ -76,10 +76,7 @@ fn without_revocable_a_request_is_only_noted() {
 fn revoke_without_a_holder_fails() {
     let cs = chroot("cli-revoke-none");
     // A mistyped path is not taken for a free lock.
-    assert_eq!(
-        zkw(&cs, &["revoke", "/nothing"]).fails(1),
-        "zkw: /nothing: node does not exist (no lock there)"
-    );
+    assert_no_lock_there(&cs, "revoke", "/nothing");
     zkw(&cs, &["create", "/empty"]).ok();
     assert_eq!(
         zkw(&cs, &["revoke", "/empty"]).fails(1),

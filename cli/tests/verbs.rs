@@ -242,10 +242,10 @@ fn watch_json_on_one_node() {
 /// line with the data and its version.
 #[test]
 fn cache_prints_the_tree_then_its_changes() {
-    let tree: [&[&str]; 3] = [
-        &["create", "/c", "root"],
-        &["create", "/c/a", "line1\nline2"],
-        &["create", "/c/locked", "x"],
+    let tree = [
+        "create /c root",
+        "create /c/a line1\nline2",
+        "create /c/locked x",
     ];
     let cs = chroot_with("cli-cache", &tree);
     let acl = "digest:alice:secret:cdrwa";

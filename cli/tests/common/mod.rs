@@ -15,6 +15,14 @@ pub(crate) const ZKW: &str = env!("CARGO_BIN_EXE_zkw");
 /// How long any one `zkw` run may take before the test fails.
 pub(crate) const RUN_LIMIT: Duration = Duration::from_secs(60);
 
+// `zkw`'s exit codes that the tests look for, as cli/src/fail.rs names them.
+/// No server would take the session.
+pub(crate) const UNAVAILABLE: i32 = 69;
+/// A lock not acquired within `--timeout`.
+pub(crate) const LOCK_TIMEOUT: i32 = 73;
+/// A lock lost under the command.
+pub(crate) const LOCK_LOST: i32 = 75;
+
 /// What a finished `zkw` did.
 #[derive(Debug)]
 pub(crate) struct Out {
@@ -125,6 +133,13 @@ pub(crate) fn zkw(server: &str, args: &[&str]) -> Out {
     run(&all)
 }
 
+/// Runs `zkw --server SERVER ARGS -- sh -c SCRIPT` (ARGS: a verb, its path and options).
+pub(crate) fn zkw_sh(server: &str, args: &[&str], script: &str) -> Out {
+    let mut all = args.to_vec();
+    all.extend(["--", "sh", "-c", script]);
+    zkw(server, &all)
+}
+
 /// Starts `zkw --server SERVER ARGS` (stdout and stderr piped).
 pub(crate) fn spawn_zkw(server: &str, args: &[&str]) -> Child {
     let mut all = vec!["--server", server];
@@ -219,11 +234,13 @@ pub(crate) fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// [`chroot`] with `setup` run in it, each `zkw` command of which must succeed.
-pub(crate) fn chroot_with(name: &str, setup: &[&[&str]]) -> String {
+/// [`chroot`] with `setup` run in it: `zkw` command lines, their arguments separated by single
+/// spaces (none holds a space), each of which must succeed.
+pub(crate) fn chroot_with(name: &str, setup: &[&str]) -> String {
     let cs = chroot(name);
-    for args in setup {
-        zkw(&cs, args).ok();
+    for line in setup {
+        let args: Vec<&str> = line.split(' ').collect();
+        zkw(&cs, &args).ok();
     }
     cs
 }
@@ -308,6 +325,17 @@ pub(crate) fn running(pid: u32) -> bool {
         .is_some_and(|state| state != "Z" && state != "X")
 }
 
+/// A shell script that runs `first`, then waits until `$0/go` exists ([`release`]) and exits
+/// with `code`.
+pub(crate) fn gated(first: &str, code: i32) -> String {
+    format!("{first}; while [ ! -e \"$0/go\" ]; do sleep 0.05; done; exit {code}")
+}
+
+/// Lets a [`gated`] script run with `dir` as its `$0` go on to its exit.
+pub(crate) fn release(dir: &Path) {
+    std::fs::write(dir.join("go"), "").unwrap();
+}
+
 /// Starts `zkw --server CS ARGS -- sh -c SCRIPT DIR` (stdout and stderr piped): SCRIPT sees
 /// DIR as `$0`.
 pub(crate) fn spawn_script(cs: &str, args: &[&str], script: &str, dir: &Path) -> Child {
@@ -372,6 +400,28 @@ pub(crate) fn assert_lock_free(cs: &str, path: &str) {
         zkw(cs, &["locks", path]).ok(),
         format!("{path}: no one holds or waits\n")
     );
+}
+
+/// Asserts that `zkw VERB PATH` (`locks`, `revoke`) on a missing `path` fails with 1, saying so.
+#[track_caller]
+pub(crate) fn assert_no_lock_there(cs: &str, verb: &str, path: &str) {
+    assert_eq!(
+        zkw(cs, &[verb, path]).fails(1),
+        format!("zkw: {path}: node does not exist (no lock there)")
+    );
+}
+
+/// Runs `zkw --server CS ARGS --timeout TIMEOUT -- echo never` (ARGS: a lock verb, its path
+/// and options) while another holds that lock, and asserts that it gives up at once: exit 73
+/// with `message`, within 3 s. The run.
+#[track_caller]
+pub(crate) fn assert_gives_up(cs: &str, args: &[&str], timeout: &str, message: &str) -> Out {
+    let mut all = args.to_vec();
+    all.extend(["--timeout", timeout, "--", "echo", "never"]);
+    let busy = zkw(cs, &all);
+    assert_eq!(busy.fails(LOCK_TIMEOUT), message);
+    assert!(busy.elapsed < Duration::from_secs(3), "{busy:?}");
+    busy
 }
 
 /// Waits (at most 30 s) until `path` exists.
