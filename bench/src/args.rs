@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::RangedU64ValueParser;
+
 use crate::locks::Release;
 use crate::pipeline::Shape;
 use crate::{Who, WORKLOADS};
@@ -70,8 +72,8 @@ pub(crate) struct Measure {
         default_value = "zkwire,kezhuw,raw")]
     pub(crate) clients: Vec<Who>,
     /// Requests in flight in `pipeline`
-    #[arg(long, value_name = "1,16,256", value_delimiter = ',', value_parser = depth,
-        default_value = "1,16,256")]
+    #[arg(long, value_name = "1,16,256", value_delimiter = ',', default_value = "1,16,256",
+        value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
     pub(crate) depths: Vec<usize>,
     /// How the client libraries keep K > 1 requests in flight in `pipeline`: K tasks, or one
     /// task polling K futures (the raw client's one shape is measured beside each)
@@ -134,13 +136,6 @@ fn workload(w: &str) -> Result<String, String> {
 
 fn who(c: &str) -> Result<Who, String> {
     Who::parse(c).ok_or_else(|| format!("unknown client {c}"))
-}
-
-fn depth(d: &str) -> Result<usize, String> {
-    d.parse::<usize>()
-        .ok()
-        .filter(|d| *d > 0)
-        .ok_or_else(|| format!("bad depth {d}"))
 }
 
 /// A number of seconds (finite, not negative).

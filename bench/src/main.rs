@@ -243,13 +243,10 @@ fn main() -> ExitCode {
     let args = match Args::try_parse() {
         Ok(args) => args,
         Err(e) => {
-            // `--help` is not a failure; a bad command line is, but not a failed check (2).
+            // `--help` is not a failure (0); a bad command line is (1, where clap's own exit
+            // says 2), but not a failed check (2).
             let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::FAILURE
-            } else {
-                ExitCode::SUCCESS
-            };
+            return ExitCode::from(u8::from(e.use_stderr()));
         }
     };
     match run(&args) {

@@ -61,7 +61,9 @@ impl GetData for RelayClient {
     }
 }
 
-/// Awaits its getData in a loop.
+/// The load of a cell: getData of `path` on `client`, awaited in a loop (one [`Worker`] per
+/// task), or kept in flight K at a time by one task.
+#[derive(Clone)]
 struct Read<C> {
     client: C,
     path: Arc<str>,
@@ -138,39 +140,34 @@ async fn run_client<C: GetData>(
     k: usize,
     shape: Shape,
 ) -> Result<Measured, BenchError> {
+    let read = Read {
+        client: client.clone(),
+        path: path.clone(),
+    };
     match shape {
-        Shape::Tasks => run_tasks(ctx, client, path, k).await,
-        Shape::OneTask => run_one_task(ctx, client, path, k).await,
+        Shape::Tasks => run_tasks(ctx, &read, k).await,
+        Shape::OneTask => run_one_task(ctx, read, k).await,
     }
 }
 
-/// `k` tasks sharing `client`, each awaiting its getData of `path` in a loop.
+/// `k` tasks, each awaiting its own copy of `read` in a loop (one client shared by all).
 async fn run_tasks<C: GetData>(
     ctx: &Ctx,
-    client: &C,
-    path: &Arc<str>,
+    read: &Read<C>,
     k: usize,
 ) -> Result<Measured, BenchError> {
-    let workers = (0..k)
-        .map(|_| Read {
-            client: client.clone(),
-            path: path.clone(),
-        })
-        .collect();
+    let workers = (0..k).map(|_| read.clone()).collect();
     let [m] = run_workers(ctx, workers).await?;
     Ok(m)
 }
 
-/// One task keeping `k` getData futures of `path` on `client` in flight: each reply is
-/// timed, and a new request takes its place.
+/// One task keeping `k` of `read`'s getData futures in flight: each reply is timed, and a
+/// new request takes its place.
 async fn run_one_task<C: GetData>(
     ctx: &Ctx,
-    client: &C,
-    path: &Arc<str>,
+    Read { client, path }: Read<C>,
     k: usize,
 ) -> Result<Measured, BenchError> {
-    let client = client.clone();
-    let path = path.clone();
     measured_task(ctx, move |phase| async move {
         let mut hist = Hist::new();
         let one_request = || {

@@ -77,9 +77,9 @@ fn cell(v: Option<f64>, digits: usize) -> String {
 fn print_table(out: &mut dyn Write, results: &Results) -> std::io::Result<()> {
     writeln!(
         out,
-        "| workload | param | client | ops/s | p50 µs | p99 µs | CPU µs/op | allocs/op | RSS KiB | req/op |"
+        "| workload | param | client | ops/s | p50 µs | p99 µs | CPU µs/op | allocs/op | RSS KiB | req/op |\n\
+         |---|---|---|---:|---:|---:|---:|---:|---:|---:|"
     )?;
-    writeln!(out, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|")?;
     for row in &results.rows {
         let m = &row.m;
         let codec = row.workload == "codec";
@@ -155,28 +155,47 @@ fn best<'a>(results: &'a Results, workload: &str, who: Who) -> Option<(&'a str, 
         .map(|r| (r.param.as_str(), &r.m))
 }
 
+/// What a target asks of its ratio (or value).
+#[derive(Debug, Clone, Copy)]
+enum Bound {
+    AtLeast(f64),
+    AtMost(f64),
+}
+
+/// What was measured for a target: the table's text, and the ratio (or value) judged.
+struct Reading {
+    text: String,
+    value: Option<f64>,
+}
+
+/// zkwire's `a` against another client's `b`, judged on `a / b`; both printed with `digits`
+/// decimals, in `unit`.
+fn versus(a: Option<f64>, b: Option<f64>, digits: usize, unit: &str) -> Reading {
+    Reading {
+        text: format!("{} vs {} {unit}", cell(a, digits), cell(b, digits)),
+        value: ratio(a, b),
+    }
+}
+
+/// A value judged as it is, printed with `digits` decimals, in `unit`.
+fn value(v: Option<f64>, digits: usize, unit: &str) -> Reading {
+    Reading {
+        text: format!("{} {unit}", cell(v, digits)),
+        value: v,
+    }
+}
+
 struct Target {
     what: String,
-    measured: String,
-    ratio: Option<f64>,
-    /// The ratio must be at least (`true`) or at most (`false`) `bound`.
-    at_least: bool,
-    bound: f64,
+    reading: Reading,
+    bound: Bound,
 }
 
 impl Target {
-    fn new(
-        what: impl Into<String>,
-        measured: String,
-        ratio: Option<f64>,
-        at_least: bool,
-        bound: f64,
-    ) -> Self {
+    fn new(what: impl Into<String>, reading: Reading, bound: Bound) -> Self {
         Self {
             what: what.into(),
-            measured,
-            ratio,
-            at_least,
+            reading,
             bound,
         }
     }
@@ -184,22 +203,17 @@ impl Target {
     /// Whether the target is met, in the table's words: judged on the value as the table
     /// prints it (two decimals), so that 2.004 allocations meet "≤ 2".
     fn met(&self) -> &'static str {
-        match self.ratio.map(|r| (r * 100.0).round() / 100.0) {
-            Some(r) if self.at_least => {
-                if r >= self.bound {
-                    "yes"
-                } else {
-                    "**no**"
-                }
-            }
-            Some(r) => {
-                if r <= self.bound {
-                    "yes"
-                } else {
-                    "**no**"
-                }
-            }
-            None => "not measured",
+        let Some(r) = self.reading.value.map(|r| (r * 100.0).round() / 100.0) else {
+            return "not measured";
+        };
+        let met = match self.bound {
+            Bound::AtLeast(bound) => r >= bound,
+            Bound::AtMost(bound) => r <= bound,
+        };
+        if met {
+            "yes"
+        } else {
+            "**no**"
         }
     }
 }
@@ -262,24 +276,22 @@ fn cost_targets(results: &Results) -> Vec<Target> {
             (Some(z), Some(r)) => round_ratios(z, r, Round::cpu_us_per_op),
             _ => "–".to_owned(),
         };
-        out.push(Target::new(
-            format!("{what}: client CPU ≤ {cpu_bound}× raw"),
-            format!(
+        let cpu = Reading {
+            text: format!(
                 "{} vs {} µs/op; per round {rounds}",
                 cell(zc, 1),
                 cell(rc, 1)
             ),
-            ratio(zc, rc),
-            false,
-            cpu_bound,
-        ));
+            value: ratio(zc, rc),
+        };
+        let cpu_what = format!("{what}: client CPU ≤ {cpu_bound}× raw");
+        out.push(Target::new(cpu_what, cpu, Bound::AtMost(cpu_bound)));
         let (zo, ro) = pair(Measured::ops_per_sec);
+        let ops = versus(zo, ro, 0, "ops/s");
         out.push(Target::new(
             format!("{what}: ops/s ≥ 0.95× raw"),
-            format!("{} vs {} ops/s", cell(zo, 0), cell(ro, 0)),
-            ratio(zo, ro),
-            true,
-            0.95,
+            ops,
+            Bound::AtLeast(0.95),
         ));
     }
     let allocs = results
@@ -287,10 +299,8 @@ fn cost_targets(results: &Results) -> Vec<Target> {
         .and_then(Measured::allocs_per_op);
     out.push(Target::new(
         "lock cycle, drop release: allocations ≤ 16",
-        format!("{} allocs/cycle", cell(allocs, 1)),
-        allocs,
-        false,
-        16.0,
+        value(allocs, 1, "allocs/cycle"),
+        Bound::AtMost(16.0),
     ));
     out
 }
@@ -320,56 +330,48 @@ fn lock_targets(results: &Results) -> Vec<Target> {
         kc.and_then(Measured::ops_per_sec),
     );
     let fair = zc.and_then(|m| m.fairness);
-    let cycles = |a, b| format!("{} vs {} cycles/s", cell(a, 0), cell(b, 0));
+    let fairness = Reading {
+        text: format!(
+            "{} (kezhuw {})",
+            cell(fair, 3),
+            cell(kc.and_then(|m| m.fairness), 3)
+        ),
+        value: fair,
+    };
+    let cycles = |a, b| versus(a, b, 0, "cycles/s");
     let mut out = vec![
         Target::new(
             "uncontended lock cycle, drop release ≥ 0.9× raw pipelined recipe",
             cycles(zd, rp),
-            ratio(zd, rp),
-            true,
-            0.9,
+            Bound::AtLeast(0.9),
         ),
         Target::new(
             "uncontended lock cycle, drop release vs kezhuw's best (≈ 1.8–2×)",
             cycles(zd, kezhuw_best),
-            ratio(zd, kezhuw_best),
-            true,
-            1.8,
+            Bound::AtLeast(1.8),
         ),
         Target::new(
             "uncontended lock cycle, release awaited ≥ 1.4× kezhuw",
             cycles(za, ka),
-            ratio(za, ka),
-            true,
-            1.4,
+            Bound::AtLeast(1.4),
         ),
         Target::new(
             "8 sessions contending ≥ 1.6× kezhuw",
-            format!("{} vs {} acquisitions/s", cell(zco, 0), cell(kco, 0)),
-            ratio(zco, kco),
-            true,
-            1.6,
+            versus(zco, kco, 0, "acquisitions/s"),
+            Bound::AtLeast(1.6),
         ),
         Target::new(
             "8 sessions contending: fairness (Jain) ≥ 0.95",
-            format!(
-                "{} (kezhuw {})",
-                cell(fair, 3),
-                cell(kc.and_then(|m| m.fairness), 3)
-            ),
-            fair,
-            true,
-            0.95,
+            fairness,
+            Bound::AtLeast(0.95),
         ),
     ];
     for param in ["release=drop", "release=await"] {
         let req = get("lock-cycle", Who::Zkwire, param).and_then(Measured::requests_per_op);
         out.push(Target::new(
             format!("requests per uncontended cycle ({param}) = 3.0"),
-            format!("{} requests/cycle", cell(req, 2)),
-            req,
-            false,
-            3.05,
+            value(req, 2, "requests/cycle"),
+            Bound::AtMost(3.05),
         ));
     }
     out
@@ -383,43 +385,38 @@ fn io_targets(results: &Results) -> Vec<Target> {
     for kind in ["setData", "create"] {
         let p50 = |who| get("write-latency", who, kind).and_then(Measured::p50_us);
         let (z, r) = (p50(Who::Zkwire), p50(Who::Raw));
+        let what = format!("awaited {kind} p50 ≤ 1.15× raw");
         out.push(Target::new(
-            format!("awaited {kind} p50 ≤ 1.15× raw"),
-            format!("{} vs {} µs", cell(z, 1), cell(r, 1)),
-            ratio(z, r),
-            false,
-            1.15,
+            what,
+            versus(z, r, 1, "µs"),
+            Bound::AtMost(1.15),
         ));
     }
     // One request at a time; the rates at depth are among the cost targets.
     let ops = |who| get("pipeline", who, "K=1").and_then(Measured::ops_per_sec);
-    let (z, r) = (ops(Who::Zkwire), ops(Who::Raw));
+    let k1 = versus(ops(Who::Zkwire), ops(Who::Raw), 0, "ops/s");
     out.push(Target::new(
         "getData K=1 ops/s ≥ 0.9× raw",
-        format!("{} vs {} ops/s", cell(z, 0), cell(r, 0)),
-        ratio(z, r),
-        true,
-        0.9,
+        k1,
+        Bound::AtLeast(0.9),
     ));
     let allocs = get("pipeline", Who::Zkwire, "K=1").and_then(Measured::allocs_per_op);
+    let allocs = value(allocs, 2, "allocs/op");
     out.push(Target::new(
         "allocations per getData (K=1) ≤ 2",
-        format!("{} allocs/op", cell(allocs, 2)),
         allocs,
-        false,
-        2.0,
+        Bound::AtMost(2.0),
     ));
     let rss = results
         .rows
         .iter()
         .find(|r| r.workload == "sessions" && r.who == Who::Zkwire)
         .and_then(|r| r.m.rss_kib);
+    let rss = value(rss, 1, "KiB");
     out.push(Target::new(
         "RSS per idle session ≤ 10 KiB",
-        format!("{} KiB", cell(rss, 1)),
         rss,
-        false,
-        10.0,
+        Bound::AtMost(10.0),
     ));
     out
 }
@@ -442,15 +439,18 @@ pub(crate) fn print(results: &Results, json: bool) -> std::io::Result<()> {
 /// The issue's targets, each with the measured ratio and whether it is met; then the ratios
 /// of zkwire to the others.
 fn print_targets(out: &mut dyn Write, results: &Results) -> std::io::Result<()> {
-    writeln!(out, "| target | measured | ratio / value | met |")?;
-    writeln!(out, "|---|---|---:|---|")?;
+    writeln!(
+        out,
+        "| target | measured | ratio / value | met |\n\
+         |---|---|---:|---|"
+    )?;
     for t in targets(results) {
         writeln!(
             out,
             "| {} | {} | {} | {} |",
             t.what,
-            t.measured,
-            cell(t.ratio, 2),
+            t.reading.text,
+            cell(t.reading.value, 2),
             t.met()
         )?;
     }
@@ -469,9 +469,9 @@ fn print_floor(out: &mut dyn Write, results: &Results) -> std::io::Result<()> {
     }
     writeln!(
         out,
-        "| cell | CPU relay / raw | CPU zkwire / relay | ops/s relay / raw | ops/s zkwire / relay |"
+        "| cell | CPU relay / raw | CPU zkwire / relay | ops/s relay / raw | ops/s zkwire / relay |\n\
+         |---|---:|---:|---:|---:|"
     )?;
-    writeln!(out, "|---|---:|---:|---:|---:|")?;
     let (cpu, ops): (Metric, Metric) = (Measured::cpu_us_per_op, Measured::ops_per_sec);
     for (what, workload, param, raw_param, _) in COST_CELLS {
         let get = |who, param, f: Metric| results.get(workload, who, param).and_then(f);
@@ -500,9 +500,9 @@ type Metric = fn(&Measured) -> Option<f64>;
 fn print_ratios(out: &mut dyn Write, results: &Results) -> std::io::Result<()> {
     writeln!(
         out,
-        "| workload | param | metric | zkwire / kezhuw | zkwire / raw | per-round zkwire / kezhuw | per-round zkwire / raw |"
+        "| workload | param | metric | zkwire / kezhuw | zkwire / raw | per-round zkwire / kezhuw | per-round zkwire / raw |\n\
+         |---|---|---|---:|---:|---|---|"
     )?;
-    writeln!(out, "|---|---|---|---:|---:|---|---|")?;
     let mut seen: Vec<(&str, &str)> = Vec::new();
     for row in &results.rows {
         if row.workload == "codec"
@@ -630,7 +630,7 @@ mod tests {
         })
         .into_iter()
         .find(|t| t.what.starts_with("lock cycle, drop release: client CPU"))
-        .map(|t| t.measured);
+        .map(|t| t.reading.text);
         assert_eq!(
             target.as_deref(),
             Some("81.7 vs 66.7 µs/op; per round 1.10–1.30 (1.20)")

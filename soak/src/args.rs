@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use clap::builder::RangedU64ValueParser;
 use zkwire_testing::rng::SplitMix64;
 
 /// Ensemble members by default (`--nodes`).
@@ -18,10 +19,12 @@ const NODES: usize = 3;
 )]
 pub(crate) struct Settings {
     /// Stop after N acquisitions in all
-    #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = positive_count)]
+    #[arg(long, value_name = "N", default_value_t = 100_000,
+        value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) acquisitions: u64,
     /// Sessions contending for the lock (2..=64)
-    #[arg(long, value_name = "N", default_value_t = 8, value_parser = contenders)]
+    #[arg(long, value_name = "N", default_value_t = 8,
+        value_parser = RangedU64ValueParser::<usize>::new().range(2..=64))]
     pub(crate) contenders: usize,
     /// Ensemble members, 3 or 5
     #[arg(long, value_name = "N", default_value_t = NODES, value_parser = nodes)]
@@ -54,20 +57,6 @@ pub(crate) struct Settings {
 
 /// The longest a run or the time between kills may be: a day.
 const DAY_SECS: f64 = 86_400.0;
-
-fn positive_count(v: &str) -> Result<u64, String> {
-    v.parse::<u64>()
-        .ok()
-        .filter(|n| *n > 0)
-        .ok_or_else(|| format!("not a count: {v}"))
-}
-
-fn contenders(v: &str) -> Result<usize, String> {
-    v.parse::<usize>()
-        .ok()
-        .filter(|n| (2..=64).contains(n))
-        .ok_or_else(|| format!("contenders must be 2..=64: {v}"))
-}
 
 fn nodes(v: &str) -> Result<usize, String> {
     v.parse::<usize>()
@@ -162,16 +151,19 @@ mod tests {
             parse(&["--max-minutes", "1e9"]).unwrap().max_run,
             Duration::from_secs(24 * 3600)
         );
-        for bad in [
-            &["--acquisitions", "0"][..],
-            &["--contenders", "1"],
-            &["--nodes", "4"],
-            &["--seed", "x"],
-            &["--max-minutes", "-1"],
-            &["--leader-kill-every", "inf"],
-            &["--bogus"],
+        // Each refused with a message that says why.
+        for (bad, why) in [
+            (&["--acquisitions", "0"][..], "0 is not in 1.."),
+            (&["--contenders", "1"], "1 is not in 2..=64"),
+            (&["--contenders", "x"], "invalid digit"),
+            (&["--nodes", "4"], "nodes must be 3 or 5"),
+            (&["--seed", "x"], "not a seed: x"),
+            (&["--max-minutes", "-1"], "unexpected argument '-1'"),
+            (&["--leader-kill-every", "inf"], "not a number: inf"),
+            (&["--bogus"], "unexpected argument '--bogus'"),
         ] {
-            assert!(parse(bad).is_err(), "{bad:?}");
+            let message = parse(bad).map(|_| ()).unwrap_err().to_string();
+            assert!(message.contains(why), "{bad:?}: {message}");
         }
     }
 }

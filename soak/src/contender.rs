@@ -12,8 +12,8 @@ use zkwire_recipes::{LockError, LostReason, Mutex, MutexGuard};
 use zkwire_testing::rng::SplitMix64;
 
 use crate::draw::of_t;
-use crate::shared::{bump, lock, reason_name, Shared};
-use crate::store::Section;
+use crate::shared::{lock, reason_name, Count, Shared, Tallied};
+use crate::store::{Holder, Section};
 use crate::{CONNECT_ATTEMPT, LOCK_DIR, RELEASE_TIMEOUT, T};
 
 /// One acquire's deadline.
@@ -40,7 +40,7 @@ async fn connect(sh: &Shared, cs: &str) -> Option<Client> {
             .with_session_timeout(T)
             .connect(cs);
         if let Ok(Ok(client)) = tokio::time::timeout(CONNECT_ATTEMPT, opening).await {
-            sh.sessions.fetch_add(1, Ordering::Relaxed);
+            sh.add(Count::Sessions);
             return Some(client);
         }
     }
@@ -51,9 +51,9 @@ async fn connect(sh: &Shared, cs: &str) -> Option<Client> {
 async fn renew(sh: &Shared, cs: &str, old: &Client) -> Option<Client> {
     match old.state() {
         SessionState::Expired => {
-            sh.expired.fetch_add(1, Ordering::Relaxed);
+            sh.add(Count::Expired);
         }
-        s => bump(&mut sh.tallies().sessions_ended, format!("{s:?}")),
+        s => sh.tally(Tallied::SessionsEnded, format!("{s:?}")),
     }
     let _ = tokio::time::timeout(RELEASE_TIMEOUT, old.close()).await;
     connect(sh, cs).await
@@ -104,7 +104,7 @@ async fn take_turn(who: usize, client: &Client, sh: &Shared, rng: &mut SplitMix6
     let mutex = Mutex::new(client.clone(), LOCK_DIR);
     match mutex.lock_timeout(ACQUIRE_TIMEOUT).await {
         Ok(guard) => {
-            let n = sh.acquisitions.fetch_add(1, Ordering::Relaxed) + 1;
+            let n = sh.add(Count::Acquisitions);
             if n >= sh.settings.acquisitions {
                 sh.request_stop();
             }
@@ -112,16 +112,16 @@ async fn take_turn(who: usize, client: &Client, sh: &Shared, rng: &mut SplitMix6
             release(guard, sh).await;
         }
         Err(LockError::Timeout) => {
-            sh.timeouts.fetch_add(1, Ordering::Relaxed);
+            sh.add(Count::Timeouts);
         }
         Err(e) if matches!(&e, LockError::Client(c) if c.is_terminal()) => {
             // Renewed at the top of the loop (the state is terminal by now).
             if !client.state().is_terminal() {
-                bump(&mut sh.tallies().acquire_errors, format!("{e}"));
+                sh.tally(Tallied::AcquireErrors, format!("{e}"));
             }
         }
         Err(e) => {
-            bump(&mut sh.tallies().acquire_errors, format!("{e}"));
+            sh.tally(Tallied::AcquireErrors, format!("{e}"));
             if sh.sleep_or_stop(Duration::from_millis(50)).await {
                 return false;
             }
@@ -154,31 +154,34 @@ async fn critical_section(who: usize, guard: &MutexGuard, sh: &Shared, rng: &mut
     };
     tokio::pin!(lost);
     if let Some(reason) = fired(&mut lost).await {
-        bump(&mut sh.tallies().lost_before, reason_name(&reason));
+        sh.tally(Tallied::LostBefore, reason_name(&reason));
         return;
     }
     if !ignore && !guard.is_held() {
-        bump(&mut sh.tallies().lost_before, "is_held() false");
+        sh.tally(Tallied::LostBefore, "is_held() false");
         return;
     }
-    let token = guard.fencing_token();
-    let session = guard.client().session_id();
+    let holder = Holder {
+        who,
+        session: guard.client().session_id(),
+        token: guard.fencing_token(),
+    };
     let trusted_until = guard.trusted_until();
     sh.holder.store(who + 1, Ordering::Relaxed);
     let enter = Instant::now();
-    lock(&sh.store).write(who, token, enter);
-    sh.entered.fetch_add(1, Ordering::Relaxed);
+    lock(&sh.store).write(holder, enter);
+    sh.add(Count::Entered);
 
-    let (long, hold) = draw_hold(who, session, sh, rng);
+    let (long, hold) = draw_hold(who, holder.session, sh, rng);
     let lost_at = hold_unless_lost(hold, &mut lost, guard, ignore).await;
     let exit = match lost_at {
         Some((at, reason)) => {
-            bump(&mut sh.tallies().lost_during, reason_name(&reason));
+            sh.tally(Tallied::LostDuring, reason_name(&reason));
             at
         }
         None => {
             let now = Instant::now();
-            lock(&sh.store).write(who, token, now);
+            lock(&sh.store).write(holder, now);
             now
         }
     };
@@ -191,9 +194,7 @@ async fn critical_section(who: usize, guard: &MutexGuard, sh: &Shared, rng: &mut
             .compare_exchange(who + 1, 0, Ordering::Relaxed, Ordering::Relaxed);
     }
     lock(&sh.store).sections.push(Section {
-        who,
-        session,
-        token,
+        holder,
         enter,
         exit,
         lost: lost_at,
@@ -208,7 +209,7 @@ fn draw_hold(who: usize, session: i64, sh: &Shared, rng: &mut SplitMix64) -> (bo
     let every = sh.settings.long_hold_every;
     let long = every > 0 && rng.below(every) == 0;
     let hold = if long {
-        sh.long_holds.fetch_add(1, Ordering::Relaxed);
+        sh.add(Count::LongHolds);
         sh.long_session.store(session, Ordering::Relaxed);
         sh.long_holder.store(who + 1, Ordering::Relaxed);
         // The self-test holds past T, so that a session can expire mid-hold.
@@ -252,14 +253,14 @@ async fn hold_unless_lost<F: Future<Output = LostReason> + Unpin>(
 async fn release(guard: MutexGuard, sh: &Shared) {
     match tokio::time::timeout(RELEASE_TIMEOUT, guard.release()).await {
         Ok(Ok(())) => {
-            sh.released.fetch_add(1, Ordering::Relaxed);
+            sh.add(Count::Released);
         }
         Ok(Err(LockError::Lost(reason))) => {
-            bump(&mut sh.tallies().lost_at_release, reason_name(&reason));
+            sh.tally(Tallied::LostAtRelease, reason_name(&reason));
         }
-        Ok(Err(e)) => bump(&mut sh.tallies().release_errors, format!("{e}")),
+        Ok(Err(e)) => sh.tally(Tallied::ReleaseErrors, format!("{e}")),
         Err(_) => {
-            sh.release_timeouts.fetch_add(1, Ordering::Relaxed);
+            sh.add(Count::ReleaseTimeouts);
         }
     }
 }

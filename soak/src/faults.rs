@@ -11,7 +11,7 @@ use zkwire_testing::rng::SplitMix64;
 
 use crate::draw::{of_t, weighted};
 use crate::partition::{start_partition, Servers};
-use crate::shared::{bump, lock, Shared};
+use crate::shared::{lock, Shared, Tallied, Window};
 use crate::{HEAL_LIMIT, HEAVY_COOL_DOWN, T};
 
 /// Faults injected at most (every 50 ms at the fastest: 4.6 days' worth).
@@ -34,17 +34,6 @@ pub(crate) enum Fault {
 }
 
 impl Fault {
-    /// The light kinds (they slow the lock down for a moment at most), with weights.
-    const LIGHT: [(Self, u64); 2] = [(Self::Reset, 3), (Self::Delay, 1)];
-    /// The heavy kinds (they stall a contender, and with it the lock queue, for up to
-    /// 1.5 T, and expire sessions), with weights.
-    const HEAVY: [(Self, u64); 4] = [
-        (Self::Blackhole, 2),
-        (Self::DropToServer, 2),
-        (Self::HoldToServer, 1),
-        (Self::LagToClient, 2),
-    ];
-
     pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Reset => "reset",
@@ -55,6 +44,17 @@ impl Fault {
             Self::LagToClient => "s2c-lag",
         }
     }
+
+    /// The light kinds (they slow the lock down for a moment at most), with weights.
+    const LIGHT: [(Self, u64); 2] = [(Self::Reset, 3), (Self::Delay, 1)];
+    /// The heavy kinds (they stall a contender, and with it the lock queue, for up to
+    /// 1.5 T, and expire sessions), with weights.
+    const HEAVY: [(Self, u64); 4] = [
+        (Self::Blackhole, 2),
+        (Self::DropToServer, 2),
+        (Self::HoldToServer, 1),
+        (Self::LagToClient, 2),
+    ];
 
     fn is_heavy(self) -> bool {
         Self::HEAVY.iter().any(|(k, _)| *k == self)
@@ -71,11 +71,10 @@ impl Fault {
 
 #[derive(Debug, Clone)]
 pub(crate) struct FaultRecord {
-    pub(crate) at: Instant,
+    pub(crate) window: Window,
     pub(crate) kind: Fault,
     /// Proxy indices: contender `p / nodes`, server `p % nodes`.
     pub(crate) proxies: Vec<usize>,
-    pub(crate) lasting: Duration,
     pub(crate) detail: String,
     /// Aimed at a contender in a long hold.
     pub(crate) aimed: bool,
@@ -85,7 +84,30 @@ pub(crate) struct FaultRecord {
 /// fault never cuts another short).
 pub(crate) struct Slot {
     pub(crate) proxy: FaultProxy,
-    pub(crate) busy: AtomicBool,
+    busy: AtomicBool,
+}
+
+impl Slot {
+    /// `proxy`, free of faults.
+    pub(crate) fn new(proxy: FaultProxy) -> Self {
+        Self {
+            proxy,
+            busy: AtomicBool::new(false),
+        }
+    }
+
+    /// Takes the proxy for a timed fault; false when one is on it already.
+    fn claim(&self) -> bool {
+        self.busy
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Heals the proxy and frees it for the next timed fault.
+    fn heal(&self) {
+        self.proxy.heal();
+        self.busy.store(false, Ordering::Release);
+    }
 }
 
 /// Whom to hit: the contender in its critical section (a third of the time, if any) or a
@@ -140,9 +162,7 @@ pub(crate) async fn inject(sh: Arc<Shared>, slots: Arc<Vec<Slot>>, servers: Arc<
         if partition.as_ref().is_some_and(JoinHandle::is_finished) {
             partition = None;
         }
-        let heavy_allowed = partition.is_none()
-            && !sh.partition_on.load(Ordering::Acquire)
-            && Instant::now() >= *lock(&sh.heavy_quiet_until);
+        let heavy_allowed = partition.is_none() && sh.heavy.open();
         // A contender in a long hold gets the next heavy fault: on all of its proxies two
         // times in three (its session expires while it holds if the fault outlasts T), else
         // on the one it is connected through; or a partition of the server it talks to.
@@ -161,20 +181,22 @@ pub(crate) async fn inject(sh: Arc<Shared>, slots: Arc<Vec<Slot>>, servers: Arc<
                     partition = Some(task);
                     continue;
                 }
-                Err(why) => bump(&mut sh.tallies().partitions_skipped, why),
+                Err(why) => sh.tally(Tallied::PartitionsSkipped, why),
             }
         }
         let (kind, proxies) = choose(&mut rng, &sh, &slots, heavy, long);
         let (lasting, detail) = switch_on(kind, &proxies, &slots, &mut rng);
         if kind.is_heavy() {
-            *lock(&sh.heavy_quiet_until) =
-                Instant::now() + lasting + rng.between(HEAVY_COOL_DOWN.0, HEAVY_COOL_DOWN.1);
+            let cool_down = rng.between(HEAVY_COOL_DOWN.0, HEAVY_COOL_DOWN.1);
+            sh.heavy.quiet_until(Instant::now() + lasting + cool_down);
         }
         lock(&sh.faults).push(FaultRecord {
-            at: Instant::now(),
+            window: Window {
+                at: Instant::now(),
+                lasting,
+            },
             kind,
             proxies: proxies.clone(),
-            lasting,
             detail,
             aimed: long.is_some() && kind.is_heavy(),
         });
@@ -217,12 +239,7 @@ fn choose(
         (kind, proxies_of(rng, slots, nodes, who, all))
     };
     if kind != Fault::Reset {
-        proxies.retain(|&p| {
-            slots[p]
-                .busy
-                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-        });
+        proxies.retain(|&p| slots[p].claim());
         if proxies.is_empty() {
             // Every target is under a timed fault already: reset them instead.
             kind = Fault::Reset;
@@ -282,8 +299,7 @@ fn switch_on(
 async fn heal_after(lasting: Duration, proxies: Vec<usize>, slots: Arc<Vec<Slot>>) {
     tokio::time::sleep(lasting).await;
     for p in proxies {
-        slots[p].proxy.heal();
-        slots[p].busy.store(false, Ordering::Release);
+        slots[p].heal();
     }
 }
 

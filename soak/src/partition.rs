@@ -3,7 +3,6 @@
 //! 0.5–2 T. Partitions and leader kills take turns on [`Servers::turn`].
 
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex as StdMutex, MutexGuard as StdGuard};
 use std::time::{Duration, Instant};
 
@@ -14,7 +13,7 @@ use zkwire_testing::rng::SplitMix64;
 use zkwire_testing::server::four_letter_word;
 
 use crate::draw::{of_t, weighted};
-use crate::shared::{lock, Shared};
+use crate::shared::{lock, Shared, Window};
 use crate::{HEAL_LIMIT, HEAVY_COOL_DOWN};
 
 /// The ensemble, and the turn that partitions and leader kills take.
@@ -43,8 +42,7 @@ fn server_of(addrs: &[SocketAddr], session: i64) -> Option<usize> {
 }
 
 /// A partition between the servers, on their quorum and election links (client ports stay
-/// reachable). "Victim": the follower it cuts off or away from the leader, or the leader
-/// itself for [`Partition::LeaderIsolated`].
+/// reachable), cutting off a "victim" ([`Cut`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Partition {
     /// Every link of a follower blackholed, both ways.
@@ -62,16 +60,6 @@ pub(crate) enum Partition {
 }
 
 impl Partition {
-    /// Every kind, with weights.
-    const ALL: [(Self, u64); 6] = [
-        (Self::FollowerBlackhole, 2),
-        (Self::FollowerReset, 1),
-        (Self::LeaderIsolated, 2),
-        (Self::Bridge, 2),
-        (Self::OneWayFromLeader, 1),
-        (Self::SplitLeaderMinority, 2),
-    ];
-
     pub(crate) fn name(self) -> &'static str {
         match self {
             Self::FollowerBlackhole => "isolate-follower(blackhole)",
@@ -82,6 +70,16 @@ impl Partition {
             Self::SplitLeaderMinority => "split-2|3(leader in minority)",
         }
     }
+
+    /// Every kind, with weights.
+    const ALL: [(Self, u64); 6] = [
+        (Self::FollowerBlackhole, 2),
+        (Self::FollowerReset, 1),
+        (Self::LeaderIsolated, 2),
+        (Self::Bridge, 2),
+        (Self::OneWayFromLeader, 1),
+        (Self::SplitLeaderMinority, 2),
+    ];
 
     fn available(self, nodes: usize) -> bool {
         self != Self::SplitLeaderMinority || nodes >= 5
@@ -105,29 +103,50 @@ impl Partition {
             .collect();
         weighted(rng, &table)
     }
+}
 
-    fn apply(self, ensemble: &PartitionedEnsemble, leader: usize, victim: usize) {
-        match self {
-            Self::FollowerBlackhole => ensemble.isolate(victim, LinkFault::Blackhole),
-            Self::FollowerReset => ensemble.isolate(victim, LinkFault::Reset),
-            Self::LeaderIsolated => ensemble.isolate(leader, LinkFault::Blackhole),
-            Self::Bridge => ensemble.cut(leader, victim, LinkFault::Blackhole),
-            Self::OneWayFromLeader => ensemble.cut_one_way(leader, victim, LinkFault::Blackhole),
-            Self::SplitLeaderMinority => {
+/// A partition as switched on: its kind, the servers it cut, and whether it was aimed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Cut {
+    pub(crate) kind: Partition,
+    /// The leader when it was switched on.
+    leader: usize,
+    /// The follower cut off or away from the leader, or the leader itself for
+    /// [`Partition::LeaderIsolated`].
+    victim: usize,
+    /// Aimed at the server a contender in a long hold talks to.
+    pub(crate) aimed: bool,
+}
+
+impl Cut {
+    fn apply(self, ensemble: &PartitionedEnsemble) {
+        let (leader, victim) = (self.leader, self.victim);
+        match self.kind {
+            Partition::FollowerBlackhole => ensemble.isolate(victim, LinkFault::Blackhole),
+            Partition::FollowerReset => ensemble.isolate(victim, LinkFault::Reset),
+            Partition::LeaderIsolated => ensemble.isolate(leader, LinkFault::Blackhole),
+            Partition::Bridge => ensemble.cut(leader, victim, LinkFault::Blackhole),
+            Partition::OneWayFromLeader => {
+                ensemble.cut_one_way(leader, victim, LinkFault::Blackhole)
+            }
+            Partition::SplitLeaderMinority => {
                 ensemble.partition(&[&[leader, victim]], LinkFault::Blackhole);
             }
         }
     }
 
-    pub(crate) fn describe(self, leader: usize, victim: usize) -> String {
-        match self {
-            Self::FollowerBlackhole | Self::FollowerReset => {
+    pub(crate) fn describe(self) -> String {
+        let (leader, victim) = (self.leader, self.victim);
+        match self.kind {
+            Partition::FollowerBlackhole | Partition::FollowerReset => {
                 format!("node {victim} (a follower) cut from all; leader {leader}")
             }
-            Self::LeaderIsolated => format!("node {leader} (the leader) cut from all"),
-            Self::Bridge => format!("leader {leader} and follower {victim} cut from each other"),
-            Self::OneWayFromLeader => format!("leader {leader} -> follower {victim} held"),
-            Self::SplitLeaderMinority => {
+            Partition::LeaderIsolated => format!("node {leader} (the leader) cut from all"),
+            Partition::Bridge => {
+                format!("leader {leader} and follower {victim} cut from each other")
+            }
+            Partition::OneWayFromLeader => format!("leader {leader} -> follower {victim} held"),
+            Partition::SplitLeaderMinority => {
                 format!("{{leader {leader}, follower {victim}}} cut from the other nodes")
             }
         }
@@ -137,13 +156,8 @@ impl Partition {
 /// A partition as injected, and what came of it.
 #[derive(Debug, Clone)]
 pub(crate) struct PartitionRecord {
-    pub(crate) kind: Partition,
-    pub(crate) at: Instant,
-    pub(crate) lasting: Duration,
-    pub(crate) leader: usize,
-    pub(crate) victim: usize,
-    /// Aimed at the server a contender in a long hold talks to.
-    pub(crate) aimed: bool,
+    pub(crate) cut: Cut,
+    pub(crate) window: Window,
     /// The servers' view 3/4 of the way through (`None`: not looked at, cut short by the
     /// stop).
     pub(crate) during: Option<View>,
@@ -187,19 +201,18 @@ pub(crate) async fn start_partition(
     let nodes = sh.settings.nodes;
     // A few four-letter words on localhost: blocking, but short (2 s at worst per server).
     let started = tokio::task::block_in_place(|| switch_on(servers, nodes, rng, aim));
-    let (kind, leader, victim, aimed, at) = started?;
-    let lasting = of_t(rng, 50, 200);
+    let (cut, at) = started?;
+    let window = Window {
+        at,
+        lasting: of_t(rng, 50, 200),
+    };
     let cool_down = rng.between(HEAVY_COOL_DOWN.0, HEAVY_COOL_DOWN.1);
-    sh.partition_on.store(true, Ordering::Release);
+    sh.heavy.partition_on();
     let index = {
         let mut records = lock(&sh.partitions);
         records.push(PartitionRecord {
-            kind,
-            at,
-            lasting,
-            leader,
-            victim,
-            aimed,
+            cut,
+            window,
             during: None,
             healed_at: None,
             whole_after: None,
@@ -210,7 +223,7 @@ pub(crate) async fn start_partition(
         Arc::clone(sh),
         Arc::clone(servers),
         index,
-        (at, lasting),
+        window,
         cool_down,
     );
     Ok(tokio::spawn(async move {
@@ -220,13 +233,13 @@ pub(crate) async fn start_partition(
 }
 
 /// Draws a kind of partition that fits the server `aim`'s session talks to (if found) and
-/// switches it on, if the ensemble is whole: (kind, leader, victim, aimed, when).
+/// switches it on, if the ensemble is whole: what was cut, and when.
 fn switch_on(
     servers: &Servers,
     nodes: usize,
     rng: &mut SplitMix64,
     aim: Option<i64>,
-) -> Result<(Partition, usize, usize, bool, Instant), String> {
+) -> Result<(Cut, Instant), String> {
     let ensemble = servers.ensemble();
     let view = ensemble.view();
     let leader = match view.leader() {
@@ -251,18 +264,24 @@ fn switch_on(
         (_, Some(t)) if t != leader => t,
         _ => follower(rng),
     };
-    kind.apply(&ensemble, leader, victim);
-    Ok((kind, leader, victim, target.is_some(), Instant::now()))
+    let cut = Cut {
+        kind,
+        leader,
+        victim,
+        aimed: target.is_some(),
+    };
+    cut.apply(&ensemble);
+    Ok((cut, Instant::now()))
 }
 
-/// The life of partition `index` (switched on `at`, to last `lasting`): a look at the
+/// The life of partition `index` (switched on for `window`): a look at the
 /// servers' view 3/4 of the way through, the heal when it has lasted (or at the stop), the
 /// wait until the ensemble is whole again, then the cool-down.
 async fn heal_later(
     sh: Arc<Shared>,
     servers: Arc<Servers>,
     index: usize,
-    (at, lasting): (Instant, Duration),
+    Window { at, lasting }: Window,
     cool_down: Duration,
 ) {
     // A look at the servers' own view 3/4 of the way through (a stop cuts it short).
@@ -291,6 +310,5 @@ async fn heal_later(
         r.healed_at = healed_at;
         r.whole_after = Some(whole);
     }
-    *lock(&sh.heavy_quiet_until) = Instant::now() + cool_down;
-    sh.partition_on.store(false, Ordering::Release);
+    sh.heavy.partition_over(cool_down);
 }

@@ -3,7 +3,6 @@
 //! target or the hard stop), the wind-down and the orphan listing.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
@@ -20,7 +19,7 @@ use crate::contender::{contender, ContenderEnd};
 use crate::faults::{inject, Slot};
 use crate::kills::kill_leaders;
 use crate::partition::{wait_failure, Servers};
-use crate::shared::{lock, Shared};
+use crate::shared::{lock, Count, Shared};
 use crate::summary::Outcome;
 use crate::{SoakError, CONNECT_ATTEMPT, HEAL_LIMIT, LOCK_DIR, RELEASE_TIMEOUT, T};
 
@@ -82,10 +81,7 @@ async fn soak(
     let mut slots = Vec::new();
     for _ in 0..settings.contenders {
         for addr in &servers.addrs {
-            slots.push(Slot {
-                proxy: FaultProxy::start(*addr).await?,
-                busy: AtomicBool::new(false),
-            });
+            slots.push(Slot::new(FaultProxy::start(*addr).await?));
         }
     }
     let slots = Arc::new(slots);
@@ -202,18 +198,18 @@ async fn report_progress(sh: Arc<Shared>) {
             break;
         }
         let elapsed = sh.t0.elapsed().as_secs_f64();
-        let n = sh.acquisitions.load(Ordering::Relaxed);
+        let n = sh.count(Count::Acquisitions);
         eprintln!(
             "  {:>6.0}s {n:>8} acquisitions ({:.0}/s), {} long holds, {} faults, {} partitions, \
              {} leader kills, {} sessions expired, {} timeouts",
             elapsed,
             n as f64 / elapsed.max(1e-9),
-            sh.long_holds.load(Ordering::Relaxed),
+            sh.count(Count::LongHolds),
             lock(&sh.faults).len(),
             lock(&sh.partitions).len(),
             lock(&sh.kills).iter().filter(|k| k.node.is_some()).count(),
-            sh.expired.load(Ordering::Relaxed),
-            sh.timeouts.load(Ordering::Relaxed),
+            sh.count(Count::Expired),
+            sh.count(Count::Timeouts),
         );
     }
 }

@@ -2,7 +2,8 @@
 //! the lock, the fenced store, and the records of the faults, partitions and kills.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize};
+use std::ops::Index;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex as StdMutex, MutexGuard as StdGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -40,35 +41,119 @@ pub(crate) fn reason_name(r: &LostReason) -> String {
     }
 }
 
-#[derive(Debug, Default)]
-pub(crate) struct Tallies {
+/// The run's counts by name ([`Shared::tally`]), one [`Tally`] per kind of event.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Tallied {
     /// `lost()` had fired by the time the section would have started: not entered.
-    pub(crate) lost_before: Tally,
+    LostBefore,
     /// `lost()` fired during the section (it stopped at once).
-    pub(crate) lost_during: Tally,
+    LostDuring,
     /// `release()` reported that `lost()` had fired after the section (or during it).
-    pub(crate) lost_at_release: Tally,
+    LostAtRelease,
     /// Acquire errors other than timeouts.
-    pub(crate) acquire_errors: Tally,
+    AcquireErrors,
     /// Release errors other than `Lost`.
-    pub(crate) release_errors: Tally,
+    ReleaseErrors,
     /// Sessions that ended other than by expiry (closed, auth).
-    pub(crate) sessions_ended: Tally,
+    SessionsEnded,
     /// Partitions drawn but not injected, by why (another kind of heavy fault went instead).
-    pub(crate) partitions_skipped: Tally,
+    PartitionsSkipped,
+}
+
+/// One [`Tally`] per [`Tallied`] (sized by its last variant), indexed by it.
+#[derive(Debug, Default)]
+pub(crate) struct Tallies([Tally; Tallied::PartitionsSkipped as usize + 1]);
+
+impl Index<Tallied> for Tallies {
+    type Output = Tally;
+
+    fn index(&self, which: Tallied) -> &Tally {
+        &self.0[which as usize]
+    }
+}
+
+/// The run's plain counters ([`Shared::add`], [`Shared::count`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Count {
+    /// Locks acquired.
+    Acquisitions,
+    /// Critical sections entered.
+    Entered,
+    /// Acquires that timed out.
+    Timeouts,
+    /// Releases that succeeded.
+    Released,
+    /// Releases that timed out (left to the background).
+    ReleaseTimeouts,
+    /// Sessions that expired.
+    Expired,
+    /// Sessions opened.
+    Sessions,
+    /// Long holds drawn.
+    LongHolds,
+}
+
+/// Whether a heavy fault (or a partition) may start: not during a partition, nor during the
+/// cool-down after the last heavy fault.
+#[derive(Debug)]
+pub(crate) struct HeavyGate {
+    /// No heavy fault starts before this instant (the cool-down after the last one).
+    quiet_until: StdMutex<Instant>,
+    /// A partition is on, or healed but the ensemble not yet whole again.
+    partition_on: AtomicBool,
+}
+
+impl HeavyGate {
+    fn new() -> Self {
+        Self {
+            quiet_until: StdMutex::new(Instant::now()),
+            partition_on: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether a heavy fault may start now.
+    pub(crate) fn open(&self) -> bool {
+        !self.partition_on.load(Ordering::Acquire) && Instant::now() >= *lock(&self.quiet_until)
+    }
+
+    /// No heavy fault starts before `until`.
+    pub(crate) fn quiet_until(&self, until: Instant) {
+        *lock(&self.quiet_until) = until;
+    }
+
+    /// A partition is switched on: closed until [`Self::partition_over`].
+    pub(crate) fn partition_on(&self) {
+        self.partition_on.store(true, Ordering::Release);
+    }
+
+    /// The partition is healed and the ensemble whole again (or given up on): open again
+    /// after `cool_down`.
+    pub(crate) fn partition_over(&self, cool_down: Duration) {
+        self.quiet_until(Instant::now() + cool_down);
+        self.partition_on.store(false, Ordering::Release);
+    }
+}
+
+/// When a fault or a partition was switched on, and how long it was to last.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Window {
+    pub(crate) at: Instant,
+    pub(crate) lasting: Duration,
+}
+
+impl Window {
+    /// When it was to end.
+    pub(crate) fn end(self) -> Instant {
+        self.at + self.lasting
+    }
 }
 
 pub(crate) struct Shared {
     pub(crate) t0: Instant,
     pub(crate) settings: Settings,
     pub(crate) stop: watch::Sender<bool>,
-    pub(crate) acquisitions: AtomicU64,
-    pub(crate) entered: AtomicU64,
-    pub(crate) timeouts: AtomicU64,
-    pub(crate) released: AtomicU64,
-    pub(crate) release_timeouts: AtomicU64,
-    pub(crate) expired: AtomicU64,
-    pub(crate) sessions: AtomicU64,
+    /// One counter per [`Count`] (sized by its last variant).
+    counts: [AtomicU64; Count::LongHolds as usize + 1],
     /// The contender in its critical section, plus one (0: none), to aim faults at.
     pub(crate) holder: AtomicUsize,
     /// The contender in a long hold, plus one (0: none): heavy faults go there first.
@@ -76,14 +161,9 @@ pub(crate) struct Shared {
     /// The session of the contender in a long hold (valid while `long_holder` is not 0), to
     /// find the server it talks to.
     pub(crate) long_session: AtomicI64,
-    /// No heavy fault starts before this instant (the cool-down after the last one).
-    pub(crate) heavy_quiet_until: StdMutex<Instant>,
-    /// A partition is on, or healed but the ensemble not yet whole again: no heavy fault
-    /// starts.
-    pub(crate) partition_on: AtomicBool,
-    pub(crate) long_holds: AtomicU64,
+    pub(crate) heavy: HeavyGate,
     pub(crate) store: StdMutex<FencedStore>,
-    pub(crate) tallies: StdMutex<Tallies>,
+    tallies: StdMutex<Tallies>,
     pub(crate) faults: StdMutex<Vec<FaultRecord>>,
     pub(crate) partitions: StdMutex<Vec<PartitionRecord>>,
     pub(crate) kills: StdMutex<Vec<KillRecord>>,
@@ -96,25 +176,37 @@ impl Shared {
             t0: Instant::now(),
             settings,
             stop: watch::Sender::new(false),
-            acquisitions: AtomicU64::new(0),
-            entered: AtomicU64::new(0),
-            timeouts: AtomicU64::new(0),
-            released: AtomicU64::new(0),
-            release_timeouts: AtomicU64::new(0),
-            expired: AtomicU64::new(0),
-            sessions: AtomicU64::new(0),
+            counts: Default::default(),
             holder: AtomicUsize::new(0),
             long_holder: AtomicUsize::new(0),
             long_session: AtomicI64::new(0),
-            heavy_quiet_until: StdMutex::new(Instant::now()),
-            partition_on: AtomicBool::new(false),
-            long_holds: AtomicU64::new(0),
+            heavy: HeavyGate::new(),
             store: StdMutex::new(FencedStore::default()),
             tallies: StdMutex::new(Tallies::default()),
             faults: StdMutex::new(Vec::new()),
             partitions: StdMutex::new(Vec::new()),
             kills: StdMutex::new(Vec::new()),
         }
+    }
+
+    /// Adds one to `count`; returns the new value.
+    pub(crate) fn add(&self, count: Count) -> u64 {
+        self.counts[count as usize].fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// The value of `count` now.
+    pub(crate) fn count(&self, count: Count) -> u64 {
+        self.counts[count as usize].load(Ordering::Relaxed)
+    }
+
+    /// Counts one `key` in the tally of `which`.
+    pub(crate) fn tally(&self, which: Tallied, key: impl Into<String>) {
+        bump(&mut lock(&self.tallies).0[which as usize], key);
+    }
+
+    /// The tallies so far, leaving empty ones behind (for the summary).
+    pub(crate) fn take_tallies(&self) -> Tallies {
+        std::mem::take(&mut *lock(&self.tallies))
     }
 
     pub(crate) fn stopped(&self) -> bool {
@@ -140,10 +232,6 @@ impl Shared {
     /// Seconds since the start, for printing.
     pub(crate) fn at(&self, i: Instant) -> String {
         offset(self.t0, i)
-    }
-
-    pub(crate) fn tallies(&self) -> StdGuard<'_, Tallies> {
-        lock(&self.tallies)
     }
 }
 

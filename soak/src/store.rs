@@ -1,16 +1,34 @@
 //! The protected resource, a fenced store that records every critical section, and the
 //! check of those sections for overlaps.
 
+use std::fmt;
 use std::time::Instant;
 
 use zkwire_recipes::LostReason;
 
-/// One critical section as the store saw it.
-#[derive(Debug, Clone)]
-pub(crate) struct Section {
+/// Who writes to the store: a contender, the session it holds the lock with, and the fencing
+/// token of that hold.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Holder {
     pub(crate) who: usize,
     pub(crate) session: i64,
     pub(crate) token: i64,
+}
+
+impl fmt::Display for Holder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "contender {} session {:#x} token {:#x}",
+            self.who, self.session, self.token
+        )
+    }
+}
+
+/// One critical section as the store saw it.
+#[derive(Debug, Clone)]
+pub(crate) struct Section {
+    pub(crate) holder: Holder,
     pub(crate) enter: Instant,
     /// When the section ended: after its last write, or the instant `lost()` fired.
     pub(crate) exit: Instant,
@@ -22,13 +40,39 @@ pub(crate) struct Section {
     pub(crate) long: bool,
 }
 
-/// A write the store refused: `token` older than `newest`.
-#[derive(Debug, Clone)]
-pub(crate) struct Refusal {
-    pub(crate) who: usize,
-    pub(crate) token: i64,
-    pub(crate) newest: i64,
-    pub(crate) at: Instant,
+/// Two sections of different contenders that intersect: indices into the sections,
+/// earlier-entered first, and whether the earlier one's `lost()` fired before the later
+/// one entered.
+pub(crate) struct Overlap {
+    pub(crate) first: usize,
+    pub(crate) second: usize,
+    pub(crate) excused: bool,
+}
+
+/// The overlaps among `sections`, by entry order.
+pub(crate) fn overlaps(sections: &[Section]) -> Vec<Overlap> {
+    let mut order: Vec<usize> = (0..sections.len()).collect();
+    order.sort_by_key(|&i| (sections[i].enter, i));
+    let mut open: Vec<usize> = Vec::new();
+    let mut found = Vec::new();
+    for b in order {
+        let sb = &sections[b];
+        open.retain(|&a| sections[a].exit > sb.enter);
+        for &a in &open {
+            let sa = &sections[a];
+            if sa.holder.who == sb.holder.who {
+                continue;
+            }
+            let excused = sa.lost.is_some_and(|(at, _)| at <= sb.enter);
+            found.push(Overlap {
+                first: a,
+                second: b,
+                excused,
+            });
+        }
+        open.push(b);
+    }
+    found
 }
 
 /// The protected resource: it accepts a write only with a token at least as new as the
@@ -42,55 +86,28 @@ pub(crate) struct FencedStore {
 }
 
 impl FencedStore {
-    /// Writes with `token`; false (and recorded) when the token is stale.
-    pub(crate) fn write(&mut self, who: usize, token: i64, at: Instant) -> bool {
-        if token < self.newest {
+    /// Writes with the holder's token; false (and recorded) when the token is stale.
+    pub(crate) fn write(&mut self, holder: Holder, at: Instant) -> bool {
+        if holder.token < self.newest {
             self.refused.push(Refusal {
-                who,
-                token,
+                holder,
                 newest: self.newest,
                 at,
             });
             return false;
         }
-        self.newest = token;
+        self.newest = holder.token;
         self.writes += 1;
         true
     }
 }
 
-/// Two sections of different contenders that intersect: indices into the sections,
-/// earlier-entered first, and whether the earlier one's `lost()` fired before the later
-/// one entered.
-pub(crate) struct Overlap {
-    pub(crate) first: usize,
-    pub(crate) second: usize,
-    pub(crate) excused: bool,
-}
-
-pub(crate) fn overlaps(sections: &[Section]) -> Vec<Overlap> {
-    let mut order: Vec<usize> = (0..sections.len()).collect();
-    order.sort_by_key(|&i| (sections[i].enter, i));
-    let mut open: Vec<usize> = Vec::new();
-    let mut found = Vec::new();
-    for b in order {
-        let sb = &sections[b];
-        open.retain(|&a| sections[a].exit > sb.enter);
-        for &a in &open {
-            let sa = &sections[a];
-            if sa.who == sb.who {
-                continue;
-            }
-            let excused = sa.lost.is_some_and(|(at, _)| at <= sb.enter);
-            found.push(Overlap {
-                first: a,
-                second: b,
-                excused,
-            });
-        }
-        open.push(b);
-    }
-    found
+/// A write the store refused: the holder's token older than `newest`.
+#[derive(Debug, Clone)]
+pub(crate) struct Refusal {
+    pub(crate) holder: Holder,
+    pub(crate) newest: i64,
+    pub(crate) at: Instant,
 }
 
 #[cfg(test)]
@@ -108,9 +125,11 @@ mod tests {
     ) -> Section {
         let at = |ms| t0 + Duration::from_millis(ms);
         Section {
-            who,
-            session: 0,
-            token: 0,
+            holder: Holder {
+                who,
+                session: 0,
+                token: 0,
+            },
             enter: at(enter_ms),
             exit: at(exit_ms),
             lost: lost_ms.map(|ms| (at(ms), LostReason::Unacknowledged(Duration::ZERO))),
@@ -142,10 +161,15 @@ mod tests {
     fn the_store_refuses_older_tokens_only() {
         let mut store = FencedStore::default();
         let now = Instant::now();
-        assert!(store.write(0, 5, now));
-        assert!(store.write(0, 5, now));
-        assert!(store.write(1, 7, now));
-        assert!(!store.write(0, 5, now));
+        let holder = |who, token| Holder {
+            who,
+            session: 0,
+            token,
+        };
+        assert!(store.write(holder(0, 5), now));
+        assert!(store.write(holder(0, 5), now));
+        assert!(store.write(holder(1, 7), now));
+        assert!(!store.write(holder(0, 5), now));
         assert_eq!(store.refused.len(), 1);
         assert_eq!(store.writes, 3);
     }

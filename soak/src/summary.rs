@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use zkwire_testing::partition::View;
@@ -13,7 +12,7 @@ use crate::contender::ContenderEnd;
 use crate::faults::{Fault, FaultRecord};
 use crate::kills::KillRecord;
 use crate::partition::PartitionRecord;
-use crate::shared::{bump, lock, Shared, Tallies, Tally};
+use crate::shared::{bump, lock, Count, Shared, Tallied, Tallies, Tally};
 use crate::store::{overlaps, FencedStore, Overlap, Section};
 use crate::{HEAL_LIMIT, SHOWN, T};
 
@@ -40,8 +39,8 @@ pub(crate) fn print(sh: &Shared, outcome: &Outcome) -> bool {
     let store = std::mem::take(&mut *lock(&sh.store));
     let found = overlaps(&store.sections);
     let unexcused: Vec<&Overlap> = found.iter().filter(|o| !o.excused).collect();
-    let tallies = std::mem::take(&mut *sh.tallies());
-    let acquisitions = sh.acquisitions.load(Ordering::Relaxed);
+    let tallies = sh.take_tallies();
+    let acquisitions = sh.count(Count::Acquisitions);
 
     println!();
     println!("== zkwire soak summary (seed {:#x})", sh.settings.seed);
@@ -66,8 +65,8 @@ fn print_work(sh: &Shared, acquisitions: u64, store: &FencedStore, tallies: &Tal
     println!(
         "  {:<36} {} ({} lost before entering, see below)",
         "critical sections entered",
-        sh.entered.load(Ordering::Relaxed),
-        tallies.lost_before.values().sum::<u64>()
+        sh.count(Count::Entered),
+        tallies[Tallied::LostBefore].values().sum::<u64>()
     );
     let longs: Vec<&Section> = store.sections.iter().filter(|s| s.long).collect();
     println!(
@@ -80,16 +79,15 @@ fn print_work(sh: &Shared, acquisitions: u64, store: &FencedStore, tallies: &Tal
     println!(
         "  {:<36} {} ok, {} timed out (left to the background)",
         "releases",
-        sh.released.load(Ordering::Relaxed),
-        sh.release_timeouts.load(Ordering::Relaxed)
+        sh.count(Count::Released),
+        sh.count(Count::ReleaseTimeouts)
     );
-    println!(
-        "  {:<36} {}",
-        "acquire timeouts",
-        sh.timeouts.load(Ordering::Relaxed)
+    println!("  {:<36} {}", "acquire timeouts", sh.count(Count::Timeouts));
+    print_tally("acquire errors", &tallies[Tallied::AcquireErrors]);
+    print_tally(
+        "release errors (other than Lost)",
+        &tallies[Tallied::ReleaseErrors],
     );
-    print_tally("acquire errors", &tallies.acquire_errors);
-    print_tally("release errors (other than Lost)", &tallies.release_errors);
 }
 
 /// The proxy faults by kind, the partitions, and the proxies' own counters.
@@ -117,7 +115,7 @@ fn print_faults(sh: &Shared, tallies: &Tallies, proxy_totals: &ProxyCounts) {
         "  heavy ones aimed at a long hold",
         faults.iter().filter(|f| f.aimed).count()
     );
-    print_partitions(&partitions, &tallies.partitions_skipped);
+    print_partitions(&partitions, &tallies[Tallied::PartitionsSkipped]);
     println!(
         "  {:<36} {} connections reset, {} client frames dropped, {} overflow cuts",
         "proxy counters",
@@ -156,13 +154,16 @@ fn print_sessions(sh: &Shared, tallies: &Tallies) {
     println!(
         "  {:<36} {} (of {} sessions opened)",
         "sessions expired",
-        sh.expired.load(Ordering::Relaxed),
-        sh.sessions.load(Ordering::Relaxed)
+        sh.count(Count::Expired),
+        sh.count(Count::Sessions)
     );
-    print_tally("sessions ended otherwise", &tallies.sessions_ended);
-    print_tally("lost() before entering", &tallies.lost_before);
-    print_tally("lost() during a section", &tallies.lost_during);
-    print_tally("lost() reported by release()", &tallies.lost_at_release);
+    print_tally("sessions ended otherwise", &tallies[Tallied::SessionsEnded]);
+    print_tally("lost() before entering", &tallies[Tallied::LostBefore]);
+    print_tally("lost() during a section", &tallies[Tallied::LostDuring]);
+    print_tally(
+        "lost() reported by release()",
+        &tallies[Tallied::LostAtRelease],
+    );
 }
 
 /// The safety verdicts: overlaps, stale writes, orphans.
@@ -256,7 +257,7 @@ fn print_evidence(sh: &Shared, store: &FencedStore, unexcused: &[&Overlap]) {
             "{}",
             context(
                 sh,
-                &[a.who, b.who],
+                &[a.holder.who, b.holder.who],
                 a.enter.checked_sub(3 * T).unwrap_or(a.enter),
                 b.exit
             )
@@ -265,24 +266,27 @@ fn print_evidence(sh: &Shared, store: &FencedStore, unexcused: &[&Overlap]) {
     for r in store.refused.iter().take(SHOWN) {
         println!(
             "!! stale write refused: contender {} token {:#x} < newest {:#x} at {}",
-            r.who,
-            r.token,
+            r.holder.who,
+            r.holder.token,
             r.newest,
             sh.at(r.at)
         );
         print!(
             "{}",
-            context(sh, &[r.who], r.at.checked_sub(3 * T).unwrap_or(r.at), r.at)
+            context(
+                sh,
+                &[r.holder.who],
+                r.at.checked_sub(3 * T).unwrap_or(r.at),
+                r.at
+            )
         );
     }
 }
 
 fn describe_section(sh: &Shared, s: &Section) -> String {
     format!(
-        "contender {} session {:#x} token {:#x}{}: [{}, {}] lost {} trusted_until(at enter) {}",
-        s.who,
-        s.session,
-        s.token,
+        "{}{}: [{}, {}] lost {} trusted_until(at enter) {}",
+        s.holder,
         if s.long { " (long hold)" } else { "" },
         sh.at(s.enter),
         sh.at(s.exit),
@@ -300,8 +304,7 @@ fn context(sh: &Shared, whos: &[usize], from: Instant, to: Instant) -> String {
     let nodes = sh.settings.nodes;
     let mut out = String::new();
     for f in lock(&sh.faults).iter() {
-        let end = f.at + f.lasting;
-        if end < from || f.at > to {
+        if f.window.end() < from || f.window.at > to {
             continue;
         }
         if !f.proxies.iter().any(|p| whos.contains(&(p / nodes))) {
@@ -317,23 +320,23 @@ fn context(sh: &Shared, whos: &[usize], from: Instant, to: Instant) -> String {
             "      fault {} on {} from {} for {:.3}s {}",
             f.kind.name(),
             on.join(","),
-            sh.at(f.at),
-            f.lasting.as_secs_f64(),
+            sh.at(f.window.at),
+            f.window.lasting.as_secs_f64(),
             f.detail
         );
     }
     for p in lock(&sh.partitions).iter() {
-        let end = p.healed_at.unwrap_or(p.at + p.lasting);
-        if end < from || p.at > to {
+        let end = p.healed_at.unwrap_or(p.window.end());
+        if end < from || p.window.at > to {
             continue;
         }
         let _ = writeln!(
             out,
             "      partition {}{}: {} from {} to {}; mid-way view {}; {}",
-            p.kind.name(),
-            if p.aimed { " (aimed)" } else { "" },
-            p.kind.describe(p.leader, p.victim),
-            sh.at(p.at),
+            p.cut.kind.name(),
+            if p.cut.aimed { " (aimed)" } else { "" },
+            p.cut.describe(),
+            sh.at(p.window.at),
             p.healed_at.map_or_else(|| "-".to_owned(), |h| sh.at(h)),
             p.during
                 .as_ref()
@@ -366,13 +369,13 @@ fn context(sh: &Shared, whos: &[usize], from: Instant, to: Instant) -> String {
 fn print_partitions(partitions: &[PartitionRecord], skipped: &Tally) {
     let mut kinds = Tally::new();
     for p in partitions {
-        bump(&mut kinds, p.kind.name());
+        bump(&mut kinds, p.cut.kind.name());
     }
     print_tally("server partitions", &kinds);
-    let aimed: Vec<&PartitionRecord> = partitions.iter().filter(|p| p.aimed).collect();
+    let aimed: Vec<&PartitionRecord> = partitions.iter().filter(|p| p.cut.aimed).collect();
     let mut aimed_kinds = Tally::new();
     for p in &aimed {
-        bump(&mut aimed_kinds, p.kind.name());
+        bump(&mut aimed_kinds, p.cut.kind.name());
     }
     print_tally("  aimed at a long hold's server", &aimed_kinds);
     let looked: Vec<&View> = partitions
