@@ -35,11 +35,8 @@ async fn clients(cs: &str, n: usize) -> Vec<Client> {
 async fn wait_until_empty(client: &Client, dir: &str) {
     poll_until!(STEP, Duration::from_millis(10), {
         let children = client.get_children(dir).await.unwrap_or_default();
-        if children.is_empty() {
-            Ok(())
-        } else {
-            Err(format!("{dir} still has {children:?}"))
-        }
+        let why = || format!("{dir} still has {children:?}");
+        children.is_empty().then_some(()).ok_or_else(why)
     });
 }
 
