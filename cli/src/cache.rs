@@ -72,6 +72,7 @@ fn print_event(json: bool, event: &CacheEvent) -> Result<(), Failure> {
         CacheEvent::Deleted { path, .. } => ("deleted", path.as_str(), None),
         CacheEvent::Unreadable { path } => ("unreadable", path.as_str(), None),
         CacheEvent::Initialized => return initialized(json),
+        CacheEvent::Lagged { missed } => return lagged(json, *missed),
         // Stopped is handled by the caller; the enum may grow.
         _ => return Ok(()),
     };
@@ -81,6 +82,15 @@ fn print_event(json: bool, event: &CacheEvent) -> Result<(), Failure> {
     match node {
         Some(node) => out::line(&format!("{kind} {path} {}", data_line(&node.data))),
         None => out::line(&format!("{kind} {path}")),
+    }
+}
+
+/// The output fell behind: `missed` events were not printed.
+fn lagged(json: bool, missed: u64) -> Result<(), Failure> {
+    if json {
+        out::json(&json!({"event": "lagged", "missed": missed}))
+    } else {
+        out::line(&format!("lagged {missed}"))
     }
 }
 

@@ -629,3 +629,87 @@ async fn an_expired_session_stops_the_cache() {
     })
     .await;
 }
+
+/// Waits until the cache holds `data` at `path`.
+async fn until_cached(cache: &TreeCache, path: &str, data: &str) {
+    within(&format!("{path} cached as {data:?}"), async {
+        while cache.get(path).is_none_or(|n| n.data != data.as_bytes()) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+}
+
+/// A consumer that holds the event stream and does not read it never freezes the copy:
+/// the events that find the stream full are replaced by one `Lagged` with their count, which
+/// comes as soon as there is room, ahead of later events; `Stopped` still comes last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_nobody_reads_never_freezes_the_cache() {
+    let mut tree: Vec<(String, &[u8])> = vec![("/t".into(), b"")];
+    tree.extend((0..10).map(|i| (format!("/t/c{i}"), &b"v1"[..])));
+    let tree: Vec<(&str, &[u8])> = tree.iter().map(|(p, d)| (p.as_str(), *d)).collect();
+    let (cs, writer) = writer_of(&fresh_chroot("cache_unread").await, &tree).await;
+    let reader = Client::connect(&cs).await.unwrap();
+    let (cache, mut events) = TreeCache::builder(reader.clone(), "/t")
+        .with_event_capacity(4)
+        .start()
+        .await
+        .unwrap();
+    // 12 events of the initial load (11 nodes, Initialized) and 3 changes, none read.
+    writer.set_data("/t/c0", "v2", None).await.unwrap();
+    writer
+        .create("/t/new", "n", &CreateOptions::persistent())
+        .await
+        .unwrap();
+    writer.delete("/t/c1", None).await.unwrap();
+    until_cached(&cache, "/t/c0", "v2").await;
+    until_cached(&cache, "/t/new", "n").await;
+    within("/t/c1 gone", async {
+        while cache.get("/t/c1").is_some() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+
+    // The four that fit, then, once there is room, the count of the others.
+    for expected in ["/t", "/t/c0", "/t/c1", "/t/c2"] {
+        match next(&mut events).await {
+            CacheEvent::Created { path, .. } => assert_eq!(path, expected),
+            other => panic!("{other:?}"),
+        }
+    }
+    match next(&mut events).await {
+        CacheEvent::Lagged { missed } => assert!(missed >= 11, "missed {missed}"),
+        other => panic!("{other:?}"),
+    }
+    writer.set_data("/t/c2", "v3", None).await.unwrap();
+    match next(&mut events).await {
+        CacheEvent::Changed { path, old, new } => {
+            assert_eq!(
+                (path.as_str(), &old.data[..], &new.data[..]),
+                ("/t/c2", &b"v1"[..], &b"v3"[..])
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // Full again, then the end: Lagged and Stopped still come, in that order.
+    for i in 3..9 {
+        writer
+            .set_data(&format!("/t/c{i}"), "v4", None)
+            .await
+            .unwrap();
+    }
+    until_cached(&cache, "/t/c8", "v4").await;
+    reader.close().await.unwrap();
+    for i in 3..7 {
+        match next(&mut events).await {
+            CacheEvent::Changed { path, .. } => assert_eq!(path, format!("/t/c{i}")),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(next(&mut events).await, CacheEvent::Lagged { missed: 2 });
+    assert!(matches!(next(&mut events).await, CacheEvent::Stopped(_)));
+    assert_eq!(within("the end", events.next()).await, None);
+    writer.close().await.unwrap();
+}

@@ -110,6 +110,16 @@ pub enum CacheEvent {
     },
     /// The initial tree has been delivered.
     Initialized,
+    /// The stream fell behind: `missed` events found it full (the capacity of
+    /// [`TreeCacheBuilder::with_event_capacity`] waiting to be read) and this one stands in
+    /// their place, ahead of any later event. The cache applied them all the same: its copy
+    /// is current ([`TreeCache::snapshot`]), and a consumer that replays the events into a
+    /// copy of its own takes the snapshot again. The cache never waits for its consumer, so
+    /// a stream that is held and never read costs at most its capacity.
+    Lagged {
+        /// How many events it stands for.
+        missed: u64,
+    },
     /// The cache stopped for good (the session is over without renewal, or the client
     /// closed); its content is the last state it knew. The last event.
     Stopped(Error),
@@ -199,9 +209,9 @@ impl TreeCacheBuilder {
         self
     }
 
-    /// How many events may wait for the consumer (default 1024). A full queue makes the
-    /// cache wait; if the consumer stays away long enough for the watch's own queue to
-    /// overflow, the cache resyncs once it is read again. Nothing grows without bound.
+    /// How many events may wait for the consumer (default 1024). The cache never waits for
+    /// the consumer (its copy would freeze): the events that find the queue full become one
+    /// [`CacheEvent::Lagged`], delivered once there is room. Nothing grows without bound.
     ///
     /// ```no_run
     /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
@@ -221,7 +231,8 @@ impl TreeCacheBuilder {
 
     /// Sets the watch, reads the subtree, and returns the cache with its event stream
     /// (which starts with the initial tree). Dropping the stream is fine: the cache then
-    /// stops sending events, and stays current.
+    /// stops sending events, and stays current. So is not reading it: events past its
+    /// capacity become one [`CacheEvent::Lagged`].
     ///
     /// ```no_run
     /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
@@ -244,13 +255,14 @@ impl TreeCacheBuilder {
     /// Cancel safe: dropping the future stops the cache's task, and with it the watch.
     pub async fn start(self) -> Result<(TreeCache, CacheEvents), Error> {
         let nodes = Arc::new(RwLock::new(BTreeMap::new()));
-        let (tx, rx) = mpsc::channel(self.capacity);
+        let (tx, rx) = mpsc::channel(self.capacity + worker::RESERVED);
         let worker = Worker {
             client: self.client,
             root: self.root.clone(),
             selection: self.selection,
             nodes: Arc::clone(&nodes),
             events: Some(tx),
+            missed: 0,
             unreadable: BTreeSet::new(),
         };
         let (ready_tx, ready_rx) = oneshot::channel();
@@ -315,7 +327,9 @@ impl Drop for Starting {
 /// # Ok(()) }
 /// ```
 ///
-/// Dropping the cache stops its task and removes its local watcher.
+/// Dropping the cache stops its task and removes its local watcher. The server keeps its
+/// watch until the connection ends, sending events the client reads and drops (see
+/// [`zkwire::PersistentWatcher`]): servers before 3.9 cannot remove one persistent watch alone.
 #[derive(Debug)]
 pub struct TreeCache {
     root: String,

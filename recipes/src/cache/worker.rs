@@ -31,6 +31,19 @@ async fn until_due(timer: &mut Option<Pin<Box<Sleep>>>) {
     }
 }
 
+/// Slots of the event stream that ordinary events leave free, so that the last two always
+/// fit: a [`CacheEvent::Lagged`] still owed and `Stopped`.
+pub(super) const RESERVED: usize = 2;
+
+/// Waits until the stream behind `tx` has room for a [`CacheEvent::Lagged`] beyond the
+/// [`RESERVED`] slots (for ever without `tx`); `false` if the consumer dropped the stream.
+async fn room_for_lag(tx: Option<&mpsc::Sender<CacheEvent>>) -> bool {
+    match tx {
+        Some(tx) => tx.reserve_many(RESERVED + 1).await.is_ok(),
+        None => std::future::pending().await,
+    }
+}
+
 /// How long after an event's read failed the whole tree is read again.
 const RESYNC_AFTER_FAILED_READ: Duration = Duration::from_millis(500);
 
@@ -42,6 +55,9 @@ pub(super) struct Worker {
     pub(super) nodes: Arc<RwLock<BTreeMap<String, CachedNode>>>,
     /// `None` once the consumer dropped the stream.
     pub(super) events: Option<mpsc::Sender<CacheEvent>>,
+    /// Events that found the stream full since the consumer last had room
+    /// ([`emit`](Self::emit)).
+    pub(super) missed: u64,
     /// Nodes found unreadable (announced by [`CacheEvent::Unreadable`]) and not readable since.
     pub(super) unreadable: BTreeSet<String>,
 }
@@ -71,13 +87,13 @@ impl Worker {
         *self.write() = read.tree.clone();
         let _ = ready.send(Ok(()));
         for (path, node) in read.tree {
-            self.emit(CacheEvent::Created { path, node }).await;
+            self.emit(CacheEvent::Created { path, node });
         }
-        self.note_unreadable(read.unreadable).await;
-        self.emit(CacheEvent::Initialized).await;
+        self.note_unreadable(read.unreadable);
+        self.emit(CacheEvent::Initialized);
         let stopped = self.follow(&mut watcher, &mut states).await;
         tracing::debug!(root = self.root, error = %stopped, "tree cache stopped");
-        self.emit(CacheEvent::Stopped(stopped)).await;
+        self.finish(stopped);
     }
 
     /// Applies events until the cache must stop; returns why.
@@ -90,7 +106,15 @@ impl Worker {
         // A resync due because an event's read failed (see below).
         let mut resync_due: Option<Pin<Box<Sleep>>> = None;
         loop {
+            let lag = self.lag_sender();
             tokio::select! {
+                open = room_for_lag(lag.as_ref()) => {
+                    if open {
+                        self.offer_lag(RESERVED);
+                    } else {
+                        self.events = None;
+                    }
+                }
                 event = watcher.next() => match event {
                     // A session marker: the state stream says what to do.
                     Some(event) if event.event_type == EventType::None => {}
@@ -177,18 +201,18 @@ impl Worker {
         }
         *self.write() = fresh.clone();
         for event in differences(&old, &fresh) {
-            self.emit(event).await;
+            self.emit(event);
         }
-        self.note_unreadable(unreadable).await;
+        self.note_unreadable(unreadable);
         Ok(())
     }
 
     /// Makes `now` the set of unreadable nodes, announcing those not already in it.
-    async fn note_unreadable(&mut self, now: BTreeSet<String>) {
+    fn note_unreadable(&mut self, now: BTreeSet<String>) {
         let new: Vec<String> = now.difference(&self.unreadable).cloned().collect();
         self.unreadable = now;
         for path in new {
-            self.emit(CacheEvent::Unreadable { path }).await;
+            self.emit(CacheEvent::Unreadable { path });
         }
     }
 
@@ -271,13 +295,13 @@ impl Worker {
         }
         let events = self.apply(node_path, read);
         for event in events {
-            self.emit(event).await;
+            self.emit(event);
         }
         if !denied {
             self.unreadable.remove(node_path);
         } else if self.unreadable.insert(node_path.to_owned()) {
             let path = node_path.to_owned();
-            self.emit(CacheEvent::Unreadable { path }).await;
+            self.emit(CacheEvent::Unreadable { path });
         }
         Ok(())
     }
@@ -351,12 +375,56 @@ impl Worker {
         self.selection.filter.as_ref().is_none_or(|f| f(node_path))
     }
 
-    async fn emit(&mut self, event: CacheEvent) {
-        if let Some(tx) = &self.events {
-            if tx.send(event).await.is_err() {
-                self.events = None;
-            }
+    /// Hands `event` to the stream without waiting: the cache never waits for its consumer,
+    /// whose falling behind would otherwise freeze the copy. An event that finds the stream
+    /// full is counted, and [`CacheEvent::Lagged`] takes the place of those counted, as soon
+    /// as there is room and ahead of any later event.
+    fn emit(&mut self, event: CacheEvent) {
+        if self.missed > 0 && !self.offer_lag(RESERVED) {
+            self.missed += 1;
+        } else if !self.offer(event, RESERVED) {
+            self.missed = 1;
         }
+    }
+
+    /// The last events, in the slots [`RESERVED`] for them: any [`CacheEvent::Lagged`] still
+    /// owed, then `Stopped`.
+    fn finish(&mut self, stopped: Error) {
+        if self.missed > 0 {
+            self.offer_lag(0);
+        }
+        self.offer(CacheEvent::Stopped(stopped), 0);
+    }
+
+    /// Sends the [`CacheEvent::Lagged`] owed if more than `keep_free` slots are free.
+    fn offer_lag(&mut self, keep_free: usize) -> bool {
+        let missed = self.missed;
+        let sent = self.offer(CacheEvent::Lagged { missed }, keep_free);
+        if sent {
+            self.missed = 0;
+        }
+        sent
+    }
+
+    /// Sends `event` if more than `keep_free` slots are free; `false` if not (true as well
+    /// once the consumer has dropped the stream: nothing is owed to it then).
+    fn offer(&mut self, event: CacheEvent, keep_free: usize) -> bool {
+        let Some(tx) = &self.events else {
+            return true;
+        };
+        if tx.capacity() <= keep_free {
+            return false;
+        }
+        // The only sender, and room checked: an error means the stream was dropped.
+        if tx.try_send(event).is_err() {
+            self.events = None;
+        }
+        true
+    }
+
+    /// A sender to wait for room on while a [`CacheEvent::Lagged`] is owed.
+    fn lag_sender(&self) -> Option<mpsc::Sender<CacheEvent>> {
+        self.events.clone().filter(|_| self.missed > 0)
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, CachedNode>> {
