@@ -450,9 +450,10 @@ impl PersistentNode {
         write.await.unwrap_or(Err(LockError::Closed))
     }
 
-    /// Stops the task and deletes the node (retrying across connection losses; a delete
-    /// still refused is left to the client's cleanup worker). [`start`](Self::start) may
-    /// run it again later.
+    /// Stops the task and deletes the node (retrying across connection losses). A delete the
+    /// server refuses (`NotEmpty`: someone made a child under it; `NoAuth`) is reported and
+    /// not retried: the node stays, and a later [`start`](Self::start), which may run it
+    /// again, adopts it.
     ///
     /// # Errors
     /// The error that had stopped the task, or that refused the delete.

@@ -8,7 +8,6 @@ use tokio::sync::watch;
 use zkwire::{path, Backoff, Client, Error, EventType, Stat};
 
 use super::{NodeEvent, Shared, Spec};
-use crate::cleanup::{self, Job};
 use crate::guid::owned_by_guid;
 use crate::internals::create_containers;
 use crate::options::LockOptions;
@@ -424,8 +423,7 @@ impl Worker {
     }
 
     /// On close: deletes our node (and, after a create of unknown outcome, every node with
-    /// our guid). Retried while retryable; a refused delete goes to the cleanup worker and
-    /// is reported.
+    /// our guid). Retried while retryable; a refused delete is reported, and the node stays.
     async fn remove(&mut self) -> Option<Error> {
         let node = self.published.clone();
         let mut doomed: Vec<(String, i64)> =
@@ -495,11 +493,11 @@ impl Worker {
                 // deleted by this client any more.
                 Err(e) if e.is_terminal() && self.spec.mode.is_ephemeral() => return Ok(()),
                 Err(e) if e.is_terminal() => return Err(e),
-                // The cleanup worker retries it in the same session only (`client` is
-                // bound): a later run's node at this path is not its to delete.
+                // Refused (a child under it, an ACL): reported, and not retried later. A
+                // retry in the background would delete the node a run started again has
+                // adopted (or anyone's node at this path) once the refusal lifts.
                 Err(e) => {
-                    tracing::warn!(path = node, error = %e, "persistent node delete refused; left to the cleanup worker");
-                    cleanup::enqueue(&client, Job::Delete(node.to_owned()));
+                    tracing::warn!(path = node, error = %e, "persistent node delete refused; the node stays");
                     return Err(e);
                 }
             }
