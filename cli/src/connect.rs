@@ -304,11 +304,15 @@ fn tenths(d: Duration) -> Duration {
 /// One host's failure, without the host when it is the only one (the message names it
 /// already) and without the OS's error number, which tells a user nothing more.
 fn host_failure(hosts: &str, failure: &HostFailure) -> String {
-    let text = failure.to_string();
-    let text = without_host(hosts, &text);
-    match text.rfind(" (os error ") {
-        Some(at) if text.ends_with(')') => text.get(..at).unwrap_or(text).to_owned(),
-        _ => text.to_owned(),
+    let detail = &failure.detail;
+    let detail = match detail.rfind(" (os error ") {
+        Some(at) if detail.ends_with(')') => detail.get(..at).unwrap_or(detail),
+        _ => detail,
+    };
+    if failure.host == hosts {
+        detail.to_owned()
+    } else {
+        format!("{}: {detail}", failure.host)
     }
 }
 
