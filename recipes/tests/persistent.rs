@@ -557,8 +557,9 @@ async fn a_start_while_the_last_run_closes_keeps_the_node() {
 /// which adopts it, once the child is gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_delete_is_reported_and_never_retried_behind_a_new_run() {
+    const KEPT: &str = "/kept";
     let (_, [c, other]) = fresh_clients("persistent_refused", T).await;
-    let node = PersistentNode::new(c.clone(), "/kept", CreateMode::Persistent, "x");
+    let node = PersistentNode::new(c.clone(), KEPT, CreateMode::Persistent, "x");
     start_created(&node).await;
     let persistent = CreateOptions::persistent();
     other.create("/kept/child", "", &persistent).await.unwrap();
@@ -566,17 +567,17 @@ async fn a_refused_delete_is_reported_and_never_retried_behind_a_new_run() {
         matches!(node.close().await, Err(LockError::Client(Error::NotEmpty))),
         "the refusal is reported"
     );
-    let stat = wait_for_node(&other, "/kept", b"x").await;
+    let stat = wait_for_node(&other, KEPT, b"x").await;
     start_created(&node).await;
     other.delete("/kept/child", None).await.unwrap();
     // Long enough for several retries of a delete left to run in the background.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let later = wait_for_node(&other, "/kept", b"x").await;
+    let later = wait_for_node(&other, KEPT, b"x").await;
     assert_eq!(
         later.czxid, stat.czxid,
         "the node was deleted and made again"
     );
     node.close().await.unwrap();
-    wait_for_absence(&other, "/kept").await;
+    wait_for_absence(&other, KEPT).await;
     close_all([c, other]).await;
 }
