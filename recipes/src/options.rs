@@ -127,9 +127,10 @@ impl LockOptions {
     }
 
     /// Also gives the hold up once the client has been disconnected for `grace` (e.g.
-    /// `Duration::ZERO`: at the first disconnection, Curator's advice for SUSPENDED). This
-    /// only ever shortens a hold: the lease rule ([`lease_margin`](crate::lease_margin))
-    /// applies whatever the connection state.
+    /// `Duration::ZERO`: at the first disconnection, Curator's advice for SUSPENDED),
+    /// counted from the disconnection itself ([`zkwire::Client::disconnected_since`]) even
+    /// when the hold is first asked about later. This only ever shortens a hold: the lease
+    /// rule ([`lease_margin`](crate::lease_margin)) applies whatever the connection state.
     ///
     /// ```
     /// use std::time::Duration;

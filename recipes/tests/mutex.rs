@@ -563,6 +563,35 @@ async fn zero_grace_loses_at_once() {
     a.close().await.unwrap();
 }
 
+/// A grace is counted from the disconnection even when nobody had asked about the hold
+/// before it (the watchdog starts at the first question): the first question after a
+/// disconnection longer than the grace already says lost, and by how long.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grace_counts_from_the_disconnection_not_the_first_question() {
+    let (_, proxy, via) = proxied("recipes_grace_unwatched").await;
+    let a = connect_with_timeout(&via, T).await;
+    let options = LockOptions::new().with_disconnect_grace(Duration::from_millis(300));
+    let guard = Mutex::with_options(a.clone(), "/l", options)
+        .lock()
+        .await
+        .unwrap();
+    proxy.blackhole(true);
+    proxy.cut_all();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let since = a.disconnected_since().expect("disconnected");
+    assert!(since.elapsed() >= Duration::from_millis(700), "{since:?}");
+    assert!(!guard.is_held(), "past the grace, and never asked before");
+    let reason = tokio::time::timeout(T, guard.lost()).await.unwrap();
+    assert!(
+        matches!(reason, LostReason::Disconnected(d) if d >= Duration::from_millis(700)),
+        "{reason:?}"
+    );
+    proxy.blackhole(false);
+    assert_eq!(guard.release().await, Err(LockError::Lost(reason)));
+    assert!(a.disconnected_since().is_none(), "connected again");
+    a.close().await.unwrap();
+}
+
 /// A child that is not a lock contender fails the acquire by default (Curator would count
 /// it); with CountLikeCurator it is ordered by its whole name, as Curator does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -288,6 +288,23 @@ impl Client {
         *self.inner.shared.state.borrow()
     }
 
+    /// Since when the client has not been [`Connected`](SessionState::Connected): the instant
+    /// the state last left `Connected` (to `Disconnected`, `ConnectedReadOnly` or an end),
+    /// the client's creation before the first connection; `None` while connected. A hold
+    /// given up at a disconnection judges its grace from this instant, however late it
+    /// looks.
+    ///
+    /// ```no_run
+    /// # fn run(client: zkwire::Client) {
+    /// if let Some(since) = client.disconnected_since() {
+    ///     println!("not connected for {:?}", since.elapsed());
+    /// }
+    /// # }
+    /// ```
+    pub fn disconnected_since(&self) -> Option<std::time::Instant> {
+        self.inner.shared.disconnected_since()
+    }
+
     /// A stream of the session's state changes from now on: see [`StateStream`].
     ///
     /// ```no_run

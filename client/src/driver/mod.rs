@@ -469,6 +469,7 @@ impl<C: Connect> Driver<C> {
             host = self.current_host.as_ref().map(tracing::field::display),
             "session state"
         );
+        self.shared.note_state(state, now());
         // Stream first: a caller that waits for the state and then subscribes must not see
         // the same change again.
         let _ = self.shared.state_events.send(state);

@@ -40,6 +40,9 @@ pub(crate) struct Shared {
     /// The session's lease deadline ([`Session::lease_deadline`]) as nanoseconds after
     /// `epoch`, [`NO_LEASE`] when there is none.
     lease_nanos: AtomicU64,
+    /// When the state last left `Connected`, as nanoseconds after `epoch`; [`CONNECTED`]
+    /// while it is `Connected` (0, the client's creation, until the first connection).
+    left_connected_nanos: AtomicU64,
     /// Woken whenever the published lease deadline moves back (a smaller session timeout
     /// negotiated, the session ended): a sleep until an earlier reading must wake.
     pub(crate) lease_moved_back: tokio::sync::Notify,
@@ -50,6 +53,9 @@ pub(crate) struct Shared {
 
 /// [`Shared::lease_nanos`] when the session has no lease.
 const NO_LEASE: u64 = u64::MAX;
+
+/// [`Shared::left_connected_nanos`] while the state is `Connected`.
+const CONNECTED: u64 = u64::MAX;
 
 impl Shared {
     /// `epoch` is an instant no later than any lease deadline the session can report (its
@@ -75,6 +81,7 @@ impl Shared {
             connect_error: watch::Sender::new(None),
             host_failures: Mutex::new(Vec::new()),
             lease_nanos: AtomicU64::new(NO_LEASE),
+            left_connected_nanos: AtomicU64::new(0),
             lease_moved_back: tokio::sync::Notify::new(),
             epoch,
             extensions: crate::extensions::Extensions::default(),
@@ -86,6 +93,26 @@ impl Shared {
         match self.lease_nanos.load(Ordering::Acquire) {
             NO_LEASE => None,
             nanos => self.epoch.checked_add(Duration::from_nanos(nanos)),
+        }
+    }
+
+    /// When the state last left `Connected`, while it is not `Connected`.
+    pub(crate) fn disconnected_since(&self) -> Option<std::time::Instant> {
+        match self.left_connected_nanos.load(Ordering::Acquire) {
+            CONNECTED => None,
+            nanos => self.epoch.checked_add(Duration::from_nanos(nanos)),
+        }
+    }
+
+    /// Notes a change of state to `state` at `now`, before it is published: a reader told
+    /// of the new state finds when the connection was lost.
+    pub(super) fn note_state(&self, state: SessionState, now: std::time::Instant) {
+        if state == SessionState::Connected {
+            self.left_connected_nanos.store(CONNECTED, Ordering::Release);
+        } else if *self.state.borrow() == SessionState::Connected {
+            let since = now.saturating_duration_since(self.epoch).as_nanos();
+            let nanos = u64::try_from(since).unwrap_or(CONNECTED - 1).min(CONNECTED - 1);
+            self.left_connected_nanos.store(nanos, Ordering::Release);
         }
     }
 

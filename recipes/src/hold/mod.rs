@@ -95,11 +95,21 @@ impl Hold {
             return Some(LostReason::SessionEnded(state));
         };
         let now = std::time::Instant::now();
+        if let Some(off) = self.disconnected_past_grace(now) {
+            return Some(LostReason::Disconnected(off));
+        }
         if self.trust_end().is_some_and(|until| until > now) {
             return None;
         }
         let since = now.saturating_duration_since(renewed);
         Some(LostReason::Unacknowledged(since))
+    }
+
+    /// How long the client has been disconnected, when that is the grace or more
+    /// ([`LockOptions::with_disconnect_grace`]).
+    fn disconnected_past_grace(&self, now: std::time::Instant) -> Option<std::time::Duration> {
+        let off = now.saturating_duration_since(self.client.disconnected_since()?);
+        (off >= self.limits.grace?).then_some(off)
     }
 
     pub(crate) fn is_held(&self) -> bool {

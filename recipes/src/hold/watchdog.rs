@@ -127,11 +127,13 @@ async fn watch_hold(
     // Subscribe first, then read the state: no change can slip between the two.
     let mut states = client.state_stream();
     let ours = || stat.is_owned_by(client.session_id());
+    // Started late (the watchdog starts at the first question about the hold), it counts
+    // the grace from the disconnection itself, not from its own start.
     let mut disconnected_at = match client.state() {
         s if s.is_terminal() => return LostReason::SessionEnded(s),
         _ if !ours() => return LostReason::SessionEnded(SessionState::Expired),
         SessionState::Connected => None,
-        _ => Some(Instant::now()),
+        _ => Some(disconnection(client)),
     };
     let node = node_changed(client, path, stat, &signals.revoked);
     tokio::pin!(node);
@@ -163,7 +165,7 @@ async fn watch_hold(
                 }
                 // Disconnected, Connecting, or a read-only server (not the quorum).
                 Some(_) => {
-                    disconnected_at.get_or_insert_with(Instant::now);
+                    disconnected_at.get_or_insert_with(|| disconnection(client));
                 }
             },
             () = sleep_until(grace_end) => {
@@ -172,6 +174,13 @@ async fn watch_hold(
             }
         }
     }
+}
+
+/// When `client`'s connection was lost (now, if it is connected again already).
+fn disconnection(client: &Client) -> Instant {
+    client
+        .disconnected_since()
+        .map_or_else(Instant::now, Instant::from_std)
 }
 
 /// Resolves when our node is deleted or its data changes (or the session ends), keeping a
