@@ -83,7 +83,8 @@ impl Client {
                     .map_err(|e| Error::Protocol(e.into()))
             }));
         });
-        let command = Command::SubmitDetached(DetachedSubmission::new(O::OP, body, done));
+        let submission = DetachedSubmission::new(O::OP, body, done, self.session);
+        let command = Command::SubmitDetached(submission);
         match self.inner.commands.try_send(command) {
             Ok(()) => {}
             Err(TrySendError::Closed(command)) => answer_unsent(command, Error::Closed),

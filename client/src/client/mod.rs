@@ -253,10 +253,11 @@ impl Client {
         }
     }
 
-    /// A handle whose requests run on session `session_id` only: a request made, or still
-    /// unwritten, when another session is current (with
+    /// A handle whose requests, background deletes included, run on session `session_id`
+    /// only: a request made, or still unwritten, when another session is current (with
     /// [`with_session_renewal`](crate::ClientBuilder::with_session_renewal), a renewal took
-    /// its place) fails with [`Error::SessionExpired`] instead of running there. For what
+    /// its place, or is making a new one) fails with [`Error::SessionExpired`] instead of
+    /// running there, as soon as the renewal begins. For what
     /// only the old session may do: deleting the ephemeral node it made, whose path
     /// someone else may have taken since. A request written before the renewal is answered
     /// as any other (it fails with [`Error::ConnectionLoss`] when the connection drops).

@@ -166,12 +166,22 @@ pub(crate) struct DetachedSubmission {
     op: OpCode,
     body: Bytes,
     done: Detached,
+    /// The session it may run on (`Client::bound_to_session`); 0, which no session has, for
+    /// any. Not an `Option`: the command stays the size of a [`Submission`] one.
+    session: i64,
 }
 
 impl DetachedSubmission {
-    /// A background request of `op` with `body`, and its function.
-    pub(crate) fn new(op: OpCode, body: Bytes, done: Detached) -> Self {
-        Self { op, body, done }
+    /// A background request of `op` with `body`, and its function, to run on `session`
+    /// alone when there is one.
+    pub(crate) fn new(op: OpCode, body: Bytes, done: Detached, session: Option<i64>) -> Self {
+        let session = session.unwrap_or(0);
+        Self {
+            op,
+            body,
+            done,
+            session,
+        }
     }
 
     /// The request as submitted and where its answer goes.
@@ -181,7 +191,7 @@ impl DetachedSubmission {
             body: self.body,
             effect: Effect::None,
             deadline: None,
-            session: None,
+            session: (self.session != 0).then_some(self.session),
         };
         (request, ReplyTo::Detached(self.done))
     }
@@ -196,5 +206,18 @@ mod tests {
     #[test]
     fn a_command_is_small() {
         assert!(size_of::<Command>() <= 72, "{}", size_of::<Command>());
+    }
+
+    /// A background request made through a handle bound to a session runs on it alone, as
+    /// every other request of that handle does.
+    #[test]
+    fn a_detached_request_keeps_its_handles_session() {
+        let request = |session| {
+            let done = Detached::new(drop);
+            let submission = DetachedSubmission::new(OpCode::Delete, Bytes::new(), done, session);
+            submission.into_parts().0.session
+        };
+        assert_eq!(request(Some(0x42)), Some(0x42));
+        assert_eq!(request(None), None);
     }
 }

@@ -1,6 +1,7 @@
 //! The session's life past its connections: a connection lost or dropped, and the session
 //! expired, renewed, or ended for good.
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -111,10 +112,13 @@ impl Session {
     /// Replaces an expired session with a new one (`docs/renewal.md`): what the old session
     /// sent is answered `SessionExpired`, one-shot watchers end with an `Expired` event,
     /// persistent ones get that event as a marker and stay, to be registered again on the
-    /// new session with the credentials; requests not yet sent wait for it. The state goes
-    /// `Expired`, then `Connecting`, then `Connected` with the new session's id.
+    /// new session with the credentials; requests not yet sent wait for it, but for those
+    /// bound to the old session, answered `SessionExpired` now (no server need be
+    /// reachable). The state goes `Expired`, then `Connecting`, then `Connected` with the
+    /// new session's id.
     pub(super) fn renew(&mut self) {
         self.fail_in_flight(&Error::SessionExpired);
+        self.fail_bound_to(self.session_id);
         let reason = if self.conn == Conn::Idle {
             None
         } else {
@@ -139,6 +143,17 @@ impl Session {
         self.lease.forget();
         self.set_state(SessionState::Expired);
         self.set_state(SessionState::Connecting);
+    }
+
+    /// Answers `SessionExpired` to the queued requests bound to `session`, which is over.
+    fn fail_bound_to(&mut self, session: i64) {
+        let (bound, rest): (VecDeque<Queued>, _) = std::mem::take(&mut self.queued)
+            .into_iter()
+            .partition(|q| q.request.session == Some(session));
+        self.queued = rest;
+        for Queued { id, .. } in bound {
+            self.answer(id, Err(Error::SessionExpired));
+        }
     }
 
     /// Ends the session for good: every waiter and watcher is told, once.

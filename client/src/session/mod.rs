@@ -339,6 +339,10 @@ impl Session {
         let len = 8 + request.body.len();
         if let Some(err) = self.refusal() {
             self.answer(id, Err(err));
+        } else if request.session.is_some_and(|s| s != self.session_id) {
+            // Bound to a session another has replaced (or is replacing: a renewal under
+            // way has none yet): it can never run (docs/renewal.md).
+            self.answer(id, Err(Error::SessionExpired));
         } else if len > self.config.max_request_len {
             self.answer(
                 id,

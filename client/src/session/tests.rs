@@ -2458,6 +2458,48 @@ fn a_request_bound_to_a_session_never_runs_on_its_successor() {
     assert_eq!(written, ["/renewed"]);
 }
 
+/// A request bound to a session that a renewal has replaced is answered at once, whether
+/// it was queued before the renewal or submitted while the new session is still being made:
+/// with no server reachable it would otherwise wait for the next handshake, for ever.
+#[test]
+fn a_request_bound_to_an_expired_session_is_answered_without_a_server() {
+    let mut h = Harness::with_session_of(SessionConfig {
+        renew_on_expiry: true,
+        ..config(secs(30))
+    });
+    let bound = |path: &str| Request {
+        session: Some(SID),
+        ..get_data(path, None)
+    };
+    h.disconnect();
+    let queued = h.submit(bound("/queued"));
+    let unbound = h.submit(get_data("/unbound", None));
+    h.advance(secs(41));
+    let events = h.drain_events();
+    assert_eq!(
+        states(&events),
+        [
+            SessionState::Disconnected,
+            SessionState::Expired,
+            SessionState::Connecting
+        ]
+    );
+    assert_eq!(replies(&events), [(queued, Err(Error::SessionExpired))]);
+    let late = h.submit(bound("/late"));
+    assert_eq!(
+        replies(&h.drain_events()),
+        [(late, Err(Error::SessionExpired))]
+    );
+    // The unbound one waits for the new session.
+    h.open();
+    h.accept(&ConnectResponse {
+        session_id: SID + 1,
+        ..welcome(30_000)
+    });
+    let written: Vec<String> = h.sent_frames().iter().map(|(_, b)| get_data_path(b)).collect();
+    assert_eq!(written, ["/unbound"], "{unbound:?}");
+}
+
 /// Without renewal an expiry still ends the session (the default).
 #[test]
 fn without_renewal_expiry_is_terminal() {
