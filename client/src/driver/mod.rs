@@ -384,21 +384,7 @@ impl<C: Connect> Driver<C> {
             }
         }
         self.publish_counts();
-        for outgoing in outbox.drain(..) {
-            match outgoing {
-                Outgoing::Answer(tx, result) => tx.send(result),
-                Outgoing::Oneshot(tx, event) => {
-                    let _ = tx.send(event);
-                }
-                Outgoing::Stream(watcher, tx, event) => {
-                    if tx.try_send(event).is_err() {
-                        // Full (the consumer fell behind by the whole capacity) or gone: the
-                        // watch ends rather than grow memory without bound.
-                        self.drop_watcher(watcher);
-                    }
-                }
-            }
-        }
+        deliver(&mut outbox, |watcher| self.drop_watcher(watcher));
         self.outbox = outbox;
     }
 
@@ -477,6 +463,30 @@ impl<C: Connect> Driver<C> {
     }
 }
 
+/// Hands out a batch of answers and watch events, in order. A stream found full (the
+/// consumer fell behind by the whole capacity) or gone ends, rather than grow memory without
+/// bound: `drop_watcher` is called, and nothing later in the batch goes to it, even if its
+/// consumer has made room meanwhile: an event after a lost one would hide the gap.
+fn deliver(outbox: &mut Vec<Outgoing>, mut drop_watcher: impl FnMut(WatcherId)) {
+    // Empty, hence no allocation, unless a stream overflows.
+    let mut ended: Vec<WatcherId> = Vec::new();
+    for outgoing in outbox.drain(..) {
+        match outgoing {
+            Outgoing::Answer(tx, result) => tx.send(result),
+            Outgoing::Oneshot(tx, event) => {
+                let _ = tx.send(event);
+            }
+            Outgoing::Stream(watcher, _, _) if ended.contains(&watcher) => {}
+            Outgoing::Stream(watcher, tx, event) => {
+                if tx.try_send(event).is_err() {
+                    ended.push(watcher);
+                    drop_watcher(watcher);
+                }
+            }
+        }
+    }
+}
+
 fn now() -> std::time::Instant {
     Instant::now().into_std()
 }
@@ -507,5 +517,32 @@ mod tests {
             task_size < driver_size + 512,
             "task {task_size} bytes for a driver of {driver_size}"
         );
+    }
+
+    /// A stream that overflowed gets nothing more of the batch, even when its consumer makes
+    /// room before the next event is sent (here: as the overflow is handled).
+    #[test]
+    fn nothing_follows_an_overflow_in_the_batch() {
+        let event = |path: &str| WatchedEvent {
+            event_type: EventType::NodeDataChanged,
+            state: KeeperState::SyncConnected,
+            path: path.to_owned(),
+            zxid: 1,
+        };
+        let (tx, mut rx) = mpsc::channel(1);
+        tx.try_send(event("/waiting")).unwrap();
+        let watcher = WatcherId(7);
+        let mut outbox = vec![
+            Outgoing::Stream(watcher, tx.clone(), event("/lost")),
+            Outgoing::Stream(watcher, tx, event("/after-the-gap")),
+        ];
+        let mut dropped = Vec::new();
+        deliver(&mut outbox, |w| {
+            dropped.push(w);
+            // The consumer takes the waiting event just then.
+            assert_eq!(rx.try_recv().unwrap().path, "/waiting");
+        });
+        assert_eq!(dropped, [watcher]);
+        assert!(rx.try_recv().is_err(), "nothing after the lost event");
     }
 }
