@@ -599,6 +599,6 @@ impl Leadership {
     /// was applied); [`zkwire::Error::MultiFailed`] with the index into `ops`; the client's
     /// errors.
     pub async fn multi_fenced(&self, ops: &[Op]) -> Result<Vec<OpResult>, LockError> {
-        self.hold.multi_fenced(ops).await
+        self.hold.multi_fenced(None, ops).await
     }
 }

@@ -9,7 +9,7 @@ use zkwire::Client;
 
 use crate::coordinator::Coordinator;
 use crate::error::LockError;
-use crate::hold::Hold;
+use crate::hold::{Hold, View};
 use crate::internals::{acquire, deadline_after, Contest, Dir, Outcome};
 use crate::local::Gate;
 use crate::options::LockOptions;
@@ -240,7 +240,8 @@ impl Mutex {
     ) -> Result<Option<MutexGuard>, LockError> {
         let lock = self.local()?;
         if let Some(granted) = scope::held::<Granted>(&lock.coordinator, &lock.key).pop() {
-            return nested(granted).map(Some);
+            let view = granted.hold.view_from(&self.dir.client);
+            return nested(granted, view).map(Some);
         }
         let gate = &lock.gate;
         let (permit, parked) = match (self.dir.options.local_queue, blocking, deadline) {
@@ -301,7 +302,10 @@ impl Mutex {
         permit: Option<OwnedSemaphorePermit>,
         handoffs: u32,
     ) -> MutexGuard {
+        // A node handed over locally may have been taken through another handle.
+        let view = hold.view_from(&self.dir.client);
         MutexGuard {
+            view,
             granted: Arc::new(Granted {
                 hold,
                 lock,
@@ -313,11 +317,11 @@ impl Mutex {
     }
 }
 
-/// A nested guard of `granted`, unless its hold was lost.
-fn nested(granted: Arc<Granted>) -> Result<MutexGuard, LockError> {
+/// A nested guard of `granted` seen with `view`, unless its hold was lost.
+fn nested(granted: Arc<Granted>, view: Option<Box<View>>) -> Result<MutexGuard, LockError> {
     match granted.hold.known_lost() {
         Some(reason) => Err(LockError::Lost(reason)),
-        None => Ok(MutexGuard { granted }),
+        None => Ok(MutexGuard { granted, view }),
     }
 }
 
@@ -363,9 +367,15 @@ struct Granted {
 #[must_use = "the lock is released when the guard is dropped"]
 pub struct MutexGuard {
     granted: Arc<Granted>,
+    /// How this guard names the hold, when it was nested through another handle.
+    view: Option<Box<View>>,
 }
 
 impl MutexGuard {
+    fn view(&self) -> Option<&View> {
+        self.view.as_deref()
+    }
+
     /// The session the lock node belongs to.
     pub(crate) fn session(&self) -> i64 {
         self.granted.hold.session()
@@ -419,7 +429,7 @@ impl MutexGuard {
     /// # Errors
     /// [`LockError::Lost`] if the hold was lost.
     pub fn lock_again(&self) -> Result<Self, LockError> {
-        nested(Arc::clone(&self.granted))
+        nested(Arc::clone(&self.granted), self.view.clone())
     }
 
     /// Runs `future` with this hold re-entrant: inside it, an acquire of the same lock (this

@@ -9,7 +9,7 @@ use zkwire::Client;
 
 use crate::coordinator::Coordinator;
 use crate::error::LockError;
-use crate::hold::Hold;
+use crate::hold::{Hold, View};
 use crate::internals::{acquire, deadline_after, Contest, Dir, Outcome, Tie};
 use crate::options::LockOptions;
 use crate::scope;
@@ -288,7 +288,8 @@ impl RwLock {
     ) -> Result<Option<ReadGuard>, LockError> {
         let scoped = self.scoped()?;
         if let Some(granted) = scoped.read {
-            return nested(granted).map(|granted| Some(ReadGuard { granted }));
+            let view = granted.hold.view_from(&self.dir.client);
+            return nested(granted).map(|granted| Some(ReadGuard { granted, view }));
         }
         let tie = scoped.write.map(|w| tie_with(&w.hold));
         self.read_with(tie, blocking, deadline).await
@@ -313,7 +314,10 @@ impl RwLock {
             return Ok(None);
         };
         let granted = self.granted(hold, false, key);
-        Ok(Some(ReadGuard { granted }))
+        Ok(Some(ReadGuard {
+            granted,
+            view: None,
+        }))
     }
 
     /// A new hold, shared by the guards to come.
@@ -334,12 +338,14 @@ impl RwLock {
         let scoped = self.scoped()?;
         match (scoped.read, scoped.write) {
             (_, Some(granted)) => {
+                let view = granted.hold.view_from(&self.dir.client);
                 return nested(granted).map(|granted| {
                     Some(WriteGuard {
                         granted,
                         rw: self.clone(),
+                        view,
                     })
-                })
+                });
             }
             (Some(_), None) => return Err(LockError::UpgradeRefused),
             (None, None) => {}
@@ -359,6 +365,7 @@ impl RwLock {
         Ok(Some(WriteGuard {
             granted,
             rw: self.clone(),
+            view: None,
         }))
     }
 
@@ -415,6 +422,8 @@ fn tie_with(writer: &Hold) -> Tie {
 #[must_use = "the lock is released when the guard is dropped"]
 pub struct ReadGuard {
     granted: Arc<Granted>,
+    /// How this guard names the hold, when it was nested through another handle.
+    view: Option<Box<View>>,
 }
 
 /// Proof of holding the write lock of an [`RwLock`], until released or dropped.
@@ -435,6 +444,8 @@ pub struct WriteGuard {
     granted: Arc<Granted>,
     /// For the downgrade's read acquire.
     rw: RwLock,
+    /// How this guard names the hold, when it was nested through another handle.
+    view: Option<Box<View>>,
 }
 
 /// What a read/write hold's fencing token orders.
@@ -450,6 +461,10 @@ macro_rules! rw_token_doc {
 impl ReadGuard {
     async fn release_hold(self) -> Result<(), LockError> {
         release_granted(self.granted).await
+    }
+
+    fn view(&self) -> Option<&View> {
+        self.view.as_deref()
     }
 
     /// A nested guard of this hold, at once and with no request (as
@@ -470,7 +485,10 @@ impl ReadGuard {
     /// # Errors
     /// [`LockError::Lost`] if the hold was lost.
     pub fn lock_again(&self) -> Result<Self, LockError> {
-        nested(Arc::clone(&self.granted)).map(|granted| Self { granted })
+        nested(Arc::clone(&self.granted)).map(|granted| Self {
+            granted,
+            view: self.view.clone(),
+        })
     }
 
     /// Runs `future` with this hold re-entrant (as
@@ -522,6 +540,10 @@ impl WriteGuard {
         release_granted(self.granted).await
     }
 
+    fn view(&self) -> Option<&View> {
+        self.view.as_deref()
+    }
+
     /// A nested guard of this hold, at once and with no request (as
     /// [`MutexGuard::lock_again`](crate::MutexGuard::lock_again)).
     ///
@@ -543,6 +565,7 @@ impl WriteGuard {
         nested(Arc::clone(&self.granted)).map(|granted| Self {
             granted,
             rw: self.rw.clone(),
+            view: self.view.clone(),
         })
     }
 

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
 use support::{close_all, fresh_clients, join_all};
+use zkwire::{CreateOptions, Op};
 use zkwire_recipes::{LockError, LockOptions, LostReason, Mutex};
 use zkwire_testing::support::sorted_children;
 
@@ -56,6 +57,23 @@ async fn nested_locks_cost_no_request_and_share_the_node() {
     }
     assert_eq!(nested[0].path(), outer.path());
     assert_eq!(outer.nesting(), 8);
+    // Nested through the chrooted handle, the guard names paths as that handle does.
+    let through_chroot = &nested[5];
+    let name = outer.path().strip_prefix("/locks/r/").unwrap();
+    assert_eq!(through_chroot.path(), format!("/r/{name}"));
+    assert_eq!(
+        through_chroot.client().server_path("/").unwrap(),
+        client.server_path("/locks").unwrap()
+    );
+    let persistent = CreateOptions::persistent();
+    client
+        .create("/locks/state", "", &persistent)
+        .await
+        .unwrap();
+    let set = Op::set_data("/state", "fenced", None);
+    through_chroot.multi_fenced(&[set]).await.unwrap();
+    assert_eq!(client.get_data("/locks/state").await.unwrap().0, "fenced");
+    assert_eq!(client.exists("/state").await.unwrap(), None);
 
     // Released outermost first: the node stays until the last guard goes.
     outer.release().await.unwrap();

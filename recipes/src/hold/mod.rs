@@ -220,16 +220,45 @@ impl Hold {
         &self.node
     }
 
-    pub(crate) fn client(&self) -> &Client {
-        &self.client
+    /// How `client`, another handle of the hold's client, names the hold: `None` when it
+    /// names our node as the hold's own handle does (the same chroot). A guard nested
+    /// through such a handle answers with it (docs/recipes.md, "Reentrancy").
+    pub(crate) fn view_from(&self, client: &Client) -> Option<Box<View>> {
+        let root = client.server_path("/").ok()?;
+        if root == self.client.server_path("/").ok()? {
+            return None;
+        }
+        let server = self.client.server_path(&self.node.path).ok()?;
+        // The lock's path was given through `client`: our node lies under its root.
+        let path = match root.as_str() {
+            "/" => server,
+            _ => server.strip_prefix(&root)?.to_owned(),
+        };
+        let client = client.clone();
+        Some(Box::new(View { client, path }))
     }
 
-    /// Runs `ops` in a multi preceded by `check(our node, any version)`.
-    pub(crate) async fn multi_fenced(&self, ops: &[Op]) -> Result<Vec<OpResult>, LockError> {
+    /// The client a guard with `view` answers with.
+    pub(crate) fn client_in<'a>(&'a self, view: Option<&'a View>) -> &'a Client {
+        view.map_or(&self.client, |v| &v.client)
+    }
+
+    /// Our node's path as a guard with `view` names it.
+    pub(crate) fn path_in<'a>(&'a self, view: Option<&'a View>) -> &'a str {
+        view.map_or(&self.node.path, |v| &v.path)
+    }
+
+    /// Runs `ops`, named as a guard with `view` names paths, in a multi preceded by
+    /// `check(our node, any version)`.
+    pub(crate) async fn multi_fenced(
+        &self,
+        view: Option<&View>,
+        ops: &[Op],
+    ) -> Result<Vec<OpResult>, LockError> {
         let mut all = Vec::with_capacity(ops.len() + 1);
-        all.push(Op::check(self.node.path.clone(), None));
+        all.push(Op::check(self.path_in(view).to_owned(), None));
         all.extend_from_slice(ops);
-        match self.client.multi(&all).await {
+        match self.client_in(view).multi(&all).await {
             Ok(results) => Ok(results.into_iter().skip(1).collect()),
             Err(Error::MultiFailed { index: 0, error }) => match *error {
                 Error::NoNode => Err(LockError::Lost(LostReason::NodeDeleted)),
@@ -331,6 +360,14 @@ impl Drop for Hold {
     }
 }
 
+/// A guard's view of a hold taken through another handle of the same client (another
+/// chroot): that handle, and our node's path as it names it.
+#[derive(Debug, Clone)]
+pub(crate) struct View {
+    client: Client,
+    path: String,
+}
+
 /// The session state a terminal error stands for.
 pub(crate) fn ended(e: &Error) -> SessionState {
     match e {
@@ -343,7 +380,8 @@ pub(crate) fn ended(e: &Error) -> SessionState {
 /// The methods every guard has, written once: [`MutexGuard`](crate::MutexGuard),
 /// [`ReadGuard`](crate::ReadGuard), [`WriteGuard`](crate::WriteGuard) and
 /// [`Lease`](crate::Lease) each reach a [`Hold`] through the field path given first, and
-/// have a private `release_hold(self)` (a nested mutex guard releases nothing). `$token`
+/// have a private `release_hold(self)` (a nested mutex guard releases nothing) and a private
+/// `view(&self)` (how it names the hold, [`View`]). `$token`
 /// documents what the fencing token orders, which differs between exclusive and shared
 /// holds.
 macro_rules! guard_methods {
@@ -479,10 +517,12 @@ macro_rules! guard_methods {
         /// # }
         /// ```
         pub fn path(&self) -> &str {
-            &self.$($hold).+.node().path
+            self.$($hold).+.path_in(self.view())
         }
 
-        /// The client the hold was taken with.
+        /// The client the hold was taken with (for a guard nested through another handle of
+        /// it, that handle: [`path`](Self::path) and [`multi_fenced`](Self::multi_fenced)
+        /// name paths as it does).
         ///
         /// ```no_run
         /// # async fn run(guard: zkwire_recipes::MutexGuard) -> Result<(), zkwire::Error> {
@@ -491,7 +531,7 @@ macro_rules! guard_methods {
         /// # Ok(()) }
         /// ```
         pub fn client(&self) -> &::zkwire::Client {
-            self.$($hold).+.client()
+            self.$($hold).+.client_in(self.view())
         }
 
         /// Runs `ops` atomically, on condition that our node still exists: a multi of
@@ -515,7 +555,7 @@ macro_rules! guard_methods {
             &self,
             ops: &[::zkwire::Op],
         ) -> Result<Vec<::zkwire::OpResult>, $crate::LockError> {
-            self.$($hold).+.multi_fenced(ops).await
+            self.$($hold).+.multi_fenced(self.view(), ops).await
         }
 
         /// Deletes our node and reports the outcome.

@@ -1,7 +1,7 @@
 //! [`Lease`]: the guard of one lease of a [`Semaphore`](super::Semaphore).
 
 use crate::error::LockError;
-use crate::hold::Hold;
+use crate::hold::{Hold, View};
 
 /// Proof of holding one lease of a [`Semaphore`](super::Semaphore), until released or dropped.
 ///
@@ -26,6 +26,11 @@ pub struct Lease {
 impl Lease {
     async fn release_hold(self) -> Result<(), LockError> {
         self.hold.release().await
+    }
+
+    /// Leases do not nest: a lease names its node as its semaphore's handle does.
+    fn view(&self) -> Option<&View> {
+        None
     }
 
     crate::hold::guard_methods!(
