@@ -2458,6 +2458,23 @@ fn a_request_bound_to_a_session_never_runs_on_its_successor() {
     assert_eq!(written, ["/renewed"]);
 }
 
+/// Moves `h`, disconnected with a 30 s session, past 4/3 of the timeout: the session expires
+/// locally and a renewal begins. The events on the way.
+#[track_caller]
+fn expired_locally_and_renewing(h: &mut Harness) -> Vec<Event> {
+    h.advance(secs(41));
+    let events = h.drain_events();
+    assert_eq!(
+        states(&events),
+        [
+            SessionState::Disconnected,
+            SessionState::Expired,
+            SessionState::Connecting
+        ]
+    );
+    events
+}
+
 /// A request bound to a session that a renewal has replaced is answered at once, whether
 /// it was queued before the renewal or submitted while the new session is still being made:
 /// with no server reachable it would otherwise wait for the next handshake, for ever.
@@ -2474,16 +2491,7 @@ fn a_request_bound_to_an_expired_session_is_answered_without_a_server() {
     h.disconnect();
     let queued = h.submit(bound("/queued"));
     let unbound = h.submit(get_data("/unbound", None));
-    h.advance(secs(41));
-    let events = h.drain_events();
-    assert_eq!(
-        states(&events),
-        [
-            SessionState::Disconnected,
-            SessionState::Expired,
-            SessionState::Connecting
-        ]
-    );
+    let events = expired_locally_and_renewing(&mut h);
     assert_eq!(replies(&events), [(queued, Err(Error::SessionExpired))]);
     let late = h.submit(bound("/late"));
     assert_eq!(
@@ -2522,16 +2530,7 @@ fn local_expiry_renews_too() {
         ..config(secs(30))
     });
     h.disconnect();
-    h.advance(secs(41));
-    let events = h.drain_events();
-    assert_eq!(
-        states(&events),
-        [
-            SessionState::Disconnected,
-            SessionState::Expired,
-            SessionState::Connecting
-        ]
-    );
+    expired_locally_and_renewing(&mut h);
     assert!(h.session.wants_connection());
     assert_eq!(h.open().session_id, 0);
 }
