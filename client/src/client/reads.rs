@@ -30,6 +30,11 @@ impl Client {
 
     /// The node's data and Stat (null data reads as empty).
     ///
+    /// The data is not copied: it is a slice of the block the reply was read into (up to
+    /// 64 KiB, shared with the replies read with it), which stays allocated while any of
+    /// them is kept. To keep many small values for long (a cache of your own), keep copies
+    /// (`Bytes::copy_from_slice(&data)`), as the recipes' `TreeCache` does.
+    ///
     /// ```no_run
     /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
     /// let (data, stat) = client.get_data("/config").await?;
