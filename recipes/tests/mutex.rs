@@ -563,6 +563,24 @@ async fn zero_grace_loses_at_once() {
     a.close().await.unwrap();
 }
 
+/// A `lost()` future made outside a tokio runtime (a plain thread), the first question
+/// about the hold, still fires: the watchdog that could not start there starts when the
+/// future is first polled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_made_outside_a_runtime_still_fires() {
+    let (_, [a, admin]) = fresh_clients("recipes_lost_outside", T).await;
+    let guard = Mutex::new(a.clone(), "/l").lock().await.unwrap();
+    let lost = std::thread::scope(|s| s.spawn(|| guard.lost()).join().unwrap());
+    let lost = tokio::spawn(lost);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    admin.delete(guard.path(), None).await.unwrap();
+    let reason = tokio::time::timeout(T, lost).await.expect("fired").unwrap();
+    assert_eq!(reason, LostReason::NodeDeleted);
+    assert!(!guard.is_held());
+    drop(guard);
+    close_all([a, admin]).await;
+}
+
 /// A grace is counted from the disconnection even when nobody had asked about the hold
 /// before it (the watchdog starts at the first question): the first question after a
 /// disconnection longer than the grace already says lost, and by how long.

@@ -20,7 +20,7 @@ mod watchdog;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use zkwire::{Backoff, Client, Error, Op, OpResult, SessionState};
 
@@ -43,8 +43,10 @@ pub(crate) struct Hold {
     session: i64,
     /// What may end the hold early besides the default lease rule.
     limits: Limits,
-    /// Started on the first question about the hold (see the module docs).
-    watchdog: OnceLock<Watchdog>,
+    /// Started on the first question about the hold (see the module docs); shared with the
+    /// futures of `lost()` and `revoked()`, which start it if that question was asked
+    /// outside a runtime.
+    watchdog: OnceLock<Arc<Watchdog>>,
     /// Set when the hold ended by release: it is no longer held, whatever the watchdog says.
     ended: AtomicBool,
     /// Dropping deletes the node (in the background) unless released.
@@ -71,12 +73,28 @@ impl Hold {
 
     /// The watchdog, started on first use inside a tokio runtime: someone cares about the
     /// hold.
-    fn watchdog(&self) -> &Watchdog {
-        let dog = self.watchdog.get_or_init(Watchdog::new);
+    fn watchdog(&self) -> &Arc<Watchdog> {
+        let dog = self.watchdog.get_or_init(|| Arc::new(Watchdog::new()));
         if !self.ended.load(Ordering::Relaxed) {
             dog.start(&self.client, &self.node, self.limits);
         }
         dog
+    }
+
+    /// What a future made now needs to start the watchdog when first polled: made outside
+    /// a runtime, it could not start here, and nothing else may ever ask again. `None` once
+    /// started, or when the hold ended.
+    fn starter(&self) -> Option<Starter> {
+        let dog = self.watchdog();
+        if dog.started() || self.ended.load(Ordering::Relaxed) {
+            return None;
+        }
+        Some(Starter {
+            dog: Arc::clone(dog),
+            client: self.client.clone(),
+            node: self.node.clone(),
+            limits: self.limits,
+        })
     }
 
     /// Why the hold cannot be trusted now, judged on the spot from the session's state and
@@ -121,7 +139,11 @@ impl Hold {
     pub(crate) fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
         let mut rx = self.watchdog().lost().clone();
         let ended = self.ended.load(Ordering::Relaxed);
+        let starter = self.starter();
         async move {
+            if let Some(starter) = starter {
+                starter.start();
+            }
             loop {
                 if let Some(reason) = *rx.borrow_and_update() {
                     return reason;
@@ -169,7 +191,11 @@ impl Hold {
     /// Resolves once a revocation is requested; never if the hold ends first.
     pub(crate) fn revoked(&self) -> impl Future<Output = ()> + Send + 'static {
         let mut rx = self.watchdog().revoked().clone();
+        let starter = self.starter();
         async move {
+            if let Some(starter) = starter {
+                starter.start();
+            }
             if rx.wait_for(|requested| *requested).await.is_err() {
                 std::future::pending::<()>().await;
             }
@@ -357,6 +383,20 @@ impl Drop for Hold {
             // The hold is going: its path goes with the delete, uncopied.
             cleanup::delete_now_or_later(&self.client, std::mem::take(&mut self.node.path));
         }
+    }
+}
+
+/// Starts a hold's watchdog from a future of `lost()` or `revoked()` ([`Hold::starter`]).
+struct Starter {
+    dog: Arc<Watchdog>,
+    client: Client,
+    node: Node,
+    limits: Limits,
+}
+
+impl Starter {
+    fn start(self) {
+        self.dog.start(&self.client, &self.node, self.limits);
     }
 }
 

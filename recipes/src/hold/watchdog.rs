@@ -85,6 +85,11 @@ impl Watchdog {
         &self.revoked
     }
 
+    /// Whether the task was started (it may have ended since).
+    pub(super) fn started(&self) -> bool {
+        self.task.get().is_some()
+    }
+
     /// Whether the task ran and has ended (it ends only after publishing, or when stopped).
     pub(super) fn finished(&self) -> bool {
         self.task.get().is_some_and(JoinHandle::is_finished)
