@@ -77,9 +77,10 @@ impl GroupMember {
 
     /// As [`join`](Self::join), also returning the group's changes as they happen: a
     /// [`CacheEvent`](crate::CacheEvent) for every member node created, changed (its data) or
-    /// deleted, the group node itself included. The stream is bounded: events past its
-    /// capacity become one [`CacheEvent::Lagged`](crate::CacheEvent::Lagged), and the
-    /// members as [`current_members`](Self::current_members) lists them stay current.
+    /// deleted, the group node itself included. The stream is bounded: left unread for over
+    /// a second while full, the events it misses become one
+    /// [`CacheEvent::Lagged`](crate::CacheEvent::Lagged), and the members as
+    /// [`current_members`](Self::current_members) lists them stay current.
     ///
     /// # Errors
     /// As [`join`](Self::join).

@@ -168,9 +168,9 @@ change until Ctrl-C: 'created <path> <data>', 'changed <path> <data>' (the new d
 'deleted <path>'. A node this session may not read is printed once as 'unreadable <path>'
 (in the tree or later); it is not kept, nor anything below it. Data is shown as text,
 control characters escaped. After a reconnection the copy is read again and only the
-differences are printed. If the output falls more than 1024 events behind (a paused
-terminal, a slow pipe), the events it missed are replaced by one line 'lagged <count>'; the
-copy itself stays current. PATH need not exist yet. With --json, one object per line:
+differences are printed. If the output stalls for over a second with 1024 events waiting
+(a paused terminal, a stopped pipe), the events it missed are replaced by one line
+'lagged <count>'; the copy itself stays current. PATH need not exist yet. With --json, one object per line:
 {\"event\":…,\"path\":…,\"data\":…,\"data_base64\":…,\"version\":…,\"mzxid\":…}
 (no data, version or mzxid for 'deleted' and 'unreadable'; {\"event\":\"lagged\",\"missed\":N}).";
 

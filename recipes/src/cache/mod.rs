@@ -110,12 +110,14 @@ pub enum CacheEvent {
     },
     /// The initial tree has been delivered.
     Initialized,
-    /// The stream fell behind: `missed` events found it full (the capacity of
-    /// [`TreeCacheBuilder::with_event_capacity`] waiting to be read) and this one stands in
-    /// their place, ahead of any later event. The cache applied them all the same: its copy
-    /// is current ([`TreeCache::snapshot`]), and a consumer that replays the events into a
-    /// copy of its own takes the snapshot again. The cache never waits for its consumer, so
-    /// a stream that is held and never read costs at most its capacity.
+    /// The consumer stopped reading: the stream stayed full (the capacity of
+    /// [`TreeCacheBuilder::with_event_capacity`] waiting to be read) for over a second, the
+    /// cache went on without it, and this one event stands in the place of the `missed`
+    /// events that found no room, ahead of any later event. The cache applied them all the
+    /// same: its copy is current ([`TreeCache::snapshot`]), and a consumer that replays the
+    /// events into a copy of its own takes the snapshot again. A consumer that reads is
+    /// waited for and never sees one; a stream held and never read stalls the copy once,
+    /// for that second, and costs at most its capacity.
     Lagged {
         /// How many events it stands for.
         missed: u64,
@@ -209,9 +211,11 @@ impl TreeCacheBuilder {
         self
     }
 
-    /// How many events may wait for the consumer (default 1024). The cache never waits for
-    /// the consumer (its copy would freeze): the events that find the queue full become one
-    /// [`CacheEvent::Lagged`], delivered once there is room. Nothing grows without bound.
+    /// How many events may wait for the consumer (default 1024). A full queue is waited on,
+    /// so that a consumer that reads gets every event (a tree larger than the capacity
+    /// included), but for a second at most: one that has stopped reading must not freeze the
+    /// copy. The events that then find the queue full become one [`CacheEvent::Lagged`],
+    /// delivered once there is room. Nothing grows without bound.
     ///
     /// ```no_run
     /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {
@@ -231,8 +235,9 @@ impl TreeCacheBuilder {
 
     /// Sets the watch, reads the subtree, and returns the cache with its event stream
     /// (which starts with the initial tree). Dropping the stream is fine: the cache then
-    /// stops sending events, and stays current. So is not reading it: events past its
-    /// capacity become one [`CacheEvent::Lagged`].
+    /// stops sending events, and stays current. So is not reading it: after a second of a
+    /// full stream the cache goes on without it, and the events it missed become one
+    /// [`CacheEvent::Lagged`].
     ///
     /// ```no_run
     /// # async fn run(client: zkwire::Client) -> Result<(), zkwire::Error> {

@@ -44,6 +44,12 @@ async fn room_for_lag(tx: Option<&mpsc::Sender<CacheEvent>>) -> bool {
     }
 }
 
+/// How long the cache waits for room in a full event stream before it goes on without its
+/// consumer ([`Worker::emit`]): long enough for one that reads, even on a loaded machine,
+/// to keep every event; short enough that a stream held and never read stalls the copy
+/// once, briefly.
+const PATIENCE: Duration = Duration::from_secs(1);
+
 /// How long after an event's read failed the whole tree is read again.
 const RESYNC_AFTER_FAILED_READ: Duration = Duration::from_millis(500);
 
@@ -87,10 +93,10 @@ impl Worker {
         *self.write() = read.tree.clone();
         let _ = ready.send(Ok(()));
         for (path, node) in read.tree {
-            self.emit(CacheEvent::Created { path, node });
+            self.emit(CacheEvent::Created { path, node }).await;
         }
-        self.note_unreadable(read.unreadable);
-        self.emit(CacheEvent::Initialized);
+        self.note_unreadable(read.unreadable).await;
+        self.emit(CacheEvent::Initialized).await;
         let stopped = self.follow(&mut watcher, &mut states).await;
         tracing::debug!(root = self.root, error = %stopped, "tree cache stopped");
         self.finish(stopped);
@@ -201,18 +207,18 @@ impl Worker {
         }
         *self.write() = fresh.clone();
         for event in differences(&old, &fresh) {
-            self.emit(event);
+            self.emit(event).await;
         }
-        self.note_unreadable(unreadable);
+        self.note_unreadable(unreadable).await;
         Ok(())
     }
 
     /// Makes `now` the set of unreadable nodes, announcing those not already in it.
-    fn note_unreadable(&mut self, now: BTreeSet<String>) {
+    async fn note_unreadable(&mut self, now: BTreeSet<String>) {
         let new: Vec<String> = now.difference(&self.unreadable).cloned().collect();
         self.unreadable = now;
         for path in new {
-            self.emit(CacheEvent::Unreadable { path });
+            self.emit(CacheEvent::Unreadable { path }).await;
         }
     }
 
@@ -295,13 +301,13 @@ impl Worker {
         }
         let events = self.apply(node_path, read);
         for event in events {
-            self.emit(event);
+            self.emit(event).await;
         }
         if !denied {
             self.unreadable.remove(node_path);
         } else if self.unreadable.insert(node_path.to_owned()) {
             let path = node_path.to_owned();
-            self.emit(CacheEvent::Unreadable { path });
+            self.emit(CacheEvent::Unreadable { path }).await;
         }
         Ok(())
     }
@@ -375,16 +381,39 @@ impl Worker {
         self.selection.filter.as_ref().is_none_or(|f| f(node_path))
     }
 
-    /// Hands `event` to the stream without waiting: the cache never waits for its consumer,
-    /// whose falling behind would otherwise freeze the copy. An event that finds the stream
-    /// full is counted, and [`CacheEvent::Lagged`] takes the place of those counted, as soon
-    /// as there is room and ahead of any later event.
-    fn emit(&mut self, event: CacheEvent) {
+    /// Hands `event` to the stream. A consumer that reads gets every event: a full stream
+    /// is waited on, for [`PATIENCE`] at most. One that has stopped reading for longer must
+    /// not freeze the copy: the cache then goes on without waiting, counting the events that
+    /// find the stream full, and [`CacheEvent::Lagged`] takes their place as soon as there is
+    /// room, ahead of any later event. Once it is delivered, the consumer is waited on again.
+    async fn emit(&mut self, event: CacheEvent) {
         if self.missed > 0 && !self.offer_lag(RESERVED) {
             self.missed += 1;
-        } else if !self.offer(event, RESERVED) {
+        } else if !(self.room_within(PATIENCE).await && self.offer(event, RESERVED)) {
             self.missed = 1;
         }
+    }
+
+    /// Whether the stream has room for an ordinary event, waiting for it up to `patience`
+    /// (true at once if the consumer dropped the stream).
+    async fn room_within(&mut self, patience: Duration) -> bool {
+        let Some(tx) = &self.events else {
+            return true;
+        };
+        if tx.capacity() > RESERVED {
+            return true;
+        }
+        // The permits only prove the room: dropped at once, they leave it to the send.
+        let room = async { tx.reserve_many(RESERVED + 1).await.map(drop) };
+        let (room, open) = match tokio::time::timeout(patience, room).await {
+            Ok(Ok(())) => (true, true),
+            Ok(Err(_closed)) => (true, false),
+            Err(_elapsed) => (false, true),
+        };
+        if !open {
+            self.events = None;
+        }
+        room
     }
 
     /// The last events, in the slots [`RESERVED`] for them: any [`CacheEvent::Lagged`] still
@@ -424,7 +453,7 @@ impl Worker {
 
     /// A sender to wait for room on while a [`CacheEvent::Lagged`] is owed.
     fn lag_sender(&self) -> Option<mpsc::Sender<CacheEvent>> {
-        self.events.clone().filter(|_| self.missed > 0)
+        self.events.as_ref().filter(|_| self.missed > 0).cloned()
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, CachedNode>> {
