@@ -291,7 +291,10 @@ impl RwLock {
             let view = granted.hold.view_from(&self.dir.client);
             return nested(granted).map(|granted| Some(ReadGuard { granted, view }));
         }
-        let tie = scoped.write.map(|w| tie_with(&w.hold));
+        let tie = scoped.write.map(|w| {
+            let view = w.hold.view_from(&self.dir.client);
+            tie_with(&w.hold, view.as_deref())
+        });
         self.read_with(tie, blocking, deadline).await
     }
 
@@ -397,14 +400,15 @@ struct Scoped {
     key: String,
 }
 
-/// The tie of a downgrade read node with the write hold `writer`.
-fn tie_with(writer: &Hold) -> Tie {
+/// The tie of a downgrade read node with the write hold `writer`, for a read acquired
+/// through a handle that sees the hold with `view` (the writer's node is checked through it).
+fn tie_with(writer: &Hold, view: Option<&View>) -> Tie {
     let node = writer.node();
     Tie {
         suffix: suffix_after(node.name(), WRITE_MARKER)
             .unwrap_or_default()
             .to_owned(),
-        writer_path: node.path.clone(),
+        writer_path: writer.path_in(view).to_owned(),
         writer_token: writer.fencing_token(),
     }
 }
@@ -607,7 +611,8 @@ impl WriteGuard {
     /// # Errors
     /// [`LockError::Lost`] if our write node is gone; the client's errors.
     pub async fn downgrade_read(&self) -> Result<ReadGuard, LockError> {
-        let tie = tie_with(&self.granted.hold);
+        // The read is taken through this guard's `RwLock`, which names paths as `view` does.
+        let tie = tie_with(&self.granted.hold, self.view());
         self.rw
             .read_with(Some(tie), true, None)
             .await?

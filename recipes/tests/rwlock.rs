@@ -261,3 +261,29 @@ async fn ties_from_peers_and_lost_writer() {
         sorted_children(&a, "/rw").await
     );
 }
+
+/// Inside a write scope, a read taken through another handle of the client (another chroot)
+/// ties with the writer's node as that handle names it, and so does a downgrade of a write
+/// guard nested through it: neither takes the healthy write lock for lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_tied_through_another_chroot_finds_the_writer() {
+    let (_, [client]) = fresh_clients("rw_chroot_tie", T).await;
+    let write = RwLock::new(client.clone(), "/app/locks/rw")
+        .write()
+        .await
+        .unwrap();
+    let chrooted = RwLock::new(client.chroot("/app").unwrap(), "/locks/rw");
+    let read = write.scope(chrooted.read()).await.unwrap();
+    assert!(read.is_held());
+    assert!(read.path().starts_with("/locks/rw/"), "{}", read.path());
+    let nested_write = write.scope(chrooted.write()).await.unwrap();
+    let downgraded = nested_write.downgrade_read().await.unwrap();
+    assert_eq!(downgraded.fencing_token(), write.fencing_token());
+    for guard in [read, downgraded] {
+        guard.release().await.unwrap();
+    }
+    nested_write.release().await.unwrap();
+    write.release().await.unwrap();
+    assert!(sorted_children(&client, "/app/locks/rw").await.is_empty());
+    close_all([client]).await;
+}
