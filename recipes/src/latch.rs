@@ -301,7 +301,9 @@ impl LeaderLatch {
             // task's slot, which a start holds while it publishes a status.
             let current = status.borrow_and_update().clone();
             match &current {
-                Status::Leading(leadership) if leadership.is_held() => {
+                // Not once told to close (a `close()` even dropped after its first poll): the
+                // leadership is being given up, and `Idle` follows.
+                Status::Leading(leadership) if leadership.is_held() && self.is_started() => {
                     return Ok(leadership.clone());
                 }
                 Status::Leading(_) | Status::Waiting => {}
