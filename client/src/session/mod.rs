@@ -333,7 +333,8 @@ impl Session {
     /// Requests are written in submission order, and only once a handshake has completed.
     /// A request that can never be sent is answered at once (in `poll_event`): after the
     /// session ended ([`Error::SessionExpired`], [`Error::AuthFailed`], [`Error::Closed`]),
-    /// or when larger than the server's limit ([`Error::RequestTooLarge`]).
+    /// when bound to a session that is not the current one ([`Error::SessionExpired`]), or
+    /// when larger than the server's limit ([`Error::RequestTooLarge`]).
     pub fn submit(&mut self, now: Instant, request: Request) -> RequestId {
         let id = self.next_request_id();
         let len = 8 + request.body.len();
