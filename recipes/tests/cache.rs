@@ -645,20 +645,28 @@ async fn until_cached(cache: &TreeCache, path: &str, data: &str) {
     .await;
 }
 
+/// A writer that made `root` (empty) and `children` nodes `root/c0`… holding `v1`, and a
+/// reader's cache of `root` whose event stream holds 4 events.
+async fn four_slot_cache(
+    name: &str,
+    root: &str,
+    children: usize,
+) -> (Client, Client, TreeCache, CacheEvents) {
+    let paths: Vec<String> = (0..children).map(|i| format!("{root}/c{i}")).collect();
+    let mut tree: Vec<(&str, &[u8])> = vec![(root, b"")];
+    tree.extend(paths.iter().map(|p| (p.as_str(), &b"v1"[..])));
+    let (cs, writer) = writer_of(&fresh_chroot(name).await, &tree).await;
+    let reader = Client::connect(&cs).await.unwrap();
+    let builder = TreeCache::builder(reader.clone(), root).with_event_capacity(4);
+    let (cache, events) = builder.start().await.unwrap();
+    (writer, reader, cache, events)
+}
+
 /// A consumer that reads gets every event, however much larger than the stream's capacity
 /// the tree is: the initial load waits for it (no `Lagged`), and `Initialized` comes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_that_reads_gets_a_tree_larger_than_the_capacity_whole() {
-    let mut tree: Vec<(String, &[u8])> = vec![("/big".into(), b"")];
-    tree.extend((0..40).map(|i| (format!("/big/n{i:02}"), &b"x"[..])));
-    let tree: Vec<(&str, &[u8])> = tree.iter().map(|(p, d)| (p.as_str(), *d)).collect();
-    let (cs, writer) = writer_of(&fresh_chroot("cache_prompt").await, &tree).await;
-    let reader = Client::connect(&cs).await.unwrap();
-    let (cache, mut events) = TreeCache::builder(reader.clone(), "/big")
-        .with_event_capacity(4)
-        .start()
-        .await
-        .unwrap();
+    let (writer, reader, cache, mut events) = four_slot_cache("cache_prompt", "/big", 40).await;
     let mut copy = BTreeMap::new();
     loop {
         match next(&mut events).await {
@@ -679,16 +687,7 @@ async fn a_consumer_that_reads_gets_a_tree_larger_than_the_capacity_whole() {
 /// later events; `Stopped` still comes last.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_nobody_reads_never_freezes_the_cache() {
-    let mut tree: Vec<(String, &[u8])> = vec![("/t".into(), b"")];
-    tree.extend((0..10).map(|i| (format!("/t/c{i}"), &b"v1"[..])));
-    let tree: Vec<(&str, &[u8])> = tree.iter().map(|(p, d)| (p.as_str(), *d)).collect();
-    let (cs, writer) = writer_of(&fresh_chroot("cache_unread").await, &tree).await;
-    let reader = Client::connect(&cs).await.unwrap();
-    let (cache, mut events) = TreeCache::builder(reader.clone(), "/t")
-        .with_event_capacity(4)
-        .start()
-        .await
-        .unwrap();
+    let (writer, reader, cache, mut events) = four_slot_cache("cache_unread", "/t", 10).await;
     // 12 events of the initial load (11 nodes, Initialized) and 3 changes, none read.
     writer.set_data("/t/c0", "v2", None).await.unwrap();
     writer
