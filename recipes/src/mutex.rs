@@ -265,14 +265,17 @@ impl Mutex {
         // (which includes: owned by the client's current session).
         if let Some((hold, handoffs)) = parked {
             if hold.known_lost().is_none() {
-                return Ok(Some(self.grant(lock, hold, permit, handoffs)));
+                // Taken through another handle, perhaps: seen as this one names it.
+                let view = hold.view_from(&self.dir.client);
+                return Ok(Some(self.grant(lock, hold, permit, handoffs, view)));
             }
         }
         let contest = Contest::exclusive(MUTEX_MARKERS[0], MUTEX_MARKERS);
         match acquire(&self.dir, &contest, blocking, deadline).await? {
             Outcome::Held(node) => {
                 let hold = Hold::new(self.dir.client.clone(), node, &self.dir.options);
-                Ok(Some(self.grant(lock, hold, permit, 0)))
+                // Our own handle's node: no view (and no string built to tell).
+                Ok(Some(self.grant(lock, hold, permit, 0, None)))
             }
             Outcome::Busy => Ok(None),
         }
@@ -301,9 +304,8 @@ impl Mutex {
         hold: Hold,
         permit: Option<OwnedSemaphorePermit>,
         handoffs: u32,
+        view: Option<Box<View>>,
     ) -> MutexGuard {
-        // A node handed over locally may have been taken through another handle.
-        let view = hold.view_from(&self.dir.client);
         MutexGuard {
             view,
             granted: Arc::new(Granted {
