@@ -81,11 +81,11 @@ impl Hold {
         dog
     }
 
-    /// What a future made now needs to start the watchdog when first polled: made outside
+    /// What a future made now needs to start `dog`, the hold's watchdog (which the caller
+    /// has just tried to start), when first polled: made outside
     /// a runtime, it could not start here, and nothing else may ever ask again. `None` once
     /// started, or when the hold ended.
-    fn starter(&self) -> Option<Starter> {
-        let dog = self.watchdog();
+    fn starter(&self, dog: &Arc<Watchdog>) -> Option<Starter> {
         if dog.started() || self.ended.load(Ordering::Relaxed) {
             return None;
         }
@@ -137,9 +137,10 @@ impl Hold {
     /// The first reason the hold was lost; [`LostReason::Released`] once it ended without
     /// one.
     pub(crate) fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
-        let mut rx = self.watchdog().lost().clone();
+        let dog = self.watchdog();
+        let mut rx = dog.lost().clone();
         let ended = self.ended.load(Ordering::Relaxed);
-        let starter = self.starter();
+        let starter = self.starter(dog);
         async move {
             if let Some(starter) = starter {
                 starter.start();
@@ -190,8 +191,9 @@ impl Hold {
 
     /// Resolves once a revocation is requested; never if the hold ends first.
     pub(crate) fn revoked(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut rx = self.watchdog().revoked().clone();
-        let starter = self.starter();
+        let dog = self.watchdog();
+        let mut rx = dog.revoked().clone();
+        let starter = self.starter(dog);
         async move {
             if let Some(starter) = starter {
                 starter.start();
