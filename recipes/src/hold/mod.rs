@@ -82,9 +82,9 @@ impl Hold {
     }
 
     /// What a future made now needs to start `dog`, the hold's watchdog (which the caller
-    /// has just tried to start), when first polled: made outside
-    /// a runtime, it could not start here, and nothing else may ever ask again. `None` once
-    /// started, or when the hold ended.
+    /// has just tried to start), when first polled: made outside a runtime, it could not
+    /// start here, and nothing else may ever ask again. `None` once started, or when the
+    /// hold ended.
     fn starter(&self, dog: &Arc<Watchdog>) -> Option<Starter> {
         if dog.started() || self.ended.load(Ordering::Relaxed) {
             return None;
