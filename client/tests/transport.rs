@@ -563,3 +563,136 @@ async fn a_connect_that_completes_after_close_is_dropped() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(client.stats().connections, 1, "{:?}", client.stats());
 }
+
+// ===== batching: callers answered together send their next requests in one write =====
+
+/// A stream that counts the writes that took bytes.
+struct CountingWrites {
+    inner: DuplexStream,
+    writes: Arc<AtomicUsize>,
+}
+
+impl AsyncRead for CountingWrites {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for CountingWrites {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let written = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(written, Poll::Ready(Ok(n)) if n > 0) {
+            self.writes.fetch_add(1, Ordering::Relaxed);
+        }
+        written
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// A fake server that holds getData replies until `batch` of them are due, then sends them
+/// in one write; it answers anything else at once.
+async fn batching_server(mut io: DuplexStream, batch: usize) {
+    let mut frames = FrameDecoder::default();
+    accept_session(&mut io, &mut frames, Duration::ZERO).await;
+    let mut held = Vec::new();
+    let mut count = 0;
+    while let Some(frame) = read_frame(&mut io, &mut frames).await {
+        let header = Reader::new(&frame).read::<RequestHeader>().unwrap();
+        let body = match header.op {
+            OpCode::GetData => GetDataResponse {
+                data: None,
+                stat: Stat::default(),
+            }
+            .to_bytes(),
+            OpCode::Sync => SyncResponse {
+                path: "/".to_owned(),
+            }
+            .to_bytes(),
+            _ => Bytes::new(),
+        };
+        held.extend_from_slice(&reply_frame(header.xid, 7, ErrorCode::Ok, &body));
+        count += usize::from(header.op == OpCode::GetData);
+        if count == batch || header.op != OpCode::GetData {
+            if io.write_all(&held).await.is_err() {
+                return;
+            }
+            held.clear();
+            count = 0;
+        }
+    }
+}
+
+/// Connects to a [`batching_server`] through [`CountingWrites`].
+#[derive(Clone)]
+struct Batching {
+    batch: usize,
+    writes: Arc<AtomicUsize>,
+}
+
+impl Connect for Batching {
+    type Stream = CountingWrites;
+
+    async fn connect(&self, _host: &HostPort) -> io::Result<CountingWrites> {
+        let (client, server) = tokio::io::duplex(1 << 20);
+        tokio::spawn(batching_server(server, self.batch));
+        Ok(CountingWrites {
+            inner: client,
+            writes: self.writes.clone(),
+        })
+    }
+}
+
+/// Callers whose answers came in one read send their next requests in one write, or close
+/// to it. On one worker thread the first of them to run would otherwise wake the driver
+/// ahead of the others (a task woken by the running one runs next), and each request would
+/// go out alone: a write per request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn callers_answered_together_share_their_next_write() {
+    const CALLERS: usize = 8;
+    const ROUNDS: usize = 25;
+    let connector = Batching {
+        batch: CALLERS,
+        writes: Arc::default(),
+    };
+    let client = Client::builder()
+        .connect_with("fake:1", connector.clone())
+        .await
+        .unwrap();
+    let before = connector.writes.load(Ordering::Relaxed);
+    let callers: Vec<_> = (0..CALLERS)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                for _ in 0..ROUNDS {
+                    client.get_data("/n").await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for caller in callers {
+        tokio::time::timeout(Duration::from_secs(10), caller)
+            .await
+            .expect("every request answered")
+            .unwrap();
+    }
+    let writes = connector.writes.load(Ordering::Relaxed) - before;
+    assert!(
+        writes <= 3 * ROUNDS,
+        "{writes} writes for {ROUNDS} rounds of {CALLERS} callers answered together"
+    );
+}

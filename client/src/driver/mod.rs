@@ -20,6 +20,7 @@ use std::io;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -106,6 +107,11 @@ pub(crate) struct Driver<C: Connect> {
     published_lease: Option<std::time::Instant>,
     /// Where the next step starts polling its sources (see `step`).
     turn: usize,
+    /// Answers in the last batch handed out that had any, until a step takes commands (see
+    /// [`wait_for_answered_callers`](Self::wait_for_answered_callers)).
+    answered: usize,
+    /// Commands taken, ever (wrapping): what a step took is the difference.
+    taken: usize,
 }
 
 impl<C: Connect> Driver<C> {
@@ -141,6 +147,8 @@ impl<C: Connect> Driver<C> {
             outbox: Vec::new(),
             published_lease: None,
             turn: 0,
+            answered: 0,
+            taken: 0,
         }
     }
 
@@ -160,7 +168,10 @@ impl<C: Connect> Driver<C> {
                 }
                 self.start_connect_if_wanted();
                 self.update_rw_probe();
+                let taken = self.taken;
                 self.step().await;
+                self.wait_for_answered_callers(self.taken.wrapping_sub(taken))
+                    .await;
                 self.take_transmit();
                 self.write_now().await;
             }
@@ -187,6 +198,7 @@ impl<C: Connect> Driver<C> {
 
     fn on_command(&mut self, cmd: Option<Command>) {
         let now = now();
+        self.taken = self.taken.wrapping_add(1);
         match cmd {
             Some(Command::Submit(submission)) => {
                 let (request, reply, watcher) = submission.into_parts();
@@ -253,6 +265,23 @@ impl<C: Connect> Driver<C> {
         let full_room = spare >= self.read_room / 4;
         if full_room && matches!(read, Ok(n) if *n >= spare) {
             self.read_room = (self.read_room * 2).min(MAX_READ_ROOM);
+        }
+    }
+
+    /// After a step that took `took` commands: if it was the first to take any since a batch
+    /// of answers went out, and it took fewer than all but one of them, the callers answered
+    /// are probably several tasks, of which the first to run has sent its request and the
+    /// others have not run yet. They are let run, and what they send is taken, so that it
+    /// leaves in the same write ([`let_woken_callers_run`]). One task answered twice (a
+    /// lock's create and listing) and sending one request is not waited for.
+    async fn wait_for_answered_callers(&mut self, took: usize) {
+        if took == 0 {
+            return;
+        }
+        let answered = std::mem::take(&mut self.answered);
+        if took + 1 < answered {
+            let_woken_callers_run().await;
+            self.drain_commands();
         }
     }
 
@@ -359,10 +388,12 @@ impl<C: Connect> Driver<C> {
     fn dispatch_events(&mut self) {
         // Reused from call to call: no allocation per reply.
         let mut outbox = std::mem::take(&mut self.outbox);
+        let mut answers = 0;
         while let Some(event) = self.session.poll_event() {
             match event {
                 Event::Reply { id, result } => {
                     if let Some(tx) = self.registry.take_reply(id) {
+                        answers += 1;
                         outbox.push(Outgoing::Answer(tx, result));
                     }
                 }
@@ -384,6 +415,9 @@ impl<C: Connect> Driver<C> {
             }
         }
         self.publish_counts();
+        if answers > 0 {
+            self.answered = answers;
+        }
         deliver(&mut outbox, |watcher| self.drop_watcher(watcher));
         self.outbox = outbox;
     }
@@ -461,6 +495,29 @@ impl<C: Connect> Driver<C> {
         let _ = self.shared.state_events.send(state);
         self.shared.state.send_replace(state);
     }
+}
+
+/// Lets the callers that answers just woke run before the driver sends what it took.
+///
+/// An answered caller usually sends its next request at once. When several were answered,
+/// the first of them to run wakes the driver, and the runtime runs the driver next (a task
+/// woken by the running one goes first): the driver would take and write that one request
+/// alone, then the next caller's, and so on, a write and a driver step per request. Waking
+/// itself and returning `Pending` puts the driver behind the callers already queued (their
+/// wakes find it queued and cost nothing), so it takes their requests together and sends
+/// them in one write (BENCHMARKS.md, "Issue 29, twelfth pass"). With no caller left to run,
+/// the runtime polls the driver again at once.
+async fn let_woken_callers_run() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            return Poll::Ready(());
+        }
+        yielded = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await;
 }
 
 /// Hands out a batch of answers and watch events, in order. A stream found full (the
