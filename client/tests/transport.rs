@@ -97,14 +97,17 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// A stream whose flush pends every other call (as a TLS stream's may, while its records go
-/// out), waking itself a moment later.
-struct SlowFlush {
+/// A pipe's client end that counts the writes that took bytes, and whose flush, when
+/// `slow`, pends every other call (as a TLS stream's may, while its records go out), waking
+/// itself a moment later.
+struct TestStream {
     inner: DuplexStream,
+    slow: bool,
     flushes: usize,
+    writes: Arc<AtomicUsize>,
 }
 
-impl AsyncRead for SlowFlush {
+impl AsyncRead for TestStream {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -114,18 +117,22 @@ impl AsyncRead for SlowFlush {
     }
 }
 
-impl AsyncWrite for SlowFlush {
+impl AsyncWrite for TestStream {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        let written = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(written, Poll::Ready(Ok(n)) if n > 0) {
+            self.writes.fetch_add(1, Ordering::Relaxed);
+        }
+        written
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.flushes += 1;
-        if self.flushes % 2 == 1 {
+        if self.slow && self.flushes % 2 == 1 {
             let waker = cx.waker().clone();
             tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_millis(2)).await;
@@ -225,9 +232,9 @@ impl Recording {
 }
 
 impl Connect for Recording {
-    type Stream = SlowFlush;
+    type Stream = TestStream;
 
-    async fn connect(&self, _host: &HostPort) -> io::Result<SlowFlush> {
+    async fn connect(&self, _host: &HostPort) -> io::Result<TestStream> {
         let (client, server) = tokio::io::duplex(1 << 20);
         tokio::spawn(recording_server(
             server,
@@ -236,9 +243,11 @@ impl Connect for Recording {
         ));
         // An odd start makes every flush but the first pend, when slow flushes are wanted.
         let flushes = if self.slow_flush { 0 } else { 1 };
-        Ok(SlowFlush {
+        Ok(TestStream {
             inner: client,
+            slow: true,
             flushes,
+            writes: Arc::default(),
         })
     }
 }
@@ -566,44 +575,6 @@ async fn a_connect_that_completes_after_close_is_dropped() {
 
 // ===== batching: callers answered together send their next requests in one write =====
 
-/// A stream that counts the writes that took bytes.
-struct CountingWrites {
-    inner: DuplexStream,
-    writes: Arc<AtomicUsize>,
-}
-
-impl AsyncRead for CountingWrites {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for CountingWrites {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let written = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if matches!(written, Poll::Ready(Ok(n)) if n > 0) {
-            self.writes.fetch_add(1, Ordering::Relaxed);
-        }
-        written
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
 /// A fake server that holds getData replies until `batch` of them are due, then sends them
 /// in one write; it answers anything else at once.
 async fn batching_server(mut io: DuplexStream, batch: usize) {
@@ -637,7 +608,7 @@ async fn batching_server(mut io: DuplexStream, batch: usize) {
     }
 }
 
-/// Connects to a [`batching_server`] through [`CountingWrites`].
+/// Connects to a [`batching_server`] through a [`TestStream`] whose flushes never pend.
 #[derive(Clone)]
 struct Batching {
     batch: usize,
@@ -645,13 +616,15 @@ struct Batching {
 }
 
 impl Connect for Batching {
-    type Stream = CountingWrites;
+    type Stream = TestStream;
 
-    async fn connect(&self, _host: &HostPort) -> io::Result<CountingWrites> {
+    async fn connect(&self, _host: &HostPort) -> io::Result<TestStream> {
         let (client, server) = tokio::io::duplex(1 << 20);
         tokio::spawn(batching_server(server, self.batch));
-        Ok(CountingWrites {
+        Ok(TestStream {
             inner: client,
+            slow: false,
+            flushes: 0,
             writes: self.writes.clone(),
         })
     }

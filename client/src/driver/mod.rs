@@ -53,9 +53,10 @@ const MAX_READ_ROOM: usize = 64 * 1024;
 /// Less room than this is not worth a read: more is made first.
 const MIN_USEFUL_READ: usize = 128;
 
-/// How many waiting commands one driver step takes after the one it woke for: enough to
-/// batch what callers submit together, few enough that reads and timers are not starved.
-const COMMAND_BATCH: usize = 64;
+/// How many waiting commands one driver step takes after the one it woke for (and as many
+/// again after letting answered callers run, `let_woken_callers_run`): enough to batch what
+/// callers submit together, few enough that reads and timers are not starved.
+const COMMAND_BATCH: u32 = 64;
 
 /// An answer or a watch event waiting to be handed out.
 enum Outgoing {
@@ -107,11 +108,11 @@ pub(crate) struct Driver<C: Connect> {
     published_lease: Option<std::time::Instant>,
     /// Where the next step starts polling its sources (see `step`).
     turn: usize,
-    /// Answers in the last batch handed out that had any, until a step takes commands (see
-    /// [`wait_for_answered_callers`](Self::wait_for_answered_callers)).
-    answered: usize,
-    /// Commands taken, ever (wrapping): what a step took is the difference.
-    taken: usize,
+    /// Callers woken by their answers since a step last took commands (see
+    /// [`note_commands_taken`](Self::note_commands_taken)).
+    answered: u32,
+    /// The step just ended should let the answered callers run before anything is written.
+    let_callers_run: bool,
 }
 
 impl<C: Connect> Driver<C> {
@@ -148,7 +149,7 @@ impl<C: Connect> Driver<C> {
             published_lease: None,
             turn: 0,
             answered: 0,
-            taken: 0,
+            let_callers_run: false,
         }
     }
 
@@ -168,10 +169,11 @@ impl<C: Connect> Driver<C> {
                 }
                 self.start_connect_if_wanted();
                 self.update_rw_probe();
-                let taken = self.taken;
                 self.step().await;
-                self.wait_for_answered_callers(self.taken.wrapping_sub(taken))
-                    .await;
+                if std::mem::take(&mut self.let_callers_run) {
+                    let_woken_callers_run().await;
+                    self.drain_commands();
+                }
                 self.take_transmit();
                 self.write_now().await;
             }
@@ -198,7 +200,6 @@ impl<C: Connect> Driver<C> {
 
     fn on_command(&mut self, cmd: Option<Command>) {
         let now = now();
-        self.taken = self.taken.wrapping_add(1);
         match cmd {
             Some(Command::Submit(submission)) => {
                 let (request, reply, watcher) = submission.into_parts();
@@ -268,37 +269,38 @@ impl<C: Connect> Driver<C> {
         }
     }
 
-    /// After a step that took `took` commands: if it was the first to take any since a batch
-    /// of answers went out, and it took fewer than all but one of them, the callers answered
-    /// are probably several tasks, of which the first to run has sent its request and the
-    /// others have not run yet. They are let run, and what they send is taken, so that it
-    /// leaves in the same write ([`let_woken_callers_run`]). One task answered twice (a
-    /// lock's create and listing) and sending one request is not waited for.
-    async fn wait_for_answered_callers(&mut self, took: usize) {
-        if took == 0 {
-            return;
-        }
+    /// After a step took `took` commands, the first since callers were answered: if it took
+    /// fewer than all but one of those callers, they are probably several tasks, of which
+    /// the first to run has sent its next request and the others have not run yet. The step
+    /// then lets them run, and takes what they send, before it writes, so that all of it
+    /// leaves in one write ([`let_woken_callers_run`]). One task answered twice (a lock's
+    /// create and listing) that sends one request is not waited for, nor are two callers.
+    fn note_commands_taken(&mut self, took: u32) {
         let answered = std::mem::take(&mut self.answered);
-        if took + 1 < answered {
-            let_woken_callers_run().await;
-            self.drain_commands();
-        }
+        self.let_callers_run = took.saturating_add(1) < answered;
     }
 
     /// Takes the commands already waiting, up to [`COMMAND_BATCH`], so that requests
     /// submitted together (a lock's create and listing, a release's delete and the next
-    /// create) leave in one write, in the order they were submitted.
-    fn drain_commands(&mut self) {
-        for _ in 0..COMMAND_BATCH {
+    /// create) leave in one write, in the order they were submitted. Returns how many it
+    /// took.
+    fn drain_commands(&mut self) -> u32 {
+        if self.commands_closed {
+            return 0;
+        }
+        let mut took = 0;
+        while took < COMMAND_BATCH {
             match self.commands.try_recv() {
                 Ok(cmd) => self.on_command(Some(cmd)),
-                Err(mpsc::error::TryRecvError::Empty) => return,
+                Err(mpsc::error::TryRecvError::Empty) => break,
                 Err(mpsc::error::TryRecvError::Disconnected) => {
                     self.on_command(None);
-                    return;
+                    break;
                 }
             }
+            took += 1;
         }
+        took
     }
 
     fn on_read(&mut self, read: io::Result<usize>) {
@@ -388,12 +390,14 @@ impl<C: Connect> Driver<C> {
     fn dispatch_events(&mut self) {
         // Reused from call to call: no allocation per reply.
         let mut outbox = std::mem::take(&mut self.outbox);
-        let mut answers = 0;
         while let Some(event) = self.session.poll_event() {
             match event {
                 Event::Reply { id, result } => {
                     if let Some(tx) = self.registry.take_reply(id) {
-                        answers += 1;
+                        // A background request's answer wakes no task.
+                        if matches!(tx, ReplyTo::Waiting(_)) {
+                            self.answered = self.answered.saturating_add(1);
+                        }
                         outbox.push(Outgoing::Answer(tx, result));
                     }
                 }
@@ -415,9 +419,6 @@ impl<C: Connect> Driver<C> {
             }
         }
         self.publish_counts();
-        if answers > 0 {
-            self.answered = answers;
-        }
         deliver(&mut outbox, |watcher| self.drop_watcher(watcher));
         self.outbox = outbox;
     }
@@ -500,13 +501,17 @@ impl<C: Connect> Driver<C> {
 /// Lets the callers that answers just woke run before the driver sends what it took.
 ///
 /// An answered caller usually sends its next request at once. When several were answered,
-/// the first of them to run wakes the driver, and the runtime runs the driver next (a task
-/// woken by the running one goes first): the driver would take and write that one request
-/// alone, then the next caller's, and so on, a write and a driver step per request. Waking
-/// itself and returning `Pending` puts the driver behind the callers already queued (their
-/// wakes find it queued and cost nothing), so it takes their requests together and sends
-/// them in one write (BENCHMARKS.md, "Issue 29, twelfth pass"). With no caller left to run,
-/// the runtime polls the driver again at once.
+/// the first of them to run wakes the driver, and tokio's multi-thread runtime runs the
+/// driver next (a task woken by the running one goes first): the driver would take and
+/// write that one request alone, then the next caller's, and so on, a write and a driver
+/// step per request. A task that wakes itself while it runs is queued behind the tasks
+/// already queued on its worker, the answered callers among them (their wakes then find
+/// it queued and cost nothing), so it takes their requests together and sends them in one
+/// write (BENCHMARKS.md, "Issue 29, twelfth pass"). The cost: once per such batch, what the
+/// driver took waits for one turn of that worker's queue, unrelated tasks included. With no
+/// task queued, the runtime polls the driver again at once. `tokio::task::yield_now` would
+/// not do: it waits until the worker has nothing else to run and has polled for I/O, and
+/// the first answered caller's wake would run the driver before the others anyway.
 async fn let_woken_callers_run() {
     let mut yielded = false;
     std::future::poll_fn(|cx| {

@@ -87,7 +87,8 @@ impl<C: Connect> Driver<C> {
         }
         let cmd = ready!(self.commands.poll_recv(cx));
         self.on_command(cmd);
-        self.drain_commands();
+        let took = self.drain_commands();
+        self.note_commands_taken(took.saturating_add(1));
         Poll::Ready(())
     }
 
@@ -160,7 +161,9 @@ impl<C: Connect> Driver<C> {
     /// Writes what the step left to send right away, if the socket takes it without waiting:
     /// a request then leaves in the step that took it from its caller, not one step later
     /// (a step polls every source, which costs a third of a request's path when done once
-    /// more per request). What the socket does not take now is left to the step's write.
+    /// more per request), unless the step first let answered callers run
+    /// (`let_woken_callers_run`). What the socket does not take now is left to the step's
+    /// write.
     pub(super) async fn write_now(&mut self) {
         let Some(stream) = self.stream.as_mut() else {
             return;
